@@ -1,0 +1,10 @@
+// The umbrella include of the zenith framework.
+#pragma once
+
+#include "zenith/autograd.h"
+#include "zenith/context.h"
+#include "zenith/dtype.h"
+#include "zenith/error.h"
+#include "zenith/ops.h"
+#include "zenith/random.h"
+#include "zenith/tensor.h"

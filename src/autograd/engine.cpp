@@ -1,0 +1,172 @@
+// The tape and the backward engine: nodes are recorded as ops run; backward() visits them in
+// topological order (Kahn's algorithm over dependency counts), summing gradients per input.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "zenith/autograd.h"
+#include "zenith/ops.h"
+
+namespace zenith::autograd {
+namespace {
+
+thread_local bool g_grad_enabled = true;
+
+struct FunctionNode : Node {
+  std::string op;
+  BackwardFn fn;
+  std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
+    ZENITH_CHECK(fn != nullptr, "[backward] the graph through '", op, "' was already freed by an "
+                 "earlier backward(); pass retain_graph=true to backward twice");
+    return fn(grads);
+  }
+  void release() override { fn = nullptr; }
+  std::string name() const override { return op; }
+};
+
+// Sums gradients into a leaf's .grad (accumulating across backward calls).
+struct AccumulateGrad : Node {
+  std::weak_ptr<TensorImpl> leaf;
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
+    auto impl = leaf.lock();
+    if (!impl || !grads[0].defined()) return {};
+    Tensor g = grads[0];
+    ZENITH_CHECK(g.shape() == impl->shape, "[backward] gradient of shape ", shape_str(g.shape()),
+                 " for a leaf of shape ", shape_str(impl->shape));
+    if (g.dtype() != impl->dtype) g = g.to(impl->dtype);
+    // Own copy: the same gradient tensor may reach several leaves, and optimizers scale in place.
+    impl->grad = impl->grad ? ops::add(Tensor(impl->grad), g).impl_ptr() : g.clone().impl_ptr();
+    return {};
+  }
+  std::string name() const override { return "AccumulateGrad"; }
+};
+
+Edge edge_for(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  auto& impl = t.impl();
+  if (impl.grad_fn) return {impl.grad_fn, impl.output_nr};
+  auto acc = impl.grad_accumulator.lock();
+  if (!acc) {
+    auto node = std::make_shared<AccumulateGrad>();
+    node->leaf = t.impl_ptr();
+    impl.grad_accumulator = node;
+    acc = node;
+  }
+  return {acc, 0};
+}
+
+Tensor add_grads(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  return ops::add(a, b);
+}
+
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool enabled) { g_grad_enabled = enabled; }
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!g_grad_enabled) return false;
+  for (auto& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (auto& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record(const std::string& op, const std::vector<Tensor>& inputs,
+            const std::vector<Tensor>& outputs, BackwardFn backward) {
+  auto node = std::make_shared<FunctionNode>();
+  node->op = op;
+  node->fn = std::move(backward);
+  node->num_outputs = uint32_t(outputs.size());
+  node->next.reserve(inputs.size());
+  for (auto& in : inputs) node->next.push_back(edge_for(in));
+  for (uint32_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined()) continue;
+    for (auto& in : inputs)
+      ZENITH_CHECK(!in.defined() || !in.is_same(outputs[i]), "[autograd] op '", op,
+                   "' returned its input as an output");
+    auto& impl = outputs[i].impl();
+    if (!is_floating(impl.dtype)) continue;
+    impl.grad_fn = node;
+    impl.output_nr = i;
+    impl.requires_grad = true;
+  }
+}
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  NoGradGuard no_grad;
+  // Discover the graph and count, for each node, the edges that point at it.
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, std::shared_ptr<Node>> owner;
+  std::vector<Node*> stack;
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    Edge e = edge_for(roots[r]);
+    if (!e.fn) continue;
+    Node* n = e.fn.get();
+    if (!owner.count(n)) {
+      owner[n] = e.fn;
+      stack.push_back(n);
+    }
+    auto& buf = buffers[n];
+    buf.resize(n->num_outputs);
+    buf[e.input_nr] = add_grads(buf[e.input_nr], grads[r]);
+  }
+  std::unordered_set<Node*> seen(stack.begin(), stack.end());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (auto& e : n->next) {
+      if (!e.fn) continue;
+      ++deps[e.fn.get()];
+      if (seen.insert(e.fn.get()).second) {
+        owner[e.fn.get()] = e.fn;
+        stack.push_back(e.fn.get());
+      }
+    }
+  }
+  std::vector<Node*> ready;
+  for (auto& [n, _] : owner)
+    if (deps[n] == 0) ready.push_back(n);
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    auto& buf = buffers[n];
+    buf.resize(n->num_outputs);
+    if (auto* fn = dynamic_cast<FunctionNode*>(n))
+      for (auto& [i, weak] : fn->retained)
+        if (auto impl = weak.lock(); impl && buf[i].defined()) impl->grad = buf[i].impl_ptr();
+    std::vector<Tensor> in_grads = n->apply(buf);
+    buffers.erase(n);
+    if (!retain_graph) n->release();
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.fn) continue;
+      Node* m = e.fn.get();
+      if (i < in_grads.size() && in_grads[i].defined()) {
+        auto& mb = buffers[m];
+        mb.resize(m->num_outputs);
+        mb[e.input_nr] = add_grads(mb[e.input_nr], in_grads[i]);
+      }
+      if (--deps[m] == 0) ready.push_back(m);
+    }
+  }
+}
+
+void retain_grad_of(const Tensor& t) {
+  auto* fn = dynamic_cast<FunctionNode*>(t.impl().grad_fn.get());
+  if (fn) fn->retained.push_back({t.impl().output_nr, t.impl_ptr()});
+}
+
+}  // namespace zenith::autograd

@@ -1,0 +1,43 @@
+// What every rank is told about its job: the MindSpore rank table and the MindSpore and
+// torchrun environment variables.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace zenith::platform {
+
+struct RankInfo {
+  int rank = 0;
+  int local_rank = 0;
+  int device_id = 0;
+  std::string host = "127.0.0.1";
+};
+
+// MindSpore's rank-table JSON (version 1.0, all values strings), ranks grouped by host.
+nlohmann::json make_rank_table(const std::vector<RankInfo>& ranks);
+
+// Writes the table atomically (temp file + rename).
+void write_rank_table(const std::string& path, const std::vector<RankInfo>& ranks);
+
+struct RankEnvContext {
+  std::string job_id;
+  std::string job_dir;
+  std::string rank_table_file;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  int world_size = 1;
+  int restart_count = 0;
+};
+
+// RANK_ID, DEVICE_ID, RANK_SIZE, RANK_TABLE_FILE, RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT, ZENITH_JOB_ID, ZENITH_RESTART_COUNT, ZENITH_JOB_DIR.
+std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const RankInfo& rank);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0 and read it back).
+int find_free_port();
+
+}  // namespace zenith::platform

@@ -1,0 +1,45 @@
+// Gang scheduling of queued jobs onto free devices: all of a job's devices or none,
+// highest priority first, FIFO within a priority, smaller jobs backfilling around a job
+// that does not fit yet (until that job has waited `starvation_s`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zenith::platform {
+
+struct QueuedJob {
+  std::int64_t id = 0;
+  int priority = 0;
+  std::int64_t seq = 0;      // submit order
+  int devices = 1;
+  std::string kind;          // device kind wanted
+  double waited_s = 0;       // time in the queue
+};
+
+struct FreeDevice {
+  int index = 0;
+  std::string kind;
+};
+
+struct Placement {
+  std::int64_t job_id = 0;
+  std::vector<int> devices;  // device indices, ascending
+};
+
+struct SchedulerOptions {
+  // Once the head job has waited this long, nothing behind it may start before it.
+  double starvation_s = 600;
+};
+
+// Decides which queued jobs start now. Pure: the caller marks the devices busy.
+std::vector<Placement> schedule(std::vector<QueuedJob> queue, std::vector<FreeDevice> free,
+                                const SchedulerOptions& options = {});
+
+// Why a job can never run on this inventory, or nullopt when it fits an idle cluster.
+std::optional<std::string> never_fits(int devices, const std::string& kind, int nodes,
+                                      int total_of_kind, const std::string& backend);
+
+}  // namespace zenith::platform

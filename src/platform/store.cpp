@@ -1,0 +1,233 @@
+#include "platform/store.h"
+
+#include <sqlite3.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace zenith::platform {
+
+namespace {
+
+// A prepared statement, finalised on scope exit.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("[store] ") + sqlite3_errmsg(db));
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  void bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  void bind(int i, std::int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  void bind(int i, int v) { sqlite3_bind_int64(stmt_, i, v); }
+  void bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
+  void bind_null(int i) { sqlite3_bind_null(stmt_, i); }
+
+  // True while there is a row.
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw std::runtime_error(std::string("[store] ") + sqlite3_errmsg(db_));
+  }
+  std::string text(int col) {
+    const unsigned char* t = sqlite3_column_text(stmt_, col);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+  std::int64_t integer(int col) { return sqlite3_column_int64(stmt_, col); }
+  double real(int col) { return sqlite3_column_double(stmt_, col); }
+  bool is_null(int col) { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+const char* kJobColumns =
+    "id, state, priority, spec, yaml, backend, devices, device_kind, restart_count, exit_code, "
+    "reason, submitted_at, started_at, finished_at, external_id, cgroup, master_port, ranks";
+
+nlohmann::json ranks_to_json(const std::vector<RankRecord>& ranks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : ranks)
+    out.push_back({{"rank", r.rank},
+                   {"device", r.device},
+                   {"host", r.host},
+                   {"pid", r.pid},
+                   {"start_time", r.start_time},
+                   {"state", r.state},
+                   {"exit_code", r.exit_code}});
+  return out;
+}
+
+JobRecord read_job(Statement& s) {
+  JobRecord j;
+  j.id = s.integer(0);
+  j.state = job_state_from_string(s.text(1)).value_or(JobState::Lost);
+  j.spec = spec_from_json(nlohmann::json::parse(s.text(3)));
+  j.yaml = s.text(4);
+  j.backend = s.text(5);
+  j.devices = nlohmann::json::parse(s.text(6)).get<std::vector<int>>();
+  j.device_kind = s.text(7);
+  j.restart_count = static_cast<int>(s.integer(8));
+  if (!s.is_null(9)) j.exit_code = static_cast<int>(s.integer(9));
+  j.reason = s.text(10);
+  j.submitted_at = s.real(11);
+  j.started_at = s.real(12);
+  j.finished_at = s.real(13);
+  j.external_id = s.text(14);
+  j.cgroup = s.text(15);
+  j.master_port = static_cast<int>(s.integer(16));
+  for (const auto& r : nlohmann::json::parse(s.text(17))) {
+    RankRecord rr;
+    rr.rank = r.value("rank", 0);
+    rr.device = r.value("device", 0);
+    rr.host = r.value("host", rr.host);
+    rr.pid = r.value("pid", 0);
+    rr.start_time = r.value("start_time", 0LL);
+    rr.state = r.value("state", rr.state);
+    rr.exit_code = r.value("exit_code", 0);
+    j.ranks.push_back(rr);
+  }
+  return j;
+}
+
+// Binds every column but id, from parameter 1.
+void bind_job(Statement& s, const JobRecord& j) {
+  s.bind(1, std::string(to_string(j.state)));
+  s.bind(2, j.spec.priority);
+  s.bind(3, spec_to_json(j.spec).dump());
+  s.bind(4, j.yaml);
+  s.bind(5, j.backend);
+  s.bind(6, nlohmann::json(j.devices).dump());
+  s.bind(7, j.device_kind);
+  s.bind(8, j.restart_count);
+  if (j.exit_code) s.bind(9, *j.exit_code);
+  else s.bind_null(9);
+  s.bind(10, j.reason);
+  s.bind(11, j.submitted_at);
+  s.bind(12, j.started_at);
+  s.bind(13, j.finished_at);
+  s.bind(14, j.external_id);
+  s.bind(15, j.cgroup);
+  s.bind(16, j.master_port);
+  s.bind(17, ranks_to_json(j.ranks).dump());
+}
+
+}  // namespace
+
+void Store::Closer::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+
+Store::Store(const std::string& path) : path_(path) {
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  db_.reset(raw);
+  if (rc != SQLITE_OK)
+    throw std::runtime_error("[store] cannot open " + path + ": " +
+                             (raw ? sqlite3_errmsg(raw) : "out of memory"));
+  sqlite3_busy_timeout(raw, 5000);
+  exec("PRAGMA journal_mode=WAL");
+  exec("PRAGMA synchronous=NORMAL");
+  exec(
+      "CREATE TABLE IF NOT EXISTS jobs ("
+      " id INTEGER PRIMARY KEY AUTOINCREMENT, state TEXT NOT NULL, priority INTEGER NOT NULL,"
+      " spec TEXT NOT NULL, yaml TEXT NOT NULL, backend TEXT NOT NULL, devices TEXT NOT NULL,"
+      " device_kind TEXT NOT NULL, restart_count INTEGER NOT NULL, exit_code INTEGER,"
+      " reason TEXT NOT NULL, submitted_at REAL NOT NULL, started_at REAL NOT NULL,"
+      " finished_at REAL NOT NULL, external_id TEXT NOT NULL, cgroup TEXT NOT NULL,"
+      " master_port INTEGER NOT NULL, ranks TEXT NOT NULL)");
+  exec("CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state)");
+  exec(
+      "CREATE TABLE IF NOT EXISTS alerts ("
+      " id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, kind TEXT NOT NULL,"
+      " message TEXT NOT NULL, created_at REAL NOT NULL)");
+}
+
+Store::~Store() = default;
+
+void Store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw std::runtime_error("[store] " + path_ + ": " + msg);
+  }
+}
+
+void Store::insert_job(JobRecord& job) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "INSERT INTO jobs (state, priority, spec, yaml, backend, devices, device_kind,"
+              " restart_count, exit_code, reason, submitted_at, started_at, finished_at,"
+              " external_id, cgroup, master_port, ranks)"
+              " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  bind_job(s, job);
+  s.step();
+  job.id = sqlite3_last_insert_rowid(db_.get());
+}
+
+void Store::update_job(const JobRecord& job) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "UPDATE jobs SET state=?, priority=?, spec=?, yaml=?, backend=?, devices=?,"
+              " device_kind=?, restart_count=?, exit_code=?, reason=?, submitted_at=?,"
+              " started_at=?, finished_at=?, external_id=?, cgroup=?, master_port=?, ranks=?"
+              " WHERE id=?");
+  bind_job(s, job);
+  s.bind(18, job.id);
+  s.step();
+}
+
+std::optional<JobRecord> Store::get_job(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), (std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id=?").c_str());
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_job(s);
+}
+
+std::vector<JobRecord> Store::list_jobs(std::optional<JobState> state) {
+  std::lock_guard lock(mutex_);
+  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs";
+  if (state) sql += " WHERE state=?";
+  sql += " ORDER BY id";
+  Statement s(db_.get(), sql.c_str());
+  if (state) s.bind(1, std::string(to_string(*state)));
+  std::vector<JobRecord> out;
+  while (s.step()) out.push_back(read_job(s));
+  return out;
+}
+
+void Store::add_alert(Alert& alert) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "INSERT INTO alerts (job_id, kind, message, created_at) VALUES (?,?,?,?)");
+  s.bind(1, alert.job_id);
+  s.bind(2, alert.kind);
+  s.bind(3, alert.message);
+  s.bind(4, alert.created_at);
+  s.step();
+  alert.id = sqlite3_last_insert_rowid(db_.get());
+}
+
+std::vector<Alert> Store::list_alerts(std::int64_t job_id) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), job_id ? "SELECT id, job_id, kind, message, created_at FROM alerts"
+                                  " WHERE job_id=? ORDER BY id"
+                                : "SELECT id, job_id, kind, message, created_at FROM alerts"
+                                  " ORDER BY id");
+  if (job_id) s.bind(1, job_id);
+  std::vector<Alert> out;
+  while (s.step())
+    out.push_back({s.integer(0), s.integer(1), s.text(2), s.text(3), s.real(4)});
+  return out;
+}
+
+}  // namespace zenith::platform

@@ -1,0 +1,47 @@
+// The platform's state in SQLite (WAL mode): jobs with their ranks, and alerts. Each write is
+// one transaction, so a crash never leaves half a job behind.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "platform/job.h"
+
+struct sqlite3;
+
+namespace zenith::platform {
+
+class Store {
+ public:
+  explicit Store(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Assigns job.id.
+  void insert_job(JobRecord& job);
+  void update_job(const JobRecord& job);
+  std::optional<JobRecord> get_job(std::int64_t id);
+  // Oldest first; all states when `state` is empty.
+  std::vector<JobRecord> list_jobs(std::optional<JobState> state = std::nullopt);
+
+  // Assigns alert.id.
+  void add_alert(Alert& alert);
+  // Newest last; all jobs when job_id is 0.
+  std::vector<Alert> list_alerts(std::int64_t job_id = 0);
+
+ private:
+  struct Closer {
+    void operator()(sqlite3* db) const;
+  };
+  void exec(const char* sql);
+  std::unique_ptr<sqlite3, Closer> db_;
+  std::string path_;
+  std::mutex mutex_;
+};
+
+}  // namespace zenith::platform
