@@ -8,3 +8,6 @@
 #include "zenith/ops.h"
 #include "zenith/random.h"
 #include "zenith/tensor.h"
+#include "zenith/models.h"
+#include "zenith/nn.h"
+#include "zenith/optim.h"
