@@ -105,8 +105,6 @@ bool JobController::check_quota() {
   if (now - last_quota_check_ < options_.quota_interval_s) return false;
   last_quota_check_ = now;
   std::int64_t used = directory_usage(paths_.job_dir);
-  if (job_.spec.working_dir != "" && !fs::equivalent(job_.spec.working_dir, paths_.work_dir()))
-    used += 0;  // an outside working dir is the user's; the quota covers the job's own dir
   if (used <= job_.spec.storage_bytes) return false;
   std::string reason = "over storage quota: the job directory " + paths_.job_dir + " uses " +
                        format_size(used) + ", quota " + format_size(job_.spec.storage_bytes);
@@ -146,6 +144,11 @@ bool JobController::tick() {
   std::string lines;
   if (out.rank >= 0) {
     for (const auto& l : tail_lines(paths_.rank_log(out.rank), 10)) lines += "\n  " + l;
+  }
+  if (out.lost) {
+    raise("lost", who + out.reason);
+    finish(JobState::Lost, out.reason, std::nullopt);
+    return true;
   }
   if (out.oom) raise("oom", who + out.reason + (lines.empty() ? "" : "; last log lines:" + lines));
   raise("abnormal_exit", who + out.reason + (lines.empty() ? "" : "; last log lines:" + lines));

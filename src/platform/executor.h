@@ -28,6 +28,7 @@ struct RunOutcome {
   int exit_code = 0;        // its exit code, or signal number when `signaled`
   bool signaled = false;
   bool oom = false;
+  bool lost = false;         // the rank ended unseen, with no exit status
   std::string reason;       // for the job record and alerts
 };
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -168,6 +169,7 @@ class LocalRun : public JobRun {
     out.oom = cgroup_oom || killed_under_limit || looks_like_oom(lines);
     std::string rank = "rank " + std::to_string(r.rank);
     if (r.state == "lost") {
+      out.lost = true;
       out.reason = rank + " ended while no server watched it and left no exit status";
     } else if (r.state == "signaled") {
       out.reason = rank + " was killed by signal " + std::to_string(r.exit_code) + " (" +

@@ -1,0 +1,93 @@
+// `zenith server`: the REST API, scheduler, executors and alert engine in one process.
+#include <pthread.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cli/client.h"
+#include "cli/command.h"
+#include "platform/api_server.h"
+#include "platform/isolation.h"
+#include "platform/platform.h"
+#include "platform/quantity.h"
+#include "platform/token.h"
+
+namespace zenith::cli {
+namespace {
+
+double duration_option(const std::string& text, const char* flag) {
+  auto v = platform::parse_duration(text);
+  if (!v) throw std::runtime_error(std::string("[server] bad duration for ") + flag + ": '" + text + "'");
+  return *v;
+}
+
+int run_server(int argc, char** argv) {
+  CLI::App app{"Run the job server: REST API, scheduler, executors, alerts", "zenith server"};
+  platform::PlatformOptions options;
+  std::string host = "127.0.0.1", hang = "10m", grace = "3s";
+  int port = 7070;
+  options.data_dir = default_data_dir();
+  app.add_option("--port", port, "TCP port (0 = any free port)")->capture_default_str();
+  app.add_option("--host", host, "address to listen on")->capture_default_str();
+  app.add_option("--data", options.data_dir, "data dir: store, token, job logs")->capture_default_str();
+  app.add_option("--cpu-devices", options.inventory.cpu_devices,
+                 "logical CPU devices on a host without GPUs")->capture_default_str();
+  app.add_option("--device-kind", options.inventory.kind, "force the device kind: cpu or cuda");
+  app.add_option("--backend", options.default_backend, "default backend: local or slurm")
+      ->check(CLI::IsMember({"local", "slurm"}))->capture_default_str();
+  app.add_option("--hang-timeout", hang, "alert when a job writes nothing for this long (0 = off)")
+      ->capture_default_str();
+  app.add_option("--grace", grace, "SIGTERM to SIGKILL delay when stopping a job")->capture_default_str();
+  app.add_option("--webhook", options.webhook_url, "POST each alert as JSON to this URL");
+  app.add_option("--slurm-partition", options.slurm_partition, "Slurm partition for slurm jobs");
+  CLI11_PARSE(app, argc, argv);
+  options.hang_timeout_s = hang == "0" ? 0 : duration_option(hang, "--hang-timeout");
+  options.grace_s = duration_option(grace, "--grace");
+  options.data_dir = std::filesystem::absolute(options.data_dir).string();
+
+  // Signals go to one waiting thread, never to a worker in the middle of a write.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::filesystem::create_directories(options.data_dir);
+  const std::string token = platform::load_or_create_token(options.data_dir);
+  platform::Platform platform(options);
+  platform::ApiServer api(platform, token);
+  const int bound = api.bind(host, port);
+  platform.start();
+  const std::string url = "http://" + host + ":" + std::to_string(bound);
+  {
+    std::ofstream(options.data_dir + "/server.url") << url << "\n";
+  }
+  std::printf("zenith server listening on %s\n", url.c_str());
+  std::printf("  data dir:  %s (token in %s/token)\n", options.data_dir.c_str(), options.data_dir.c_str());
+  std::printf("  devices:   %zu x %s\n", platform.inventory().size(),
+              platform::default_kind(platform.inventory()).c_str());
+  std::printf("  isolation: %s\n", platform::isolation_support().describe().c_str());
+  std::printf("  backend:   %s\n", options.default_backend.c_str());
+  std::fflush(stdout);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "[server] signal %d: stopping (running jobs keep running)\n", sig);
+    api.stop();
+  });
+  api.serve();
+  // serve() also returns when listening fails; wake the waiter so it can be joined.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  return 0;
+}
+
+}  // namespace
+}  // namespace zenith::cli
+
+ZENITH_COMMAND("server", "Run the job server (REST API, scheduler, executors, alerts)",
+               zenith::cli::run_server);
