@@ -53,6 +53,7 @@ void JobController::start(const std::vector<Device>& devices) {
 void JobController::launch() {
   attempt_started_ = now_seconds();
   hang_alerted_ = false;
+  oom_kills_seen_ = 0;
   job_.state = JobState::Running;
   try {
     if (job_.backend == "slurm") run_ = start_slurm_run(job_, paths_, options_.slurm_partition);
@@ -83,6 +84,19 @@ void JobController::finish(JobState state, const std::string& reason,
                                             (reason.empty() ? "" : ": " + reason));
   }
   if (hooks_.save) hooks_.save(job_);
+}
+
+// A process can be OOM-killed without failing the job (a data-loader worker, a pipeline stage):
+// alert on every new kill, not only on a failed rank.
+void JobController::check_oom_kills() {
+  if (!run_) return;
+  int kills = run_->oom_kills();
+  if (kills <= oom_kills_seen_) return;
+  oom_kills_seen_ = kills;
+  raise("oom", "job " + std::to_string(job_.id) + " '" + job_.spec.name + "': the kernel's OOM " +
+                   "killer killed a process of the job (" + std::to_string(kills) +
+                   " so far; memory limit " +
+                   (job_.spec.memory_bytes > 0 ? format_size(job_.spec.memory_bytes) : "none") + ")");
 }
 
 void JobController::check_hang() {
@@ -119,6 +133,7 @@ bool JobController::tick() {
   if (is_terminal(job_.state)) return true;
   if (!run_) return is_terminal(job_.state);
   RunOutcome out = run_->poll(job_);
+  check_oom_kills();
   if (out.status == RunOutcome::Running) {
     if (job_.spec.timeout_s > 0 && now_seconds() - job_.started_at > job_.spec.timeout_s) {
       std::string reason = "timeout: the job ran longer than " + format_duration(job_.spec.timeout_s);
@@ -150,7 +165,8 @@ bool JobController::tick() {
     finish(JobState::Lost, out.reason, std::nullopt);
     return true;
   }
-  if (out.oom) raise("oom", who + out.reason + (lines.empty() ? "" : "; last log lines:" + lines));
+  // An OOM kill already reported for this attempt covers the rank it failed.
+  if (out.oom && oom_kills_seen_ == 0) raise("oom", who + out.reason + (lines.empty() ? "" : "; last log lines:" + lines));
   raise("abnormal_exit", who + out.reason + (lines.empty() ? "" : "; last log lines:" + lines));
   int code = out.signaled ? 128 + out.exit_code : out.exit_code;
   if (job_.restart_count < job_.spec.max_restarts) {

@@ -50,6 +50,7 @@ class JobController {
   void launch();
   void finish(JobState state, const std::string& reason, std::optional<int> exit_code);
   void check_hang();
+  void check_oom_kills();
   bool check_quota();
   void raise(const std::string& kind, const std::string& message);
 
@@ -61,6 +62,7 @@ class JobController {
   std::unique_ptr<JobRun> run_;
   double attempt_started_ = 0;
   bool hang_alerted_ = false;
+  int oom_kills_seen_ = 0;  // OOM kills of this attempt already alerted
   double last_quota_check_ = 0;
 };
 

@@ -43,6 +43,8 @@ class JobRun {
   virtual void detach() = 0;
   // Memory the attempt uses now, in bytes (0 when unknown).
   virtual std::int64_t memory_usage() const { return 0; }
+  // Processes of the attempt the kernel's OOM killer has killed so far.
+  virtual int oom_kills() const { return 0; }
 };
 
 // Launches job.ranks.size() ranks on `devices` (one per rank). Sets job.ranks, job.cgroup and

@@ -118,6 +118,7 @@ class LocalRun : public JobRun {
   }
 
   std::int64_t memory_usage() const override { return cgroup_ ? cgroup_->memory_usage() : 0; }
+  int oom_kills() const override { return cgroup_ ? cgroup_->oom_kills() : 0; }
 
  private:
   bool any_running(JobRecord& job) {
@@ -166,7 +167,11 @@ class LocalRun : public JobRun {
     const bool cgroup_oom = cgroup_ && cgroup_->oom_kills() > 0;
     const bool killed_under_limit =
         job.spec.memory_bytes > 0 && r.state == "signaled" && r.exit_code == SIGKILL && !stopping_;
-    out.oom = cgroup_oom || killed_under_limit || looks_like_oom(lines);
+    // Under RLIMIT_AS a failed allocation often ends in a crash (SIGSEGV/SIGABRT) instead.
+    const bool crashed_under_rlimit =
+        !cgroup_ && job.spec.memory_bytes > 0 && r.state == "signaled" &&
+        (r.exit_code == SIGSEGV || r.exit_code == SIGABRT || r.exit_code == SIGBUS) && !stopping_;
+    out.oom = cgroup_oom || killed_under_limit || crashed_under_rlimit || looks_like_oom(lines);
     std::string rank = "rank " + std::to_string(r.rank);
     if (r.state == "lost") {
       out.lost = true;

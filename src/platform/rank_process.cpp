@@ -166,6 +166,7 @@ int shim_main(void* arg) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   setsid();
+  prctl(PR_SET_NAME, "zenith-rank", 0, 0, 0);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   if (!l.cgroup_procs.empty()) {
     int fd = open(l.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
