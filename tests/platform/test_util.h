@@ -1,0 +1,71 @@
+// Helpers for the platform tests: temp dirs, /proc scans, waiting.
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace zenith::platform::test {
+
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    path = std::filesystem::temp_directory_path() /
+           ("zenith_" + tag + "_" + std::to_string(getpid()));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+};
+
+inline std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Processes whose environment holds `needle` (e.g. "ZENITH_JOB_DIR=/tmp/x"), from /proc.
+inline std::vector<pid_t> processes_with_env(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::string env = read_all(e.path().string() + "/environ");
+    std::string stat = read_all(e.path().string() + "/stat");
+    auto p = stat.rfind(')');
+    if (p != std::string::npos && stat.size() > p + 2 && stat[p + 2] == 'Z') continue;
+    std::replace(env.begin(), env.end(), '\0', '\n');
+    if (env.find(needle) != std::string::npos) out.push_back(std::atoi(name.c_str()));
+  }
+  return out;
+}
+
+inline void kill_all_with_env(const std::string& needle) {
+  for (pid_t p : processes_with_env(needle)) kill(p, SIGKILL);
+}
+
+// Polls `pred` every 50 ms until it holds or `timeout_s` passes.
+inline bool wait_for(const std::function<bool()>& pred, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+}  // namespace zenith::platform::test
