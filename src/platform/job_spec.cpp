@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -253,7 +255,11 @@ JobSpec parse_job_spec(const std::string& text, const std::string& source) {
         spec.entry.find_first_not_of(" \t\n") == std::string::npos)
       v.add(n, "'job.entry' is empty: give the command that starts one rank");
   } else {
-    v.add_at(job.Mark(), "missing 'job.entry' (the command each rank runs, e.g. python train.py)");
+    // Point at the `job:` key itself, where the entry belongs.
+    YAML::Mark at = job.Mark();
+    for (const auto& kv : root)
+      if (kv.first.IsScalar() && kv.first.Scalar() == "job") at = kv.first.Mark();
+    v.add_at(at, "missing 'job.entry' (the command each rank runs, e.g. python train.py)");
   }
   if (const YAML::Node n = job["max_restarts"])
     v.integer(n, "job.max_restarts", 0, 1000, &spec.max_restarts);

@@ -101,9 +101,9 @@ class LocalRun : public JobRun {
     }
     // Whatever is left: the whole session of each rank, then the cgroup.
     for (auto& r : job.ranks) {
-      if (r.pid <= 0) continue;
-      signal_session(r.pid, SIGKILL);
-      if (process_alive(r.pid, r.start_time)) kill(r.pid, SIGKILL);
+      if (r.pid <= 0 || !process_alive(r.pid, r.start_time)) continue;
+      kill_rank_tree(r.pid);
+      kill(r.pid, SIGKILL);
     }
     if (cgroup_) cgroup_->kill_all();
     for (int i = 0; i < 100 && any_running(job); ++i)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <map>
 #include <cerrno>
 #include <filesystem>
 #include <cstring>
@@ -385,6 +386,47 @@ std::vector<pid_t> session_processes(pid_t sid) {
     if (session == sid && state != "Z") out.push_back(static_cast<pid_t>(std::atol(name.c_str())));
   }
   return out;
+}
+
+std::vector<pid_t> descendants(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string text;
+    if (!std::getline(in, text)) continue;
+    auto close_paren = text.rfind(')');
+    if (close_paren == std::string::npos) continue;
+    std::istringstream rest(text.substr(close_paren + 2));
+    std::string state;
+    long ppid = 0;
+    if (!(rest >> state >> ppid) || state == "Z") continue;
+    children[static_cast<pid_t>(ppid)].push_back(static_cast<pid_t>(std::atol(name.c_str())));
+  }
+  std::vector<pid_t> out, todo = {root};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    for (pid_t c : children[p]) {
+      out.push_back(c);
+      todo.push_back(c);
+    }
+  }
+  return out;
+}
+
+void kill_rank_tree(pid_t shim) {
+  if (shim <= 0) return;
+  // Descendants first, while the shim still holds the orphans; repeat for ones forked meanwhile.
+  for (int round = 0; round < 5; ++round) {
+    std::vector<pid_t> victims = descendants(shim);
+    for (pid_t p : session_processes(shim))
+      if (p != shim) victims.push_back(p);
+    if (victims.empty()) break;
+    for (pid_t p : victims) kill(p, SIGKILL);
+  }
 }
 
 void signal_session(pid_t sid, int sig) {

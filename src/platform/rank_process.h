@@ -55,6 +55,13 @@ std::optional<RankExit> read_rank_exit(const std::string& exit_path);
 // Every process whose session is `sid` (a rank's shim leads its session), from /proc.
 std::vector<pid_t> session_processes(pid_t sid);
 
+// Every descendant of `pid` (children, grandchildren, ...), from /proc. A rank's shim is a
+// child subreaper, so processes that left its session are still found here while it lives.
+std::vector<pid_t> descendants(pid_t pid);
+
+// SIGKILLs a rank's shim together with its session and all of its descendants.
+void kill_rank_tree(pid_t shim);
+
 // Sends `sig` to every process of the session.
 void signal_session(pid_t sid, int sig);
 

@@ -1,0 +1,273 @@
+// `zenith server` as a real process: REST API, token, errors, logs, cancel, restart recovery.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "platform/api_client.h"
+#include "test_util.h"
+
+namespace zp = zenith::platform;
+using nlohmann::json;
+using zp::test::read_all;
+
+namespace {
+
+// A `zenith server --port 0` child; SIGKILLed (like a crash) or SIGTERMed on request.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::string& data_dir) : data_dir_(data_dir) {
+    std::filesystem::remove(data_dir + "/server.url");
+    const std::string log = data_dir + "/server.log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execl(ZENITH_BINARY, "zenith", "server", "--port", "0", "--data", data_dir.c_str(),
+            "--grace", "1s", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    bool up = zp::test::wait_for(
+        [&] { return !read_all(data_dir + "/server.url").empty(); }, 20);
+    if (!up) ADD_FAILURE() << "server did not start: " << read_all(log);
+    url_ = read_all(data_dir + "/server.url");
+    while (!url_.empty() && url_.back() == '\n') url_.pop_back();
+    token_ = read_all(data_dir + "/token");
+    while (!token_.empty() && token_.back() == '\n') token_.pop_back();
+  }
+  ~ServerProcess() { stop(SIGTERM); }
+
+  void stop(int sig) {
+    if (pid_ <= 0) return;
+    kill(pid_, sig);
+    waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+  zp::ApiClient client(bool with_token = true) { return zp::ApiClient(url_, with_token ? token_ : ""); }
+  const std::string& url() const { return url_; }
+
+ private:
+  std::string data_dir_, url_, token_;
+  pid_t pid_ = 0;
+};
+
+json body_of(const zp::HttpResult& r) { return json::parse(r.body.empty() ? "null" : r.body); }
+
+json submit(zp::ApiClient& c, const std::string& yaml) {
+  auto r = c.post("/api/v1/jobs", json{{"yaml", yaml}, {"source", "job.yaml"}}.dump());
+  EXPECT_EQ(r.status, 201) << r.body;
+  return body_of(r);
+}
+
+json wait_state(zp::ApiClient& c, long long id, const std::string& state, double timeout_s = 30) {
+  json job;
+  zp::test::wait_for([&] {
+    job = body_of(c.get("/api/v1/jobs/" + std::to_string(id)));
+    return job.is_object() && job["state"] == state;
+  }, timeout_s);
+  return job;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  zp::test::TempDir dir_{"server"};
+  void TearDown() override { zp::test::kill_all_with_env("ZENITH_JOB_DIR=" + dir_.str()); }
+};
+
+const char* kSeedPrintsRankVars = R"(job:
+  name: cifar10-training
+  framework: mindspore
+  resources: { npu: 8, memory: 64Gi, storage: 100Gi }
+  entry: echo "RANK_ID=$RANK_ID DEVICE_ID=$DEVICE_ID RANK_SIZE=$RANK_SIZE RANK_TABLE_FILE=$RANK_TABLE_FILE"
+)";
+
+}  // namespace
+
+TEST_F(ServerTest, SubmitListGetLogsAndMetrics) {
+  ServerProcess server(dir_.str());
+  auto c = server.client();
+  struct stat st;
+  ASSERT_EQ(stat((dir_.str() + "/token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  json job = submit(c, kSeedPrintsRankVars);
+  const long long id = job["id"];
+  job = wait_state(c, id, "succeeded");
+  ASSERT_EQ(job["state"], "succeeded") << job.dump(2);
+  ASSERT_EQ(job["ranks"].size(), 8u);
+
+  auto list = body_of(c.get("/api/v1/jobs?state=succeeded"));
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["id"], id);
+  EXPECT_TRUE(body_of(c.get("/api/v1/jobs?state=running")).empty());
+  EXPECT_EQ(c.get("/api/v1/jobs?state=bogus").status, 400);
+
+  for (int rank : {0, 5}) {
+    auto r = c.get("/api/v1/jobs/" + std::to_string(id) + "/logs?rank=" + std::to_string(rank));
+    ASSERT_EQ(r.status, 200);
+    EXPECT_NE(r.body.find("[INFO] Rank " + std::to_string(rank) + " started (pid "), std::string::npos);
+    EXPECT_NE(r.body.find("RANK_ID=" + std::to_string(rank) + " DEVICE_ID=" + std::to_string(rank) +
+                          " RANK_SIZE=8"),
+              std::string::npos)
+        << r.body;
+  }
+  EXPECT_EQ(c.get("/api/v1/jobs/" + std::to_string(id) + "/logs?rank=8").status, 404);
+  auto table = json::parse(read_all(dir_.str() + "/jobs/" + std::to_string(id) + "/rank_table.json"));
+  EXPECT_EQ(table["server_list"][0]["device"].size(), 8u);
+
+  auto metrics = c.get("/metrics");
+  EXPECT_NE(metrics.body.find("zenith_jobs{state=\"succeeded\"} 1"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("zenith_devices{kind=\"cpu\"} 8"), std::string::npos);
+  auto devices = body_of(c.get("/api/v1/devices"));
+  EXPECT_EQ(devices.size(), 8u);
+}
+
+TEST_F(ServerTest, FollowStreamsLogsUntilTheJobEnds) {
+  ServerProcess server(dir_.str());
+  auto c = server.client();
+  json job = submit(c, "job:\n  entry: for i in 1 2 3; do echo line $i; sleep 0.3; done\n");
+  std::string streamed;
+  auto r = c.stream("/api/v1/jobs/" + std::to_string(job["id"].get<long long>()) + "/logs?follow=1",
+                    [&](const char* d, size_t n) {
+                      streamed.append(d, n);
+                      return true;
+                    });
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(streamed.find("line 3"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("[INFO] Job succeeded"), std::string::npos) << streamed;
+}
+
+TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
+  ServerProcess server(dir_.str());
+  auto c = server.client();
+  auto anon = server.client(false);
+
+  auto r = anon.post("/api/v1/jobs", json{{"yaml", kSeedPrintsRankVars}}.dump());
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(body_of(r)["error"].get<std::string>().find("Bearer"), std::string::npos);
+  EXPECT_EQ(zp::ApiClient(server.url(), "wrong").post("/api/v1/jobs", "{}").status, 401);
+
+  r = c.post("/api/v1/jobs", "{not json");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(body_of(r)["error"].get<std::string>().find("[api] malformed JSON body"), std::string::npos);
+  EXPECT_EQ(c.post("/api/v1/jobs", "[1,2]").status, 400);
+  EXPECT_EQ(c.post("/api/v1/jobs", "{\"spec\": 1}").status, 400);
+
+  r = c.post("/api/v1/jobs",
+             json{{"yaml", "job:\n  resources: { npu: 8, memory: 64Gx }\n  entyr: x\n"},
+                  {"source", "job.yaml"}}
+                 .dump());
+  EXPECT_EQ(r.status, 400);
+  std::string err = body_of(r)["error"];
+  EXPECT_NE(err.find("[job_spec] job.yaml:2:32: bad quantity '64Gx'"), std::string::npos) << err;
+  EXPECT_NE(err.find("job.yaml:3:3: unknown key 'entyr' in job (did you mean 'entry'?)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(body_of(r)["issues"].size(), 3u);
+
+  r = c.post("/api/v1/jobs", json{{"yaml", "job:\n  resources: { npu: 64 }\n  entry: x\n"}}.dump());
+  EXPECT_EQ(r.status, 422);
+  EXPECT_NE(body_of(r)["error"].get<std::string>().find("64 cpu devices but this host has 8"),
+            std::string::npos);
+
+  // The spec as JSON goes through the same validation.
+  r = c.post("/api/v1/jobs", json{{"job", {{"entry", "true"}, {"resources", {{"npu", 2}}}}}}.dump());
+  EXPECT_EQ(r.status, 201) << r.body;
+
+  EXPECT_EQ(c.get("/api/v1/jobs/424242").status, 404);
+  EXPECT_EQ(c.get("/api/v1/jobs/abc").status, 404);
+  EXPECT_EQ(c.post("/api/v1/jobs/424242/cancel", "{}").status, 404);
+  EXPECT_EQ(c.get("/api/v1/jobs/424242/logs").status, 404);
+  EXPECT_EQ(c.get("/api/v1/nope").status, 404);
+  EXPECT_EQ(c.get("/api/v1/jobs").status, 200);  // still serving
+}
+
+TEST_F(ServerTest, FailureRaisesAlertsVisibleThroughTheApi) {
+  ServerProcess server(dir_.str());
+  auto c = server.client();
+  json job = submit(c, "job:\n  resources: { npu: 2 }\n  entry: 'echo bad input; exit 4'\n");
+  const long long id = job["id"];
+  job = wait_state(c, id, "failed");
+  ASSERT_EQ(job["state"], "failed");
+  EXPECT_EQ(job["exit_code"], 4);
+  ASSERT_FALSE(job["alerts"].empty());
+  EXPECT_EQ(job["alerts"][0]["kind"], "abnormal_exit");
+  EXPECT_NE(job["alerts"][0]["message"].get<std::string>().find("bad input"), std::string::npos);
+  auto alerts = body_of(c.get("/api/v1/alerts"));
+  EXPECT_GE(alerts.size(), 1u);
+}
+
+TEST_F(ServerTest, CancelLeavesNoProcess) {
+  ServerProcess server(dir_.str());
+  auto c = server.client();
+  json job = submit(c, "job:\n  resources: { npu: 2 }\n  entry: 'sleep 300 & sleep 300'\n");
+  const long long id = job["id"];
+  const std::string needle = "ZENITH_JOB_DIR=" + dir_.str() + "/jobs/" + std::to_string(id) + "\n";
+  ASSERT_TRUE(zp::test::wait_for([&] { return zp::test::processes_with_env(needle).size() >= 4; }, 15));
+  auto r = c.post("/api/v1/jobs/" + std::to_string(id) + "/cancel", "{}");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r)["state"], "cancelled") << r.body;
+  EXPECT_TRUE(zp::test::wait_for([&] { return zp::test::processes_with_env(needle).empty(); }, 3));
+  // Devices are free again.
+  EXPECT_TRUE(zp::test::wait_for([&] {
+    for (const auto& d : body_of(c.get("/api/v1/devices")))
+      if (d["job_id"] != 0) return false;
+    return true;
+  }, 5));
+}
+
+TEST_F(ServerTest, KilledServerRestartsAndRecoversEveryJob) {
+  long long done_id = 0, running_id = 0, queued_id = 0;
+  const std::string long_yaml = "job:\n  resources: { npu: 8 }\n  entry: 'echo started; sleep 300'\n";
+  {
+    ServerProcess server(dir_.str());
+    auto c = server.client();
+    done_id = submit(c, "job:\n  entry: echo quick\n")["id"];
+    wait_state(c, done_id, "succeeded");
+    running_id = submit(c, long_yaml)["id"];
+    ASSERT_EQ(wait_state(c, running_id, "running")["state"], "running");
+    queued_id = submit(c, "job:\n  entry: echo later\n")["id"];  // waits: all 8 devices busy
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(body_of(c.get("/api/v1/jobs/" + std::to_string(queued_id)))["state"], "pending");
+    server.stop(SIGKILL);  // a crash: no chance to clean up
+  }
+  const std::string needle = "ZENITH_JOB_DIR=" + dir_.str() + "/jobs/" + std::to_string(running_id) + "\n";
+  EXPECT_FALSE(zp::test::processes_with_env(needle).empty()) << "ranks should outlive the server";
+  ServerProcess server(dir_.str());
+  auto c = server.client();
+  auto jobs = body_of(c.get("/api/v1/jobs"));
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_EQ(jobs[0]["state"], "succeeded");
+  EXPECT_EQ(jobs[1]["state"], "running");  // re-attached
+  EXPECT_EQ(jobs[2]["state"], "pending");
+  auto devices = body_of(c.get("/api/v1/devices"));
+  EXPECT_EQ(devices[0]["job_id"], running_id);
+  auto r = c.post("/api/v1/jobs/" + std::to_string(running_id) + "/cancel", "{}");
+  EXPECT_EQ(body_of(r)["state"], "cancelled") << r.body;
+  EXPECT_TRUE(zp::test::wait_for([&] { return zp::test::processes_with_env(needle).empty(); }, 3));
+  // Its devices went to the queued job.
+  EXPECT_EQ(wait_state(c, queued_id, "succeeded")["state"], "succeeded");
+}
+
+TEST_F(ServerTest, RanksThatEndWhileTheServerIsDownAreAccountedFor) {
+  long long ok_id = 0, bad_id = 0;
+  {
+    ServerProcess server(dir_.str());
+    auto c = server.client();
+    ok_id = submit(c, "job:\n  entry: sleep 1; echo fine\n")["id"];
+    bad_id = submit(c, "job:\n  entry: sleep 1; exit 9\n")["id"];
+    wait_state(c, ok_id, "running");
+    wait_state(c, bad_id, "running");
+    server.stop(SIGKILL);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ServerProcess server(dir_.str());
+  auto c = server.client();
+  EXPECT_EQ(wait_state(c, ok_id, "succeeded")["state"], "succeeded");
+  json bad = wait_state(c, bad_id, "failed");
+  EXPECT_EQ(bad["state"], "failed");
+  EXPECT_EQ(bad["exit_code"], 9);
+}
