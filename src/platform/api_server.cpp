@@ -211,6 +211,19 @@ struct ApiServer::Impl {
       auto after = platform.cancel(job->id);
       reply(res, 200, job_to_json(after ? *after : *job));
     });
+    server.Get(R"(/api/v1/jobs/([^/]+)/metrics)", [this](const httplib::Request& req,
+                                                          httplib::Response& res) {
+      auto job = job_from_path(req, res);
+      if (!job) return;
+      json devices = json::array();
+      for (const auto& d : platform.devices()) {
+        if (d.job_id != job->id) continue;
+        devices.push_back({{"index", d.device.index}, {"rank", d.rank},
+                           {"utilization", d.utilization}, {"memory_used", d.memory_bytes}});
+      }
+      reply(res, 200, {{"job_id", job->id}, {"state", to_string(job->state)},
+                       {"restart_count", job->restart_count}, {"devices", devices}});
+    });
     server.Get(R"(/api/v1/jobs/([^/]+)/logs)",
                [this](const httplib::Request& req, httplib::Response& res) { logs(req, res); });
     server.Get("/api/v1/devices", [this](const httplib::Request&, httplib::Response& res) {

@@ -8,6 +8,7 @@
 //   POST /api/v1/jobs/{id}/cancel          stop it (kills the whole process tree)
 //   GET  /api/v1/jobs/{id}/logs?rank=N&follow=1&tail=N   rank N's log (default rank 0, the job
 //                                          log); follow streams with chunked transfer
+//   GET  /api/v1/jobs/{id}/metrics         per-rank utilisation and memory while it runs
 //   GET  /api/v1/devices                   inventory, holders, utilisation, memory
 //   GET  /api/v1/alerts[?job=ID]
 //   GET  /metrics

@@ -210,7 +210,7 @@ void Platform::schedule_pending() {
 
 void Platform::sample_devices() {
   // Per rank: CPU time and resident memory of every process in the rank's session.
-  static std::map<std::pair<std::int64_t, int>, std::pair<long long, double>> last;  // ticks, t
+  auto& last = cpu_samples_;
   const double now = now_seconds();
   const long hz = sysconf(_SC_CLK_TCK);
   std::map<int, std::pair<double, std::int64_t>> usage;
@@ -235,6 +235,9 @@ void Platform::sample_devices() {
       usage[job.devices[r.rank]] = {std::clamp(util, 0.0, 1.0), rss};
     }
   }
+  // Forget ranks that are gone.
+  for (auto it = last.begin(); it != last.end();)
+    it = running_.count(it->first.first) ? std::next(it) : last.erase(it);
   std::lock_guard lock(mutex_);
   usage_ = usage;
 }
@@ -247,9 +250,6 @@ JobRecord Platform::submit(JobSpec spec, const std::string& yaml) {
   for (const auto& d : inventory_) total += d.kind == job.device_kind;
   if (auto why = never_fits(spec.devices, job.device_kind, spec.nodes, total, job.backend))
     throw SubmitError(422, "[scheduler] rejected: " + *why);
-  if (job.backend == "slurm" && !options_.slurm_partition.empty()) {
-    // nothing more to check here: sbatch reports what Slurm cannot satisfy
-  }
   job.spec = std::move(spec);
   job.yaml = yaml;
   job.state = JobState::Pending;

@@ -93,6 +93,7 @@ class Platform {
 
   // Owned by the loop thread.
   std::map<std::int64_t, std::unique_ptr<JobController>> running_;
+  std::map<std::pair<std::int64_t, int>, std::pair<long long, double>> cpu_samples_;  // ticks, time
 
   std::mutex mutex_;  // guards the fields below
   std::condition_variable wake_;

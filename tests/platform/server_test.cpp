@@ -2,8 +2,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <cstring>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "platform/api_client.h"
@@ -18,7 +22,8 @@ namespace {
 // A `zenith server --port 0` child; SIGKILLed (like a crash) or SIGTERMed on request.
 class ServerProcess {
  public:
-  explicit ServerProcess(const std::string& data_dir) : data_dir_(data_dir) {
+  explicit ServerProcess(const std::string& data_dir, const std::string& webhook = "")
+      : data_dir_(data_dir) {
     std::filesystem::remove(data_dir + "/server.url");
     const std::string log = data_dir + "/server.log";
     pid_ = fork();
@@ -26,8 +31,12 @@ class ServerProcess {
       int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
-      execl(ZENITH_BINARY, "zenith", "server", "--port", "0", "--data", data_dir.c_str(),
-            "--grace", "1s", static_cast<char*>(nullptr));
+      if (webhook.empty())
+        execl(ZENITH_BINARY, "zenith", "server", "--port", "0", "--data", data_dir.c_str(),
+              "--grace", "1s", static_cast<char*>(nullptr));
+      else
+        execl(ZENITH_BINARY, "zenith", "server", "--port", "0", "--data", data_dir.c_str(),
+              "--grace", "1s", "--webhook", webhook.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     bool up = zp::test::wait_for(
@@ -270,4 +279,86 @@ TEST_F(ServerTest, RanksThatEndWhileTheServerIsDownAreAccountedFor) {
   json bad = wait_state(c, bad_id, "failed");
   EXPECT_EQ(bad["state"], "failed");
   EXPECT_EQ(bad["exit_code"], 9);
+}
+
+namespace {
+
+// A one-shot HTTP receiver on 127.0.0.1: accepts one request, answers 200, keeps the request.
+class WebhookReceiver {
+ public:
+  WebhookReceiver() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    listen(fd_, 4);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      timeval tv{20, 0};
+      setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char buf[8192];
+      std::string req;
+      // Read headers, then Content-Length bytes of body.
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        req.append(buf, n);
+      }
+      auto cl = req.find("Content-Length: ");
+      size_t want = cl == std::string::npos ? 0 : std::stoul(req.substr(cl + 16));
+      size_t have = req.size() - (req.find("\r\n\r\n") + 4);
+      while (have < want) {
+        ssize_t n = recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        req.append(buf, n);
+        have += n;
+      }
+      const char* ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      send(c, ok, strlen(ok), 0);
+      close(c);
+      std::lock_guard lock(mutex_);
+      request_ = req;
+    });
+  }
+  ~WebhookReceiver() {
+    shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
+  std::string request() {
+    std::lock_guard lock(mutex_);
+    return request_;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::string request_;
+};
+
+}  // namespace
+
+TEST_F(ServerTest, AlertsArePostedToTheWebhook) {
+  WebhookReceiver hook;
+  ServerProcess server(dir_.str(), hook.url());
+  auto c = server.client();
+  json job = submit(c, "job:\n  entry: 'echo about to fail; exit 2'\n");
+  ASSERT_TRUE(zp::test::wait_for([&] { return !hook.request().empty(); }, 15));
+  std::string req = hook.request();
+  EXPECT_EQ(req.rfind("POST /hook HTTP/1.1", 0), 0u) << req;
+  json body = json::parse(req.substr(req.find("\r\n\r\n") + 4));
+  EXPECT_EQ(body["kind"], "abnormal_exit");
+  EXPECT_EQ(body["job_id"], job["id"]);
+  EXPECT_NE(body["message"].get<std::string>().find("about to fail"), std::string::npos);
+  auto metrics = body_of(c.get("/api/v1/jobs/" + std::to_string(job["id"].get<long long>()) + "/metrics"));
+  EXPECT_EQ(metrics["state"], "failed");
 }
