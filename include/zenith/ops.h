@@ -38,6 +38,8 @@ Tensor gelu(const Tensor& x, bool tanh_approx = false);
 Tensor silu(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor cast(const Tensor& x, DType dtype);
+// grad * (out > 0): relu's gradient from its output, one fused kernel (the hot path of CNNs).
+Tensor relu_backward(const Tensor& grad, const Tensor& out);
 
 // ---- comparisons and selection (src/ops/compare.cpp); comparisons return bool, no gradient
 Tensor eq(const Tensor& a, const Tensor& b);

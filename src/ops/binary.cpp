@@ -9,11 +9,14 @@
 namespace zenith::ops {
 namespace {
 
+// Backend layouts (e.g. oneDNN blocked) are converted to plain before an elementwise kernel.
+Tensor plain(const Tensor& x) { return x.has_layout() ? x.contiguous() : x; }
+
 // Validates shapes and devices, then dispatches.
 Tensor binary(const char* op, const Tensor& a, const Tensor& b) {
   ZENITH_CHECK(a.defined() && b.defined(), "[", op, "] undefined input");
   cpu::broadcast_shapes(a.shape(), b.shape(), op);
-  return dispatch::call1(op, {a, b});
+  return dispatch::call1(op, {plain(a), plain(b)});
 }
 
 // A 0-d tensor holding `v`, typed to combine with `like` without changing its dtype
@@ -70,6 +73,73 @@ Tensor div(const Tensor& a, const Tensor& b) {
       // d(a/b)/db = -(a/b)/b
       Tensor gbv = gb ? neg(sum_to(div(mul(g[0], saved), b), b.shape())) : Tensor();
       return std::vector<Tensor>{ga, gbv};
+    });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary("pow", a, b);
+  if (autograd::needs_grad({a, b})) {
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    Tensor saved = out.detach();
+    autograd::record("pow", {a, b}, {out}, [a, b, ga, gb, saved](const std::vector<Tensor>& g) {
+      Tensor zero = Tensor::scalar(0.0, g[0].dtype());
+      Tensor da, db;
+      if (ga) {
+        // b a^(b-1), defined as 0 where b == 0 (PyTorch's convention, avoids 0 * inf at a = 0)
+        Tensor d = mul(g[0], mul(b, pow(a, sub(b, 1.0))));
+        da = sum_to(where(eq(b, zero), zero, d), a.shape());
+      }
+      if (gb) {
+        // a^b log(a), defined as 0 where a == 0 and b >= 0
+        Tensor d = mul(g[0], mul(saved, log(a)));
+        Tensor at_zero = where(eq(a, zero), ge(b, zero), Tensor::scalar(0.0, DType::b8));
+        db = sum_to(where(at_zero, zero, d), b.shape());
+      }
+      return std::vector<Tensor>{da, db};
+    });
+  }
+  return out;
+}
+
+// Gradient of maximum/minimum: to the selected operand, split half/half on ties (PyTorch).
+static Tensor select_binary(const char* op, const Tensor& a, const Tensor& b, bool is_max) {
+  Tensor out = binary(op, a, b);
+  if (autograd::needs_grad({a, b})) {
+    autograd::record(op, {a, b}, {out}, [a, b, is_max](const std::vector<Tensor>& g) {
+      DType dt = g[0].dtype();
+      Tensor a_wins = (is_max ? gt(a, b) : lt(a, b)).to(dt);
+      Tensor wa = add(a_wins, mul(eq(a, b).to(dt), 0.5));  // weight of a; b gets 1 - wa
+      Tensor ga = mul(g[0], wa);
+      return std::vector<Tensor>{sum_to(ga, a.shape()), sum_to(sub(g[0], ga), b.shape())};
+    });
+  }
+  return out;
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return select_binary("maximum", a, b, true); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return select_binary("minimum", a, b, false); }
+
+Tensor pow(const Tensor& a_in, double exponent) {
+  ZENITH_CHECK(a_in.defined(), "[pow] undefined input");
+  Tensor a = plain(a_in);
+  ZENITH_CHECK(a.dtype() != DType::b8, "[pow] not supported on bool tensors, got shape ",
+               shape_str(a.shape()));
+  bool integral_exponent = exponent == std::floor(exponent);
+  if (!is_floating(a.dtype())) {
+    if (!integral_exponent) {
+      a = a.to(DType::f32);
+    } else {
+      ZENITH_CHECK(exponent >= 0, "[pow] integer tensors (shape ", shape_str(a.shape()),
+                   ") cannot be raised to the negative power ", exponent);
+    }
+  }
+  Tensor out = dispatch::call1("pow_scalar", {a}, {{"exponent", exponent}});
+  if (autograd::needs_grad({a})) {
+    autograd::record("pow_scalar", {a}, {out}, [a, exponent](const std::vector<Tensor>& g) {
+      if (exponent == 0) return std::vector<Tensor>{Tensor::zeros(a.shape(), g[0].dtype())};
+      return std::vector<Tensor>{mul(g[0], mul(pow(a.detach(), exponent - 1), exponent))};
     });
   }
   return out;

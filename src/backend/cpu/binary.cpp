@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/math_simd.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
@@ -11,6 +12,44 @@ struct Add { template <typename T> T operator()(T a, T b) const { return a + b; 
 struct Sub { template <typename T> T operator()(T a, T b) const { return a - b; } };
 struct Mul { template <typename T> T operator()(T a, T b) const { return a * b; } };
 struct Div { template <typename T> T operator()(T a, T b) const { return a / b; } };
+
+// a^b for integers by squaring; negative exponents follow integer division (1, -1 or 0).
+template <typename T>
+T int_pow(T a, T b) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b < 0) return a == 1 ? T(1) : a == -1 ? T((b & 1) ? -1 : 1) : T(0);
+  }
+  T result = 1;
+  while (b > 0) {
+    if (b & 1) result = T(result * a);
+    a = T(a * a);
+    b = T(b >> 1);
+  }
+  return result;
+}
+
+struct Pow {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) return std::pow(a, b);
+    else return int_pow(a, b);
+  }
+};
+template <typename T>
+inline bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v != v;
+  else return false;
+}
+// NaN in either operand propagates, as in PyTorch.
+struct Maximum {
+  template <typename T> T operator()(T a, T b) const {
+    return simd::select(is_nan(a) || a > b, a, b);
+  }
+};
+struct Minimum {
+  template <typename T> T operator()(T a, T b) const {
+    return simd::select(is_nan(a) || a < b, a, b);
+  }
+};
 
 // out[i] = F(a[i], b[i]) over the broadcast shape; inputs already have out's dtype.
 template <typename F>
@@ -71,6 +110,60 @@ ZENITH_REGISTER_KERNEL("add", CPU, binary_kernel<Add>);
 ZENITH_REGISTER_KERNEL("sub", CPU, binary_kernel<Sub>);
 ZENITH_REGISTER_KERNEL("mul", CPU, binary_kernel<Mul>);
 ZENITH_REGISTER_KERNEL("div", CPU, binary_kernel<Div>);
+ZENITH_REGISTER_KERNEL("pow", CPU, binary_kernel<Pow>);
+ZENITH_REGISTER_KERNEL("maximum", CPU, binary_kernel<Maximum>);
+ZENITH_REGISTER_KERNEL("minimum", CPU, binary_kernel<Minimum>);
+
+// x^exponent with a scalar exponent; common exponents avoid std::pow.
+template <typename T>
+T pow_scalar(T x, double e) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (e == 2) return x * x;
+    if (e == 1) return x;
+    if (e == 0.5) return std::sqrt(x);
+    if (e == -1) return T(1) / x;
+    if (e == 3) return x * x * x;
+    if (e == -0.5) return T(1) / std::sqrt(x);
+    if (e == 0) return T(1);
+    return std::pow(x, T(e));
+  } else {
+    return int_pow(x, T(e));
+  }
+}
+
+// pow_scalar(x; exponent): integer exponents on integer tensors (the op promotes otherwise).
+std::vector<Tensor> pow_scalar_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+  const Tensor& x = in[0];
+  const double e = attrs.get<double>("exponent");
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  StridedLoop<2> loop(x.shape(), {out.strides(), x.strides()});
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    if constexpr (std::is_same_v<T, bool>) {
+      ZENITH_FAIL("[pow] not supported on bool tensors");
+    } else {
+      T* o = out.data<T>();
+      const T* p = x.data<T>();
+      loop.run([&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+        T* op = o + off[0];
+        const T* xp = p + off[1];
+        if constexpr (std::is_same_v<T, C> && std::is_floating_point_v<T>) {
+          if (st[0] == 1 && st[1] == 1 && e == 2) {
+#pragma omp simd
+            for (int64_t i = 0; i < n; ++i) op[i] = xp[i] * xp[i];
+            return;
+          }
+        }
+        for (int64_t i = 0; i < n; ++i)
+          op[i * st[0]] = store<T>(pow_scalar(C(load(xp[i * st[1]])), e));
+      });
+    }
+  });
+  return {out};
+}
+
+ZENITH_REGISTER_KERNEL("pow_scalar", CPU, pow_scalar_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu
