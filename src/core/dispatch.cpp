@@ -4,12 +4,14 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace zenith::dispatch {
 namespace {
 
 struct Registry {
   std::unordered_map<std::string, std::array<Kernel, 2>> kernels;
+  std::unordered_set<std::string> layout_aware;
   std::vector<std::pair<int, std::pair<Observer, void*>>> observers;
   int next_observer = 1;
 };
@@ -62,6 +64,8 @@ void register_kernel(const char* op, DeviceType device, Kernel kernel) {
   registry().kernels[op][size_t(device)] = kernel;
 }
 
+void declare_layout_aware(const char* op) { registry().layout_aware.insert(op); }
+
 bool has_kernel(const std::string& op, DeviceType device) {
   auto it = registry().kernels.find(op);
   return it != registry().kernels.end() && it->second[size_t(device)] != nullptr;
@@ -84,6 +88,14 @@ std::vector<Tensor> call(const char* op, const std::vector<Tensor>& inputs, cons
   auto it = r.kernels.find(op);
   Kernel kernel = it == r.kernels.end() ? nullptr : it->second[size_t(device.type)];
   if (!kernel) ZENITH_FAIL("[", op, "] not supported on ", device.type == DeviceType::CPU ? "cpu" : "cuda");
+  bool has_layout = false;
+  for (auto& t : inputs) has_layout = has_layout || (t.defined() && t.has_layout());
+  if (has_layout && !r.layout_aware.count(op)) {
+    std::vector<Tensor> plain = inputs;
+    for (auto& t : plain)
+      if (t.defined() && t.has_layout()) t = call1("to_plain", {t});
+    return call(op, plain, attrs);
+  }
   std::vector<Tensor> outputs = kernel(inputs, attrs);
   for (auto& [id, obs] : r.observers) obs.first(obs.second, op, inputs, attrs, outputs);
   return outputs;

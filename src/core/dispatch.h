@@ -51,6 +51,10 @@ using Kernel = std::vector<Tensor> (*)(const std::vector<Tensor>& inputs, const 
 void register_kernel(const char* op, DeviceType device, Kernel kernel);
 bool has_kernel(const std::string& op, DeviceType device);
 
+// Kernels of ops declared layout-aware receive tensors in a backend layout (TensorImpl::layout)
+// as they are; every other kernel receives such inputs converted by the "to_plain" op first.
+void declare_layout_aware(const char* op);
+
 // Runs `op` on the device of its (defined) inputs; all must share one device.
 std::vector<Tensor> call(const char* op, const std::vector<Tensor>& inputs,
                          const Attrs& attrs = {});
@@ -63,6 +67,10 @@ using Observer = void (*)(void* user, const char* op, const std::vector<Tensor>&
                           const Attrs& attrs, const std::vector<Tensor>& outputs);
 int add_observer(Observer observer, void* user);
 void remove_observer(int id);
+
+struct LayoutAwareDeclaration {
+  explicit LayoutAwareDeclaration(const char* op) { declare_layout_aware(op); }
+};
 
 struct KernelRegistrar {
   KernelRegistrar(const char* op, DeviceType device, Kernel kernel) {
@@ -78,3 +86,7 @@ struct KernelRegistrar {
 #define ZENITH_REGISTER_KERNEL(op, device, fn)                                   \
   static ::zenith::dispatch::KernelRegistrar ZENITH_KCONCAT(zenith_kernel_, __LINE__)( \
       op, ::zenith::DeviceType::device, fn)
+// ZENITH_LAYOUT_AWARE("relu"); next to the kernel that handles layout tensors itself.
+#define ZENITH_LAYOUT_AWARE(op)                                                           \
+  static ::zenith::dispatch::LayoutAwareDeclaration ZENITH_KCONCAT(zenith_layout_aware_, \
+                                                                   __LINE__)(op)

@@ -1,0 +1,21 @@
+// Row-major GEMM for the CPU kernels: C[m, n] = alpha * op(A)[m, k] op(B)[k, n] + beta * C.
+// float32 goes through oneDNN's sgemm (OpenMP, the pool every kernel shares), float64 through
+// OpenBLAS's dgemm. `lda` etc. are row strides of the matrices as stored (before op()).
+#pragma once
+
+#include <cstdint>
+
+namespace zenith::cpu {
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+          int64_t ldc);
+
+// Which float32 GEMM runs: "onednn" (default) or "openblas"; ZENITH_SGEMM overrides at startup.
+void set_sgemm_backend(const char* name);
+const char* sgemm_backend();
+
+}  // namespace zenith::cpu

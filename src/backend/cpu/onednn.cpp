@@ -1,0 +1,291 @@
+// The oneDNN backend's engine, stream, primitive cache, layout tensors and the to_plain kernel.
+#include "backend/cpu/onednn.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/dispatch.h"
+
+namespace zenith::cpu {
+namespace onednn {
+namespace {
+
+struct State {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<void>> entries;
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+std::atomic<int64_t> g_hits{0}, g_misses{0}, g_reorders{0}, g_reorder_ns{0};
+std::atomic<bool> g_keep_layout{true};
+
+memory::format_tag plain_tag(size_t ndims) {
+  switch (ndims) {
+    case 1: return memory::format_tag::a;
+    case 2: return memory::format_tag::ab;
+    case 3: return memory::format_tag::abc;
+    case 4: return memory::format_tag::abcd;
+    case 5: return memory::format_tag::abcde;
+    case 6: return memory::format_tag::abcdef;
+  }
+  ZENITH_FAIL("[onednn] unsupported rank ", ndims);
+}
+
+const memory::desc& layout_desc(const Tensor& t) {
+  auto* l = dynamic_cast<const DnnlLayout*>(t.impl().layout.get());
+  ZENITH_CHECK(l != nullptr, "[onednn] tensor has a foreign layout ", t.impl().layout->describe());
+  return l->desc;
+}
+
+void* data_ptr(const Tensor& t) {
+  return static_cast<char*>(t.storage()->data()) + t.offset() * int64_t(itemsize(t.dtype()));
+}
+
+struct ReorderEntry {
+  dnnl::reorder prim;
+};
+
+}  // namespace
+
+dnnl::engine& engine() { return state().engine; }
+dnnl::stream& stream() { return state().stream; }
+
+std::string DnnlLayout::describe() const {
+  std::ostringstream os;
+  os << "onednn[";
+  const auto& b = desc.data.format_desc.blocking;
+  for (int i = 0; i < desc.data.ndims; ++i) os << (i ? "," : "") << b.strides[i];
+  os << "|";
+  for (int i = 0; i < b.inner_nblks; ++i) os << char('a' + b.inner_idxs[i]) << b.inner_blks[i];
+  os << "]";
+  return os.str();
+}
+
+memory::data_type data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return memory::data_type::f32;
+    case DType::bf16: return memory::data_type::bf16;
+    case DType::f16: return memory::data_type::f16;
+    case DType::i32: return memory::data_type::s32;
+    case DType::u8: return memory::data_type::u8;
+    default: ZENITH_FAIL("[onednn] no oneDNN type for ", dtype_name(dtype));
+  }
+}
+
+Dims dims_of(const Shape& shape) { return Dims(shape.begin(), shape.end()); }
+
+memory::desc plain_desc(const Shape& shape, DType dtype) {
+  return memory::desc(dims_of(shape), data_type(dtype), plain_tag(shape.size()));
+}
+
+bool is_plain(const memory::desc& desc) {
+  return desc == memory::desc(desc.dims(), desc.data_type(), plain_tag(desc.dims().size()));
+}
+
+bool keepable(const memory::desc& desc) {
+  int64_t n = 1;
+  for (auto d : desc.dims()) n *= d;
+  return int64_t(desc.get_size()) == n * int64_t(memory::data_type_size(desc.data_type()));
+}
+
+memory::desc desc_of(const Tensor& t) {
+  if (t.has_layout()) return layout_desc(t);
+  ZENITH_CHECK(t.is_contiguous(), "[onednn] expected a contiguous tensor, got strides ",
+               shape_str(t.strides()));
+  return plain_desc(t.shape(), t.dtype());
+}
+
+memory memory_of(const Tensor& t) { return memory_of(t, desc_of(t)); }
+
+memory memory_of(const Tensor& t, const memory::desc& desc) {
+  return memory(desc, engine(), data_ptr(t));
+}
+
+Tensor empty_in(const Shape& shape, DType dtype, const memory::desc& desc) {
+  if (is_plain(desc)) return Tensor::empty(shape, dtype);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(desc.get_size(), kCPU);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->device = kCPU;
+  impl->layout = std::make_shared<DnnlLayout>(desc);
+  return Tensor(std::move(impl));
+}
+
+void reorder(const memory& src, const memory& dst) {
+  auto start = std::chrono::steady_clock::now();
+  std::string key = Key("reorder").add(src.get_desc()).add(dst.get_desc()).str();
+  auto entry = cached<ReorderEntry>(key, [&] {
+    return std::make_shared<ReorderEntry>(ReorderEntry{dnnl::reorder(src, dst)});
+  });
+  entry->prim.execute(stream(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+  stream().wait();
+  g_reorders.fetch_add(1, std::memory_order_relaxed);
+  g_reorder_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count(),
+      std::memory_order_relaxed);
+}
+
+Tensor to_desc(const Tensor& t, const memory::desc& want) {
+  Tensor src = t.has_layout() ? t : t.contiguous();
+  memory::desc have = desc_of(src);
+  if (have == want) return src;
+  Tensor out = empty_in(src.shape(), src.dtype(), want);
+  reorder(memory_of(src, have), memory_of(out, want));
+  return out;
+}
+
+Tensor finish_output(const Tensor& out) {
+  if (!out.has_layout()) return out;
+  const memory::desc& d = layout_desc(out);
+  if (keep_layout() && keepable(d)) return out;
+  return to_desc(out, plain_desc(out.shape(), out.dtype()));
+}
+
+Key& Key::add(const memory::desc& d) {
+  const auto& m = d.data;
+  s_ += '{';
+  add(int64_t(m.data_type));
+  for (int i = 0; i < m.ndims; ++i) add(m.dims[i]).add(m.padded_dims[i]);
+  if (m.format_kind == dnnl_blocked) {
+    const auto& b = m.format_desc.blocking;
+    for (int i = 0; i < m.ndims; ++i) add(b.strides[i]);
+    for (int i = 0; i < b.inner_nblks; ++i) add(b.inner_blks[i]).add(b.inner_idxs[i]);
+  } else {
+    add(-int64_t(m.format_kind));
+  }
+  s_ += '}';
+  return *this;
+}
+
+std::shared_ptr<void> cache_lookup(const std::string& key_in,
+                                   const std::function<std::shared_ptr<void>()>& make) {
+  // Primitives are tuned for the thread count they are created with.
+  std::string key = key_in + "#t" + std::to_string(omp_get_max_threads());
+  auto& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.entries.find(key);
+    if (it != c.entries.end()) {
+      g_hits.fetch_add(1, std::memory_order_relaxed);
+      return it->second;
+    }
+  }
+  std::shared_ptr<void> entry = make();  // outside the lock: creation may take milliseconds
+  g_misses.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.entries.emplace(key, std::move(entry)).first->second;
+}
+
+size_t cache_size() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  return cache().entries.size();
+}
+
+void clear_cache() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  cache().entries.clear();
+}
+
+void execute(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
+  p.execute(stream(), args);
+  stream().wait();
+}
+
+}  // namespace onednn
+
+// ---- onednn_layout.h
+
+bool is_layout(const Tensor& t) { return t.defined() && t.has_layout(); }
+
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (!is_layout(a) || !is_layout(b)) return false;
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  auto* la = dynamic_cast<const onednn::DnnlLayout*>(a.impl().layout.get());
+  auto* lb = dynamic_cast<const onednn::DnnlLayout*>(b.impl().layout.get());
+  return la && lb && la->desc == lb->desc;
+}
+
+Tensor flat_physical(const Tensor& t) {
+  ZENITH_CHECK(is_layout(t), "[flat_physical] expected a layout tensor");
+  ZENITH_CHECK(onednn::keepable(onednn::desc_of(t)), "[flat_physical] layout has padding");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.storage();
+  impl->shape = {t.numel()};
+  impl->strides = {1};
+  impl->offset = t.offset();
+  impl->dtype = t.dtype();
+  impl->device = t.device();
+  return Tensor(std::move(impl));
+}
+
+Tensor with_layout_of(const Tensor& flat, const Tensor& like) {
+  ZENITH_CHECK(is_layout(like), "[with_layout_of] expected a layout tensor to copy the layout of");
+  ZENITH_CHECK(flat.is_contiguous() && flat.numel() == like.numel(),
+               "[with_layout_of] expected a contiguous tensor of ", like.numel(),
+               " elements, got shape ", shape_str(flat.shape()));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = flat.storage();
+  impl->shape = like.shape();
+  impl->strides = contiguous_strides(like.shape());
+  impl->offset = flat.offset();
+  impl->dtype = flat.dtype();
+  impl->device = flat.device();
+  impl->layout = like.impl().layout;
+  return Tensor(std::move(impl));
+}
+
+OnednnStats onednn_stats() {
+  OnednnStats s;
+  s.cache_hits = onednn::g_hits.load();
+  s.cache_misses = onednn::g_misses.load();
+  s.reorders = onednn::g_reorders.load();
+  s.reorder_ms = double(onednn::g_reorder_ns.load()) * 1e-6;
+  return s;
+}
+
+void reset_onednn_stats() {
+  onednn::g_hits = 0;
+  onednn::g_misses = 0;
+  onednn::g_reorders = 0;
+  onednn::g_reorder_ns = 0;
+}
+
+void set_keep_layout(bool keep) { onednn::g_keep_layout = keep; }
+bool keep_layout() { return onednn::g_keep_layout.load(); }
+
+namespace {
+
+// to_plain(x): a layout tensor reordered to a plain contiguous tensor of the same shape.
+std::vector<Tensor> to_plain_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+  const Tensor& x = in[0];
+  if (!x.has_layout()) return {x.contiguous()};
+  return {onednn::to_desc(x, onednn::plain_desc(x.shape(), x.dtype()))};
+}
+
+ZENITH_REGISTER_KERNEL("to_plain", CPU, to_plain_kernel);
+ZENITH_LAYOUT_AWARE("to_plain");
+
+}  // namespace
+}  // namespace zenith::cpu

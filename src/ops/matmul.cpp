@@ -1,0 +1,89 @@
+// matmul (numpy semantics, broadcast batch dims) and linear; gradients are matmuls with
+// transposed views, which the gemm kernels take as transpose flags instead of copies.
+#include "core/dispatch.h"
+#include "zenith/autograd.h"
+#include "zenith/ops.h"
+
+namespace zenith::ops {
+namespace {
+
+void check_float_pair(const char* op, const Tensor& a, const Tensor& b, const char* na,
+                      const char* nb) {
+  ZENITH_CHECK(a.defined() && b.defined(), "[", op, "] undefined input");
+  ZENITH_CHECK(a.dtype() == b.dtype(), "[", op, "] ", na, " is ", dtype_name(a.dtype()), " but ",
+               nb, " is ", dtype_name(b.dtype()));
+  ZENITH_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, "[", op,
+               "] expected float32 or float64, got ", dtype_name(a.dtype()));
+}
+
+// Both operands at least 2-d with matching inner dims.
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  Tensor out = dispatch::call1("matmul", {a, b});
+  if (autograd::needs_grad({a, b})) {
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    autograd::record("matmul", {a, b}, {out}, [a, b, ga, gb](const std::vector<Tensor>& g) {
+      // dA = dC B^T, dB = A^T dC, summed over broadcast batch dims.
+      Tensor da = ga ? sum_to(matmul_nd(g[0], b.transpose(-1, -2)), a.shape()) : Tensor();
+      Tensor db = gb ? sum_to(matmul_nd(a.transpose(-1, -2), g[0]), b.shape()) : Tensor();
+      return std::vector<Tensor>{da, db};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_float_pair("matmul", a, b, "a", "b");
+  ZENITH_CHECK(a.dim() >= 1 && b.dim() >= 1, "[matmul] expected operands of at least 1 dim, got ",
+               shape_str(a.shape()), " and ", shape_str(b.shape()));
+  Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  ZENITH_CHECK(a2.size(-1) == b2.size(-2), "[matmul] shapes ", shape_str(a.shape()), " and ",
+               shape_str(b.shape()), " do not match: ", a2.size(-1), " columns vs ", b2.size(-2),
+               " rows");
+  for (int64_t i = 3; i <= std::min(a2.dim(), b2.dim()); ++i) {
+    int64_t da = a2.size(-i), db = b2.size(-i);
+    ZENITH_CHECK(da == db || da == 1 || db == 1, "[matmul] batch dims of ", shape_str(a.shape()),
+                 " and ", shape_str(b.shape()), " cannot be broadcast together");
+  }
+  Tensor out = matmul_nd(a2, b2);
+  if (a.dim() == 1) out = out.squeeze(-2);
+  if (b.dim() == 1) out = out.squeeze(-1);
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_float_pair("linear", x, weight, "input", "weight");
+  ZENITH_CHECK(weight.dim() == 2, "[linear] expected a 2-d weight [out, in], got ",
+               shape_str(weight.shape()));
+  ZENITH_CHECK(x.dim() >= 1, "[linear] expected an input of at least 1 dim");
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  ZENITH_CHECK(x.size(-1) == in, "[linear] input has ", x.size(-1), " features, weight expects ",
+               in, " (input ", shape_str(x.shape()), ", weight ", shape_str(weight.shape()), ")");
+  if (bias.defined()) {
+    ZENITH_CHECK(bias.dtype() == x.dtype(), "[linear] bias is ", dtype_name(bias.dtype()),
+                 " but input is ", dtype_name(x.dtype()));
+    ZENITH_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "[linear] expected bias [",
+                 out_features, "], got ", shape_str(bias.shape()));
+  }
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in});
+  Tensor out = dispatch::call1("linear", {x2, weight, bias});
+  if (autograd::needs_grad({x2, weight, bias})) {
+    bool gx = x2.requires_grad(), gw = weight.requires_grad();
+    bool gb = bias.defined() && bias.requires_grad();
+    autograd::record("linear", {x2, weight, bias}, {out},
+                     [x2, weight, gx, gw, gb](const std::vector<Tensor>& g) {
+                       // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum_rows(dy)
+                       return std::vector<Tensor>{gx ? matmul(g[0], weight) : Tensor(),
+                                                  gw ? matmul(g[0].t(), x2) : Tensor(),
+                                                  gb ? sum(g[0], {0}) : Tensor()};
+                     });
+  }
+  if (x.dim() == 2) return out;
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(out_features);
+  return out.reshape(out_shape);
+}
+
+}  // namespace zenith::ops
