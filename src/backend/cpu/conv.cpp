@@ -1,0 +1,327 @@
+// conv2d kernels: float32 through oneDNN convolution primitives (blocked layouts chosen by
+// oneDNN, primitives cached per shape), float64 through im2col + dgemm as the reference.
+#include <cstring>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/loops.h"
+#include "backend/cpu/onednn.h"
+#include "core/dispatch.h"
+
+namespace zenith::cpu {
+namespace {
+
+namespace dn = onednn;
+using dnnl::memory;
+
+// N batch, C in channels, H, W; O out channels, G groups, KH x KW kernel, OH x OW output.
+struct ConvGeometry {
+  int64_t N, C, H, W, O, G, KH, KW, OH, OW;
+  std::vector<int64_t> stride, pad_l, pad_r, dilation;  // dilation as in PyTorch (1 = none)
+  bool bias;
+
+  ConvGeometry(const Shape& x, const Shape& w, const dispatch::Attrs& attrs)
+      : N(x[0]), C(x[1]), H(x[2]), W(x[3]), O(w[0]), G(attrs.get<int64_t>("groups")),
+        KH(w[2]), KW(w[3]), stride(attrs.get<std::vector<int64_t>>("stride")),
+        pad_l(attrs.get<std::vector<int64_t>>("pad_l")),
+        pad_r(attrs.get<std::vector<int64_t>>("pad_r")),
+        dilation(attrs.get<std::vector<int64_t>>("dilation")),
+        bias(attrs.get_or<bool>("bias", false)) {
+    OH = (H + pad_l[0] + pad_r[0] - dilation[0] * (KH - 1) - 1) / stride[0] + 1;
+    OW = (W + pad_l[1] + pad_r[1] - dilation[1] * (KW - 1) - 1) / stride[1] + 1;
+  }
+  Shape x_shape() const { return {N, C, H, W}; }
+  Shape w_shape() const { return {O, C / G, KH, KW}; }
+  Shape y_shape() const { return {N, O, OH, OW}; }
+  // oneDNN's weight dims: [G, O/G, C/G, KH, KW] when grouped.
+  dn::Dims w_dims() const {
+    if (G == 1) return {O, C, KH, KW};
+    return {G, O / G, C / G, KH, KW};
+  }
+  dn::Dims dnnl_dilation() const { return {dilation[0] - 1, dilation[1] - 1}; }
+  dn::Key key(const char* op) const {
+    dn::Key k(op);
+    k.add(x_shape()).add(w_shape()).add(stride).add(pad_l).add(pad_r).add(dilation).add(G).add(
+        int64_t(bias));
+    return k;
+  }
+};
+
+// ---- float32: oneDNN
+
+memory::desc any_desc(const dn::Dims& dims) {
+  return memory::desc(dims, memory::data_type::f32, memory::format_tag::any);
+}
+
+struct ConvFwd {
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward prim;
+};
+
+std::shared_ptr<ConvFwd> conv_fwd(const ConvGeometry& g) {
+  return dn::cached<ConvFwd>(g.key("conv_fwd").str(), [&] {
+    auto bias_desc = g.bias ? memory::desc({g.O}, memory::data_type::f32, memory::format_tag::a)
+                            : memory::desc();
+    dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+        any_desc(dn::dims_of(g.x_shape())), any_desc(g.w_dims()), bias_desc,
+        any_desc(dn::dims_of(g.y_shape())), g.stride, g.dnnl_dilation(), g.pad_l, g.pad_r);
+    auto e = std::make_shared<ConvFwd>();
+    e->pd = dnnl::convolution_forward::primitive_desc(d, dn::engine());
+    e->prim = dnnl::convolution_forward(e->pd);
+    return e;
+  });
+}
+
+// A contiguous weight [O, C/G, KH, KW] in oneDNN's (possibly grouped) plain descriptor.
+memory::desc plain_weight_desc(const ConvGeometry& g) {
+  return memory::desc(g.w_dims(), memory::data_type::f32,
+                      g.G == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
+}
+
+// The weight reordered to `want` (a copy only when the formats differ).
+Tensor weight_in(const Tensor& w, const ConvGeometry& g, const memory::desc& want) {
+  Tensor wc = w.contiguous();
+  memory::desc have = plain_weight_desc(g);
+  if (have == want) return wc;
+  Tensor out = dn::empty_in(wc.shape(), DType::f32, want);
+  dn::reorder(dn::memory_of(wc, have), dn::memory_of(out, want));
+  return out;
+}
+
+Tensor conv_forward_f32(const Tensor& x, const Tensor& w, const Tensor& bias,
+                        const ConvGeometry& g) {
+  auto fwd = conv_fwd(g);
+  Tensor src = dn::to_desc(x, fwd->pd.src_desc());
+  Tensor wt = weight_in(w, g, fwd->pd.weights_desc());
+  Tensor dst = dn::empty_in(g.y_shape(), DType::f32, fwd->pd.dst_desc());
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, dn::memory_of(src)},
+                                          {DNNL_ARG_WEIGHTS, dn::memory_of(wt, fwd->pd.weights_desc())},
+                                          {DNNL_ARG_DST, dn::memory_of(dst)}};
+  Tensor b;
+  if (g.bias) {
+    b = bias.contiguous();
+    args[DNNL_ARG_BIAS] = dn::memory_of(b);
+  }
+  dn::execute(fwd->prim, args);
+  return dn::finish_output(dst);
+}
+
+struct ConvBwdData {
+  dnnl::convolution_backward_data::primitive_desc pd;
+  dnnl::convolution_backward_data prim;
+};
+
+Tensor conv_backward_data_f32(const Tensor& dy, const Tensor& w, const ConvGeometry& g) {
+  auto fwd = conv_fwd(g);
+  auto e = dn::cached<ConvBwdData>(g.key("conv_bwd_data").str(), [&] {
+    dnnl::convolution_backward_data::desc d(
+        dnnl::algorithm::convolution_direct, any_desc(dn::dims_of(g.x_shape())),
+        any_desc(g.w_dims()), any_desc(dn::dims_of(g.y_shape())), g.stride, g.dnnl_dilation(),
+        g.pad_l, g.pad_r);
+    auto e = std::make_shared<ConvBwdData>();
+    e->pd = dnnl::convolution_backward_data::primitive_desc(d, dn::engine(), fwd->pd);
+    e->prim = dnnl::convolution_backward_data(e->pd);
+    return e;
+  });
+  Tensor ddst = dn::to_desc(dy, e->pd.diff_dst_desc());
+  Tensor wt = weight_in(w, g, e->pd.weights_desc());
+  Tensor dsrc = dn::empty_in(g.x_shape(), DType::f32, e->pd.diff_src_desc());
+  dn::execute(e->prim, {{DNNL_ARG_DIFF_DST, dn::memory_of(ddst)},
+                        {DNNL_ARG_WEIGHTS, dn::memory_of(wt, e->pd.weights_desc())},
+                        {DNNL_ARG_DIFF_SRC, dn::memory_of(dsrc)}});
+  return dn::finish_output(dsrc);
+}
+
+struct ConvBwdWeights {
+  dnnl::convolution_backward_weights::primitive_desc pd;
+  dnnl::convolution_backward_weights prim;
+};
+
+std::vector<Tensor> conv_backward_weights_f32(const Tensor& dy, const Tensor& x,
+                                              const ConvGeometry& g) {
+  auto fwd = conv_fwd(g);
+  auto e = dn::cached<ConvBwdWeights>(g.key("conv_bwd_weights").str(), [&] {
+    auto bias_desc = g.bias ? memory::desc({g.O}, memory::data_type::f32, memory::format_tag::a)
+                            : memory::desc();
+    dnnl::convolution_backward_weights::desc d(
+        dnnl::algorithm::convolution_direct, any_desc(dn::dims_of(g.x_shape())),
+        any_desc(g.w_dims()), bias_desc, any_desc(dn::dims_of(g.y_shape())), g.stride,
+        g.dnnl_dilation(), g.pad_l, g.pad_r);
+    auto e = std::make_shared<ConvBwdWeights>();
+    e->pd = dnnl::convolution_backward_weights::primitive_desc(d, dn::engine(), fwd->pd);
+    e->prim = dnnl::convolution_backward_weights(e->pd);
+    return e;
+  });
+  Tensor src = dn::to_desc(x, e->pd.src_desc());
+  Tensor ddst = dn::to_desc(dy, e->pd.diff_dst_desc());
+  memory::desc dw_desc = e->pd.diff_weights_desc();
+  memory::desc plain_w = plain_weight_desc(g);
+  // Write straight into the plain gradient when oneDNN chose the plain format.
+  Tensor dw = Tensor::empty(g.w_shape(), DType::f32);
+  Tensor dw_blocked = dw_desc == plain_w ? dw : dn::empty_in(g.w_shape(), DType::f32, dw_desc);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, dn::memory_of(src)},
+                                          {DNNL_ARG_DIFF_DST, dn::memory_of(ddst)},
+                                          {DNNL_ARG_DIFF_WEIGHTS, dn::memory_of(dw_blocked, dw_desc)}};
+  Tensor db;
+  if (g.bias) {
+    db = Tensor::empty({g.O}, DType::f32);
+    args[DNNL_ARG_DIFF_BIAS] = dn::memory_of(db);
+  }
+  dn::execute(e->prim, args);
+  if (!dw_blocked.is_same(dw)) dn::reorder(dn::memory_of(dw_blocked, dw_desc), dn::memory_of(dw, plain_w));
+  return {dw, db};
+}
+
+// ---- float64: im2col + gemm (the reference the float32 kernels are tested against)
+
+// col [C/G * KH * KW, OH * OW] from one image's group of channels xg [C/G, H, W].
+template <typename T>
+void im2col(const T* xg, T* col, const ConvGeometry& g) {
+  const int64_t cg = g.C / g.G;
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        T* row = col + ((c * g.KH + kh) * g.KW + kw) * g.OH * g.OW;
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          int64_t ih = oh * g.stride[0] - g.pad_l[0] + kh * g.dilation[0];
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            int64_t iw = ow * g.stride[1] - g.pad_l[1] + kw * g.dilation[1];
+            bool inside = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W;
+            row[oh * g.OW + ow] = inside ? xg[(c * g.H + ih) * g.W + iw] : T(0);
+          }
+        }
+      }
+}
+
+// The adjoint of im2col: accumulates col back into dxg [C/G, H, W].
+template <typename T>
+void col2im(const T* col, T* dxg, const ConvGeometry& g) {
+  const int64_t cg = g.C / g.G;
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const T* row = col + ((c * g.KH + kh) * g.KW + kw) * g.OH * g.OW;
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          int64_t ih = oh * g.stride[0] - g.pad_l[0] + kh * g.dilation[0];
+          if (ih < 0 || ih >= g.H) continue;
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            int64_t iw = ow * g.stride[1] - g.pad_l[1] + kw * g.dilation[1];
+            if (iw >= 0 && iw < g.W) dxg[(c * g.H + ih) * g.W + iw] += row[oh * g.OW + ow];
+          }
+        }
+      }
+}
+
+template <typename T>
+Tensor conv_forward_ref(const Tensor& xin, const Tensor& win, const Tensor& bias,
+                        const ConvGeometry& g) {
+  Tensor x = xin.contiguous(), w = win.contiguous();
+  Tensor y = Tensor::empty(g.y_shape(), x.dtype());
+  const int64_t cg = g.C / g.G, og = g.O / g.G, kk = cg * g.KH * g.KW, spatial = g.OH * g.OW;
+  std::vector<T> col(size_t(kk * spatial));
+  const T* px = x.data<T>();
+  const T* pw = w.data<T>();
+  T* py = y.data<T>();
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      im2col(px + (n * g.C + gi * cg) * g.H * g.W, col.data(), g);
+      gemm(false, false, og, spatial, kk, T(1), pw + gi * og * kk, kk, col.data(), spatial, T(0),
+           py + (n * g.O + gi * og) * spatial, spatial);
+    }
+  if (g.bias) {
+    Tensor b = bias.contiguous();
+    const T* pb = b.data<T>();
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t o = 0; o < g.O; ++o)
+        for (int64_t i = 0; i < spatial; ++i) py[(n * g.O + o) * spatial + i] += pb[o];
+  }
+  return y;
+}
+
+template <typename T>
+Tensor conv_backward_data_ref(const Tensor& dyin, const Tensor& win, const ConvGeometry& g) {
+  Tensor dy = dyin.contiguous(), w = win.contiguous();
+  Tensor dx = Tensor::zeros(g.x_shape(), dy.dtype());
+  const int64_t cg = g.C / g.G, og = g.O / g.G, kk = cg * g.KH * g.KW, spatial = g.OH * g.OW;
+  std::vector<T> col(size_t(kk * spatial));
+  const T* pdy = dy.data<T>();
+  const T* pw = w.data<T>();
+  T* pdx = dx.data<T>();
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      // dcol [kk, spatial] = W_g^T [kk, og] dy [og, spatial]
+      gemm(true, false, kk, spatial, og, T(1), pw + gi * og * kk, kk,
+           pdy + (n * g.O + gi * og) * spatial, spatial, T(0), col.data(), spatial);
+      col2im(col.data(), pdx + (n * g.C + gi * cg) * g.H * g.W, g);
+    }
+  return dx;
+}
+
+template <typename T>
+std::vector<Tensor> conv_backward_weights_ref(const Tensor& dyin, const Tensor& xin,
+                                              const ConvGeometry& g) {
+  Tensor dy = dyin.contiguous(), x = xin.contiguous();
+  Tensor dw = Tensor::zeros(g.w_shape(), dy.dtype());
+  const int64_t cg = g.C / g.G, og = g.O / g.G, kk = cg * g.KH * g.KW, spatial = g.OH * g.OW;
+  std::vector<T> col(size_t(kk * spatial));
+  const T* pdy = dy.data<T>();
+  const T* px = x.data<T>();
+  T* pdw = dw.data<T>();
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      im2col(px + (n * g.C + gi * cg) * g.H * g.W, col.data(), g);
+      // dW_g [og, kk] += dy [og, spatial] col^T [spatial, kk]
+      gemm(false, true, og, kk, spatial, T(1), pdy + (n * g.O + gi * og) * spatial, spatial,
+           col.data(), spatial, T(1), pdw + gi * og * kk, kk);
+    }
+  Tensor db;
+  if (g.bias) {
+    db = Tensor::zeros({g.O}, dy.dtype());
+    T* pdb = db.data<T>();
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t o = 0; o < g.O; ++o)
+        for (int64_t i = 0; i < spatial; ++i) pdb[o] += pdy[(n * g.O + o) * spatial + i];
+  }
+  return {dw, db};
+}
+
+// ---- kernels
+
+// conv2d(x, weight, bias?; stride, pad_l, pad_r, dilation, groups, bias) -> y
+std::vector<Tensor> conv2d_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+  ConvGeometry g(in[0].shape(), in[1].shape(), attrs);
+  if (in[0].dtype() == DType::f32) return {conv_forward_f32(in[0], in[1], in[2], g)};
+  return visit_float(in[0].dtype(), "conv2d", [&](auto tag) {
+    return std::vector<Tensor>{conv_forward_ref<decltype(tag)>(in[0], in[1], in[2], g)};
+  });
+}
+
+// conv2d_backward_data(dy, weight; ..., input_shape) -> dx
+std::vector<Tensor> conv2d_backward_data_kernel(const std::vector<Tensor>& in,
+                                                const dispatch::Attrs& attrs) {
+  ConvGeometry g(attrs.get<std::vector<int64_t>>("input_shape"), in[1].shape(), attrs);
+  if (in[0].dtype() == DType::f32) return {conv_backward_data_f32(in[0], in[1], g)};
+  return visit_float(in[0].dtype(), "conv2d_backward_data", [&](auto tag) {
+    return std::vector<Tensor>{conv_backward_data_ref<decltype(tag)>(in[0], in[1], g)};
+  });
+}
+
+// conv2d_backward_weights(dy, x; ..., weight_shape, bias) -> dweight, dbias (undefined if none)
+std::vector<Tensor> conv2d_backward_weights_kernel(const std::vector<Tensor>& in,
+                                                   const dispatch::Attrs& attrs) {
+  ConvGeometry g(in[1].shape(), attrs.get<std::vector<int64_t>>("weight_shape"), attrs);
+  if (in[0].dtype() == DType::f32) return conv_backward_weights_f32(in[0], in[1], g);
+  return visit_float(in[0].dtype(), "conv2d_backward_weights", [&](auto tag) {
+    return conv_backward_weights_ref<decltype(tag)>(in[0], in[1], g);
+  });
+}
+
+ZENITH_REGISTER_KERNEL("conv2d", CPU, conv2d_kernel);
+ZENITH_REGISTER_KERNEL("conv2d_backward_data", CPU, conv2d_backward_data_kernel);
+ZENITH_REGISTER_KERNEL("conv2d_backward_weights", CPU, conv2d_backward_weights_kernel);
+ZENITH_LAYOUT_AWARE("conv2d");
+ZENITH_LAYOUT_AWARE("conv2d_backward_data");
+ZENITH_LAYOUT_AWARE("conv2d_backward_weights");
+
+}  // namespace
+}  // namespace zenith::cpu

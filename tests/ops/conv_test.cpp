@@ -1,0 +1,165 @@
+#include "backend/cpu/onednn_layout.h"
+#include "support/op_check.h"
+
+using namespace zenith;
+using namespace zenith::testing;
+
+namespace {
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  ops::Conv2dOptions options;
+  bool bias = true;
+  bool noncontiguous = false;
+};
+
+ops::Conv2dOptions opts(std::vector<int64_t> stride, std::vector<int64_t> padding,
+                        std::string mode = "explicit", std::vector<int64_t> dilation = {1, 1},
+                        int64_t groups = 1) {
+  ops::Conv2dOptions o;
+  o.stride = stride;
+  o.padding = padding;
+  o.padding_mode = mode;
+  o.dilation = dilation;
+  o.groups = groups;
+  return o;
+}
+
+// Small shapes: gradcheck perturbs every element.
+const std::vector<ConvCase> kCases = {
+    {"basic", {2, 3, 6, 6}, {4, 3, 3, 3}, opts({1, 1}, {0, 0})},
+    {"no_bias", {2, 3, 6, 6}, {4, 3, 3, 3}, opts({1, 1}, {0, 0}), false},
+    {"stride2_pad1", {2, 3, 7, 7}, {4, 3, 3, 3}, opts({2, 2}, {1, 1})},
+    {"asymmetric_stride_pad", {1, 2, 7, 6}, {3, 2, 3, 2}, opts({2, 1}, {1, 0})},
+    {"pad4", {1, 2, 5, 5}, {3, 2, 3, 3}, opts({1, 1}, {0, 1, 2, 1})},
+    {"same_odd", {2, 3, 5, 5}, {4, 3, 3, 3}, opts({1, 1}, {}, "same")},
+    {"same_even_kernel", {1, 2, 6, 6}, {3, 2, 4, 4}, opts({1, 1}, {}, "same")},
+    {"same_stride2", {1, 2, 7, 7}, {3, 2, 3, 3}, opts({2, 2}, {}, "same")},
+    {"valid", {1, 2, 6, 5}, {3, 2, 3, 3}, opts({1, 1}, {5, 5}, "valid")},
+    {"dilation2", {1, 2, 8, 8}, {3, 2, 3, 3}, opts({1, 1}, {2, 2}, "explicit", {2, 2})},
+    {"groups2", {2, 4, 5, 5}, {6, 2, 3, 3}, opts({1, 1}, {1, 1}, "explicit", {1, 1}, 2)},
+    {"depthwise", {1, 4, 5, 5}, {4, 1, 3, 3}, opts({1, 1}, {1, 1}, "explicit", {1, 1}, 4), false},
+    {"pointwise", {2, 4, 4, 4}, {5, 4, 1, 1}, opts({1, 1}, {0, 0})},
+    {"noncontiguous", {2, 3, 6, 6}, {4, 3, 3, 3}, opts({1, 1}, {1, 1}), true, true},
+};
+
+OpFn conv_fn(const ops::Conv2dOptions& o) {
+  return [o](const std::vector<Tensor>& x) { return ops::conv2d(x[0], x[1], x[2], o); };
+}
+
+std::vector<Tensor> inputs_for(const ConvCase& c) {
+  return {random_input(c.x, DType::f64, c.noncontiguous),
+          random_input(c.w, DType::f64, c.noncontiguous),
+          c.bias ? random_input({c.w[0]}) : Tensor()};
+}
+
+}  // namespace
+
+TEST(Conv2d, ForwardMatchesFloat64) {
+  for (auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_TRUE(forward_matches_f64(conv_fn(c.options), inputs_for(c)));
+  }
+}
+
+TEST(Conv2d, Gradcheck) {
+  for (auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    auto in = inputs_for(c);
+    for (auto& t : in)
+      if (t.defined()) t.requires_grad_();
+    EXPECT_TRUE(gradcheck(conv_fn(c.options), in));
+  }
+}
+
+TEST(Conv2d, Float32BackwardMatchesFloat64) {
+  for (auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    auto in = inputs_for(c);
+    for (auto& t : in)
+      if (t.defined()) t.requires_grad_();
+    EXPECT_TRUE(backward_matches_f64(conv_fn(c.options), in));
+  }
+}
+
+TEST(Conv2d, OnlyWeightGradient) {
+  // The first layer's input needs no gradient: only conv2d_backward_weights runs.
+  Tensor x = random_input({2, 1, 6, 6}, DType::f32);
+  Tensor w = random_input({16, 1, 3, 3}, DType::f32).requires_grad_();
+  ops::sum(ops::conv2d(x, w)).backward();
+  EXPECT_TRUE(w.grad().defined());
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Conv2d, OutputShapes) {
+  auto shape_of = [](Shape x, Shape w, ops::Conv2dOptions o) {
+    return ops::conv2d(Tensor::zeros(x), Tensor::zeros(w), Tensor(), o).shape();
+  };
+  EXPECT_EQ(shape_of({1, 3, 32, 32}, {8, 3, 3, 3}, opts({1, 1}, {}, "same")),
+            (Shape{1, 8, 32, 32}));
+  EXPECT_EQ(shape_of({1, 3, 32, 32}, {8, 3, 3, 3}, opts({2, 2}, {}, "same")),
+            (Shape{1, 8, 16, 16}));
+  EXPECT_EQ(shape_of({1, 3, 32, 32}, {8, 3, 3, 3}, opts({1, 1}, {}, "valid")),
+            (Shape{1, 8, 30, 30}));
+  EXPECT_EQ(shape_of({1, 3, 32, 32}, {8, 3, 7, 7}, opts({2, 2}, {3, 3})), (Shape{1, 8, 16, 16}));
+  EXPECT_EQ(shape_of({1, 3, 9, 9}, {8, 3, 3, 3}, opts({1, 1}, {0, 0}, "explicit", {3, 3})),
+            (Shape{1, 8, 3, 3}));
+}
+
+TEST(Conv2d, MatchesHandComputedValues) {
+  // 1x1x3x3 input 0..8, 2x2 kernel of ones, bias 0.5 -> sums of 2x2 windows + 0.5.
+  std::vector<float> xs(9);
+  for (int i = 0; i < 9; ++i) xs[size_t(i)] = float(i);
+  Tensor x = Tensor::from_vector(xs, {1, 1, 3, 3});
+  Tensor y = ops::conv2d(x, Tensor::ones({1, 1, 2, 2}), Tensor::full({1}, 0.5));
+  EXPECT_EQ(y.to_float_vector(), (std::vector<float>{8.5f, 12.5f, 20.5f, 24.5f}));
+}
+
+TEST(Conv2d, Float32OutputIsPlainWhenLayoutsAreOff) {
+  cpu::set_keep_layout(false);
+  Tensor y = ops::conv2d(Tensor::randn({2, 16, 8, 8}), Tensor::randn({32, 16, 3, 3}));
+  cpu::set_keep_layout(true);
+  EXPECT_FALSE(y.has_layout());
+  EXPECT_TRUE(y.is_contiguous());
+}
+
+TEST(Conv2d, LayoutOutputReadsLikePlain) {
+  Tensor x = Tensor::randn({2, 16, 8, 8}), w = Tensor::randn({32, 16, 3, 3});
+  Tensor kept = ops::conv2d(x, w);
+  EXPECT_TRUE(kept.has_layout());  // 32 channels: oneDNN's blocked format, no padding
+  cpu::set_keep_layout(false);
+  Tensor plain = ops::conv2d(x, w);
+  cpu::set_keep_layout(true);
+  EXPECT_TRUE(all_close(kept, plain, 0, 0));  // to_double_vector goes through to_plain
+  EXPECT_TRUE(all_close(kept.contiguous(), plain, 0, 0));
+  EXPECT_TRUE(all_close(kept.reshape({2, -1}), plain.reshape({2, -1}), 0, 0));
+}
+
+TEST(Conv2d, Errors) {
+  Tensor x = Tensor::zeros({64, 3, 32, 32}), w = Tensor::zeros({32, 1, 3, 3});
+  EXPECT_TRUE(throws_with([&] { ops::conv2d(x, w); },
+                          "[conv2d] input has 3 channels, weight expects 1 (input [64, 3, 32, 32], "
+                          "weight [32, 1, 3, 3])"));
+  EXPECT_TRUE(throws_with([&] { ops::conv2d(Tensor::zeros({3, 32, 32}), w); },
+                          "[conv2d] expected a 4-d input [N, C, H, W], got [3, 32, 32]"));
+  EXPECT_TRUE(throws_with(
+      [&] { ops::conv2d(Tensor::zeros({1, 4, 8, 8}), Tensor::zeros({6, 2, 3, 3}), Tensor(),
+                        opts({1, 1}, {0, 0}, "explicit", {1, 1}, 3)); },
+      "[conv2d] input has 4 channels, weight expects 6"));
+  EXPECT_TRUE(throws_with(
+      [&] { ops::conv2d(Tensor::zeros({1, 3, 2, 2}), Tensor::zeros({4, 3, 3, 3})); },
+      "is smaller than the kernel"));
+  EXPECT_TRUE(throws_with(
+      [&] { ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor(), opts({1, 1}, {}, "full")); },
+      "[conv2d] unknown padding_mode 'full'"));
+  EXPECT_TRUE(throws_with(
+      [&] { ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor(), opts({0, 1}, {0, 0})); },
+      "[conv2d] stride must be >= 1"));
+  EXPECT_TRUE(throws_with(
+      [&] { ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor::zeros({4})); },
+      "[conv2d] expected bias [8], got [4]"));
+  EXPECT_TRUE(throws_with(
+      [&] { ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}, DType::f64)); },
+      "[conv2d] input is float32 but weight is float64"));
+}
