@@ -28,9 +28,13 @@ class Cell {
   // Dotted names in registration order: "0.weight", "layer1.0.bn1.running_mean".
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
-  std::vector<std::pair<std::string, CellPtr>> named_children() const { return children_; }
+  const std::vector<std::pair<std::string, CellPtr>>& named_children() const { return children_; }
   std::vector<Tensor> trainable_params() const;  // parameters with requires_grad
   std::vector<Tensor> parameters() const;
+  int64_t num_parameters(bool trainable_only = false) const;  // total element count
+  // Converts every floating parameter and buffer to `dtype` in place: tensor handles already
+  // given out (e.g. to an optimizer) see the new data.
+  void to(DType dtype);
 
   // Parameters and buffers by dotted name (tensors share storage with the cell).
   StateDict state_dict() const;

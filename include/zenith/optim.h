@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,7 +45,11 @@ class Optimizer {
   virtual std::string type_name() const = 0;
 
  protected:
+  // One parameter's fused update (weight decay, slots, parameter) from its gradient, which the
+  // base passes plain, contiguous and in the parameter's dtype.
   virtual void update(size_t index, Tensor& param, const Tensor& grad, double lr) = 0;
+  // Creates slot `name`: one zero tensor shaped like each parameter.
+  std::vector<Tensor>& add_slot(const std::string& name);
   std::vector<Tensor> params_;
   LRSchedule lr_;
   double weight_decay_;

@@ -1,0 +1,224 @@
+// Cell base: registration of parameters, buffers and children; dotted names; train/eval;
+// state_dict / load_state_dict; repr. SequentialCell.
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "zenith/autograd.h"
+#include "zenith/nn.h"
+
+namespace zenith::nn {
+namespace {
+
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+// Visits (prefix, cell) depth-first in registration order, the cell itself first.
+template <typename F>
+void walk(const Cell& cell, const std::string& prefix, F&& f) {
+  f(prefix, cell);
+  for (auto& [name, child] : cell.named_children()) walk(*child, join(prefix, name), f);
+}
+
+void check_name(const std::string& name, const char* what) {
+  ZENITH_CHECK(!name.empty() && name.find('.') == std::string::npos, "[Cell] ", what,
+               " name '", name, "' must be non-empty and contain no '.'");
+}
+
+}  // namespace
+
+// ---- registration
+
+Tensor Cell::register_parameter(const std::string& name, Tensor value, bool trainable) {
+  check_name(name, "parameter");
+  ZENITH_CHECK(value.defined(), "[Cell] parameter '", name, "' is undefined");
+  for (auto& [n, _] : params_)
+    ZENITH_CHECK(n != name, "[Cell] parameter '", name, "' registered twice");
+  // A parameter is a leaf: cut any history the initial value may carry.
+  Tensor leaf = value.is_leaf() ? value : value.detach();
+  leaf.requires_grad_(trainable);
+  params_.emplace_back(name, leaf);
+  return leaf;
+}
+
+Tensor Cell::register_buffer(const std::string& name, Tensor value) {
+  check_name(name, "buffer");
+  for (auto& [n, _] : buffers_)
+    ZENITH_CHECK(n != name, "[Cell] buffer '", name, "' registered twice");
+  buffers_.emplace_back(name, value.detach());
+  return buffers_.back().second;
+}
+
+Tensor& Cell::param(const std::string& name) {
+  for (auto& [n, t] : params_)
+    if (n == name) return t;
+  ZENITH_FAIL("[", type_name(), "] has no parameter '", name, "'");
+}
+
+Tensor& Cell::buffer(const std::string& name) {
+  for (auto& [n, t] : buffers_)
+    if (n == name) return t;
+  ZENITH_FAIL("[", type_name(), "] has no buffer '", name, "'");
+}
+
+// ---- queries
+
+std::vector<std::pair<std::string, Tensor>> Cell::named_parameters() const {
+  Named out;
+  walk(*this, "", [&](const std::string& prefix, const Cell& c) {
+    for (auto& [n, t] : c.params_) out.emplace_back(join(prefix, n), t);
+  });
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Cell::named_buffers() const {
+  Named out;
+  walk(*this, "", [&](const std::string& prefix, const Cell& c) {
+    for (auto& [n, t] : c.buffers_) out.emplace_back(join(prefix, n), t);
+  });
+  return out;
+}
+
+std::vector<Tensor> Cell::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [_, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+std::vector<Tensor> Cell::trainable_params() const {
+  std::vector<Tensor> out;
+  for (auto& [_, t] : named_parameters())
+    if (t.requires_grad()) out.push_back(t);
+  return out;
+}
+
+int64_t Cell::num_parameters(bool trainable_only) const {
+  int64_t n = 0;
+  for (auto& [_, t] : named_parameters())
+    if (!trainable_only || t.requires_grad()) n += t.numel();
+  return n;
+}
+
+void Cell::set_train(bool mode) {
+  training_ = mode;
+  for (auto& [_, child] : children_) child->set_train(mode);
+}
+
+void Cell::to(DType dtype) {
+  NoGradGuard no_grad;
+  auto convert = [dtype](Tensor& t) {
+    if (!is_floating(t.dtype()) || t.dtype() == dtype) return;
+    Tensor c = t.to(dtype).contiguous();
+    // Swap the data under the existing handle so shared handles follow.
+    TensorImpl& impl = t.impl();
+    impl.storage = c.storage();
+    impl.strides = c.strides();
+    impl.offset = c.offset();
+    impl.dtype = dtype;
+    impl.layout = nullptr;
+    impl.grad = nullptr;
+  };
+  for (auto& [_, t] : params_) convert(t);
+  for (auto& [_, t] : buffers_) convert(t);
+  for (auto& [_, child] : children_) child->to(dtype);
+}
+
+// ---- state dicts
+
+StateDict Cell::state_dict() const {
+  StateDict out;
+  walk(*this, "", [&](const std::string& prefix, const Cell& c) {
+    for (auto& [n, t] : c.params_) out.emplace(join(prefix, n), t.detach());
+    for (auto& [n, t] : c.buffers_) out.emplace(join(prefix, n), t.detach());
+  });
+  return out;
+}
+
+void Cell::load_state_dict(const StateDict& state, bool strict) {
+  Named own = named_parameters();
+  Named bufs = named_buffers();
+  own.insert(own.end(), bufs.begin(), bufs.end());
+
+  // Collect every problem first: one error listing all of them beats a fix-rerun loop.
+  std::vector<std::string> missing, mismatched, unexpected;
+  std::set<std::string> known;
+  for (auto& [name, t] : own) {
+    known.insert(name);
+    auto it = state.find(name);
+    if (it == state.end()) {
+      missing.push_back(name + " " + shape_str(t.shape()));
+    } else if (!it->second.defined() || it->second.shape() != t.shape()) {
+      mismatched.push_back(name + ": checkpoint " +
+                           (it->second.defined() ? shape_str(it->second.shape()) : "undefined") +
+                           ", model " + shape_str(t.shape()));
+    }
+  }
+  for (auto& [name, t] : state)
+    if (!known.count(name))
+      unexpected.push_back(name + " " + (t.defined() ? shape_str(t.shape()) : "undefined"));
+
+  bool fail = !mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()));
+  if (fail) {
+    std::ostringstream os;
+    os << "[load_state_dict] " << type_name() << ": state does not match the model";
+    auto list = [&](const char* title, const std::vector<std::string>& items) {
+      if (items.empty()) return;
+      os << "\n  " << title << " (" << items.size() << "):";
+      for (auto& i : items) os << "\n    " << i;
+    };
+    list("missing", missing);
+    list("unexpected", unexpected);
+    list("mis-shaped", mismatched);
+    throw Error(os.str());
+  }
+
+  NoGradGuard no_grad;
+  for (auto& [name, t] : own) {
+    auto it = state.find(name);
+    if (it == state.end()) continue;
+    Tensor dst = t;  // handle copy shares the storage
+    dst.copy_(it->second);
+  }
+}
+
+// ---- repr
+
+std::string Cell::repr(int indent) const {
+  std::ostringstream os;
+  os << type_name() << "(" << extra_repr();
+  if (!children_.empty()) {
+    std::string pad(size_t(indent + 2), ' ');
+    os << "\n";
+    for (auto& [name, child] : children_)
+      os << pad << "(" << name << "): " << child->repr(indent + 2) << "\n";
+    os << std::string(size_t(indent), ' ');
+  }
+  os << ")";
+  return os.str();
+}
+
+// ---- SequentialCell
+
+SequentialCellImpl::SequentialCellImpl(std::vector<CellPtr> cells) {
+  for (auto& c : cells) append(std::move(c));
+}
+
+void SequentialCellImpl::append(CellPtr cell) {
+  ZENITH_CHECK(cell != nullptr, "[SequentialCell] cell ", size(), " is null");
+  register_cell(std::to_string(size()), std::move(cell));
+}
+
+Tensor SequentialCellImpl::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& [_, cell] : named_children()) y = cell->forward(y);
+  return y;
+}
+
+std::shared_ptr<SequentialCellImpl> SequentialCell(std::vector<CellPtr> cells) {
+  return std::make_shared<SequentialCellImpl>(std::move(cells));
+}
+
+}  // namespace zenith::nn
