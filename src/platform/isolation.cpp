@@ -132,7 +132,7 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& name, std::int64
   std::error_code ec;
   fs::create_directories(path, ec);
   if (ec) return nullptr;
-  std::unique_ptr<JobCgroup> cg(new JobCgroup(path, base.v2));
+  auto cg = std::make_unique<JobCgroup>(path, base.v2);
   if (memory_limit > 0) {
     const std::string limit = std::to_string(memory_limit);
     bool ok = base.v2 ? write_file(path + "/memory.max", limit) &&
@@ -147,7 +147,7 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& name, std::int64
 
 std::unique_ptr<JobCgroup> JobCgroup::open(const std::string& path) {
   if (path.empty() || !fs::exists(path + "/cgroup.procs")) return nullptr;
-  return std::unique_ptr<JobCgroup>(new JobCgroup(path, fs::exists(path + "/cgroup.events")));
+  return std::make_unique<JobCgroup>(path, fs::exists(path + "/cgroup.events"));
 }
 
 JobCgroup::~JobCgroup() {

@@ -43,8 +43,10 @@ class JobCgroup {
   // Keep the directory (a restarted server will re-open it).
   void release() { keep_ = true; }
 
- private:
+  // Use create() or open(); this only wraps an existing directory.
   JobCgroup(std::string path, bool v2) : path_(std::move(path)), v2_(v2) {}
+
+ private:
   std::string path_;
   bool v2_ = false;
   bool keep_ = false;

@@ -31,7 +31,7 @@ struct RunResult {
   }
 };
 
-class ExecutorTest : public ::testing::Test {
+class PlatformExecutorTest : public ::testing::Test {
  protected:
   zp::test::TempDir dir_{"executor"};
   int next_id_ = 1;
@@ -84,7 +84,7 @@ class ExecutorTest : public ::testing::Test {
 
 }  // namespace
 
-TEST_F(ExecutorTest, SeedJobRunsEightRanksWithRankEnvironment) {
+TEST_F(PlatformExecutorTest, SeedJobRunsEightRanksWithRankEnvironment) {
   const std::string yaml = R"(job:
   name: cifar10-training
   framework: mindspore
@@ -134,7 +134,7 @@ TEST_F(ExecutorTest, SeedJobRunsEightRanksWithRankEnvironment) {
   EXPECT_TRUE(leftovers(1).empty());
 }
 
-TEST_F(ExecutorTest, FailingRankStopsSiblingsAndRaisesAbnormalExit) {
+TEST_F(PlatformExecutorTest, FailingRankStopsSiblingsAndRaisesAbnormalExit) {
   RunResult r = run(R"(job:
   resources: { npu: 3 }
   entry: 'if [ "$RANK_ID" = 1 ]; then echo "boom on rank 1"; exit 3; fi; sleep 60'
@@ -149,7 +149,7 @@ TEST_F(ExecutorTest, FailingRankStopsSiblingsAndRaisesAbnormalExit) {
   EXPECT_TRUE(leftovers(1).empty());
 }
 
-TEST_F(ExecutorTest, AllocationPastTheMemoryLimitRaisesOom) {
+TEST_F(PlatformExecutorTest, AllocationPastTheMemoryLimitRaisesOom) {
   // The shell keeps the command substitution's output in memory: ~300 MB against 64 MiB.
   RunResult r = run(R"(job:
   resources: { npu: 1, memory: 64Mi }
@@ -161,7 +161,7 @@ TEST_F(ExecutorTest, AllocationPastTheMemoryLimitRaisesOom) {
   EXPECT_EQ(read_all(paths(1).rank_log(0)).find("survived"), std::string::npos);
 }
 
-TEST_F(ExecutorTest, CancelKillsTheWholeProcessTree) {
+TEST_F(PlatformExecutorTest, CancelKillsTheWholeProcessTree) {
   // Background children, a grandchild in its own session, and a TERM-ignoring loop.
   RunResult r = run(R"(job:
   resources: { npu: 2 }
@@ -176,7 +176,7 @@ TEST_F(ExecutorTest, CancelKillsTheWholeProcessTree) {
       << leftovers(1).size() << " processes left";
 }
 
-TEST_F(ExecutorTest, MaxRestartsRestartsTheJobWithItsCount) {
+TEST_F(PlatformExecutorTest, MaxRestartsRestartsTheJobWithItsCount) {
   RunResult r = run(R"(job:
   resources: { npu: 2 }
   max_restarts: 2
@@ -190,7 +190,7 @@ TEST_F(ExecutorTest, MaxRestartsRestartsTheJobWithItsCount) {
   EXPECT_NE(log.find("restart 1 of 2"), std::string::npos);
 }
 
-TEST_F(ExecutorTest, TimeoutStopsTheJob) {
+TEST_F(PlatformExecutorTest, TimeoutStopsTheJob) {
   RunResult r = run("job:\n  timeout: 1s\n  entry: sleep 60\n");
   EXPECT_EQ(r.job.state, zp::JobState::Failed);
   EXPECT_NE(r.job.reason.find("timeout"), std::string::npos);
@@ -198,7 +198,7 @@ TEST_F(ExecutorTest, TimeoutStopsTheJob) {
   EXPECT_TRUE(leftovers(1).empty());
 }
 
-TEST_F(ExecutorTest, OverQuotaStopsTheJobWithAReason) {
+TEST_F(PlatformExecutorTest, OverQuotaStopsTheJobWithAReason) {
   RunResult r = run(R"(job:
   resources: { npu: 1, storage: 1Mi }
   entry: 'head -c 4000000 /dev/urandom > big.bin; sync; sleep 60'
@@ -209,13 +209,13 @@ TEST_F(ExecutorTest, OverQuotaStopsTheJobWithAReason) {
   EXPECT_TRUE(leftovers(1).empty());
 }
 
-TEST_F(ExecutorTest, SilentJobRaisesHangAlert) {
+TEST_F(PlatformExecutorTest, SilentJobRaisesHangAlert) {
   RunResult r = run("job:\n  hang_timeout: 1s\n  entry: sleep 2.5; echo done\n");
   EXPECT_EQ(r.job.state, zp::JobState::Succeeded);
   EXPECT_TRUE(r.has_alert("hang"));
 }
 
-TEST_F(ExecutorTest, WorkingDirAndEnvFromTheSpec) {
+TEST_F(PlatformExecutorTest, WorkingDirAndEnvFromTheSpec) {
   std::filesystem::create_directories(dir_.path / "wd");
   RunResult r = run("job:\n  working_dir: " + (dir_.path / "wd").string() +
               "\n  env: { GREETING: hi }\n  entry: echo \"$GREETING\" > out.txt\n");

@@ -28,7 +28,7 @@ std::vector<zp::SpecIssue> issues_of(const std::string& yaml) {
 
 }  // namespace
 
-TEST(JobSpec, SeedYamlParsesAsWritten) {
+TEST(PlatformJobSpec, SeedYamlParsesAsWritten) {
   zp::JobSpec s = zp::parse_job_spec(kSeed, "job.yaml");
   EXPECT_EQ(s.name, "cifar10-training");
   EXPECT_EQ(s.framework, "mindspore");
@@ -40,7 +40,7 @@ TEST(JobSpec, SeedYamlParsesAsWritten) {
   EXPECT_EQ(s.max_restarts, 0);
 }
 
-TEST(JobSpec, ExtensionsParse) {
+TEST(PlatformJobSpec, ExtensionsParse) {
   zp::JobSpec s = zp::parse_job_spec(R"(job:
   name: big
   resources: { gpu: 2 }
@@ -69,7 +69,7 @@ TEST(JobSpec, ExtensionsParse) {
   EXPECT_EQ(s.backend, "slurm");
 }
 
-TEST(JobSpec, ReportsEveryProblemAtOnceWithLineAndColumn) {
+TEST(PlatformJobSpec, ReportsEveryProblemAtOnceWithLineAndColumn) {
   const std::string yaml = R"(job:
   name: broken
   resorces: { npu: 8 }
@@ -105,7 +105,7 @@ TEST(JobSpec, ReportsEveryProblemAtOnceWithLineAndColumn) {
   }
 }
 
-TEST(JobSpec, NegativeCountsAndMissingEntry) {
+TEST(PlatformJobSpec, NegativeCountsAndMissingEntry) {
   auto issues = issues_of("job:\n  resources: { npu: -4 }\n");
   ASSERT_EQ(issues.size(), 2u);
   EXPECT_NE(issues[1].message.find("must be positive, got -4"), std::string::npos);
@@ -115,7 +115,7 @@ TEST(JobSpec, NegativeCountsAndMissingEntry) {
   EXPECT_NE(empty_entry[0].message.find("'job.entry' is empty"), std::string::npos);
 }
 
-TEST(JobSpec, SyntaxErrorsHavePositions) {
+TEST(PlatformJobSpec, SyntaxErrorsHavePositions) {
   auto issues = issues_of("job:\n  name: [unclosed\n  entry: x\n");
   ASSERT_EQ(issues.size(), 1u);
   EXPECT_GT(issues[0].line, 0);
@@ -125,14 +125,14 @@ TEST(JobSpec, SyntaxErrorsHavePositions) {
   EXPECT_FALSE(issues_of("jobs:\n  entry: x\n").empty());
 }
 
-TEST(JobSpec, JsonRoundTrip) {
+TEST(PlatformJobSpec, JsonRoundTrip) {
   zp::JobSpec s = zp::parse_job_spec(kSeed, "job.yaml");
   s.env["A"] = "b";
   zp::JobSpec back = zp::spec_from_json(zp::spec_to_json(s));
   EXPECT_EQ(zp::spec_to_json(back), zp::spec_to_json(s));
 }
 
-TEST(JobSpec, FileWorkingDirDefaultsToTheYamlFolder) {
+TEST(PlatformJobSpec, FileWorkingDirDefaultsToTheYamlFolder) {
   auto dir = std::filesystem::temp_directory_path() / ("zenith_spec_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "job.yaml") << kSeed;
@@ -142,7 +142,7 @@ TEST(JobSpec, FileWorkingDirDefaultsToTheYamlFolder) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(JobSpec, EditDistance) {
+TEST(PlatformJobSpec, EditDistance) {
   EXPECT_EQ(zp::edit_distance("resorces", "resources"), 1);
   EXPECT_EQ(zp::edit_distance("", "abc"), 3);
 }

@@ -4,7 +4,7 @@
 
 namespace zp = zenith::platform;
 
-TEST(Quantity, ParsesBinaryAndDecimalSizes) {
+TEST(PlatformQuantity, ParsesBinaryAndDecimalSizes) {
   EXPECT_EQ(zp::parse_size("64Gi").value(), 64LL << 30);
   EXPECT_EQ(zp::parse_size("100G").value(), 100000000000LL);
   EXPECT_EQ(zp::parse_size("512Mi").value(), 512LL << 20);
@@ -13,12 +13,12 @@ TEST(Quantity, ParsesBinaryAndDecimalSizes) {
   EXPECT_EQ(zp::parse_size("10MiB").value(), 10LL << 20);
 }
 
-TEST(Quantity, RejectsMalformedSizes) {
+TEST(PlatformQuantity, RejectsMalformedSizes) {
   for (const char* bad : {"64Gx", "", "Gi", "-5Gi", "1..5G", "12 parsecs", "0x10"})
     EXPECT_FALSE(zp::parse_size(bad).has_value()) << bad;
 }
 
-TEST(Quantity, ParsesDurations) {
+TEST(PlatformQuantity, ParsesDurations) {
   EXPECT_DOUBLE_EQ(zp::parse_duration("90").value(), 90);
   EXPECT_DOUBLE_EQ(zp::parse_duration("90s").value(), 90);
   EXPECT_DOUBLE_EQ(zp::parse_duration("10m").value(), 600);
@@ -29,7 +29,7 @@ TEST(Quantity, ParsesDurations) {
   EXPECT_FALSE(zp::parse_duration("soon").has_value());
 }
 
-TEST(Quantity, FormatsSizes) {
+TEST(PlatformQuantity, FormatsSizes) {
   EXPECT_EQ(zp::format_size(64LL << 30), "64Gi");
   EXPECT_EQ(zp::format_size(1536), "1.5Ki");
   EXPECT_EQ(zp::format_size(100), "100B");

@@ -8,7 +8,7 @@
 
 namespace zp = zenith::platform;
 
-TEST(RankTable, MindSporeFormatAllStrings) {
+TEST(PlatformRankTable, MindSporeFormatAllStrings) {
   std::vector<zp::RankInfo> ranks;
   for (int r = 0; r < 8; ++r) ranks.push_back({r, r, r, "127.0.0.1"});
   auto t = zp::make_rank_table(ranks);
@@ -26,13 +26,13 @@ TEST(RankTable, MindSporeFormatAllStrings) {
   }
 }
 
-TEST(RankTable, GroupsRanksByHost) {
+TEST(PlatformRankTable, GroupsRanksByHost) {
   auto t = zp::make_rank_table({{0, 0, 0, "10.0.0.1"}, {1, 1, 1, "10.0.0.1"}, {2, 0, 0, "10.0.0.2"}});
   EXPECT_EQ(t["server_count"], "2");
   EXPECT_EQ(t["server_list"][1]["device"][0]["rank_id"], "2");
 }
 
-TEST(RankTable, RankEnvironment) {
+TEST(PlatformRankTable, RankEnvironment) {
   zp::RankEnvContext ctx;
   ctx.job_id = "7";
   ctx.job_dir = "/d/jobs/7";
@@ -54,7 +54,7 @@ TEST(RankTable, RankEnvironment) {
   EXPECT_GT(zp::find_free_port(), 0);
 }
 
-TEST(DeviceInventory, SplitsCores) {
+TEST(PlatformDeviceInventory, SplitsCores) {
   auto two = zp::split_cores({0, 1}, 8);
   ASSERT_EQ(two.size(), 8u);
   for (int d = 0; d < 8; ++d) EXPECT_EQ(two[d], std::vector<int>{d % 2});
@@ -65,7 +65,7 @@ TEST(DeviceInventory, SplitsCores) {
   EXPECT_EQ(odd[1], (std::vector<int>{2}));
 }
 
-TEST(DeviceInventory, EightLogicalCpuDevicesByDefault) {
+TEST(PlatformDeviceInventory, EightLogicalCpuDevicesByDefault) {
   if (zp::count_cuda_devices() > 0) GTEST_SKIP() << "this host has GPUs";
   auto devs = zp::detect_devices({});
   ASSERT_EQ(devs.size(), 8u);

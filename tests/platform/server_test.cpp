@@ -80,7 +80,7 @@ json wait_state(zp::ApiClient& c, long long id, const std::string& state, double
   return job;
 }
 
-class ServerTest : public ::testing::Test {
+class PlatformServerTest : public ::testing::Test {
  protected:
   zp::test::TempDir dir_{"server"};
   void TearDown() override { zp::test::kill_all_with_env("ZENITH_JOB_DIR=" + dir_.str()); }
@@ -95,7 +95,7 @@ const char* kSeedPrintsRankVars = R"(job:
 
 }  // namespace
 
-TEST_F(ServerTest, SubmitListGetLogsAndMetrics) {
+TEST_F(PlatformServerTest, SubmitListGetLogsAndMetrics) {
   ServerProcess server(dir_.str());
   auto c = server.client();
   struct stat st;
@@ -134,7 +134,7 @@ TEST_F(ServerTest, SubmitListGetLogsAndMetrics) {
   EXPECT_EQ(devices.size(), 8u);
 }
 
-TEST_F(ServerTest, FollowStreamsLogsUntilTheJobEnds) {
+TEST_F(PlatformServerTest, FollowStreamsLogsUntilTheJobEnds) {
   ServerProcess server(dir_.str());
   auto c = server.client();
   json job = submit(c, "job:\n  entry: for i in 1 2 3; do echo line $i; sleep 0.3; done\n");
@@ -149,7 +149,7 @@ TEST_F(ServerTest, FollowStreamsLogsUntilTheJobEnds) {
   EXPECT_NE(streamed.find("[INFO] Job succeeded"), std::string::npos) << streamed;
 }
 
-TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
+TEST_F(PlatformServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
   ServerProcess server(dir_.str());
   auto c = server.client();
   auto anon = server.client(false);
@@ -194,7 +194,7 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(c.get("/api/v1/jobs").status, 200);  // still serving
 }
 
-TEST_F(ServerTest, FailureRaisesAlertsVisibleThroughTheApi) {
+TEST_F(PlatformServerTest, FailureRaisesAlertsVisibleThroughTheApi) {
   ServerProcess server(dir_.str());
   auto c = server.client();
   json job = submit(c, "job:\n  resources: { npu: 2 }\n  entry: 'echo bad input; exit 4'\n");
@@ -209,7 +209,7 @@ TEST_F(ServerTest, FailureRaisesAlertsVisibleThroughTheApi) {
   EXPECT_GE(alerts.size(), 1u);
 }
 
-TEST_F(ServerTest, CancelLeavesNoProcess) {
+TEST_F(PlatformServerTest, CancelLeavesNoProcess) {
   ServerProcess server(dir_.str());
   auto c = server.client();
   json job = submit(c, "job:\n  resources: { npu: 2 }\n  entry: 'sleep 300 & sleep 300'\n");
@@ -228,7 +228,7 @@ TEST_F(ServerTest, CancelLeavesNoProcess) {
   }, 5));
 }
 
-TEST_F(ServerTest, KilledServerRestartsAndRecoversEveryJob) {
+TEST_F(PlatformServerTest, KilledServerRestartsAndRecoversEveryJob) {
   long long done_id = 0, running_id = 0, queued_id = 0;
   const std::string long_yaml = "job:\n  resources: { npu: 8 }\n  entry: 'echo started; sleep 300'\n";
   {
@@ -261,7 +261,7 @@ TEST_F(ServerTest, KilledServerRestartsAndRecoversEveryJob) {
   EXPECT_EQ(wait_state(c, queued_id, "succeeded")["state"], "succeeded");
 }
 
-TEST_F(ServerTest, RanksThatEndWhileTheServerIsDownAreAccountedFor) {
+TEST_F(PlatformServerTest, RanksThatEndWhileTheServerIsDownAreAccountedFor) {
   long long ok_id = 0, bad_id = 0;
   {
     ServerProcess server(dir_.str());
@@ -347,7 +347,7 @@ class WebhookReceiver {
 
 }  // namespace
 
-TEST_F(ServerTest, AlertsArePostedToTheWebhook) {
+TEST_F(PlatformServerTest, AlertsArePostedToTheWebhook) {
   WebhookReceiver hook;
   ServerProcess server(dir_.str(), hook.url());
   auto c = server.client();

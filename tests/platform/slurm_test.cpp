@@ -19,10 +19,10 @@ namespace {
 const std::string kCluster =
     (std::filesystem::path(__FILE__).parent_path() / "data" / "slurm_cluster.sh").string();
 
-class SlurmTest : public ::testing::Test {
+class PlatformSlurmTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new zp::test::TempDir("slurm");
+    dir_ = std::make_unique<zp::test::TempDir>("slurm");
     auto r = zp::run_command("bash " + zp::shell_quote(kCluster) + " start " +
                              zp::shell_quote(dir_->str() + "/cluster"));
     if (r.status != 0) {
@@ -35,8 +35,7 @@ class SlurmTest : public ::testing::Test {
     zp::run_command("bash " + zp::shell_quote(kCluster) + " stop " +
                     zp::shell_quote(dir_->str() + "/cluster"));
     unsetenv("SLURM_CONF");
-    delete dir_;
-    dir_ = nullptr;
+    dir_.reset();
   }
   void SetUp() override {
     if (!skip_reason_.empty()) {
@@ -75,16 +74,16 @@ class SlurmTest : public ::testing::Test {
   }
   zp::JobPaths paths(std::int64_t id) { return {dir_->str() + "/jobs/" + std::to_string(id)}; }
 
-  static zp::test::TempDir* dir_;
+  static std::unique_ptr<zp::test::TempDir> dir_;
   static std::string skip_reason_;
 };
 
-zp::test::TempDir* SlurmTest::dir_ = nullptr;
-std::string SlurmTest::skip_reason_;
+std::unique_ptr<zp::test::TempDir> PlatformSlurmTest::dir_;
+std::string PlatformSlurmTest::skip_reason_;
 
 }  // namespace
 
-TEST_F(SlurmTest, TwoRankJobRunsThroughSbatchWithTheRankEnvironment) {
+TEST_F(PlatformSlurmTest, TwoRankJobRunsThroughSbatchWithTheRankEnvironment) {
   std::vector<std::pair<std::string, std::string>> alerts;
   auto job = run_job(R"(job:
   name: slurm-two
@@ -112,7 +111,7 @@ TEST_F(SlurmTest, TwoRankJobRunsThroughSbatchWithTheRankEnvironment) {
   EXPECT_TRUE(alerts.empty());
 }
 
-TEST_F(SlurmTest, FailingRankFailsTheJobAndScancelStopsOthers) {
+TEST_F(PlatformSlurmTest, FailingRankFailsTheJobAndScancelStopsOthers) {
   std::vector<std::pair<std::string, std::string>> alerts;
   auto job = run_job(R"(job:
   resources: { npu: 2 }
@@ -126,7 +125,7 @@ TEST_F(SlurmTest, FailingRankFailsTheJobAndScancelStopsOthers) {
   EXPECT_EQ(q.output.find("zenith"), std::string::npos) << q.output;
 }
 
-TEST_F(SlurmTest, CancelUsesScancel) {
+TEST_F(PlatformSlurmTest, CancelUsesScancel) {
   std::vector<std::pair<std::string, std::string>> alerts;
   auto job = run_job("job:\n  resources: { npu: 2 }\n  entry: echo up; sleep 120\n", 3, &alerts,
                      [&](const zp::JobRecord&) {

@@ -21,7 +21,7 @@ struct TempDir {
 
 }  // namespace
 
-TEST(Store, JobsAndAlertsSurviveReopen) {
+TEST(PlatformStore, JobsAndAlertsSurviveReopen) {
   TempDir dir;
   const std::string db = (dir.path / "zenith.db").string();
   std::int64_t id = 0;
@@ -72,7 +72,7 @@ TEST(Store, JobsAndAlertsSurviveReopen) {
   EXPECT_TRUE(store.list_alerts(id + 1).empty());
 }
 
-TEST(Store, UsesWriteAheadLogging) {
+TEST(PlatformStore, UsesWriteAheadLogging) {
   TempDir dir;
   const std::string db = (dir.path / "zenith.db").string();
   zp::Store store(db);
@@ -82,7 +82,7 @@ TEST(Store, UsesWriteAheadLogging) {
   EXPECT_TRUE(std::filesystem::exists(db + "-wal"));
 }
 
-TEST(Store, UnopenablePathNamesTheFile) {
+TEST(PlatformStore, UnopenablePathNamesTheFile) {
   try {
     zp::Store store("/nonexistent-dir/zenith.db");
     FAIL();
