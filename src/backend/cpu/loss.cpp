@@ -1,0 +1,112 @@
+// CPU fused cross-entropy for class-index targets: log-softmax and NLL (with label smoothing and
+// ignore_index) in one pass per row, and the gradient in one more.
+// M rows (samples, after moving the class dim last), C classes.
+#include <cmath>
+
+#include "backend/cpu/loops.h"
+#include "backend/cpu/math_simd.h"
+#include "core/dispatch.h"
+
+namespace zenith::cpu {
+namespace {
+
+template <typename T>
+inline T exp_of(T x) {
+  if constexpr (std::is_same_v<T, float>) return simd::exp(x);
+  else return std::exp(x);
+}
+
+// Throws for the first target that is neither a class in [0, C) nor ignore_index.
+void check_targets(const int64_t* t, int64_t m, int64_t c, int64_t ignore_index) {
+  for (int64_t i = 0; i < m; ++i)
+    ZENITH_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < c), "[cross_entropy] target ", t[i],
+                 " (sample ", i, ") is out of range for ", c, " classes");
+}
+
+// cross_entropy_rows(logits [M, C], target [M]; ignore_index, label_smoothing)
+//   -> loss [M] (0 where ignored), log_sum [M] (log sum_c exp(x[c] - max), saved for backward).
+// loss = lse - (1 - eps) x[t] - eps / C sum_c x[c] with lse = max + log_sum, evaluated as
+// log_sum + (1 - eps)(max - x[t]) + eps / C sum_c (max - x[c]) so that large logits lose nothing
+// to rounding at the scale of max.
+std::vector<Tensor> cross_entropy_kernel(const std::vector<Tensor>& in,
+                                         const dispatch::Attrs& attrs) {
+  Tensor logits = in[0].contiguous();
+  Tensor target = in[1].dtype() == DType::i64 ? in[1].contiguous() : in[1].to(DType::i64);
+  const int64_t ignore_index = attrs.get<int64_t>("ignore_index");
+  const double eps = attrs.get<double>("label_smoothing");
+  const int64_t m = logits.shape()[0], c = logits.shape()[1];
+  const int64_t* t = target.data<int64_t>();
+  check_targets(t, m, c, ignore_index);
+  Tensor loss = Tensor::empty({m}, logits.dtype(), logits.device());
+  Tensor log_sums = Tensor::empty({m}, logits.dtype(), logits.device());
+  visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = logits.data<T>();
+    T* lo = loss.data<T>();
+    T* ls = log_sums.data<T>();
+    const T on = T(1 - eps), off = T(eps / double(c));
+    parallel_for(m, std::max<int64_t>(1, kGrain / c), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const T* row = x + i * c;
+        T mx = row[0];
+        for (int64_t k = 1; k < c; ++k) mx = simd::select(row[k] > mx, row[k], mx);
+        T s = 0, below = 0;
+#pragma omp simd reduction(+ : s, below)
+        for (int64_t k = 0; k < c; ++k) {
+          s += exp_of(row[k] - mx);
+          below += mx - row[k];
+        }
+        const T log_sum = std::log(s);
+        ls[i] = log_sum;
+        lo[i] = t[i] == ignore_index ? T(0) : log_sum + on * (mx - row[t[i]]) + off * below;
+      }
+    });
+  });
+  return {loss, log_sums};
+}
+
+// cross_entropy_rows_backward(dloss [M], logits, target, log_sum) -> dlogits [M, C]
+// dx[i, c] = dloss[i] (softmax(x)[i, c] - (1 - eps) [c == t_i] - eps / C), 0 for ignored rows.
+std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
+                                                  const dispatch::Attrs& attrs) {
+  Tensor logits = in[1].contiguous();
+  Tensor dloss = in[0].dtype() == logits.dtype() ? in[0].contiguous() : in[0].to(logits.dtype());
+  Tensor target = in[2].dtype() == DType::i64 ? in[2].contiguous() : in[2].to(DType::i64);
+  Tensor log_sums = in[3].contiguous();
+  const int64_t ignore_index = attrs.get<int64_t>("ignore_index");
+  const double eps = attrs.get<double>("label_smoothing");
+  const int64_t m = logits.shape()[0], c = logits.shape()[1];
+  Tensor dx = Tensor::empty({m, c}, logits.dtype(), logits.device());
+  visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = logits.data<T>();
+    const T* g = dloss.data<T>();
+    const T* ls = log_sums.data<T>();
+    const int64_t* t = target.data<int64_t>();
+    T* o = dx.data<T>();
+    const T on = T(1 - eps), off = T(eps / double(c));
+    parallel_for(m, std::max<int64_t>(1, kGrain / c), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        T* orow = o + i * c;
+        if (t[i] == ignore_index) {
+          std::fill(orow, orow + c, T(0));
+          continue;
+        }
+        const T* row = x + i * c;
+        T mx = row[0];
+        for (int64_t k = 1; k < c; ++k) mx = simd::select(row[k] > mx, row[k], mx);
+        const T gi = g[i], log_sum = ls[i], goff = gi * off;
+#pragma omp simd
+        for (int64_t k = 0; k < c; ++k) orow[k] = gi * exp_of((row[k] - mx) - log_sum) - goff;
+        orow[t[i]] -= gi * on;
+      }
+    });
+  });
+  return {dx};
+}
+
+ZENITH_REGISTER_KERNEL("cross_entropy_rows", CPU, cross_entropy_kernel);
+ZENITH_REGISTER_KERNEL("cross_entropy_rows_backward", CPU, cross_entropy_backward_kernel);
+
+}  // namespace
+}  // namespace zenith::cpu

@@ -1,0 +1,115 @@
+// Losses: cross_entropy (class indices or probabilities, label smoothing, ignore_index) and
+// mse_loss, with PyTorch's reductions. The class-index case runs one fused log-softmax + NLL
+// kernel over [M, C] rows.
+#include "core/dispatch.h"
+#include "zenith/autograd.h"
+#include "zenith/ops.h"
+
+namespace zenith::ops {
+namespace {
+
+Tensor plain(const Tensor& x) { return x.has_layout() ? x.contiguous() : x; }
+
+void check_reduction(const std::string& reduction, const char* op) {
+  ZENITH_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none", "[", op,
+               "] reduction must be 'mean', 'sum' or 'none', got '", reduction, "'");
+}
+
+// Per-row losses of logits [M, C] against class indices [M]; ignored rows give 0.
+Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                          double eps) {
+  dispatch::Attrs attrs{{"ignore_index", ignore_index}, {"label_smoothing", eps}};
+  auto outs = dispatch::call("cross_entropy_rows", {logits, target}, attrs);
+  if (autograd::needs_grad({logits})) {
+    Tensor x = logits.detach(), t = target.detach(), log_sums = outs[1];
+    autograd::record("cross_entropy", {logits}, {outs[0]},
+                     [x, t, log_sums, attrs](const std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{dispatch::call1(
+                           "cross_entropy_rows_backward", {g[0], x, t, log_sums}, attrs)};
+                     });
+  }
+  return outs[0];
+}
+
+// Moves dim 1 (classes) last and flattens the rest: [N, C, d...] -> [N * d..., C].
+Tensor classes_last(const Tensor& x) {
+  if (x.dim() == 2) return x;
+  std::vector<int64_t> order = {0};
+  for (int64_t d = 2; d < x.dim(); ++d) order.push_back(d);
+  order.push_back(1);
+  return x.permute(order).reshape({-1, x.shape()[1]});
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in,
+                     const std::string& reduction, int64_t ignore_index, double label_smoothing) {
+  ZENITH_CHECK(logits_in.defined() && target_in.defined(), "[cross_entropy] undefined input");
+  check_reduction(reduction, "cross_entropy");
+  ZENITH_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+               "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
+  Tensor logits = plain(logits_in), target = plain(target_in);
+  ZENITH_CHECK(is_floating(logits.dtype()), "[cross_entropy] logits must be floating, got ",
+               dtype_name(logits.dtype()), " of shape ", shape_str(logits.shape()));
+  ZENITH_CHECK(logits.dim() >= 1, "[cross_entropy] logits must have a class dim, got shape ",
+               shape_str(logits.shape()));
+  // Unbatched: logits [C] with target [] (indices) or [C] (probabilities).
+  if (logits.dim() == 1) {
+    Tensor out = cross_entropy(logits.unsqueeze(0), target.unsqueeze(0), reduction, ignore_index,
+                               label_smoothing);
+    return reduction == "none" ? out.squeeze(0) : out;
+  }
+  const int64_t classes = logits.shape()[1];
+
+  if (is_floating(target.dtype())) {
+    // Dense probabilities: loss[n, d...] = -sum_c q[n, c, d...] log_softmax(x)[n, c, d...]
+    // with q = (1 - eps) target + eps / C; "mean" averages over all of n, d...
+    ZENITH_CHECK(target.shape() == logits.shape(), "[cross_entropy] probability target of shape ",
+                 shape_str(target.shape()), " must match logits ", shape_str(logits.shape()));
+    Tensor q = label_smoothing > 0.0
+                   ? add(mul(target, 1.0 - label_smoothing), label_smoothing / double(classes))
+                   : target;
+    Tensor losses = neg(sum(mul(q, log_softmax(logits, 1)), {1}));
+    if (reduction == "none") return losses;
+    return reduction == "sum" ? sum(losses) : mean(losses);
+  }
+
+  ZENITH_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
+               "[cross_entropy] class-index target must be int64 or int32, got ",
+               dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
+  Shape expected = logits.shape();
+  expected.erase(expected.begin() + 1);
+  ZENITH_CHECK(target.shape() == expected, "[cross_entropy] target of shape ",
+               shape_str(target.shape()), " does not match logits ", shape_str(logits.shape()),
+               " (expected target ", shape_str(expected), ")");
+  ZENITH_CHECK(classes > 0, "[cross_entropy] logits ", shape_str(logits.shape()),
+               " have no classes");
+  Tensor rows = classes_last(logits);
+  Tensor flat_target = target.reshape({-1});
+  Tensor losses = cross_entropy_rows(rows, flat_target, ignore_index, label_smoothing);
+  if (reduction == "none") return losses.reshape(target.shape());
+  Tensor total = sum(losses);
+  if (reduction == "sum") return total;
+  // "mean" divides by the number of non-ignored targets (NaN when there are none, as in PyTorch).
+  Tensor count = sum(ne(flat_target, Tensor::scalar(double(ignore_index), DType::i64)));
+  return div(total, count.to(total.dtype()));
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  ZENITH_CHECK(input.defined() && target.defined(), "[mse_loss] undefined input");
+  check_reduction(reduction, "mse_loss");
+  ZENITH_CHECK(is_floating(input.dtype()), "[mse_loss] input must be floating, got ",
+               dtype_name(input.dtype()), " of shape ", shape_str(input.shape()));
+  Tensor diff;
+  try {
+    diff = sub(input, target);
+  } catch (const Error&) {
+    ZENITH_FAIL("[mse_loss] input of shape ", shape_str(input.shape()), " and target of shape ",
+                shape_str(target.shape()), " cannot be broadcast together");
+  }
+  Tensor sq = square(diff);
+  if (reduction == "none") return sq;
+  return reduction == "sum" ? sum(sq) : mean(sq);
+}
+
+}  // namespace zenith::ops
