@@ -77,9 +77,10 @@ class Dataset {
   int64_t get_dataset_size() const;  // items (batches after batch())
   std::vector<std::string> get_col_names() const;
   Row get(int64_t index, int64_t epoch = 0) const;
-  // Items of `epoch` in order, computed ahead by `num_workers` threads (0: the chain's
-  // num_parallel_workers) with `prefetch` items per worker queued (0: config default).
-  Iterator create_iterator(int64_t epoch = 0, int num_workers = 0, int prefetch = 0) const;
+  // Items `start`.. of `epoch` in order, computed ahead by `num_workers` threads (0: the
+  // chain's num_parallel_workers) with `prefetch` items per worker queued (0: config default).
+  Iterator create_iterator(int64_t epoch = 0, int num_workers = 0, int prefetch = 0,
+                           int64_t start = 0) const;
 
   bool defined() const { return node_ != nullptr; }
   const NodePtr& node() const { return node_; }
@@ -93,7 +94,7 @@ class Dataset {
 // Produces one epoch's items in order; worker threads stop and join when it is destroyed.
 class Iterator {
  public:
-  Iterator(NodePtr node, int64_t epoch, int num_workers, int prefetch);
+  Iterator(NodePtr node, int64_t epoch, int num_workers, int prefetch, int64_t start = 0);
   ~Iterator();
   Iterator(Iterator&&) noexcept;
   Iterator& operator=(Iterator&&) noexcept;
@@ -101,7 +102,7 @@ class Iterator {
   // The next item, or nullopt at the end. Rethrows a worker's error at the failing item.
   std::optional<Row> next();
   int64_t size() const;
-  int64_t position() const;  // items returned so far
+  int64_t position() const;  // index of the next item
   // Seconds the consumer spent blocked waiting for data (near 0 when workers keep up).
   double wait_seconds() const;
 

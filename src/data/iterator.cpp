@@ -68,14 +68,18 @@ struct Iterator::State {
   }
 };
 
-Iterator::Iterator(NodePtr node, int64_t epoch, int num_workers, int prefetch)
+Iterator::Iterator(NodePtr node, int64_t epoch, int num_workers, int prefetch, int64_t start)
     : state_(std::make_unique<State>()) {
   ZENITH_CHECK(num_workers > 0 && prefetch > 0, "[iterator] need positive workers and prefetch");
   state_->node = std::move(node);
   state_->epoch = epoch;
   state_->size = state_->node->size();
+  ZENITH_CHECK(start >= 0 && start <= state_->size, "[iterator] start ", start,
+               " out of range [0, ", state_->size, "]");
+  state_->next_index = state_->consumed = start;
   state_->capacity = int64_t(num_workers) * prefetch;
-  int threads = int(std::min<int64_t>(num_workers, std::max<int64_t>(state_->size, 1)));
+  int threads =
+      int(std::min<int64_t>(num_workers, std::max<int64_t>(state_->size - start, 1)));
   for (int i = 0; i < threads; ++i) state_->workers.emplace_back([s = state_.get()] { s->work(); });
 }
 

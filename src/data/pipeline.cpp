@@ -267,10 +267,11 @@ Row Dataset::get(int64_t index, int64_t epoch) const {
   return node_->get(index, epoch);
 }
 
-Iterator Dataset::create_iterator(int64_t epoch, int num_workers, int prefetch) const {
+Iterator Dataset::create_iterator(int64_t epoch, int num_workers, int prefetch,
+                                  int64_t start) const {
   ZENITH_CHECK(defined(), "[dataset] iterating an empty dataset");
   return Iterator(node_, epoch, num_workers > 0 ? num_workers : node_->workers(),
-                  prefetch > 0 ? prefetch : config::get_prefetch_size());
+                  prefetch > 0 ? prefetch : config::get_prefetch_size(), start);
 }
 
 Dataset TensorDataset(std::vector<Tensor> columns, std::vector<std::string> names) {

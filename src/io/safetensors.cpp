@@ -166,8 +166,10 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   out.commit();
 }
 
-std::map<std::string, Tensor> load_safetensors(const std::string& path, Metadata* metadata) {
-  InputFile file(path);
+namespace {
+
+// Reads and parses the JSON header; returns it and the offset where the data starts.
+nlohmann::json read_header(const InputFile& file, const std::string& path, uint64_t* data_start) {
   ZENITH_CHECK(file.size() >= 8, "[safetensors] ", path, ": file is ", file.size(),
                " bytes, too short for the 8-byte header size at offset 0");
   unsigned char size_le[8];
@@ -190,17 +192,37 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path, Metadata
     ZENITH_FAIL("[safetensors] ", path, ": header JSON at offset 8 is invalid: ", e.what());
   }
   ZENITH_CHECK(header.is_object(), "[safetensors] ", path, ": header is not a JSON object");
+  *data_start = 8 + header_size;
+  return header;
+}
 
-  const uint64_t data_start = 8 + header_size;
+Metadata parse_metadata(const nlohmann::json& value, const std::string& path) {
+  ZENITH_CHECK(value.is_object(), "[safetensors] ", path, ": __metadata__ is not an object");
+  for (const auto& [k, v] : value.items())
+    ZENITH_CHECK(v.is_string(), "[safetensors] ", path, ": __metadata__ value '", k,
+                 "' is not a string");
+  return value.get<Metadata>();
+}
+
+}  // namespace
+
+Metadata read_safetensors_metadata(const std::string& path) {
+  InputFile file(path);
+  uint64_t data_start = 0;
+  nlohmann::json header = read_header(file, path, &data_start);
+  return header.contains(kMetadataKey) ? parse_metadata(header[kMetadataKey], path) : Metadata{};
+}
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path, Metadata* metadata) {
+  InputFile file(path);
+  uint64_t data_start = 0;
+  nlohmann::json header = read_header(file, path, &data_start);
   const uint64_t data_size = file.size() - data_start;
   std::vector<Entry> entries;
   for (const auto& [name, value] : header.items()) {
     if (name == kMetadataKey) {
-      ZENITH_CHECK(value.is_object(), "[safetensors] ", path, ": __metadata__ is not an object");
-      for (const auto& [k, v] : value.items())
-        ZENITH_CHECK(v.is_string(), "[safetensors] ", path, ": __metadata__ value '", k,
-                     "' is not a string");
-      if (metadata) *metadata = value.get<Metadata>();
+      Metadata m = parse_metadata(value, path);
+      if (metadata) *metadata = std::move(m);
       continue;
     }
     entries.push_back(parse_entry(path, name, value, data_size, data_start));
