@@ -1,0 +1,267 @@
+// Batch normalisation kernels: float32 through oneDNN (in the input's own format, so blocked
+// activations stay blocked), float64 (and float32 on request) through per-channel loops.
+// Training mode also updates the running statistics in place.
+#include <cmath>
+
+#include "backend/cpu/loops.h"
+#include "backend/cpu/onednn.h"
+#include "core/dispatch.h"
+
+namespace zenith::cpu {
+namespace {
+
+namespace dn = onednn;
+using dnnl::memory;
+
+// N batch, C channels, S spatial elements per channel and sample (H * W, or 1 for [N, C]).
+struct BnGeometry {
+  int64_t N, C, S;
+  explicit BnGeometry(const Shape& x) : N(x[0]), C(x[1]), S(shape_numel(x) / std::max<int64_t>(x[0] * x[1], 1)) {}
+  int64_t count() const { return N * S; }
+};
+
+// running = (1 - momentum) * running + momentum * batch; the variance unbiased (PyTorch).
+template <typename T>
+void update_running(const Tensor& rm, const Tensor& rv, const T* mean, const T* var,
+                    const BnGeometry& g, double momentum) {
+  if (!rm.defined()) return;
+  ZENITH_CHECK(rm.is_contiguous() && rv.is_contiguous() && rm.dtype() == DTypeOf<T>::value &&
+                   rv.dtype() == DTypeOf<T>::value,
+               "[batch_norm] running statistics must be contiguous ", dtype_name(DTypeOf<T>::value),
+               " tensors");
+  T* pm = rm.data<T>();
+  T* pv = rv.data<T>();
+  const double n = double(g.count());
+  const double unbias = n > 1 ? n / (n - 1) : 1.0;
+  for (int64_t c = 0; c < g.C; ++c) {
+    pm[c] = T((1 - momentum) * double(pm[c]) + momentum * double(mean[c]));
+    pv[c] = T((1 - momentum) * double(pv[c]) + momentum * double(var[c]) * unbias);
+  }
+}
+
+// ---- float32: oneDNN
+
+const dnnl::normalization_flags kAffine =
+    dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+
+dnnl::normalization_flags flags_for(bool training) {
+  return training ? kAffine : kAffine | dnnl::normalization_flags::use_global_stats;
+}
+
+struct BnFwd {
+  dnnl::batch_normalization_forward::primitive_desc pd;
+  dnnl::batch_normalization_forward prim;
+};
+
+std::shared_ptr<BnFwd> bn_fwd(const memory::desc& data, bool training, float eps) {
+  std::string key = dn::Key("bn_fwd").add(data).add(int64_t(training)).add(int64_t(eps * 1e12)).str();
+  return dn::cached<BnFwd>(key, [&] {
+    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_training, data, eps,
+                                              flags_for(training));
+    auto e = std::make_shared<BnFwd>();
+    e->pd = dnnl::batch_normalization_forward::primitive_desc(d, dn::engine());
+    e->prim = dnnl::batch_normalization_forward(e->pd);
+    return e;
+  });
+}
+
+// Scale/shift as oneDNN wants them: [C] float32, ones/zeros when the norm is not affine.
+Tensor param_or(const Tensor& p, int64_t C, double fill) {
+  return p.defined() ? p.contiguous() : Tensor::full({C}, fill, DType::f32);
+}
+
+std::vector<Tensor> bn_forward_f32(const std::vector<Tensor>& in, bool training, double momentum,
+                                   float eps) {
+  Tensor x = in[0].has_layout() ? in[0] : in[0].contiguous();
+  BnGeometry g(x.shape());
+  memory::desc data = dn::desc_of(x);
+  auto e = bn_fwd(data, training, eps);
+  Tensor y = dn::empty_in(x.shape(), DType::f32, data);
+  Tensor scale = param_or(in[1], g.C, 1.0), shift = param_or(in[2], g.C, 0.0);
+  Tensor mean = training ? Tensor::empty({g.C}, DType::f32) : in[3].contiguous();
+  Tensor var = training ? Tensor::empty({g.C}, DType::f32) : in[4].contiguous();
+  dn::execute(e->prim, {{DNNL_ARG_SRC, dn::memory_of(x)},
+                        {DNNL_ARG_DST, dn::memory_of(y)},
+                        {DNNL_ARG_SCALE, dn::memory_of(scale)},
+                        {DNNL_ARG_SHIFT, dn::memory_of(shift)},
+                        {DNNL_ARG_MEAN, dn::memory_of(mean)},
+                        {DNNL_ARG_VARIANCE, dn::memory_of(var)}});
+  if (training) update_running<float>(in[3], in[4], mean.data<float>(), var.data<float>(), g, momentum);
+  return {y, mean, var};
+}
+
+struct BnBwd {
+  dnnl::batch_normalization_backward::primitive_desc pd;
+  dnnl::batch_normalization_backward prim;
+};
+
+std::vector<Tensor> bn_backward_f32(const std::vector<Tensor>& in, bool training, float eps) {
+  Tensor x = in[1].has_layout() ? in[1] : in[1].contiguous();
+  BnGeometry g(x.shape());
+  memory::desc data = dn::desc_of(x);
+  auto fwd = bn_fwd(data, training, eps);
+  std::string key = dn::Key("bn_bwd").add(data).add(int64_t(training)).add(int64_t(eps * 1e12)).str();
+  auto e = dn::cached<BnBwd>(key, [&] {
+    dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, data, data, eps,
+                                               flags_for(training));
+    auto e = std::make_shared<BnBwd>();
+    e->pd = dnnl::batch_normalization_backward::primitive_desc(d, dn::engine(), fwd->pd);
+    e->prim = dnnl::batch_normalization_backward(e->pd);
+    return e;
+  });
+  Tensor dy = dn::to_desc(in[0], data);
+  Tensor dx = dn::empty_in(x.shape(), DType::f32, data);
+  Tensor scale = param_or(in[2], g.C, 1.0);
+  Tensor shift = Tensor::zeros({g.C}, DType::f32);  // unused by the math; oneDNN expects it
+  Tensor mean = in[3].contiguous(), var = in[4].contiguous();
+  Tensor dscale = Tensor::empty({g.C}, DType::f32), dshift = Tensor::empty({g.C}, DType::f32);
+  dn::execute(e->prim, {{DNNL_ARG_SRC, dn::memory_of(x)},
+                        {DNNL_ARG_DIFF_DST, dn::memory_of(dy)},
+                        {DNNL_ARG_SCALE, dn::memory_of(scale)},
+                        {DNNL_ARG_SHIFT, dn::memory_of(shift)},
+                        {DNNL_ARG_MEAN, dn::memory_of(mean)},
+                        {DNNL_ARG_VARIANCE, dn::memory_of(var)},
+                        {DNNL_ARG_DIFF_SRC, dn::memory_of(dx)},
+                        {DNNL_ARG_DIFF_SCALE, dn::memory_of(dscale)},
+                        {DNNL_ARG_DIFF_SHIFT, dn::memory_of(dshift)}});
+  return {dx, dscale, dshift};
+}
+
+// ---- reference loops over plain [N, C, S], parallel over channels
+
+template <typename T>
+std::vector<Tensor> bn_forward_ref(const std::vector<Tensor>& in, bool training, double momentum,
+                                   double eps) {
+  Tensor x = in[0].contiguous();
+  BnGeometry g(x.shape());
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor mean = training ? Tensor::empty({g.C}, x.dtype()) : in[3].contiguous();
+  Tensor var = training ? Tensor::empty({g.C}, x.dtype()) : in[4].contiguous();
+  Tensor w = in[1].defined() ? in[1].contiguous() : Tensor();
+  Tensor b = in[2].defined() ? in[2].contiguous() : Tensor();
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  T* pm = mean.data<T>();
+  T* pv = var.data<T>();
+  parallel_for(g.C, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      if (training) {  // two passes: mean, then the centred sum of squares
+        double s = 0;
+        for (int64_t n = 0; n < g.N; ++n) {
+          const T* p = px + (n * g.C + c) * g.S;
+          T acc = 0;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t i = 0; i < g.S; ++i) acc += p[i];
+          s += double(acc);
+        }
+        T m = T(s / double(g.count()));
+        double ss = 0;
+        for (int64_t n = 0; n < g.N; ++n) {
+          const T* p = px + (n * g.C + c) * g.S;
+          T acc = 0;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t i = 0; i < g.S; ++i) acc += (p[i] - m) * (p[i] - m);
+          ss += double(acc);
+        }
+        pm[c] = m;
+        pv[c] = T(ss / double(g.count()));
+      }
+      T rstd = T(1.0 / std::sqrt(double(pv[c]) + eps));
+      T scale = (w.defined() ? w.data<T>()[c] : T(1)) * rstd;
+      T shift = (b.defined() ? b.data<T>()[c] : T(0)) - pm[c] * scale;
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T* p = px + (n * g.C + c) * g.S;
+        T* q = py + (n * g.C + c) * g.S;
+#pragma omp simd
+        for (int64_t i = 0; i < g.S; ++i) q[i] = p[i] * scale + shift;
+      }
+    }
+  });
+  if (training) update_running<T>(in[3], in[4], pm, pv, g, momentum);
+  return {y, mean, var};
+}
+
+template <typename T>
+std::vector<Tensor> bn_backward_ref(const std::vector<Tensor>& in, bool training, double eps) {
+  Tensor dy = in[0].contiguous(), x = in[1].contiguous();
+  BnGeometry g(x.shape());
+  Tensor w = in[2].defined() ? in[2].contiguous() : Tensor();
+  Tensor mean = in[3].contiguous(), var = in[4].contiguous();
+  Tensor dx = Tensor::empty(x.shape(), x.dtype());
+  Tensor dw = Tensor::empty({g.C}, x.dtype()), db = Tensor::empty({g.C}, x.dtype());
+  const T* pdy = dy.data<T>();
+  const T* px = x.data<T>();
+  T* pdx = dx.data<T>();
+  parallel_for(g.C, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const T m = mean.data<T>()[c];
+      const T rstd = T(1.0 / std::sqrt(double(var.data<T>()[c]) + eps));
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T* p = px + (n * g.C + c) * g.S;
+        const T* d = pdy + (n * g.C + c) * g.S;
+        T a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
+        for (int64_t i = 0; i < g.S; ++i) {
+          a += d[i];
+          b += d[i] * (p[i] - m);
+        }
+        sum_dy += double(a);
+        sum_dy_xhat += double(b) * double(rstd);
+      }
+      const T gamma = w.defined() ? w.data<T>()[c] : T(1);
+      dw.data<T>()[c] = T(sum_dy_xhat);
+      db.data<T>()[c] = T(sum_dy);
+      // training: dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat))
+      // eval (running stats are constants): dx = gamma * rstd * dy
+      const T k = gamma * rstd;
+      const T mean_dy = training ? T(sum_dy / double(g.count())) : T(0);
+      const T mean_dy_xhat = training ? T(sum_dy_xhat / double(g.count())) : T(0);
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T* p = px + (n * g.C + c) * g.S;
+        const T* d = pdy + (n * g.C + c) * g.S;
+        T* o = pdx + (n * g.C + c) * g.S;
+#pragma omp simd
+        for (int64_t i = 0; i < g.S; ++i)
+          o[i] = k * (d[i] - mean_dy - (p[i] - m) * rstd * mean_dy_xhat);
+      }
+    }
+  });
+  return {dx, dw, db};
+}
+
+// Float32 uses oneDNN unless the caller asks for the loops ({"impl": "loops"}, benchmarks).
+bool use_onednn(const Tensor& x, const dispatch::Attrs& attrs) {
+  return x.dtype() == DType::f32 &&
+         (x.has_layout() || attrs.get_or<std::string>("impl", "onednn") != "loops");
+}
+
+// batch_norm(x, weight?, bias?, running_mean?, running_var?; training, momentum, eps)
+//   -> {y, mean, var} (batch statistics in training, the running ones in eval; var biased)
+std::vector<Tensor> batch_norm_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+  bool training = attrs.get<bool>("training");
+  double momentum = attrs.get<double>("momentum"), eps = attrs.get<double>("eps");
+  if (use_onednn(in[0], attrs)) return bn_forward_f32(in, training, momentum, float(eps));
+  return visit_float(in[0].dtype(), "batch_norm", [&](auto tag) {
+    return bn_forward_ref<decltype(tag)>(in, training, momentum, eps);
+  });
+}
+
+// batch_norm_backward(dy, x, weight?, mean, var; training, eps) -> {dx, dweight, dbias}
+std::vector<Tensor> batch_norm_backward_kernel(const std::vector<Tensor>& in,
+                                               const dispatch::Attrs& attrs) {
+  bool training = attrs.get<bool>("training");
+  double eps = attrs.get<double>("eps");
+  if (use_onednn(in[1], attrs)) return bn_backward_f32(in, training, float(eps));
+  return visit_float(in[1].dtype(), "batch_norm_backward", [&](auto tag) {
+    return bn_backward_ref<decltype(tag)>(in, training, eps);
+  });
+}
+
+ZENITH_REGISTER_KERNEL("batch_norm", CPU, batch_norm_kernel);
+ZENITH_REGISTER_KERNEL("batch_norm_backward", CPU, batch_norm_backward_kernel);
+ZENITH_LAYOUT_AWARE("batch_norm");
+ZENITH_LAYOUT_AWARE("batch_norm_backward");
+
+}  // namespace
+}  // namespace zenith::cpu

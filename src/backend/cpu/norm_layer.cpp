@@ -1,0 +1,241 @@
+// Layer norm and RMS norm kernels: rows of D elements (the normalised trailing dims), rows in
+// parallel, vectorised inner loops; weight/bias gradients reduced from per-thread partial sums.
+#include <omp.h>
+
+#include <cmath>
+
+#include "backend/cpu/loops.h"
+#include "core/dispatch.h"
+
+namespace zenith::cpu {
+namespace {
+
+// R rows, D elements per row.
+struct Rows {
+  int64_t R, D;
+  Rows(const Tensor& x, int64_t d) : R(x.numel() / std::max<int64_t>(d, 1)), D(d) {}
+};
+
+const int64_t kRowGrain = 16;
+
+// f(chunk, begin, end) over static chunks of [0, n), one per thread; the chunk index picks the
+// partial-sum buffer a chunk accumulates parameter gradients into.
+template <typename F>
+int64_t chunked(int64_t n, F&& f) {
+  int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), n / kRowGrain));
+  if (chunks == 1 || omp_in_parallel()) {
+    f(int64_t(0), int64_t(0), n);
+    return 1;
+  }
+#pragma omp parallel for schedule(static, 1) num_threads(int(chunks))
+  for (int64_t c = 0; c < chunks; ++c) f(c, n * c / chunks, n * (c + 1) / chunks);
+  return chunks;
+}
+
+// Per-chunk accumulators for the parameter gradients: `count` vectors of D per chunk.
+template <typename T>
+struct Partials {
+  int64_t D, count;
+  std::vector<T> buf;
+  Partials(int64_t d, int64_t n) : D(d), count(n), buf(size_t(omp_get_max_threads() * n * d), T(0)) {}
+  T* get(int64_t chunk, int64_t which) { return buf.data() + (chunk * count + which) * D; }
+  void reduce_into(int64_t chunks, int64_t which, T* out) {
+    for (int64_t j = 0; j < D; ++j) out[j] = T(0);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const T* p = get(c, which);
+      for (int64_t j = 0; j < D; ++j) out[j] += p[j];
+    }
+  }
+};
+
+// layer_norm(x, weight?, bias?; D, eps) -> {y, mean [R], rstd [R]}
+template <typename T>
+std::vector<Tensor> layer_norm_fwd(const std::vector<Tensor>& in, int64_t D, double eps) {
+  Tensor x = in[0].contiguous();
+  Tensor w = in[1].defined() ? in[1].contiguous() : Tensor();
+  Tensor b = in[2].defined() ? in[2].contiguous() : Tensor();
+  Rows r(x, D);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor mean = Tensor::empty({r.R}, x.dtype()), rstd = Tensor::empty({r.R}, x.dtype());
+  const T* px = x.data<T>();
+  const T* pw = w.defined() ? w.data<T>() : nullptr;
+  const T* pb = b.defined() ? b.data<T>() : nullptr;
+  T* py = y.data<T>();
+  T* pm = mean.data<T>();
+  T* ps = rstd.data<T>();
+  parallel_for(r.R, kRowGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* p = px + i * D;
+      T* q = py + i * D;
+      T s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < D; ++j) s += p[j];
+      const T m = s / T(D);
+      T ss = 0;
+#pragma omp simd reduction(+ : ss)
+      for (int64_t j = 0; j < D; ++j) ss += (p[j] - m) * (p[j] - m);
+      const T rs = T(1) / std::sqrt(ss / T(D) + T(eps));
+      pm[i] = m;
+      ps[i] = rs;
+#pragma omp simd
+      for (int64_t j = 0; j < D; ++j) {
+        T v = (p[j] - m) * rs;
+        if (pw) v *= pw[j];
+        if (pb) v += pb[j];
+        q[j] = v;
+      }
+    }
+  });
+  return {y, mean, rstd};
+}
+
+// layer_norm_backward(dy, x, weight?, mean, rstd; D) -> {dx, dweight, dbias}
+// dx = rstd * (dxh - mean(dxh) - xhat * mean(dxh * xhat)), dxh = dy * weight
+template <typename T>
+std::vector<Tensor> layer_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
+  Tensor dy = in[0].contiguous(), x = in[1].contiguous();
+  Tensor w = in[2].defined() ? in[2].contiguous() : Tensor();
+  Tensor mean = in[3].contiguous(), rstd = in[4].contiguous();
+  Rows r(x, D);
+  Tensor dx = Tensor::empty(x.shape(), x.dtype());
+  Tensor dw = Tensor::empty({D}, x.dtype()), db = Tensor::empty({D}, x.dtype());
+  const T* pdy = dy.data<T>();
+  const T* px = x.data<T>();
+  const T* pw = w.defined() ? w.data<T>() : nullptr;
+  const T* pm = mean.data<T>();
+  const T* ps = rstd.data<T>();
+  T* pdx = dx.data<T>();
+  Partials<T> part(D, 2);
+  int64_t chunks = chunked(r.R, [&](int64_t chunk, int64_t begin, int64_t end) {
+    T* acc_w = part.get(chunk, 0);
+    T* acc_b = part.get(chunk, 1);
+    for (int64_t i = begin; i < end; ++i) {
+      const T* p = px + i * D;
+      const T* d = pdy + i * D;
+      T* o = pdx + i * D;
+      const T m = pm[i], rs = ps[i];
+      T a = 0, c = 0;  // sums of dxh and dxh * xhat
+#pragma omp simd reduction(+ : a, c)
+      for (int64_t j = 0; j < D; ++j) {
+        T xh = (p[j] - m) * rs;
+        T dxh = pw ? d[j] * pw[j] : d[j];
+        a += dxh;
+        c += dxh * xh;
+        acc_w[j] += d[j] * xh;
+        acc_b[j] += d[j];
+      }
+      a /= T(D);
+      c /= T(D);
+#pragma omp simd
+      for (int64_t j = 0; j < D; ++j) {
+        T xh = (p[j] - m) * rs;
+        T dxh = pw ? d[j] * pw[j] : d[j];
+        o[j] = rs * (dxh - a - xh * c);
+      }
+    }
+  });
+  part.reduce_into(chunks, 0, dw.data<T>());
+  part.reduce_into(chunks, 1, db.data<T>());
+  return {dx, dw, db};
+}
+
+// rms_norm(x, weight?; D, eps) -> {y, rstd [R]}; y = x * rstd * weight, rstd = 1/sqrt(mean(x^2)+eps)
+template <typename T>
+std::vector<Tensor> rms_norm_fwd(const std::vector<Tensor>& in, int64_t D, double eps) {
+  Tensor x = in[0].contiguous();
+  Tensor w = in[1].defined() ? in[1].contiguous() : Tensor();
+  Rows r(x, D);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor rstd = Tensor::empty({r.R}, x.dtype());
+  const T* px = x.data<T>();
+  const T* pw = w.defined() ? w.data<T>() : nullptr;
+  T* py = y.data<T>();
+  T* ps = rstd.data<T>();
+  parallel_for(r.R, kRowGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* p = px + i * D;
+      T* q = py + i * D;
+      T ss = 0;
+#pragma omp simd reduction(+ : ss)
+      for (int64_t j = 0; j < D; ++j) ss += p[j] * p[j];
+      const T rs = T(1) / std::sqrt(ss / T(D) + T(eps));
+      ps[i] = rs;
+#pragma omp simd
+      for (int64_t j = 0; j < D; ++j) q[j] = pw ? p[j] * rs * pw[j] : p[j] * rs;
+    }
+  });
+  return {y, rstd};
+}
+
+// rms_norm_backward(dy, x, weight?, rstd; D) -> {dx, dweight}
+// dx = rstd * (dxh - xhat * mean(dxh * xhat)), dxh = dy * weight, xhat = x * rstd
+template <typename T>
+std::vector<Tensor> rms_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
+  Tensor dy = in[0].contiguous(), x = in[1].contiguous();
+  Tensor w = in[2].defined() ? in[2].contiguous() : Tensor();
+  Tensor rstd = in[3].contiguous();
+  Rows r(x, D);
+  Tensor dx = Tensor::empty(x.shape(), x.dtype());
+  Tensor dw = Tensor::empty({D}, x.dtype());
+  const T* pdy = dy.data<T>();
+  const T* px = x.data<T>();
+  const T* pw = w.defined() ? w.data<T>() : nullptr;
+  const T* ps = rstd.data<T>();
+  T* pdx = dx.data<T>();
+  Partials<T> part(D, 1);
+  int64_t chunks = chunked(r.R, [&](int64_t chunk, int64_t begin, int64_t end) {
+    T* acc_w = part.get(chunk, 0);
+    for (int64_t i = begin; i < end; ++i) {
+      const T* p = px + i * D;
+      const T* d = pdy + i * D;
+      T* o = pdx + i * D;
+      const T rs = ps[i];
+      T c = 0;
+#pragma omp simd reduction(+ : c)
+      for (int64_t j = 0; j < D; ++j) {
+        T xh = p[j] * rs;
+        c += (pw ? d[j] * pw[j] : d[j]) * xh;
+        acc_w[j] += d[j] * xh;
+      }
+      c /= T(D);
+#pragma omp simd
+      for (int64_t j = 0; j < D; ++j) {
+        T dxh = pw ? d[j] * pw[j] : d[j];
+        o[j] = rs * (dxh - p[j] * rs * c);
+      }
+    }
+  });
+  part.reduce_into(chunks, 0, dw.data<T>());
+  return {dx, dw};
+}
+
+std::vector<Tensor> layer_norm_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& a) {
+  return visit_float(in[0].dtype(), "layer_norm", [&](auto tag) {
+    return layer_norm_fwd<decltype(tag)>(in, a.get<int64_t>("D"), a.get<double>("eps"));
+  });
+}
+std::vector<Tensor> layer_norm_backward_kernel(const std::vector<Tensor>& in,
+                                               const dispatch::Attrs& a) {
+  return visit_float(in[1].dtype(), "layer_norm_backward", [&](auto tag) {
+    return layer_norm_bwd<decltype(tag)>(in, a.get<int64_t>("D"));
+  });
+}
+std::vector<Tensor> rms_norm_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& a) {
+  return visit_float(in[0].dtype(), "rms_norm", [&](auto tag) {
+    return rms_norm_fwd<decltype(tag)>(in, a.get<int64_t>("D"), a.get<double>("eps"));
+  });
+}
+std::vector<Tensor> rms_norm_backward_kernel(const std::vector<Tensor>& in,
+                                             const dispatch::Attrs& a) {
+  return visit_float(in[1].dtype(), "rms_norm_backward", [&](auto tag) {
+    return rms_norm_bwd<decltype(tag)>(in, a.get<int64_t>("D"));
+  });
+}
+
+ZENITH_REGISTER_KERNEL("layer_norm", CPU, layer_norm_kernel);
+ZENITH_REGISTER_KERNEL("layer_norm_backward", CPU, layer_norm_backward_kernel);
+ZENITH_REGISTER_KERNEL("rms_norm", CPU, rms_norm_kernel);
+ZENITH_REGISTER_KERNEL("rms_norm_backward", CPU, rms_norm_backward_kernel);
+
+}  // namespace
+}  // namespace zenith::cpu

@@ -1,0 +1,337 @@
+// Pooling kernels: float32 max/avg pooling through oneDNN (in the input's own format, so blocked
+// activations stay blocked; max pooling keeps oneDNN's workspace for its backward), float64 and
+// adaptive pooling through reference loops.
+#include <algorithm>
+#include <limits>
+
+#include "backend/cpu/loops.h"
+#include "backend/cpu/onednn.h"
+#include "core/dispatch.h"
+
+namespace zenith::cpu {
+namespace {
+
+namespace dn = onednn;
+using dnnl::memory;
+
+// N batch, C channels, H x W input, KH x KW window, SH x SW stride, PH x PW padding
+// (both sides), OH x OW output.
+struct PoolGeometry {
+  int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, OH, OW;
+
+  PoolGeometry(const Shape& x, const dispatch::Attrs& attrs) : N(x[0]), C(x[1]), H(x[2]), W(x[3]) {
+    auto k = attrs.get<std::vector<int64_t>>("kernel");
+    auto s = attrs.get<std::vector<int64_t>>("stride");
+    auto p = attrs.get<std::vector<int64_t>>("padding");
+    KH = k[0], KW = k[1], SH = s[0], SW = s[1], PH = p[0], PW = p[1];
+    OH = (H + 2 * PH - KH) / SH + 1;
+    OW = (W + 2 * PW - KW) / SW + 1;
+  }
+  Shape x_shape() const { return {N, C, H, W}; }
+  Shape y_shape() const { return {N, C, OH, OW}; }
+};
+
+// ---- float32: oneDNN
+
+// The format x is (or will be) stored in: its layout, else dense NCHW.
+memory::desc src_desc_of(const Tensor& x) {
+  return x.has_layout() ? dn::desc_of(x) : dn::plain_desc(x.shape(), x.dtype());
+}
+
+struct PoolFwd {
+  dnnl::pooling_forward::primitive_desc pd;
+  dnnl::pooling_forward prim;
+};
+
+std::shared_ptr<PoolFwd> pool_fwd(dnnl::algorithm alg, bool training, const memory::desc& src,
+                                  const PoolGeometry& g) {
+  std::string key = dn::Key("pool_fwd")
+                        .add(int64_t(alg))
+                        .add(int64_t(training))
+                        .add(src)
+                        .add({g.KH, g.KW, g.SH, g.SW, g.PH, g.PW})
+                        .str();
+  return dn::cached<PoolFwd>(key, [&] {
+    memory::desc dst(dn::dims_of(g.y_shape()), memory::data_type::f32, memory::format_tag::any);
+    dnnl::pooling_forward::desc d(
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, alg,
+        src, dst, {g.SH, g.SW}, {g.KH, g.KW}, {g.PH, g.PW}, {g.PH, g.PW});
+    auto e = std::make_shared<PoolFwd>();
+    e->pd = dnnl::pooling_forward::primitive_desc(d, dn::engine());
+    e->prim = dnnl::pooling_forward(e->pd);
+    return e;
+  });
+}
+
+// -> {y, workspace (max pooling in training only; raw bytes)}
+std::vector<Tensor> pool_forward_f32(const Tensor& xin, dnnl::algorithm alg, bool training,
+                                     const PoolGeometry& g) {
+  Tensor x = xin.has_layout() ? xin : xin.contiguous();
+  auto e = pool_fwd(alg, training, dn::desc_of(x), g);
+  Tensor y = dn::empty_in(g.y_shape(), DType::f32, e->pd.dst_desc());
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, dn::memory_of(x)},
+                                          {DNNL_ARG_DST, dn::memory_of(y)}};
+  Tensor ws;
+  if (training && alg == dnnl::algorithm::pooling_max) {
+    memory::desc wd = e->pd.workspace_desc();
+    ws = Tensor::empty({int64_t(wd.get_size())}, DType::u8);
+    args[DNNL_ARG_WORKSPACE] = memory(wd, dn::engine(), ws.raw_data());
+  }
+  dn::execute(e->prim, args);
+  return {dn::finish_output(y), ws};
+}
+
+struct PoolBwd {
+  dnnl::pooling_backward::primitive_desc pd;
+  dnnl::pooling_backward prim;
+};
+
+// dx from dy; x supplies the shape and format of the forward input.
+Tensor pool_backward_f32(const Tensor& dy, const Tensor& x, const Tensor& ws, dnnl::algorithm alg,
+                         const PoolGeometry& g) {
+  memory::desc src = src_desc_of(x);
+  auto fwd = pool_fwd(alg, true, src, g);
+  std::string key = dn::Key("pool_bwd")
+                        .add(int64_t(alg))
+                        .add(src)
+                        .add({g.KH, g.KW, g.SH, g.SW, g.PH, g.PW})
+                        .str();
+  auto e = dn::cached<PoolBwd>(key, [&] {
+    dnnl::pooling_backward::desc d(alg, src, fwd->pd.dst_desc(), {g.SH, g.SW}, {g.KH, g.KW},
+                                   {g.PH, g.PW}, {g.PH, g.PW});
+    auto e = std::make_shared<PoolBwd>();
+    e->pd = dnnl::pooling_backward::primitive_desc(d, dn::engine(), fwd->pd);
+    e->prim = dnnl::pooling_backward(e->pd);
+    return e;
+  });
+  Tensor ddst = dn::to_desc(dy, e->pd.diff_dst_desc());
+  Tensor dsrc = dn::empty_in(g.x_shape(), DType::f32, e->pd.diff_src_desc());
+  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, dn::memory_of(ddst)},
+                                          {DNNL_ARG_DIFF_SRC, dn::memory_of(dsrc)}};
+  if (alg == dnnl::algorithm::pooling_max) {
+    ZENITH_CHECK(ws.defined(), "[max_pool2d_backward] forward ran without a workspace");
+    args[DNNL_ARG_WORKSPACE] = memory(e->pd.workspace_desc(), dn::engine(), ws.raw_data());
+  }
+  dn::execute(e->prim, args);
+  return dn::finish_output(dsrc);
+}
+
+// ---- reference loops (float64), one (n, c) plane per task
+
+template <typename T>
+std::vector<Tensor> max_pool_ref(const Tensor& xin, const PoolGeometry& g) {
+  Tensor x = xin.contiguous();
+  Tensor y = Tensor::empty(g.y_shape(), x.dtype());
+  Tensor idx = Tensor::empty(g.y_shape(), DType::i64);
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  int64_t* pi = idx.data<int64_t>();
+  parallel_for(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          T best = -std::numeric_limits<T>::infinity();
+          int64_t arg = -1;
+          for (int64_t kh = 0; kh < g.KH; ++kh) {
+            int64_t ih = oh * g.SH - g.PH + kh;
+            if (ih < 0 || ih >= g.H) continue;
+            for (int64_t kw = 0; kw < g.KW; ++kw) {
+              int64_t iw = ow * g.SW - g.PW + kw;
+              if (iw < 0 || iw >= g.W) continue;
+              T v = px[(p * g.H + ih) * g.W + iw];
+              if (arg < 0 || v > best || v != v) {
+                best = v;
+                arg = ih * g.W + iw;
+              }
+            }
+          }
+          int64_t o = (p * g.OH + oh) * g.OW + ow;
+          py[o] = best;
+          pi[o] = arg;
+        }
+  });
+  return {y, idx};
+}
+
+template <typename T>
+Tensor max_pool_backward_ref(const Tensor& dyin, const Tensor& idx, const PoolGeometry& g) {
+  Tensor dy = dyin.contiguous();
+  Tensor dx = Tensor::zeros(g.x_shape(), dy.dtype());
+  const T* pdy = dy.data<T>();
+  const int64_t* pi = idx.data<int64_t>();
+  T* pdx = dx.data<T>();
+  parallel_for(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t o = 0; o < g.OH * g.OW; ++o) {
+        int64_t i = pi[p * g.OH * g.OW + o];
+        if (i >= 0) pdx[p * g.H * g.W + i] += pdy[p * g.OH * g.OW + o];
+      }
+  });
+  return dx;
+}
+
+// Window [begin, end) of output index o along one dim, and its divisor contribution.
+struct Window {
+  int64_t begin, end, padded;  // padded: size counting padding (count_include_pad)
+};
+inline Window window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t size) {
+  int64_t start = o * stride - pad;
+  int64_t stop = std::min(start + k, size + pad);
+  return {std::max<int64_t>(start, 0), std::min(stop, size), stop - start};
+}
+
+// Average pooling forward (dy == nullptr) or backward (scatters dy / divisor into dx).
+template <typename T>
+void avg_pool_ref(const T* x, T* y, const T* dy, T* dx, const PoolGeometry& g, bool include_pad) {
+  parallel_for(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        Window wh = window(oh, g.SH, g.PH, g.KH, g.H);
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          Window ww = window(ow, g.SW, g.PW, g.KW, g.W);
+          int64_t count = include_pad ? wh.padded * ww.padded
+                                      : (wh.end - wh.begin) * (ww.end - ww.begin);
+          int64_t o = (p * g.OH + oh) * g.OW + ow;
+          if (dy) {
+            T v = count > 0 ? dy[o] / T(count) : T(0);
+            for (int64_t ih = wh.begin; ih < wh.end; ++ih)
+              for (int64_t iw = ww.begin; iw < ww.end; ++iw) dx[(p * g.H + ih) * g.W + iw] += v;
+          } else {
+            T s = 0;
+            for (int64_t ih = wh.begin; ih < wh.end; ++ih)
+              for (int64_t iw = ww.begin; iw < ww.end; ++iw) s += x[(p * g.H + ih) * g.W + iw];
+            y[o] = count > 0 ? s / T(count) : T(0);
+          }
+        }
+      }
+  });
+}
+
+// ---- kernels
+
+dnnl::algorithm avg_alg(const dispatch::Attrs& attrs) {
+  return attrs.get<bool>("count_include_pad") ? dnnl::algorithm::pooling_avg_include_padding
+                                              : dnnl::algorithm::pooling_avg_exclude_padding;
+}
+
+// max_pool2d(x; kernel, stride, padding, training) -> {y, workspace or indices}
+std::vector<Tensor> max_pool2d_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+  PoolGeometry g(in[0].shape(), attrs);
+  if (in[0].dtype() == DType::f32)
+    return pool_forward_f32(in[0], dnnl::algorithm::pooling_max, attrs.get<bool>("training"), g);
+  return visit_float(in[0].dtype(), "max_pool2d",
+                     [&](auto tag) { return max_pool_ref<decltype(tag)>(in[0], g); });
+}
+
+// max_pool2d_backward(dy, x, workspace) -> dx
+std::vector<Tensor> max_pool2d_backward_kernel(const std::vector<Tensor>& in,
+                                               const dispatch::Attrs& attrs) {
+  PoolGeometry g(in[1].shape(), attrs);
+  if (in[1].dtype() == DType::f32)
+    return {pool_backward_f32(in[0], in[1], in[2], dnnl::algorithm::pooling_max, g)};
+  return visit_float(in[1].dtype(), "max_pool2d_backward", [&](auto tag) {
+    return std::vector<Tensor>{max_pool_backward_ref<decltype(tag)>(in[0], in[2], g)};
+  });
+}
+
+// avg_pool2d(x; kernel, stride, padding, count_include_pad) -> y
+std::vector<Tensor> avg_pool2d_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+  PoolGeometry g(in[0].shape(), attrs);
+  if (in[0].dtype() == DType::f32)
+    return {pool_forward_f32(in[0], avg_alg(attrs), attrs.get<bool>("training"), g)[0]};
+  return visit_float(in[0].dtype(), "avg_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    Tensor x = in[0].contiguous();
+    Tensor y = Tensor::empty(g.y_shape(), x.dtype());
+    avg_pool_ref<T>(x.data<T>(), y.data<T>(), nullptr, nullptr, g,
+                    attrs.get<bool>("count_include_pad"));
+    return std::vector<Tensor>{y};
+  });
+}
+
+// avg_pool2d_backward(dy, x) -> dx
+std::vector<Tensor> avg_pool2d_backward_kernel(const std::vector<Tensor>& in,
+                                               const dispatch::Attrs& attrs) {
+  PoolGeometry g(in[1].shape(), attrs);
+  if (in[1].dtype() == DType::f32)
+    return {pool_backward_f32(in[0], in[1], Tensor(), avg_alg(attrs), g)};
+  return visit_float(in[1].dtype(), "avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    Tensor dy = in[0].contiguous();
+    Tensor dx = Tensor::zeros(g.x_shape(), dy.dtype());
+    avg_pool_ref<T>(nullptr, nullptr, dy.data<T>(), dx.data<T>(), g,
+                    attrs.get<bool>("count_include_pad"));
+    return std::vector<Tensor>{dx};
+  });
+}
+
+// Adaptive average pooling: output cell o along a dim of size `in` and output `out` averages
+// [floor(o * in / out), ceil((o + 1) * in / out)).
+template <typename T>
+void adaptive_avg_ref(const T* x, T* y, const T* dy, T* dx, int64_t planes, int64_t H, int64_t W,
+                      int64_t OH, int64_t OW) {
+  parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+          T count = T((h1 - h0) * (w1 - w0));
+          int64_t o = (p * OH + oh) * OW + ow;
+          if (dy) {
+            T v = dy[o] / count;
+            for (int64_t ih = h0; ih < h1; ++ih)
+              for (int64_t iw = w0; iw < w1; ++iw) dx[(p * H + ih) * W + iw] += v;
+          } else {
+            T s = 0;
+            for (int64_t ih = h0; ih < h1; ++ih)
+              for (int64_t iw = w0; iw < w1; ++iw) s += x[(p * H + ih) * W + iw];
+            y[o] = s / count;
+          }
+        }
+      }
+  });
+}
+
+// adaptive_avg_pool2d(x; output_size) -> y
+std::vector<Tensor> adaptive_avg_pool2d_kernel(const std::vector<Tensor>& in,
+                                               const dispatch::Attrs& attrs) {
+  Tensor x = in[0].contiguous();
+  auto os = attrs.get<std::vector<int64_t>>("output_size");
+  const Shape& s = x.shape();
+  Tensor y = Tensor::empty({s[0], s[1], os[0], os[1]}, x.dtype());
+  visit_float(x.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    adaptive_avg_ref<T>(x.data<T>(), y.data<T>(), nullptr, nullptr, s[0] * s[1], s[2], s[3],
+                        os[0], os[1]);
+  });
+  return {y};
+}
+
+// adaptive_avg_pool2d_backward(dy; input_shape) -> dx
+std::vector<Tensor> adaptive_avg_pool2d_backward_kernel(const std::vector<Tensor>& in,
+                                                        const dispatch::Attrs& attrs) {
+  Tensor dy = in[0].contiguous();
+  auto s = attrs.get<std::vector<int64_t>>("input_shape");
+  Tensor dx = Tensor::zeros(s, dy.dtype());
+  visit_float(dy.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    adaptive_avg_ref<T>(nullptr, nullptr, dy.data<T>(), dx.data<T>(), s[0] * s[1], s[2], s[3],
+                        dy.size(2), dy.size(3));
+  });
+  return {dx};
+}
+
+ZENITH_REGISTER_KERNEL("max_pool2d", CPU, max_pool2d_kernel);
+ZENITH_REGISTER_KERNEL("max_pool2d_backward", CPU, max_pool2d_backward_kernel);
+ZENITH_REGISTER_KERNEL("avg_pool2d", CPU, avg_pool2d_kernel);
+ZENITH_REGISTER_KERNEL("avg_pool2d_backward", CPU, avg_pool2d_backward_kernel);
+ZENITH_REGISTER_KERNEL("adaptive_avg_pool2d", CPU, adaptive_avg_pool2d_kernel);
+ZENITH_REGISTER_KERNEL("adaptive_avg_pool2d_backward", CPU, adaptive_avg_pool2d_backward_kernel);
+ZENITH_LAYOUT_AWARE("max_pool2d");
+ZENITH_LAYOUT_AWARE("max_pool2d_backward");
+ZENITH_LAYOUT_AWARE("avg_pool2d");
+ZENITH_LAYOUT_AWARE("avg_pool2d_backward");
+
+}  // namespace
+}  // namespace zenith::cpu

@@ -1,0 +1,97 @@
+#include "backend/cpu/onednn_layout.h"
+#include "core/dispatch.h"
+#include "support/op_check.h"
+
+using namespace zenith;
+using namespace zenith::testing;
+
+namespace {
+
+// A blocked activation: conv with 32 output channels (oneDNN picks nChw16c / nChw8c).
+Tensor blocked_activation(Shape x = {2, 16, 6, 6}) {
+  Tensor y = ops::conv2d(Tensor::randn(x), Tensor::randn({32, x[1], 3, 3}));
+  EXPECT_TRUE(y.has_layout());
+  return y;
+}
+
+}  // namespace
+
+TEST(Onednn, PrimitiveCacheHitsOnRepeatedShape) {
+  Tensor x = Tensor::randn({3, 5, 9, 9}), w = Tensor::randn({7, 5, 3, 3});
+  ops::conv2d(x, w);  // first call creates (or finds) the primitive
+  cpu::reset_onednn_stats();
+  for (int i = 0; i < 5; ++i) ops::conv2d(x, w);
+  cpu::OnednnStats s = cpu::onednn_stats();
+  EXPECT_EQ(s.cache_misses, 0);
+  EXPECT_GE(s.cache_hits, 5);
+  // A new shape is a miss, then a hit.
+  Tensor x2 = Tensor::randn({3, 5, 11, 9});
+  cpu::reset_onednn_stats();
+  ops::conv2d(x2, w);
+  EXPECT_GE(cpu::onednn_stats().cache_misses, 1);
+  cpu::reset_onednn_stats();
+  ops::conv2d(x2, w);
+  EXPECT_EQ(cpu::onednn_stats().cache_misses, 0);
+}
+
+TEST(Onednn, ToPlainRoundTrip) {
+  Tensor y = blocked_activation();
+  EXPECT_FALSE(y.is_contiguous());
+  EXPECT_TRUE(throws_with([&] { y.raw_data(); }, "backend layout"));
+  Tensor p = dispatch::call1("to_plain", {y});
+  EXPECT_FALSE(p.has_layout());
+  EXPECT_TRUE(p.is_contiguous());
+  EXPECT_EQ(p.shape(), y.shape());
+  // Same values through every plain path: contiguous(), clone(), to(), views.
+  EXPECT_TRUE(all_close(y.contiguous(), p, 0, 0));
+  EXPECT_TRUE(all_close(y.clone(), p, 0, 0));
+  EXPECT_TRUE(all_close(y.to(DType::f64), p.to(DType::f64), 0, 0));
+  EXPECT_TRUE(all_close(y.flatten(1), p.flatten(1), 0, 0));
+  EXPECT_TRUE(all_close(y.slice(1, 3, 9), p.slice(1, 3, 9), 0, 0));
+}
+
+TEST(Onednn, FlatPhysicalViewRoundTrip) {
+  Tensor y = blocked_activation();
+  Tensor flat = cpu::flat_physical(y);
+  EXPECT_EQ(flat.shape(), Shape{y.numel()});
+  EXPECT_FALSE(flat.has_layout());
+  // An elementwise op on the flat view, re-wrapped, equals the op on the logical tensor.
+  Tensor doubled = cpu::with_layout_of(ops::mul(flat, 2.0), y);
+  EXPECT_TRUE(doubled.has_layout());
+  EXPECT_TRUE(cpu::same_layout(doubled, y));
+  EXPECT_TRUE(all_close(doubled, ops::mul(y.contiguous(), 2.0), 0, 0));
+  EXPECT_FALSE(cpu::same_layout(y, y.contiguous()));
+}
+
+TEST(Onednn, KernelsThatAreNotLayoutAwareGetPlainInputs) {
+  Tensor y = blocked_activation();
+  Tensor p = y.contiguous();
+  // add/mul/sum are not layout-aware: the dispatcher reorders their inputs to plain.
+  EXPECT_TRUE(all_close(ops::add(y, y), ops::add(p, p), 0, 0));
+  EXPECT_TRUE(all_close(ops::sum(y), ops::sum(p), 1e-6, 1e-5));
+  EXPECT_TRUE(all_close(ops::relu(y), ops::relu(p), 0, 0));
+}
+
+TEST(Onednn, ReordersAreCounted) {
+  Tensor y = blocked_activation();
+  cpu::reset_onednn_stats();
+  y.contiguous();
+  y.contiguous();
+  EXPECT_EQ(cpu::onednn_stats().reorders, 2);
+  EXPECT_GE(cpu::onednn_stats().reorder_ms, 0.0);
+}
+
+TEST(Onednn, LayoutsOffGivesPlainOutputs) {
+  cpu::set_keep_layout(false);
+  Tensor y = ops::conv2d(Tensor::randn({2, 16, 6, 6}), Tensor::randn({32, 16, 3, 3}));
+  Tensor z = ops::max_pool2d(y, {2});
+  cpu::set_keep_layout(true);
+  EXPECT_FALSE(y.has_layout());
+  EXPECT_FALSE(z.has_layout());
+}
+
+TEST(Onednn, PaddedBlockedFormatsAreNotKept) {
+  // 6 output channels would pad to a block of 8/16: returned plain so flat views stay valid.
+  Tensor y = ops::conv2d(Tensor::randn({2, 16, 6, 6}), Tensor::randn({6, 16, 3, 3}));
+  EXPECT_FALSE(y.has_layout());
+}

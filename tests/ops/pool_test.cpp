@@ -1,0 +1,128 @@
+#include "backend/cpu/onednn_layout.h"
+#include "support/op_check.h"
+
+using namespace zenith;
+using namespace zenith::testing;
+
+namespace {
+
+struct PoolCase {
+  const char* name;
+  Shape x;
+  std::vector<int64_t> kernel, stride, padding;
+  bool noncontiguous = false;
+};
+
+const std::vector<PoolCase> kCases = {
+    {"k2", {2, 3, 6, 6}, {2}, {}, {0}},
+    {"k3_s2_p1", {2, 3, 7, 7}, {3}, {2}, {1}},
+    {"rect", {1, 2, 6, 7}, {2, 3}, {1, 2}, {1, 1}},
+    {"overlap_s1", {1, 2, 5, 5}, {3}, {1}, {0}},
+    {"odd_floor", {1, 2, 7, 5}, {2}, {2}, {0}, true},
+};
+
+void check_pool(const std::function<Tensor(const Tensor&, const PoolCase&)>& pool) {
+  for (auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    OpFn f = [&](const std::vector<Tensor>& x) { return pool(x[0], c); };
+    std::vector<Tensor> in = {random_input(c.x, DType::f64, c.noncontiguous)};
+    EXPECT_TRUE(forward_matches_f64(f, in));
+    in[0].requires_grad_();
+    EXPECT_TRUE(gradcheck(f, in));
+    EXPECT_TRUE(backward_matches_f64(f, in));
+  }
+}
+
+}  // namespace
+
+TEST(MaxPool2d, ForwardAndGradients) {
+  check_pool([](const Tensor& x, const PoolCase& c) {
+    return ops::max_pool2d(x, c.kernel, c.stride, c.padding);
+  });
+}
+
+TEST(AvgPool2d, ForwardAndGradientsIncludingPad) {
+  check_pool([](const Tensor& x, const PoolCase& c) {
+    return ops::avg_pool2d(x, c.kernel, c.stride, c.padding, true);
+  });
+}
+
+TEST(AvgPool2d, ForwardAndGradientsExcludingPad) {
+  check_pool([](const Tensor& x, const PoolCase& c) {
+    return ops::avg_pool2d(x, c.kernel, c.stride, c.padding, false);
+  });
+}
+
+TEST(AdaptiveAvgPool2d, ForwardAndGradients) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> out;
+  };
+  for (auto c : std::vector<Case>{{{2, 3, 6, 6}, {3}}, {{2, 3, 5, 7}, {3, 2}},
+                                  {{2, 3, 4, 4}, {1, 1}}, {{1, 2, 3, 3}, {5}}}) {
+    SCOPED_TRACE(shape_str(c.x) + " -> " + shape_str(c.out));
+    OpFn f = [&](const std::vector<Tensor>& x) { return ops::adaptive_avg_pool2d(x[0], c.out); };
+    std::vector<Tensor> in = {random_input(c.x, DType::f64)};
+    EXPECT_TRUE(forward_matches_f64(f, in));
+    in[0].requires_grad_();
+    EXPECT_TRUE(gradcheck(f, in));
+    EXPECT_TRUE(backward_matches_f64(f, in));
+  }
+}
+
+TEST(Pool2d, HandComputedValues) {
+  std::vector<float> v(16);
+  for (int i = 0; i < 16; ++i) v[size_t(i)] = float(i);
+  Tensor x = Tensor::from_vector(v, {1, 1, 4, 4});
+  EXPECT_EQ(ops::max_pool2d(x, {2}).to_float_vector(), (std::vector<float>{5, 7, 13, 15}));
+  EXPECT_EQ(ops::avg_pool2d(x, {2}).to_float_vector(), (std::vector<float>{2.5, 4.5, 10.5, 12.5}));
+  // Corner window with pad 1: {0} alone; include_pad divides by 4, exclude by 1.
+  EXPECT_EQ(ops::avg_pool2d(x, {2}, {2}, {1}, true).to_float_vector()[0], 0.f);
+  EXPECT_EQ(ops::avg_pool2d(x, {2}, {2}, {1}, true).to_float_vector()[1], (1.f + 2.f) / 4.f);
+  EXPECT_EQ(ops::avg_pool2d(x, {2}, {2}, {1}, false).to_float_vector()[1], (1.f + 2.f) / 2.f);
+  EXPECT_EQ(ops::adaptive_avg_pool2d(x, {1}).to_float_vector(), (std::vector<float>{7.5f}));
+}
+
+TEST(Pool2d, BlockedInputStaysBlockedAndMatchesPlain) {
+  Tensor x = Tensor::randn({2, 16, 8, 8}), w = Tensor::randn({32, 16, 3, 3});
+  Tensor y = ops::conv2d(x, w);
+  ASSERT_TRUE(y.has_layout());
+  Tensor plain_y = y.contiguous();
+  Tensor pooled = ops::max_pool2d(y, {2});
+  EXPECT_TRUE(pooled.has_layout());
+  EXPECT_TRUE(all_close(pooled, ops::max_pool2d(plain_y, {2}), 0, 0));
+  EXPECT_TRUE(all_close(ops::avg_pool2d(y, {3}, {2}, {1}), ops::avg_pool2d(plain_y, {3}, {2}, {1}),
+                        1e-6, 1e-6));
+  EXPECT_TRUE(all_close(ops::adaptive_avg_pool2d(y, {1}), ops::adaptive_avg_pool2d(plain_y, {1}),
+                        1e-5, 1e-6));
+}
+
+TEST(Pool2d, BackwardOfBlockedPoolMatchesPlain) {
+  Tensor x = Tensor::randn({2, 16, 8, 8});
+  Tensor w = Tensor::randn({32, 16, 3, 3});
+  std::vector<Tensor> grads;
+  for (bool keep : {true, false}) {
+    cpu::set_keep_layout(keep);
+    Tensor wg = w.detach().clone().requires_grad_();
+    Tensor y = ops::max_pool2d(ops::conv2d(x, wg), {2});
+    ops::sum(ops::mul(y, y)).backward();
+    grads.push_back(wg.grad());
+  }
+  cpu::set_keep_layout(true);
+  EXPECT_TRUE(all_close(grads[0], grads[1], 1e-5, 1e-4));
+}
+
+TEST(Pool2d, Errors) {
+  Tensor x = Tensor::zeros({1, 2, 4, 4});
+  EXPECT_TRUE(throws_with([&] { ops::max_pool2d(Tensor::zeros({2, 4, 4}), {2}); },
+                          "[max_pool2d] expected a 4-d input [N, C, H, W], got [2, 4, 4]"));
+  EXPECT_TRUE(throws_with([&] { ops::max_pool2d(x, {5}); },
+                          "[max_pool2d] input [1, 2, 4, 4] is smaller than the kernel [5, 5]"));
+  EXPECT_TRUE(throws_with([&] { ops::avg_pool2d(x, {2}, {2}, {2}); },
+                          "[avg_pool2d] padding [2, 2] must be at most half the kernel [2, 2]"));
+  EXPECT_TRUE(throws_with([&] { ops::max_pool2d(x, {0}); }, "[max_pool2d] kernel must be >= 1"));
+  EXPECT_TRUE(throws_with([&] { ops::adaptive_avg_pool2d(x, {1, 2, 3}); },
+                          "[adaptive_avg_pool2d] output_size needs 1 or 2 values"));
+  EXPECT_TRUE(throws_with([&] { ops::max_pool2d(Tensor::zeros({1, 1, 4, 4}, DType::i64), {2}); },
+                          "[max_pool2d] expected float32 or float64, got int64"));
+}
