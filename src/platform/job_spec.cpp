@@ -24,9 +24,11 @@ std::string join_issues(const std::string& source, const std::vector<SpecIssue>&
   std::string out;
   for (const auto& i : issues) {
     if (!out.empty()) out += '\n';
-    out += "[job_spec] " + source;
-    if (i.line > 0) out += ":" + std::to_string(i.line) + ":" + std::to_string(i.column);
-    out += ": " + i.message;
+    // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "lit" + std::string here.
+    out.append("[job_spec] ").append(source);
+    if (i.line > 0)
+      out.append(":").append(std::to_string(i.line)).append(":").append(std::to_string(i.column));
+    out.append(": ").append(i.message);
   }
   return out;
 }
