@@ -1,0 +1,226 @@
+// The collective entry points: validate on the caller's thread (clear errors, nothing queued),
+// then queue the work on the group's communication thread. CPU tensors run the algorithms of
+// algorithms.cpp over Gloo; CUDA tensors go to NCCL.
+#include <cstring>
+
+#include "dist/reduce.h"
+#include "dist/world.h"
+#include "zenith/communication.h"
+#include "zenith/error.h"
+
+namespace zenith::communication {
+
+namespace {
+
+using detail::GroupImpl;
+using GroupPtr = std::shared_ptr<GroupImpl>;
+
+void check_tensor(const Tensor& t, const char* op, const char* what) {
+  ZENITH_CHECK(t.defined(), "[communication] ", op, ": ", what, " is undefined");
+  ZENITH_CHECK(dist::is_supported_dtype(t.dtype()), "[communication] ", op, ": ", what,
+               " has dtype ", dtype_name(t.dtype()),
+               "; collectives support float32, float64, int32 and int64");
+  ZENITH_CHECK(!t.has_layout() && t.is_contiguous(), "[communication] ", op, ": ", what,
+               " must be contiguous with a plain layout (call contiguous() first; collectives "
+               "write in place)");
+}
+
+void check_reduce_op(ReduceOp op, DType dtype, const char* name) {
+  ZENITH_CHECK(op != ReduceOp::AVG || is_floating(dtype), "[communication] ", name,
+               ": ReduceOp::AVG needs a floating-point tensor, got ", dtype_name(dtype));
+}
+
+// All tensors of one call on one device; true when that device is CUDA (NCCL).
+bool on_cuda(const std::vector<Tensor>& ts, const char* op) {
+  const Device d = ts.front().device();
+  for (const auto& t : ts)
+    ZENITH_CHECK(t.device() == d, "[communication] ", op, ": tensors on different devices (",
+                 d.str(), " and ", t.device().str(), ")");
+  if (d.type != DeviceType::CUDA) return false;
+  ZENITH_CHECK(dist::nccl_available(),
+               "[communication] nccl backend not available in this build (", op, " on ", d.str(),
+               "; build with the CUDA toolkit and NCCL, see ZENITH_WITH_NCCL)");
+  return true;
+}
+
+// The group's NCCL communicator, made on first use (all ranks reach it at the same collective).
+dist::NcclComm& nccl_of(GroupImpl& g, int device) {
+  if (!g.nccl) {
+    g.nccl = dist::nccl_connect(g.store.get(), "nccl" + std::to_string(g.seq), g.rank, g.size(),
+                                device, g.timeout);
+    g.nccl_device = device;
+  }
+  ZENITH_CHECK(g.nccl_device == device, "[communication] ", g.name, " uses cuda:", g.nccl_device,
+               " for NCCL; got a tensor on cuda:", device);
+  return *g.nccl;
+}
+
+char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
+
+int group_rank_of(const GroupImpl& g, int world_rank, const char* op) {
+  for (size_t i = 0; i < g.ranks.size(); ++i)
+    if (g.ranks[i] == world_rank) return int(i);
+  ZENITH_FAIL("[communication] ", op, ": root ", world_rank, " is not a rank of ", g.name);
+}
+
+// Bytes a ring moves per rank for `bytes` of data: NCCL's volume, counted for its stats.
+uint64_t ring_bytes(size_t bytes, int n) { return n > 1 ? bytes * uint64_t(n - 1) / uint64_t(n) : 0; }
+
+}  // namespace
+
+Work all_reduce_async(const Tensor& tensor, ReduceOp op, const Group& group) {
+  const char* name = "all_reduce";
+  auto g = dist::resolve_group(group, name);
+  check_tensor(tensor, name, "tensor");
+  check_reduce_op(op, tensor.dtype(), name);
+  const bool cuda = on_cuda({tensor}, name);
+  GroupImpl* gp = g.get();
+  return g->submit(name, detail::make_signature(name, &tensor, int(op)), {tensor},
+                   [=](dist::PeerIo& io) {
+                     const size_t count = size_t(tensor.numel());
+                     if (cuda) {
+                       dist::nccl_all_reduce(nccl_of(*gp, tensor.device().index), bytes_of(tensor),
+                                             count, tensor.dtype(), op, {name, gp->timeout});
+                       const auto moved = 2 * ring_bytes(tensor.nbytes(), io.size());
+                       io.count(moved, moved);
+                     } else {
+                       dist::all_reduce(io, bytes_of(tensor), count, tensor.dtype(), op,
+                                        gp->scratch);
+                     }
+                   });
+}
+
+Work broadcast_async(const Tensor& tensor, int root, const Group& group) {
+  const char* name = "broadcast";
+  auto g = dist::resolve_group(group, name);
+  check_tensor(tensor, name, "tensor");
+  const int group_root = group_rank_of(*g, root, name);
+  const bool cuda = on_cuda({tensor}, name);
+  GroupImpl* gp = g.get();
+  return g->submit(name, detail::make_signature(name, &tensor, -1, root), {tensor},
+                   [=](dist::PeerIo& io) {
+                     if (cuda) {
+                       dist::nccl_broadcast(nccl_of(*gp, tensor.device().index), bytes_of(tensor),
+                                            size_t(tensor.numel()), tensor.dtype(), group_root,
+                                            {name, gp->timeout});
+                       const uint64_t b = tensor.nbytes();
+                       io.count(io.rank() == group_root ? b : 0, io.rank() == group_root ? 0 : b);
+                     } else {
+                       dist::broadcast(io, bytes_of(tensor), tensor.nbytes(), group_root);
+                     }
+                   });
+}
+
+Work all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input,
+                      const Group& group) {
+  const char* name = "all_gather";
+  auto g = dist::resolve_group(group, name);
+  check_tensor(input, name, "input");
+  ZENITH_CHECK(int(outputs.size()) == g->size(), "[communication] ", name, ": expected ",
+               g->size(), " output tensors (one per rank of ", g->name, "), got ",
+               outputs.size());
+  for (const auto& out : outputs) {
+    check_tensor(out, name, "output");
+    ZENITH_CHECK(out.dtype() == input.dtype() && out.numel() == input.numel(),
+                 "[communication] ", name, ": each output must match the input (",
+                 dtype_name(input.dtype()), " ", shape_str(input.shape()), "), got ",
+                 dtype_name(out.dtype()), " ", shape_str(out.shape()));
+  }
+  std::vector<Tensor> keep = outputs;
+  keep.push_back(input);
+  const bool cuda = on_cuda(keep, name);
+  GroupImpl* gp = g.get();
+  return g->submit(name, detail::make_signature(name, &input), keep, [=](dist::PeerIo& io) {
+    std::vector<char*> blocks;
+    for (const auto& out : outputs) blocks.push_back(bytes_of(out));
+    const size_t bytes = input.nbytes();
+    if (cuda) {
+      std::vector<void*> outs(blocks.begin(), blocks.end());
+      dist::nccl_all_gather(nccl_of(*gp, input.device().index), bytes_of(input), outs,
+                            size_t(input.numel()), input.dtype(), {name, gp->timeout});
+      io.count(bytes * uint64_t(io.size() - 1), bytes * uint64_t(io.size() - 1));
+      return;
+    }
+    char* mine = blocks[size_t(io.rank())];
+    if (mine != bytes_of(input)) std::memmove(mine, bytes_of(input), bytes);
+    dist::all_gather(io, blocks, bytes);
+  });
+}
+
+Work all_gather_async(const Tensor& output, const Tensor& input, const Group& group) {
+  const char* name = "all_gather";
+  auto g = dist::resolve_group(group, name);
+  check_tensor(input, name, "input");
+  check_tensor(output, name, "output");
+  ZENITH_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() * g->size(),
+               "[communication] ", name, ": output must be ", dtype_name(input.dtype()), " with ",
+               g->size(), " x ", input.numel(), " elements, got ", dtype_name(output.dtype()), " ",
+               shape_str(output.shape()));
+  std::vector<Tensor> outputs;
+  const auto flat = output.view({int64_t(g->size()), input.numel()});
+  for (int i = 0; i < g->size(); ++i) outputs.push_back(flat.select(0, i));
+  return all_gather_async(outputs, input, group);
+}
+
+Work reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op,
+                          const Group& group) {
+  const char* name = "reduce_scatter";
+  auto g = dist::resolve_group(group, name);
+  check_tensor(input, name, "input");
+  check_tensor(output, name, "output");
+  check_reduce_op(op, input.dtype(), name);
+  ZENITH_CHECK(output.dtype() == input.dtype() && input.numel() == output.numel() * g->size(),
+               "[communication] ", name, ": input must be ", dtype_name(output.dtype()), " with ",
+               g->size(), " x ", output.numel(), " elements (the output's numel per rank), got ",
+               dtype_name(input.dtype()), " ", shape_str(input.shape()));
+  const bool cuda = on_cuda({input, output}, name);
+  GroupImpl* gp = g.get();
+  return g->submit(name, detail::make_signature(name, &input, int(op)), {input, output},
+                   [=](dist::PeerIo& io) {
+                     const size_t count = size_t(output.numel());
+                     if (cuda) {
+                       dist::nccl_reduce_scatter(nccl_of(*gp, input.device().index),
+                                                 bytes_of(input), bytes_of(output), count,
+                                                 input.dtype(), op, {name, gp->timeout});
+                       const auto moved = ring_bytes(input.nbytes(), io.size());
+                       io.count(moved, moved);
+                     } else {
+                       dist::reduce_scatter(io, bytes_of(input), bytes_of(output), count,
+                                            input.dtype(), op, gp->scratch);
+                     }
+                   });
+}
+
+Work barrier_async(const Group& group) {
+  const char* name = "barrier";
+  auto g = dist::resolve_group(group, name);
+  return g->submit(name, detail::make_signature(name, nullptr), {},
+                   [](dist::PeerIo& io) { dist::barrier(io); });
+}
+
+void all_reduce(const Tensor& tensor, ReduceOp op, const Group& group) {
+  all_reduce_async(tensor, op, group).wait();
+}
+void broadcast(const Tensor& tensor, int root, const Group& group) {
+  broadcast_async(tensor, root, group).wait();
+}
+void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, const Group& group) {
+  all_gather_async(outputs, input, group).wait();
+}
+void all_gather(const Tensor& output, const Tensor& input, const Group& group) {
+  all_gather_async(output, input, group).wait();
+}
+Tensor all_gather(const Tensor& input, const Group& group) {
+  auto g = dist::resolve_group(group, "all_gather");
+  Shape shape{int64_t(g->size())};
+  shape.insert(shape.end(), input.shape().begin(), input.shape().end());
+  Tensor output = Tensor::empty(shape, input.dtype(), input.device());
+  all_gather(output, input, group);
+  return output;
+}
+void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, const Group& group) {
+  reduce_scatter_async(output, input, op, group).wait();
+}
+void barrier(const Group& group) { barrier_async(group).wait(); }
+
+}  // namespace zenith::communication
