@@ -16,7 +16,9 @@ Tensor plain(const Tensor& x) { return x.has_layout() ? x.contiguous() : x; }
 Tensor binary(const char* op, const Tensor& a, const Tensor& b) {
   ZENITH_CHECK(a.defined() && b.defined(), "[", op, "] undefined input");
   cpu::broadcast_shapes(a.shape(), b.shape(), op);
-  return dispatch::call1(op, {plain(a), plain(b)});
+  // Layout (oneDNN blocked) operands: the dispatcher makes them plain unless the kernel is
+  // layout-aware (add/sub/mul, see backend/cpu/onednn_layout.h).
+  return dispatch::call1(op, {a, b});
 }
 
 // A 0-d tensor holding `v`, typed to combine with `like` without changing its dtype

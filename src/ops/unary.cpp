@@ -75,7 +75,9 @@ Tensor sigmoid(const Tensor& x) {
   return unary("sigmoid", "sigmoid_backward", Saved::kOutput, float_input(x, "sigmoid"));
 }
 Tensor relu(const Tensor& x) {
-  return unary("relu", "relu_backward", Saved::kOutput, checked(x, "relu"));
+  // Blocked (oneDNN) activations stay blocked: the relu kernels are layout-aware.
+  Tensor in = x.defined() && x.has_layout() ? x : checked(x, "relu");
+  return unary("relu", "relu_backward", Saved::kOutput, in);
 }
 Tensor gelu(const Tensor& x, bool tanh_approx) {
   Tensor in = float_input(x, "gelu");

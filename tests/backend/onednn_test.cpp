@@ -66,10 +66,53 @@ TEST(Onednn, FlatPhysicalViewRoundTrip) {
 TEST(Onednn, KernelsThatAreNotLayoutAwareGetPlainInputs) {
   Tensor y = blocked_activation();
   Tensor p = y.contiguous();
-  // add/mul/sum are not layout-aware: the dispatcher reorders their inputs to plain.
-  EXPECT_TRUE(all_close(ops::add(y, y), ops::add(p, p), 0, 0));
+  // sum and exp are not layout-aware: the dispatcher reorders their inputs to plain.
   EXPECT_TRUE(all_close(ops::sum(y), ops::sum(p), 1e-6, 1e-5));
-  EXPECT_TRUE(all_close(ops::relu(y), ops::relu(p), 0, 0));
+  EXPECT_TRUE(all_close(ops::exp(y), ops::exp(p), 0, 0));
+  EXPECT_TRUE(all_close(ops::div(y, y), ops::div(p, p), 0, 0));
+}
+
+TEST(Onednn, LayoutAwareElementwiseKeepsTheLayout) {
+  Tensor y = blocked_activation(), z = blocked_activation();
+  Tensor yp = y.contiguous(), zp = z.contiguous();
+  cpu::reset_onednn_stats();
+  Tensor r = ops::relu(y);
+  Tensor s = ops::add(y, z);
+  Tensor m = ops::mul(y, 0.5);
+  EXPECT_EQ(cpu::onednn_stats().reorders, 0);
+  for (const Tensor* t : {&r, &s, &m}) EXPECT_TRUE(cpu::same_layout(*t, y));
+  EXPECT_TRUE(all_close(r, ops::relu(yp), 0, 0));
+  EXPECT_TRUE(all_close(s, ops::add(yp, zp), 0, 0));
+  EXPECT_TRUE(all_close(m, ops::mul(yp, 0.5), 0, 0));
+  // A plain operand of the same shape is reordered into the layout (one reorder).
+  cpu::reset_onednn_stats();
+  Tensor mixed = ops::sub(zp, y);
+  EXPECT_EQ(cpu::onednn_stats().reorders, 1);
+  EXPECT_TRUE(cpu::same_layout(mixed, y));
+  EXPECT_TRUE(all_close(mixed, ops::sub(zp, yp), 0, 0));
+  // Broadcasting operands fall back to plain.
+  Tensor bias = Tensor::randn({32, 1, 1});
+  Tensor b = ops::add(y, bias);
+  EXPECT_FALSE(b.has_layout());
+  EXPECT_TRUE(all_close(b, ops::add(yp, bias), 0, 0));
+}
+
+TEST(Onednn, ReluBackwardOnBlockedActivations) {
+  Tensor x = Tensor::randn({2, 16, 6, 6});
+  std::vector<Tensor> grads;
+  for (bool keep : {true, false}) {
+    cpu::set_keep_layout(keep);
+    Tensor w = Tensor::randn({32, 16, 3, 3});
+    manual_seed(3);
+    w = Tensor::randn({32, 16, 3, 3}).requires_grad_();
+    Tensor h = ops::relu(ops::conv2d(x, w));
+    EXPECT_EQ(h.has_layout(), keep);
+    Tensor out = ops::add(ops::max_pool2d(h, {2}), 1.0);
+    ops::sum(ops::mul(out, out)).backward();
+    grads.push_back(w.grad());
+  }
+  cpu::set_keep_layout(true);
+  EXPECT_TRUE(all_close(grads[0], grads[1], 1e-5, 1e-4));
 }
 
 TEST(Onednn, ReordersAreCounted) {

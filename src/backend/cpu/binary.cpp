@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/onednn_layout.h"
 #include "backend/cpu/math_simd.h"
 #include "core/dispatch.h"
 
@@ -106,9 +107,14 @@ std::vector<Tensor> binary_kernel(const std::vector<Tensor>& in, const dispatch:
   return {out};
 }
 
-ZENITH_REGISTER_KERNEL("add", CPU, binary_kernel<Add>);
-ZENITH_REGISTER_KERNEL("sub", CPU, binary_kernel<Sub>);
-ZENITH_REGISTER_KERNEL("mul", CPU, binary_kernel<Mul>);
+// add/sub/mul also run on oneDNN blocked activations sharing one format (residual adds,
+// gradient sums), keeping them blocked.
+ZENITH_REGISTER_KERNEL("add", CPU, layout_elementwise<binary_kernel<Add>>);
+ZENITH_REGISTER_KERNEL("sub", CPU, layout_elementwise<binary_kernel<Sub>>);
+ZENITH_REGISTER_KERNEL("mul", CPU, layout_elementwise<binary_kernel<Mul>>);
+ZENITH_LAYOUT_AWARE("add");
+ZENITH_LAYOUT_AWARE("sub");
+ZENITH_LAYOUT_AWARE("mul");
 ZENITH_REGISTER_KERNEL("div", CPU, binary_kernel<Div>);
 ZENITH_REGISTER_KERNEL("pow", CPU, binary_kernel<Pow>);
 ZENITH_REGISTER_KERNEL("maximum", CPU, binary_kernel<Maximum>);

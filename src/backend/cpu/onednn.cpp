@@ -256,6 +256,13 @@ Tensor with_layout_of(const Tensor& flat, const Tensor& like) {
   return Tensor(std::move(impl));
 }
 
+Tensor to_layout_of(const Tensor& t, const Tensor& like) {
+  ZENITH_CHECK(is_layout(like) && t.shape() == like.shape() && t.dtype() == like.dtype(),
+               "[to_layout_of] expected a ", dtype_name(like.dtype()), " tensor of shape ",
+               shape_str(like.shape()), ", got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
+  return onednn::to_desc(t, onednn::desc_of(like));
+}
+
 OnednnStats onednn_stats() {
   OnednnStats s;
   s.cache_hits = onednn::g_hits.load();

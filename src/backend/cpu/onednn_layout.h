@@ -8,11 +8,16 @@
 //   if (cpu::is_layout(x)) return {cpu::with_layout_of(unary(cpu::flat_physical(x)), x)};
 //
 // Such a kernel declares ZENITH_LAYOUT_AWARE("op") (core/dispatch.h); kernels that do not are
-// given plain inputs by the dispatcher.
+// given plain inputs by the dispatcher. layout_elementwise<kernel> does all of it for a plain
+// elementwise kernel:
+//
+//   ZENITH_REGISTER_KERNEL("relu", CPU, layout_elementwise<unary_kernel<Relu>>);
+//   ZENITH_LAYOUT_AWARE("relu");
 #pragma once
 
 #include <cstdint>
 
+#include "core/dispatch.h"
 #include "zenith/tensor.h"
 
 namespace zenith::cpu {
@@ -26,6 +31,35 @@ Tensor flat_physical(const Tensor& t);
 // A tensor with the shape and layout of `like` over the storage of `flat` (a contiguous tensor
 // of like.numel() elements, e.g. made by an elementwise kernel from flat_physical(like)).
 Tensor with_layout_of(const Tensor& flat, const Tensor& like);
+
+// `t` (same shape, plain) reordered into the layout of `like` (counted as a reorder).
+Tensor to_layout_of(const Tensor& t, const Tensor& like);
+
+// Runs the elementwise kernel K on layout tensors. When all operands share one dtype and each is
+// a layout tensor of one format, a same-shape plain tensor (reordered into that format) or a 0-d
+// scalar, K sees flat physical views and its first output comes back in that format; otherwise
+// layout operands are made plain. Without layout operands it is K itself.
+template <dispatch::Kernel K>
+std::vector<Tensor> layout_elementwise(const std::vector<Tensor>& in, const dispatch::Attrs& a) {
+  const Tensor* like = nullptr;
+  for (auto& t : in)
+    if (is_layout(t)) like = like ? like : &t;
+  if (!like) return K(in, a);
+  bool flat = true;
+  for (auto& t : in)
+    flat = flat && (!t.defined() || (t.dtype() == like->dtype() &&
+                                     (t.dim() == 0 || same_layout(t, *like) ||
+                                      (!is_layout(t) && t.shape() == like->shape()))));
+  std::vector<Tensor> args = in;
+  for (auto& t : args) {
+    if (!t.defined() || t.dim() == 0) continue;
+    if (!flat) t = is_layout(t) ? dispatch::call1("to_plain", {t}) : t;
+    else t = flat_physical(is_layout(t) ? t : to_layout_of(t, *like));
+  }
+  std::vector<Tensor> out = K(args, a);
+  if (flat) out[0] = with_layout_of(out[0], *like);
+  return out;
+}
 
 // Counters of the oneDNN backend, for tests and benchmarks.
 struct OnednnStats {

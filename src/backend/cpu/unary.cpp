@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/onednn_layout.h"
 #include "backend/cpu/math_simd.h"
 #include "core/dispatch.h"
 
@@ -235,7 +236,9 @@ std::vector<Tensor> unary_backward_kernel(const std::vector<Tensor>& in, const d
 ZENITH_REGISTER_KERNEL("neg", CPU, unary_kernel<Neg>);
 ZENITH_REGISTER_KERNEL("abs", CPU, unary_kernel<Abs>);
 ZENITH_REGISTER_KERNEL("square", CPU, unary_kernel<Square>);
-ZENITH_REGISTER_KERNEL("relu", CPU, unary_kernel<Relu>);
+// relu also runs on oneDNN blocked activations (as flat arrays), keeping them blocked.
+ZENITH_REGISTER_KERNEL("relu", CPU, layout_elementwise<unary_kernel<Relu>>);
+ZENITH_LAYOUT_AWARE("relu");
 ZENITH_REGISTER_KERNEL("exp", CPU, unary_kernel<Exp>);
 ZENITH_REGISTER_KERNEL("log", CPU, unary_kernel<Log>);
 ZENITH_REGISTER_KERNEL("sqrt", CPU, unary_kernel<Sqrt>);
@@ -252,7 +255,8 @@ ZENITH_REGISTER_KERNEL("sqrt_backward", CPU, unary_backward_kernel<SqrtBackward>
 ZENITH_REGISTER_KERNEL("rsqrt_backward", CPU, unary_backward_kernel<RsqrtBackward>);
 ZENITH_REGISTER_KERNEL("abs_backward", CPU, unary_backward_kernel<AbsBackward>);
 ZENITH_REGISTER_KERNEL("square_backward", CPU, unary_backward_kernel<SquareBackward>);
-ZENITH_REGISTER_KERNEL("relu_backward", CPU, unary_backward_kernel<ReluBackward>);
+ZENITH_REGISTER_KERNEL("relu_backward", CPU, layout_elementwise<unary_backward_kernel<ReluBackward>>);
+ZENITH_LAYOUT_AWARE("relu_backward");
 ZENITH_REGISTER_KERNEL("tanh_backward", CPU, unary_backward_kernel<TanhBackward>);
 ZENITH_REGISTER_KERNEL("sigmoid_backward", CPU, unary_backward_kernel<SigmoidBackward>);
 ZENITH_REGISTER_KERNEL("silu_backward", CPU, unary_backward_kernel<SiluBackward>);
