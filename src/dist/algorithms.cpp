@@ -15,6 +15,8 @@ using Transfer = PeerIo::Transfer;
 // Large blocks travel in segments so that reducing one overlaps receiving the next.
 constexpr size_t kSegmentBytes = size_t(1) << 20;
 constexpr size_t kInflight = 2;
+// Up to this size one all-to-all round beats the ring's 2(n-1) dependent steps.
+constexpr size_t kDirectAllReduceBytes = size_t(64) << 10;
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
@@ -61,13 +63,35 @@ void recv_reduce(PeerIo& io, int peer, char* dst, const char* a, size_t nbytes, 
   }
 }
 
+// Every rank sends its tensor to every other rank and reduces all n in rank order, so all
+// ranks compute bit-identical results.
+void all_reduce_direct(PeerIo& io, char* data, size_t count, DType dtype, ReduceOp op,
+                       Scratch& scratch) {
+  const int n = io.size(), r = io.rank();
+  const size_t bytes = count * itemsize(dtype);
+  char* all = scratch.get(3, size_t(n) * bytes);
+  std::memcpy(all + size_t(r) * bytes, data, bytes);
+  std::vector<Transfer> transfers;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    transfers.push_back(io.recv(p, all + size_t(p) * bytes, bytes, make_tag(Phase::exchange, 0, 0)));
+    transfers.push_back(io.send(p, data, bytes, make_tag(Phase::exchange, 0, 0)));
+  }
+  io.wait_all(transfers);
+  reduce(data, all, all + bytes, count, dtype, op);
+  for (int p = 2; p < n; ++p) reduce(data, data, all + size_t(p) * bytes, count, dtype, op);
+  if (op == ReduceOp::AVG) divide(data, count, dtype, n);
+}
+
 }  // namespace
 
 void all_reduce(PeerIo& io, char* data, size_t count, DType dtype, ReduceOp op,
                 Scratch& scratch) {
   const int n = io.size(), r = io.rank();
   const size_t esize = itemsize(dtype);
-  if (n > 1) {
+  if (n > 1 && count * esize <= kDirectAllReduceBytes) {
+    all_reduce_direct(io, data, count, dtype, op, scratch);
+  } else if (n > 1) {
     const Blocks blocks{count, n};
     const int right = mod(r + 1, n), left = mod(r - 1, n);
     char* segs = scratch.get(0, kInflight * kSegmentBytes);

@@ -1,5 +1,6 @@
 // Collective algorithms over PeerIo (CPU memory). Ranks here are group ranks.
-//   all_reduce      ring: reduce-scatter then all-gather, 2(n-1)/n of the data per rank each way
+//   all_reduce      small: one all-to-all exchange, then every rank reduces in rank order;
+//                   large: ring reduce-scatter then all-gather, 2(n-1)/n of the data each way
 //   reduce_scatter  ring, without touching the input
 //   all_gather      ring
 //   broadcast       pipelined chain from the root, segment by segment

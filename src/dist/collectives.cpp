@@ -66,9 +66,7 @@ int group_rank_of(const GroupImpl& g, int world_rank, const char* op) {
 // Bytes a ring moves per rank for `bytes` of data: NCCL's volume, counted for its stats.
 uint64_t ring_bytes(size_t bytes, int n) { return n > 1 ? bytes * uint64_t(n - 1) / uint64_t(n) : 0; }
 
-}  // namespace
-
-Work all_reduce_async(const Tensor& tensor, ReduceOp op, const Group& group) {
+Work all_reduce_impl(const Tensor& tensor, ReduceOp op, const Group& group, bool blocking) {
   const char* name = "all_reduce";
   auto g = dist::resolve_group(group, name);
   check_tensor(tensor, name, "tensor");
@@ -87,10 +85,11 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op, const Group& group) {
                        dist::all_reduce(io, bytes_of(tensor), count, tensor.dtype(), op,
                                         gp->scratch);
                      }
-                   });
+                   },
+                   blocking);
 }
 
-Work broadcast_async(const Tensor& tensor, int root, const Group& group) {
+Work broadcast_impl(const Tensor& tensor, int root, const Group& group, bool blocking) {
   const char* name = "broadcast";
   auto g = dist::resolve_group(group, name);
   check_tensor(tensor, name, "tensor");
@@ -108,11 +107,12 @@ Work broadcast_async(const Tensor& tensor, int root, const Group& group) {
                      } else {
                        dist::broadcast(io, bytes_of(tensor), tensor.nbytes(), group_root);
                      }
-                   });
+                   },
+                   blocking);
 }
 
-Work all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input,
-                      const Group& group) {
+Work all_gather_impl(const std::vector<Tensor>& outputs, const Tensor& input,
+                     const Group& group, bool blocking) {
   const char* name = "all_gather";
   auto g = dist::resolve_group(group, name);
   check_tensor(input, name, "input");
@@ -144,10 +144,11 @@ Work all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input,
     char* mine = blocks[size_t(io.rank())];
     if (mine != bytes_of(input)) std::memmove(mine, bytes_of(input), bytes);
     dist::all_gather(io, blocks, bytes);
-  });
+  }, blocking);
 }
 
-Work all_gather_async(const Tensor& output, const Tensor& input, const Group& group) {
+Work all_gather_impl(const Tensor& output, const Tensor& input, const Group& group,
+                     bool blocking) {
   const char* name = "all_gather";
   auto g = dist::resolve_group(group, name);
   check_tensor(input, name, "input");
@@ -159,11 +160,11 @@ Work all_gather_async(const Tensor& output, const Tensor& input, const Group& gr
   std::vector<Tensor> outputs;
   const auto flat = output.view({int64_t(g->size()), input.numel()});
   for (int i = 0; i < g->size(); ++i) outputs.push_back(flat.select(0, i));
-  return all_gather_async(outputs, input, group);
+  return all_gather_impl(outputs, input, group, blocking);
 }
 
-Work reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op,
-                          const Group& group) {
+Work reduce_scatter_impl(const Tensor& output, const Tensor& input, ReduceOp op,
+                         const Group& group, bool blocking) {
   const char* name = "reduce_scatter";
   auto g = dist::resolve_group(group, name);
   check_tensor(input, name, "input");
@@ -188,27 +189,50 @@ Work reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op
                        dist::reduce_scatter(io, bytes_of(input), bytes_of(output), count,
                                             input.dtype(), op, gp->scratch);
                      }
-                   });
+                   },
+                   blocking);
 }
 
-Work barrier_async(const Group& group) {
+Work barrier_impl(const Group& group, bool blocking) {
   const char* name = "barrier";
   auto g = dist::resolve_group(group, name);
   return g->submit(name, detail::make_signature(name, nullptr), {},
-                   [](dist::PeerIo& io) { dist::barrier(io); });
+                   [](dist::PeerIo& io) { dist::barrier(io); }, blocking);
 }
 
+}  // namespace
+
+Work all_reduce_async(const Tensor& tensor, ReduceOp op, const Group& group) {
+  return all_reduce_impl(tensor, op, group, false);
+}
+Work broadcast_async(const Tensor& tensor, int root, const Group& group) {
+  return broadcast_impl(tensor, root, group, false);
+}
+Work all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input,
+                      const Group& group) {
+  return all_gather_impl(outputs, input, group, false);
+}
+Work all_gather_async(const Tensor& output, const Tensor& input, const Group& group) {
+  return all_gather_impl(output, input, group, false);
+}
+Work reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op,
+                          const Group& group) {
+  return reduce_scatter_impl(output, input, op, group, false);
+}
+Work barrier_async(const Group& group) { return barrier_impl(group, false); }
+
+// Blocking calls run on the caller's thread when the group has nothing queued.
 void all_reduce(const Tensor& tensor, ReduceOp op, const Group& group) {
-  all_reduce_async(tensor, op, group).wait();
+  all_reduce_impl(tensor, op, group, true).wait();
 }
 void broadcast(const Tensor& tensor, int root, const Group& group) {
-  broadcast_async(tensor, root, group).wait();
+  broadcast_impl(tensor, root, group, true).wait();
 }
 void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, const Group& group) {
-  all_gather_async(outputs, input, group).wait();
+  all_gather_impl(outputs, input, group, true).wait();
 }
 void all_gather(const Tensor& output, const Tensor& input, const Group& group) {
-  all_gather_async(output, input, group).wait();
+  all_gather_impl(output, input, group, true).wait();
 }
 Tensor all_gather(const Tensor& input, const Group& group) {
   auto g = dist::resolve_group(group, "all_gather");
@@ -219,8 +243,8 @@ Tensor all_gather(const Tensor& input, const Group& group) {
   return output;
 }
 void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, const Group& group) {
-  reduce_scatter_async(output, input, op, group).wait();
+  reduce_scatter_impl(output, input, op, group, true).wait();
 }
-void barrier(const Group& group) { barrier_async(group).wait(); }
+void barrier(const Group& group) { barrier_impl(group, true).wait(); }
 
 }  // namespace zenith::communication

@@ -71,16 +71,50 @@ void Worker::post(std::shared_ptr<WorkState> work) {
   ZENITH_CHECK(!stopping_, "[communication] group released; no more collectives");
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   queue_.push_back(std::move(work));
-  cv_.notify_one();
+  cv_.notify_all();
+}
+
+void Worker::run(std::shared_ptr<WorkState> work) {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ZENITH_CHECK(!stopping_, "[communication] group released; no more collectives");
+    if (running_ || !queue_.empty()) {
+      lock.unlock();
+      post(work);
+      std::unique_lock<std::mutex> wait_lock(work->mutex);
+      work->cv.wait(wait_lock, [&] { return work->done; });
+      return;
+    }
+    running_ = true;
+  }
+  execute(*work);
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_ = false;
+  cv_.notify_all();  // the worker thread may have work queued meanwhile
 }
 
 void Worker::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
-    cv_.notify_one();
+    cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+}
+
+void Worker::execute(WorkState& work) {
+  std::exception_ptr error;
+  try {
+    work.run();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(work.mutex);
+  work.error = error;
+  work.done = true;
+  work.keep_alive.clear();
+  work.run = nullptr;
+  work.cv.notify_all();
 }
 
 void Worker::loop() {
@@ -88,23 +122,16 @@ void Worker::loop() {
     std::shared_ptr<WorkState> work;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      cv_.wait(lock, [&] { return (stopping_ && !running_) || (!queue_.empty() && !running_); });
       if (queue_.empty()) return;  // stopping, and everything queued has run
       work = std::move(queue_.front());
       queue_.pop_front();
+      running_ = true;
     }
-    std::exception_ptr error;
-    try {
-      work->run();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    std::lock_guard<std::mutex> lock(work->mutex);
-    work->error = error;
-    work->done = true;
-    work->keep_alive.clear();
-    work->run = nullptr;
-    work->cv.notify_all();
+    execute(*work);
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+    cv_.notify_all();
   }
 }
 
@@ -141,7 +168,7 @@ Signature make_signature(const char* op, const Tensor* t, int reduce_op, int roo
 }
 
 Work GroupImpl::submit(const char* op, Signature signature, std::vector<Tensor> keep_alive,
-                       std::function<void(dist::PeerIo&)> body) {
+                       std::function<void(dist::PeerIo&)> body, bool blocking) {
   auto work = std::make_shared<WorkState>();
   work->keep_alive = std::move(keep_alive);
   work->run = [this, op, signature, body = std::move(body)]() mutable {
@@ -170,7 +197,8 @@ Work GroupImpl::submit(const char* op, Signature signature, std::vector<Tensor> 
     dist::record_collective(op, io.bytes_sent(), io.bytes_received(), dist::seconds_since(start),
                             false);
   };
-  worker.post(work);
+  if (blocking) worker.run(work);
+  else worker.post(work);
   return Work(work);
 }
 

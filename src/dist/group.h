@@ -32,7 +32,9 @@ struct WorkState {
   std::exception_ptr error;
 };
 
-// One thread running posted work in order. The destructor runs what is queued, then joins.
+// Runs a group's work strictly in submission order: on its own thread (async work), or on the
+// caller's thread when nothing is queued or running (blocking calls skip two thread switches).
+// The destructor runs what is queued, then joins.
 class Worker {
  public:
   Worker() = default;
@@ -40,14 +42,18 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
   ~Worker() { stop(); }
   void post(std::shared_ptr<WorkState> work);
+  // Runs `work` here if the worker is idle, else queues it; returns once it has completed.
+  void run(std::shared_ptr<WorkState> work);
   void stop();
 
  private:
   void loop();
+  static void execute(WorkState& work);
 
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<WorkState>> queue_;
+  bool running_ = false;  // some thread is executing work of this group
   bool stopping_ = false;
   std::thread thread_;
 };
@@ -91,8 +97,9 @@ struct GroupImpl {
   // Queues `body` on the worker; it runs with the group's next sequence number, after the
   // cross-rank signature check, and records stats. Errors other than a signature mismatch
   // close the group's connections, so peers fail fast instead of waiting for their timeout.
+  // With `blocking`, returns after the work completed (possibly run on this thread).
   Work submit(const char* op, Signature signature, std::vector<Tensor> keep_alive,
-              std::function<void(dist::PeerIo&)> body);
+              std::function<void(dist::PeerIo&)> body, bool blocking = false);
   void close();  // stops the worker, then drops the connections
 };
 

@@ -26,6 +26,7 @@ enum class Phase : uint32_t {
   all_gather = 3,
   broadcast = 4,
   barrier = 5,
+  exchange = 6,
 };
 uint32_t make_tag(Phase phase, size_t step, size_t segment);
 
