@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/allocator.h"
 #include "core/dispatch.h"
 #include "zenith/autograd.h"
 #include "zenith/ops.h"
@@ -42,12 +43,10 @@ std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << shape_
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   ZENITH_CHECK(device.type == DeviceType::CPU, "[storage] no allocator for ", device.str());
-  size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded);
-  ZENITH_CHECK(data_ != nullptr, "[storage] out of memory allocating ", nbytes, " bytes");
+  data_ = core::cpu_allocate(nbytes);  // 64-byte aligned; large blocks come from a cache
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::~Storage() { core::cpu_free(data_, nbytes_); }
 
 TensorImpl& Tensor::impl() const {
   ZENITH_CHECK(impl_ != nullptr, "[tensor] use of an undefined tensor");

@@ -1,11 +1,15 @@
 // Benchmarks of the oneDNN-backed kernels, disabled by default (not part of the suite):
 //   build/<dir>/tests/backend_tests --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
 // Shapes: SeedCNN (batch 64, 1x28x28) and ResNet-18 basic blocks (batch 32, 32x32 CIFAR stem).
-// /tmp-free and self-contained; the PyTorch side is tests/backend/onednn_bench_torch.py.
+// The PyTorch side: tests/backend/onednn_bench_torch.py (same shapes, same clocks).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <map>
+
+#include <sys/resource.h>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/onednn_layout.h"
@@ -18,16 +22,31 @@ using namespace zenith;
 
 namespace {
 
+// ZENITH_BENCH_CLOCK=cpu times process CPU time instead of wall time: on a shared, loaded
+// machine a single-threaded run's CPU time is what the wall time would be on an idle one.
+double now_ms() {
+  static const bool cpu = [] {
+    const char* e = std::getenv("ZENITH_BENCH_CLOCK");
+    return e && std::string(e) == "cpu";
+  }();
+  if (!cpu)
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
 // Median milliseconds of `reps` runs of f after `warmup` runs.
 template <typename F>
 double median_ms(F&& f, int reps = 20, int warmup = 3) {
   for (int i = 0; i < warmup; ++i) f();
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
-    auto s = std::chrono::steady_clock::now();
+    double s = now_ms();
     f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s)
-                    .count());
+    t.push_back(now_ms() - s);
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -36,13 +55,13 @@ double median_ms(F&& f, int reps = 20, int warmup = 3) {
 // Time between consecutive dispatched ops, attributed to the later op (approximate profile).
 struct OpProfile {
   std::map<std::string, std::pair<double, int>> by_op;
-  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  double last = now_ms();
   static void observe(void* self, const char* op, const std::vector<Tensor>&,
                       const dispatch::Attrs&, const std::vector<Tensor>&) {
     auto* p = static_cast<OpProfile*>(self);
-    auto now = std::chrono::steady_clock::now();
+    double now = now_ms();
     auto& e = p->by_op[op];
-    e.first += std::chrono::duration<double, std::milli>(now - p->last).count();
+    e.first += now - p->last;
     e.second += 1;
     p->last = now;
   }
@@ -73,20 +92,23 @@ void bench_model(const char* name, nn::CellPtr net, const Tensor& x, int reps) {
     cpu::set_keep_layout(keep);
     double ms = median_ms([&] { train_step(net, loss, opt, x, labels); }, reps);
     cpu::reset_onednn_stats();
+    rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
     train_step(net, loss, opt, x, labels);
+    getrusage(RUSAGE_SELF, &after);
     cpu::OnednnStats s = cpu::onednn_stats();
     std::printf("%s train step, layouts %s: %.2f ms (%.0f img/s); %lld reorders/step (%.2f ms), "
-                "cache %lld hits %lld misses\n",
+                "cache %lld hits %lld misses, %ld page faults/step\n",
                 name, keep ? "kept" : "plain", ms, double(x.size(0)) / ms * 1e3,
                 (long long)s.reorders, s.reorder_ms, (long long)s.cache_hits,
-                (long long)s.cache_misses);
+                (long long)s.cache_misses, after.ru_minflt - before.ru_minflt);
   }
   cpu::set_keep_layout(true);
   OpProfile prof;
   int id = dispatch::add_observer(&OpProfile::observe, &prof);
   const int steps = 5;
   for (int i = 0; i < steps; ++i) {
-    prof.last = std::chrono::steady_clock::now();
+    prof.last = now_ms();
     train_step(net, loss, opt, x, labels);
   }
   dispatch::remove_observer(id);

@@ -1,0 +1,103 @@
+#include "core/allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "zenith/error.h"
+
+namespace zenith::core {
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr size_t kMinCached = size_t(64) << 10;
+
+// Sanitizer builds bypass the cache so use-after-free stays detectable.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheEnabled = false;
+#else
+constexpr bool kCacheEnabled = true;
+#endif
+
+// Size classes of 1/8 of a power of two: at most 12.5% slack per block.
+size_t size_class(size_t n) {
+  if (n < kMinCached) return (std::max<size_t>(n, 1) + kAlign - 1) / kAlign * kAlign;
+  size_t p = size_t(1) << (63 - __builtin_clzll(n));
+  size_t step = p / 8;
+  return (n + step - 1) / step * step;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  size_t cached_bytes = 0;
+  size_t limit = [] {
+    const char* env = std::getenv("ZENITH_ALLOC_CACHE_MB");
+    return (env ? size_t(std::atoll(env)) : size_t(2048)) << 20;
+  }();
+  int64_t hits = 0, misses = 0;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: Storage may be freed during static teardown
+  return *c;
+}
+
+}  // namespace
+
+void* cpu_allocate(size_t nbytes) {
+  size_t cls = size_class(nbytes);
+  if (kCacheEnabled && cls >= kMinCached) {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.free_blocks.find(cls);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.cached_bytes -= cls;
+      ++c.hits;
+      return p;
+    }
+    ++c.misses;
+  }
+  void* p = std::aligned_alloc(kAlign, cls);
+  if (!p && kCacheEnabled) {  // memory is short: give the cache back and retry once
+    empty_allocator_cache();
+    p = std::aligned_alloc(kAlign, cls);
+  }
+  ZENITH_CHECK(p != nullptr, "[storage] out of memory allocating ", nbytes, " bytes");
+  return p;
+}
+
+void cpu_free(void* p, size_t nbytes) {
+  if (!p) return;
+  size_t cls = size_class(nbytes);
+  if (kCacheEnabled && cls >= kMinCached) {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.cached_bytes + cls <= c.limit) {
+      c.free_blocks[cls].push_back(p);
+      c.cached_bytes += cls;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+AllocatorStats allocator_stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return {c.hits, c.misses, c.cached_bytes};
+}
+
+void empty_allocator_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto& [cls, blocks] : c.free_blocks)
+    for (void* p : blocks) std::free(p);
+  c.free_blocks.clear();
+  c.cached_bytes = 0;
+}
+
+}  // namespace zenith::core

@@ -1,0 +1,45 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/allocator.h"
+#include "zenith/tensor.h"
+
+using namespace zenith;
+
+TEST(Allocator, LargeBlocksAreReusedAndAligned) {
+  core::empty_allocator_cache();
+  void* a = core::cpu_allocate(1 << 20);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  std::memset(a, 1, 1 << 20);
+  core::cpu_free(a, 1 << 20);
+  EXPECT_GE(core::allocator_stats().cached_bytes, size_t(1) << 20);
+  auto before = core::allocator_stats();
+  void* b = core::cpu_allocate((1 << 20) - 100);  // same size class
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(core::allocator_stats().hits, before.hits + 1);
+#endif
+  core::cpu_free(b, (1 << 20) - 100);
+  core::empty_allocator_cache();
+  EXPECT_EQ(core::allocator_stats().cached_bytes, 0u);
+}
+
+TEST(Allocator, SmallBlocksAreNotCached) {
+  core::empty_allocator_cache();
+  void* a = core::cpu_allocate(100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  core::cpu_free(a, 100);
+  EXPECT_EQ(core::allocator_stats().cached_bytes, 0u);
+}
+
+TEST(Allocator, TensorsOfARepeatedShapeHitTheCache) {
+  Tensor::empty({64, 32, 26, 26});  // allocated and freed
+  auto before = core::allocator_stats();
+  for (int i = 0; i < 3; ++i) Tensor::empty({64, 32, 26, 26});
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(core::allocator_stats().hits, before.hits + 3);
+#endif
+}
