@@ -140,6 +140,26 @@ std::vector<std::string> dataset_names();
 // The raw split ("train" or "test") of a named dataset; dir "" means its default_dir.
 Dataset load_dataset(const std::string& name, const std::string& dir, const std::string& usage);
 
+// The standard image-classification input pipeline of a named dataset: (limit) -> shuffle ->
+// (augment: RandomCrop with padding, and RandomHorizontalFlip for colour images) -> Rescale
+// 1/255 -> Normalize(mean, std) -> HWC2CHW -> batch. Evaluation pipelines neither shuffle
+// nor augment.
+struct PipelineOptions {
+  int64_t batch_size = 64;
+  bool training = true;     // shuffle, augment, drop the last partial batch
+  bool augment = false;
+  int num_workers = 1;
+  int64_t limit = 0;        // use only the first `limit` items (0: all)
+  int64_t image_size = 0;   // image-folder: resize to this square size (0: the first image's)
+};
+struct Pipeline {
+  Dataset dataset;
+  DatasetInfo info;     // with channels, image_size and num_classes resolved
+  int64_t samples = 0;  // items per epoch, before batching
+};
+Pipeline classification_pipeline(const std::string& name, const std::string& dir,
+                                 const std::string& usage, const PipelineOptions& options);
+
 }  // namespace zenith::dataset
 
 // Per-sample image transforms on HWC images (HW images are treated as one channel), as in

@@ -167,6 +167,8 @@ class Model {
   // A name stored in checkpoints and shown in mismatch errors, e.g. "seedcnn(1x28x28, 10)".
   void set_architecture(std::string name) { architecture_ = std::move(name); }
   const std::string& architecture() const { return architecture_; }
+  // Extra metadata written into every checkpoint (e.g. the command line's settings).
+  void set_checkpoint_metadata(io::Metadata metadata) { checkpoint_metadata_ = std::move(metadata); }
 
   const std::vector<callbacks::EpochRecord>& history() const { return history_; }
   int64_t epochs_done() const { return epochs_done_; }
@@ -184,6 +186,7 @@ class Model {
   nn::OptimizerPtr opt_;
   std::map<std::string, metrics::MetricPtr> metrics_;
   std::string architecture_;
+  io::Metadata checkpoint_metadata_;
   std::vector<callbacks::EpochRecord> history_;
   int64_t epochs_done_ = 0;
   int64_t step_ = 0;

@@ -11,3 +11,6 @@
 #include "zenith/models.h"
 #include "zenith/nn.h"
 #include "zenith/optim.h"
+#include "zenith/data.h"
+#include "zenith/io.h"
+#include "zenith/train.h"

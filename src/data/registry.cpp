@@ -1,4 +1,5 @@
 // Datasets by name, for `zenith train --dataset NAME` and the examples.
+#include <algorithm>
 #include <filesystem>
 
 #include "zenith/data.h"
@@ -47,6 +48,39 @@ Dataset load_dataset(const std::string& name, const std::string& dir, const std:
   std::filesystem::path split = std::filesystem::path(d) / usage;
   return ImageFolderDataset(std::filesystem::is_directory(split) ? split.string() : d,
                             int(info.channels));
+}
+
+Pipeline classification_pipeline(const std::string& name, const std::string& dir,
+                                 const std::string& usage, const PipelineOptions& options) {
+  ZENITH_CHECK(options.batch_size > 0, "[dataset] batch size must be positive, got ",
+               options.batch_size);
+  Pipeline p;
+  p.info = dataset_info(name);
+  Dataset raw = load_dataset(name, dir, usage);
+  if (options.limit > 0) raw = raw.take(options.limit);
+  std::vector<TransformPtr> ops;
+  if (name == "image-folder") {
+    // Size and classes come from the files: the first image, the last (highest) label.
+    Row first = raw.get(0);
+    p.info.channels = first[0].size(2);
+    p.info.image_size = options.image_size > 0 ? options.image_size : first[0].size(0);
+    p.info.num_classes = int64_t(raw.get(raw.get_dataset_size() - 1)[1].item()) + 1;
+    ops.push_back(vision::Resize({p.info.image_size, p.info.image_size}));
+  }
+  p.samples = raw.get_dataset_size();
+  if (options.training) raw = raw.shuffle();
+  if (options.training && options.augment) {
+    ops.push_back(vision::RandomCrop(p.info.image_size, p.info.image_size / 8));
+    if (p.info.channels == 3) ops.push_back(vision::RandomHorizontalFlip());
+  }
+  ops.push_back(vision::Rescale(1.0 / 255.0, 0.0));
+  ops.push_back(vision::Normalize(p.info.mean, p.info.std));
+  ops.push_back(vision::HWC2CHW());
+  p.dataset = raw.map(std::move(ops), "image", std::max(1, options.num_workers))
+                  .batch(options.batch_size, /*drop_remainder=*/options.training);
+  ZENITH_CHECK(p.dataset.get_dataset_size() > 0, "[dataset] ", name, " (", usage, "): ",
+               raw.get_dataset_size(), " items make no batch of ", options.batch_size);
+  return p;
 }
 
 }  // namespace zenith::dataset

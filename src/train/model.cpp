@@ -224,6 +224,7 @@ Tensor Model::predict(const Tensor& batch) {
 }
 
 void Model::save_checkpoint(const std::string& path, io::Metadata extra) const {
+  for (const auto& [k, v] : checkpoint_metadata_) extra.emplace(k, v);
   extra["epoch"] = std::to_string(epochs_done_);
   extra["step"] = std::to_string(step_);
   extra["architecture"] = architecture_;

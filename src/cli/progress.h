@@ -1,0 +1,44 @@
+// Training progress on the console: a bar redrawn in place (loss, images/s, ETA) when stdout
+// is a terminal, plain log lines otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "zenith/train.h"
+
+namespace zenith::cli {
+
+enum class ProgressMode { kAuto, kBar, kPlain, kNone };
+ProgressMode parse_progress_mode(const std::string& s);  // "auto", "bar", "plain", "none"
+
+// "0:42", "12:05", "1:02:03".
+std::string format_duration(double seconds);
+
+class TrainProgress : public callbacks::Callback {
+ public:
+  // Plain mode prints a line every `log_every` steps and one per epoch.
+  TrainProgress(ProgressMode mode, int64_t log_every, std::FILE* out = stdout);
+  void on_train_begin(callbacks::RunContext& ctx) override;
+  void on_train_epoch_begin(callbacks::RunContext& ctx) override;
+  void on_train_step_end(callbacks::RunContext& ctx) override;
+  void on_train_epoch_end(callbacks::RunContext& ctx) override;
+  void on_train_end(callbacks::RunContext& ctx) override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::string status(const callbacks::RunContext& ctx) const;  // loss, img/s, ETA
+  void clear_bar();
+
+  ProgressMode mode_;
+  int64_t log_every_;
+  std::FILE* out_;
+  Clock::time_point run_start_, epoch_start_, last_draw_;
+  int64_t steps_this_run_ = 0;
+  int64_t images_this_epoch_ = 0;
+  double loss_ema_ = 0;  // smoothed for display
+  bool bar_visible_ = false;
+};
+
+}  // namespace zenith::cli

@@ -1,0 +1,198 @@
+// `zenith train` / `zenith eval` as a user runs them, on small generated MNIST-format data:
+// outputs, YAML configs, exact resumption, and clear errors for bad input that never touch
+// an existing checkpoint.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result zenith(const std::string& args) {
+  std::string cmd = std::string(ZENITH_BINARY) + " " + args + " 2>&1";
+  Result r;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
+
+// MNIST-format files whose class c is a bright horizontal band at rows 2c..2c+3.
+void write_mnist(const fs::path& dir, const std::string& prefix, int n, uint32_t magic = 0x803) {
+  fs::create_directories(dir);
+  std::string images = be32(magic) + be32(n) + be32(28) + be32(28), labels = be32(0x801) + be32(n);
+  uint32_t noise = 12345;
+  for (int i = 0; i < n; ++i) {
+    int c = i % 10;
+    labels.push_back(char(c));
+    for (int y = 0; y < 28; ++y)
+      for (int x = 0; x < 28; ++x) {
+        noise = noise * 1103515245u + 12345u;
+        int v = (y >= 2 * c && y < 2 * c + 4) ? 200 : 0;
+        images.push_back(char(v + int(noise >> 27)));
+      }
+  }
+  std::ofstream(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary) << images;
+  std::ofstream(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary) << labels;
+}
+
+class TrainCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    root_ = fs::temp_directory_path() /
+            ("zenith_cli_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    data_ = root_ / "mnist";
+    write_mnist(data_, "train", 320);
+    write_mnist(data_, "t10k", 100);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string train_args(const std::string& out) const {
+    return "train --dataset mnist --data-dir " + data_.string() + " --batch-size 32 --out " +
+           (root_ / out).string() + " --threads 1 --progress plain --log-every 5";
+  }
+  fs::path root_, data_;
+};
+
+TEST_F(TrainCli, TrainsWritesOutputsAndEvaluates) {
+  auto r = zenith(train_args("run") + " --epochs 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("final test accuracy"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epoch 1/2 step 5/10"), std::string::npos) << r.output;
+  fs::path out = root_ / "run";
+  EXPECT_TRUE(fs::exists(out / "checkpoint_epoch_1.safetensors"));
+  EXPECT_TRUE(fs::exists(out / "checkpoint_epoch_2.safetensors"));
+  auto log = nlohmann::json::parse(read((out / "eval_log.json").string()));
+  EXPECT_EQ(log["status"], "finished");
+  EXPECT_EQ(log["history"].size(), 2u);
+  EXPECT_GT(log["final"]["Accuracy"].get<double>(), 0.5);  // bands are easy
+  EXPECT_TRUE(log["timing"].contains("mean_epoch_seconds"));
+  std::istringstream metrics(read((out / "metrics.jsonl").string()));
+  std::string line;
+  int losses = 0;
+  while (std::getline(metrics, line)) losses += nlohmann::json::parse(line)["name"] == "loss";
+  EXPECT_EQ(losses, 4);  // steps 5, 10, 15, 20
+  int event_files = 0;
+  for (auto& e : fs::directory_iterator(out / "summary"))
+    event_files += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  EXPECT_EQ(event_files, 1);
+
+  auto e = zenith("eval --model seedcnn --dataset mnist --data-dir " + data_.string() +
+                  " --checkpoint " + (out / "checkpoint_epoch_2.safetensors").string());
+  ASSERT_EQ(e.code, 0) << e.output;
+  auto metrics_json = nlohmann::json::parse(e.output);
+  EXPECT_DOUBLE_EQ(metrics_json["Accuracy"].get<double>(), log["final"]["Accuracy"].get<double>());
+}
+
+TEST_F(TrainCli, ResumeRepeatsTheUninterruptedRun) {
+  ASSERT_EQ(zenith(train_args("full") + " --epochs 3").code, 0);
+  auto r = zenith("train --resume " + (root_ / "full/checkpoint_epoch_1.safetensors").string() +
+                  " --out " + (root_ / "resumed").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("epochs 2..3"), std::string::npos) << r.output;
+  auto eval = [&](const std::string& dir) {
+    return zenith("eval --checkpoint " + (root_ / dir / "checkpoint_epoch_3.safetensors").string())
+        .output;
+  };
+  EXPECT_EQ(eval("full"), eval("resumed"));
+  auto a = nlohmann::json::parse(read((root_ / "full/eval_log.json").string()))["history"];
+  auto b = nlohmann::json::parse(read((root_ / "resumed/eval_log.json").string()))["history"];
+  ASSERT_EQ(b.size(), 3u);  // the resumed log carries the first epoch's record too
+  for (int i = 1; i < 3; ++i) EXPECT_EQ(a[i]["train_loss"], b[i]["train_loss"]) << i;
+}
+
+TEST_F(TrainCli, YamlConfig) {
+  std::string yaml = (root_ / "train.yaml").string();
+  std::ofstream(yaml) << "model: lenet\ndataset: mnist\ndata_dir: " << data_.string()
+                      << "\nepochs: 1\nbatch_size: 32\nlr: 0.05\nout: " << (root_ / "yaml").string()
+                      << "\nprogress: none\n";
+  auto r = zenith("train --config " + yaml + " --limit-train 64");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto log = nlohmann::json::parse(read((root_ / "yaml/eval_log.json").string()));
+  EXPECT_EQ(log["config"]["model"], "lenet");
+  EXPECT_EQ(log["config"]["lr"], 0.05);
+  EXPECT_EQ(log["config"]["limit-train"], 64);  // flags override the file
+  std::ofstream(yaml) << "modle: lenet\n";
+  r = zenith("train --config " + yaml);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("unknown setting 'modle' (known: model, dataset"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(TrainCli, BadInputIsAClearErrorAndWritesNothing) {
+  auto r = zenith(train_args("x") + " --model resnet50");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("unknown model 'resnet50'; known models: seedcnn, lenet, resnet18"),
+            std::string::npos) << r.output;
+  r = zenith(train_args("x") + " --dataset cifar100");
+  EXPECT_NE(r.output.find("unknown dataset 'cifar100' (known: fashion-mnist, mnist, cifar10, "
+                          "image-folder)"), std::string::npos) << r.output;
+  r = zenith("train --dataset fashion-mnist --data-dir /nonexistent/fmnist --out " +
+             (root_ / "x").string());
+  EXPECT_NE(r.output.find("/nonexistent/fmnist: no such directory"), std::string::npos);
+  EXPECT_NE(r.output.find("dataset-fashion-mnist"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(root_ / "x"));
+
+  write_mnist(root_ / "bad", "train", 20, 0x802);
+  write_mnist(root_ / "bad", "t10k", 20);
+  r = zenith("train --dataset mnist --data-dir " + (root_ / "bad").string());
+  EXPECT_NE(r.output.find("[idx] " + (root_ / "bad/train-images-idx3-ubyte").string() +
+                          ": bad magic 0x00000802 at offset 0, expected 0x00000803"),
+            std::string::npos) << r.output;
+  write_mnist(root_ / "bad", "train", 20);
+  fs::resize_file(root_ / "bad/train-images-idx3-ubyte", 16 + 28 * 28 * 20 - 5);
+  r = zenith("train --dataset mnist --data-dir " + (root_ / "bad").string());
+  EXPECT_NE(r.output.find("train-images-idx3-ubyte: truncated at offset 15691"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(r.output.find("Segmentation") != std::string::npos);
+}
+
+TEST_F(TrainCli, MismatchedCheckpointListsTensorsAndIsNotOverwritten) {
+  ASSERT_EQ(zenith(train_args("run") + " --epochs 1 --limit-train 64").code, 0);
+  std::string ckpt = (root_ / "run/checkpoint_epoch_1.safetensors").string();
+  std::string before = read(ckpt);
+  auto r = zenith("eval --model lenet --checkpoint " + ckpt);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("does not fit the model (the checkpoint is a 'seedcnn("),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("conv1.weight [6, 1, 5, 5]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("7.weight [10, 1600]"), std::string::npos) << r.output;
+  // Resuming into the same directory with another architecture fails before writing.
+  r = zenith("train --resume " + ckpt + " --model lenet --epochs 3");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("does not fit the model"), std::string::npos) << r.output;
+  EXPECT_EQ(read(ckpt), before);
+  EXPECT_FALSE(fs::exists(root_ / "run/checkpoint_epoch_2.safetensors"));
+  // A corrupt checkpoint names the file.
+  std::ofstream(ckpt, std::ios::binary) << before.substr(0, 100);
+  r = zenith("eval --model seedcnn --dataset mnist --data-dir " + data_.string() +
+             " --checkpoint " + ckpt);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("[safetensors] " + ckpt), std::string::npos) << r.output;
+}
+
+}  // namespace
