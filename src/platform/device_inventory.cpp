@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <regex>
 
 namespace zenith::platform {
 
@@ -27,9 +26,12 @@ std::vector<int> allowed_cores() {
 int count_cuda_devices() {
   std::error_code ec;
   int count = 0;
-  static const std::regex gpu_node("nvidia[0-9]+");
+  // /dev/nvidia0, /dev/nvidia1, ... (not nvidiactl, nvidia-uvm).
   for (const auto& e : std::filesystem::directory_iterator("/dev", ec)) {
-    if (std::regex_match(e.path().filename().string(), gpu_node)) ++count;
+    const std::string name = e.path().filename().string();
+    if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
+        name.find_first_not_of("0123456789", 6) == std::string::npos)
+      ++count;
   }
   return count;
 }

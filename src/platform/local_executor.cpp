@@ -213,6 +213,10 @@ std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
   const IsolationSupport& iso = isolation_support();
   fs::create_directories(paths.logs_dir());
   fs::create_directories(paths.work_dir());
+  // The first rank's log is also the job log.
+  std::error_code ec;
+  if (!fs::is_symlink(paths.logs_dir() + "/job.log", ec))
+    fs::create_symlink("rank_0.log", paths.logs_dir() + "/job.log", ec);
   const int world = static_cast<int>(devices.size());
 
   std::vector<RankInfo> infos;

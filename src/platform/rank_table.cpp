@@ -55,7 +55,9 @@ std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const Ran
           {"MASTER_PORT", std::to_string(ctx.master_port)},
           {"ZENITH_JOB_ID", ctx.job_id},
           {"ZENITH_RESTART_COUNT", std::to_string(ctx.restart_count)},
-          {"ZENITH_JOB_DIR", ctx.job_dir}};
+          {"ZENITH_JOB_DIR", ctx.job_dir},
+          // Touching this file counts as activity for hang detection, like a log line.
+          {"ZENITH_HEARTBEAT_FILE", ctx.job_dir + "/heartbeat"}};
 }
 
 int find_free_port() {

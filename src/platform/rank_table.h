@@ -34,7 +34,7 @@ struct RankEnvContext {
 };
 
 // RANK_ID, DEVICE_ID, RANK_SIZE, RANK_TABLE_FILE, RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT, ZENITH_JOB_ID, ZENITH_RESTART_COUNT, ZENITH_JOB_DIR.
+// MASTER_PORT, ZENITH_JOB_ID, ZENITH_RESTART_COUNT, ZENITH_JOB_DIR, ZENITH_HEARTBEAT_FILE.
 std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const RankInfo& rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0 and read it back).

@@ -74,7 +74,8 @@ std::string rank_wrapper(const JobRecord& job, const JobPaths& paths) {
       "export MASTER_PORT=" + std::to_string(job.master_port) + "\n"
       "export ZENITH_JOB_ID=" + std::to_string(job.id) +
       " ZENITH_RESTART_COUNT=" + std::to_string(job.restart_count) +
-      " ZENITH_JOB_DIR=" + shell_quote(paths.job_dir) + "\n"
+      " ZENITH_JOB_DIR=" + shell_quote(paths.job_dir) +
+      " ZENITH_HEARTBEAT_FILE=" + shell_quote(paths.heartbeat()) + "\n"
       "log=" + shell_quote(paths.logs_dir()) + "/rank_$SLURM_PROCID.log\n"
       "stamp() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }\n"
       "echo \"$(stamp) [INFO] Rank $SLURM_PROCID started (pid $$, device cpu:$SLURM_LOCALID, "

@@ -215,6 +215,16 @@ TEST_F(PlatformExecutorTest, SilentJobRaisesHangAlert) {
   EXPECT_TRUE(r.has_alert("hang"));
 }
 
+TEST_F(PlatformExecutorTest, HeartbeatKeepsAQuietJobFromLookingHung) {
+  RunResult r = run(R"(job:
+  hang_timeout: 1s
+  entry: 'for i in 1 2 3 4 5; do touch "$ZENITH_HEARTBEAT_FILE"; sleep 0.5; done'
+)");
+  EXPECT_EQ(r.job.state, zp::JobState::Succeeded);
+  EXPECT_FALSE(r.has_alert("hang"));
+  EXPECT_TRUE(std::filesystem::is_symlink(paths(1).logs_dir() + "/job.log"));
+}
+
 TEST_F(PlatformExecutorTest, WorkingDirAndEnvFromTheSpec) {
   std::filesystem::create_directories(dir_.path / "wd");
   RunResult r = run("job:\n  working_dir: " + (dir_.path / "wd").string() +
