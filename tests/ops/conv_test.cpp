@@ -163,3 +163,22 @@ TEST(Conv2d, Errors) {
       [&] { ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}, DType::f64)); },
       "[conv2d] input is float32 but weight is float64"));
 }
+
+TEST(Conv2d, WinogradMatchesFloat64) {
+  // 64 -> 64 channels, 3x3, batch 8: "auto" picks Winograd here; check it (and forced
+  // Winograd) against the float64 reference, forward and backward.
+  std::vector<Tensor> in = {random_input({8, 64, 6, 6}), random_input({64, 64, 3, 3}, DType::f64,
+                                                                      false, -0.1, 0.1),
+                            random_input({64})};
+  OpFn f = conv_fn(opts({1, 1}, {1, 1}));
+  for (const char* algo : {"auto", "winograd"}) {
+    SCOPED_TRACE(algo);
+    cpu::set_conv_algorithm(algo);
+    EXPECT_TRUE(forward_matches_f64(f, in, 1e-4, 1e-4));
+    std::vector<Tensor> g = in;
+    for (auto& t : g) t = t.detach().clone().requires_grad_();
+    EXPECT_TRUE(backward_matches_f64(f, g, 1e-3, 1e-3));
+  }
+  cpu::set_conv_algorithm("auto");
+  EXPECT_TRUE(throws_with([] { cpu::set_conv_algorithm("fft"); }, "unknown algorithm 'fft'"));
+}

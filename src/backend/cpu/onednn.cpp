@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -281,6 +282,24 @@ void reset_onednn_stats() {
 
 void set_keep_layout(bool keep) { onednn::g_keep_layout = keep; }
 bool keep_layout() { return onednn::g_keep_layout.load(); }
+
+namespace {
+std::string& conv_algorithm_setting() {
+  static std::string algo = [] {
+    const char* env = std::getenv("ZENITH_CONV_ALGO");
+    return std::string(env ? env : "auto");
+  }();
+  return algo;
+}
+}  // namespace
+
+void set_conv_algorithm(const std::string& name) {
+  ZENITH_CHECK(name == "auto" || name == "direct" || name == "winograd",
+               "[conv2d] unknown algorithm '", name, "' (known: auto, direct, winograd)");
+  conv_algorithm_setting() = name;
+}
+
+const std::string& conv_algorithm() { return conv_algorithm_setting(); }
 
 namespace {
 
