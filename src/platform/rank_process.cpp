@@ -163,6 +163,14 @@ int shim_main(void* arg) {
   // Hold nothing of the server's (its listening socket above all) but the sync pipe.
   close_range(3, a.sync_fd - 1, 0);
   close_range(a.sync_fd + 1, ~0U, 0);
+  // The shim outlives the server: it must not write to the server's terminal or pipes.
+  int null_fd = open("/dev/null", O_RDWR);
+  if (null_fd >= 0) {
+    dup2(null_fd, 0);
+    dup2(null_fd, 1);
+    dup2(null_fd, 2);
+    if (null_fd > 2) close(null_fd);
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
