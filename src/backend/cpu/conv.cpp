@@ -1,6 +1,9 @@
 // conv2d kernels: float32 through oneDNN convolution primitives (blocked layouts chosen by
 // oneDNN, primitives cached per shape), float64 through im2col + dgemm as the reference.
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <mutex>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
@@ -14,7 +17,7 @@ namespace dn = onednn;
 using dnnl::memory;
 
 struct ConvGeometry;
-bool use_winograd(const ConvGeometry& g);
+bool winograd_candidate(const ConvGeometry& g);
 
 // N batch, C in channels, H, W; O out channels, G groups, KH x KW kernel, OH x OW output.
 struct ConvGeometry {
@@ -45,7 +48,7 @@ struct ConvGeometry {
     dn::Key k(op);
     k.add(x_shape()).add(w_shape()).add(stride).add(pad_l).add(pad_r).add(dilation).add(G).add(
         int64_t(bias));
-    k.add(int64_t(use_winograd(*this)));
+    k.add(int64_t(winograd_candidate(*this))).add(int64_t(conv_algorithm() == "winograd"));
     return k;
   }
 };
@@ -56,50 +59,109 @@ memory::desc any_desc(const dn::Dims& dims) {
   return memory::desc(dims, memory::data_type::f32, memory::format_tag::any);
 }
 
-// "auto": Winograd F(4x4, 3x3) where it pays on these CPUs (measured on 2 EPYC cores, batch 32:
-// ResNet's 64..512-channel 3x3 convs fwd+bwd 1.2-1.9x faster; SeedCNN's 32->64 conv 1.5x
-// slower): at least 64 input and output channels and a batch of 8. Its rounding (~1e-6
-// relative per conv) is amplified by batch norm over tiny batches, hence the batch bound.
-bool use_winograd(const ConvGeometry& g) {
+// Winograd F(4x4, 3x3) is a candidate for 3x3, stride-1, undilated, ungrouped convs at a batch
+// of 8 or more: "winograd" forces it (where oneDNN supports the shape), "auto" lets the timing of
+// the first executions choose (measured on 2 EPYC cores, batch 32: 1.1-1.8x faster on ResNet's
+// 64..256-channel convs, slower for some directions of 512-channel and small ones). Its
+// rounding (~1e-6 relative per conv) is amplified by batch norm over tiny batches, hence the
+// batch bound.
+bool winograd_candidate(const ConvGeometry& g) {
   const std::string& algo = conv_algorithm();
+  if (algo == "direct") return false;
   if (algo == "winograd") return true;
-  if (algo != "auto") return false;
-  return g.G == 1 && g.C >= 64 && g.O >= 64 && g.N >= 8 && g.KH == 3 && g.KW == 3;
+  return g.G == 1 && g.N >= 8 && g.KH == 3 && g.KW == 3 && g.stride[0] == 1 &&
+         g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1;
 }
 
-// Creates a primitive descriptor with Winograd when preferred and oneDNN supports the shape,
-// else with direct convolution. make(algorithm) builds the descriptor for one algorithm.
-template <typename PD, typename Make>
-PD with_algorithm(const ConvGeometry& g, Make&& make) {
-  if (use_winograd(g)) {
-    try {
-      return make(dnnl::algorithm::convolution_winograd);
-    } catch (const dnnl::error&) {
-      // unsupported shape (channels not a multiple of 16, stride, dilation...): direct
+// The ways to run one conv direction for one shape (direct, and Winograd when a candidate).
+// With two, the first kTrials executions of each are timed and the faster is kept.
+template <typename PD, typename P>
+struct Tuned {
+  struct Candidate {
+    PD pd;
+    P prim;
+    double best_ms = 1e300;
+    int runs = 0;
+  };
+  static constexpr int kTrials = 2;
+  std::vector<Candidate> candidates;
+  std::mutex mu;
+  std::atomic<int> chosen{-1};
+
+  // make(algorithm) -> PD; throws dnnl::error when oneDNN has no implementation.
+  template <typename Make>
+  Tuned(const ConvGeometry& g, Make&& make) {
+    candidates.push_back({make(dnnl::algorithm::convolution_direct), P(), 1e300, 0});
+    if (winograd_candidate(g)) {
+      try {
+        candidates.push_back({make(dnnl::algorithm::convolution_winograd), P(), 1e300, 0});
+      } catch (const dnnl::error&) {
+        // unsupported (e.g. channels not a multiple of 16): direct only
+      }
+    }
+    if (conv_algorithm() == "winograd" && candidates.size() == 2)
+      candidates.erase(candidates.begin());
+    for (auto& c : candidates) c.prim = P(c.pd);
+    if (candidates.size() == 1) chosen = 0;
+  }
+
+  // The candidate to run now.
+  size_t pick() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (chosen >= 0) return size_t(chosen.load());
+    size_t next = 0;
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (candidates[i].runs < candidates[next].runs) next = i;
+    return next;
+  }
+
+  // Runs candidate i with args (from candidates[i].pd's descriptors), timing it while tuning.
+  void run(size_t i, const std::unordered_map<int, memory>& args) {
+    if (chosen >= 0) {
+      dn::execute(candidates[i].prim, args);
+      return;
+    }
+    auto start = std::chrono::steady_clock::now();
+    dn::execute(candidates[i].prim, args);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count();
+    std::lock_guard<std::mutex> lock(mu);
+    auto& c = candidates[i];
+    c.best_ms = std::min(c.best_ms, ms);
+    ++c.runs;
+    bool done = true;
+    for (auto& other : candidates) done = done && other.runs >= kTrials;
+    if (done) {
+      size_t best = 0;
+      for (size_t k = 1; k < candidates.size(); ++k)
+        if (candidates[k].best_ms < candidates[best].best_ms) best = k;
+      chosen = int(best);
     }
   }
-  return make(dnnl::algorithm::convolution_direct);
+};
+
+using ConvFwd = Tuned<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>;
+using ConvBwdData =
+    Tuned<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>;
+using ConvBwdWeights =
+    Tuned<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>;
+
+memory::desc bias_desc(const ConvGeometry& g) {
+  return g.bias ? memory::desc({g.O}, memory::data_type::f32, memory::format_tag::a)
+                : memory::desc();
 }
 
-struct ConvFwd {
-  dnnl::convolution_forward::primitive_desc pd;
-  dnnl::convolution_forward prim;
-};
+dnnl::convolution_forward::primitive_desc fwd_pd(const ConvGeometry& g, dnnl::algorithm alg) {
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, alg,
+                                    any_desc(dn::dims_of(g.x_shape())), any_desc(g.w_dims()),
+                                    bias_desc(g), any_desc(dn::dims_of(g.y_shape())), g.stride,
+                                    g.dnnl_dilation(), g.pad_l, g.pad_r);
+  return dnnl::convolution_forward::primitive_desc(d, dn::engine());
+}
 
 std::shared_ptr<ConvFwd> conv_fwd(const ConvGeometry& g) {
   return dn::cached<ConvFwd>(g.key("conv_fwd").str(), [&] {
-    auto bias_desc = g.bias ? memory::desc({g.O}, memory::data_type::f32, memory::format_tag::a)
-                            : memory::desc();
-    auto e = std::make_shared<ConvFwd>();
-    e->pd = with_algorithm<dnnl::convolution_forward::primitive_desc>(g, [&](dnnl::algorithm alg) {
-      dnnl::convolution_forward::desc d(
-          dnnl::prop_kind::forward_training, alg, any_desc(dn::dims_of(g.x_shape())),
-          any_desc(g.w_dims()), bias_desc, any_desc(dn::dims_of(g.y_shape())), g.stride,
-          g.dnnl_dilation(), g.pad_l, g.pad_r);
-      return dnnl::convolution_forward::primitive_desc(d, dn::engine());
-    });
-    e->prim = dnnl::convolution_forward(e->pd);
-    return e;
+    return std::make_shared<ConvFwd>(g, [&](dnnl::algorithm alg) { return fwd_pd(g, alg); });
   });
 }
 
@@ -121,75 +183,61 @@ Tensor weight_in(const Tensor& w, const ConvGeometry& g, const memory::desc& wan
 
 Tensor conv_forward_f32(const Tensor& x, const Tensor& w, const Tensor& bias,
                         const ConvGeometry& g) {
-  auto fwd = conv_fwd(g);
-  Tensor src = dn::to_desc(x, fwd->pd.src_desc());
-  Tensor wt = weight_in(w, g, fwd->pd.weights_desc());
-  Tensor dst = dn::empty_in(g.y_shape(), DType::f32, fwd->pd.dst_desc());
+  auto e = conv_fwd(g);
+  size_t i = e->pick();
+  const auto& pd = e->candidates[i].pd;
+  Tensor src = dn::to_desc(x, pd.src_desc());
+  Tensor wt = weight_in(w, g, pd.weights_desc());
+  Tensor dst = dn::empty_in(g.y_shape(), DType::f32, pd.dst_desc());
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, dn::memory_of(src)},
-                                          {DNNL_ARG_WEIGHTS, dn::memory_of(wt, fwd->pd.weights_desc())},
+                                          {DNNL_ARG_WEIGHTS, dn::memory_of(wt, pd.weights_desc())},
                                           {DNNL_ARG_DST, dn::memory_of(dst)}};
   Tensor b;
   if (g.bias) {
     b = bias.contiguous();
     args[DNNL_ARG_BIAS] = dn::memory_of(b);
   }
-  dn::execute(fwd->prim, args);
+  e->run(i, args);
   return dn::finish_output(dst);
 }
 
-struct ConvBwdData {
-  dnnl::convolution_backward_data::primitive_desc pd;
-  dnnl::convolution_backward_data prim;
-};
-
 Tensor conv_backward_data_f32(const Tensor& dy, const Tensor& w, const ConvGeometry& g) {
-  auto fwd = conv_fwd(g);
   auto e = dn::cached<ConvBwdData>(g.key("conv_bwd_data").str(), [&] {
-    auto e = std::make_shared<ConvBwdData>();
-    using PD = dnnl::convolution_backward_data::primitive_desc;
-    e->pd = with_algorithm<PD>(g, [&](dnnl::algorithm alg) {
+    auto hint = fwd_pd(g, dnnl::algorithm::convolution_direct);
+    return std::make_shared<ConvBwdData>(g, [&](dnnl::algorithm alg) {
       dnnl::convolution_backward_data::desc d(
           alg, any_desc(dn::dims_of(g.x_shape())), any_desc(g.w_dims()),
           any_desc(dn::dims_of(g.y_shape())), g.stride, g.dnnl_dilation(), g.pad_l, g.pad_r);
-      return PD(d, dn::engine(), fwd->pd);
+      return dnnl::convolution_backward_data::primitive_desc(d, dn::engine(), hint);
     });
-    e->prim = dnnl::convolution_backward_data(e->pd);
-    return e;
   });
-  Tensor ddst = dn::to_desc(dy, e->pd.diff_dst_desc());
-  Tensor wt = weight_in(w, g, e->pd.weights_desc());
-  Tensor dsrc = dn::empty_in(g.x_shape(), DType::f32, e->pd.diff_src_desc());
-  dn::execute(e->prim, {{DNNL_ARG_DIFF_DST, dn::memory_of(ddst)},
-                        {DNNL_ARG_WEIGHTS, dn::memory_of(wt, e->pd.weights_desc())},
-                        {DNNL_ARG_DIFF_SRC, dn::memory_of(dsrc)}});
+  size_t i = e->pick();
+  const auto& pd = e->candidates[i].pd;
+  Tensor ddst = dn::to_desc(dy, pd.diff_dst_desc());
+  Tensor wt = weight_in(w, g, pd.weights_desc());
+  Tensor dsrc = dn::empty_in(g.x_shape(), DType::f32, pd.diff_src_desc());
+  e->run(i, {{DNNL_ARG_DIFF_DST, dn::memory_of(ddst)},
+             {DNNL_ARG_WEIGHTS, dn::memory_of(wt, pd.weights_desc())},
+             {DNNL_ARG_DIFF_SRC, dn::memory_of(dsrc)}});
   return dn::finish_output(dsrc);
 }
 
-struct ConvBwdWeights {
-  dnnl::convolution_backward_weights::primitive_desc pd;
-  dnnl::convolution_backward_weights prim;
-};
-
 std::vector<Tensor> conv_backward_weights_f32(const Tensor& dy, const Tensor& x,
                                               const ConvGeometry& g) {
-  auto fwd = conv_fwd(g);
   auto e = dn::cached<ConvBwdWeights>(g.key("conv_bwd_weights").str(), [&] {
-    auto bias_desc = g.bias ? memory::desc({g.O}, memory::data_type::f32, memory::format_tag::a)
-                            : memory::desc();
-    auto e = std::make_shared<ConvBwdWeights>();
-    using PD = dnnl::convolution_backward_weights::primitive_desc;
-    e->pd = with_algorithm<PD>(g, [&](dnnl::algorithm alg) {
+    auto hint = fwd_pd(g, dnnl::algorithm::convolution_direct);
+    return std::make_shared<ConvBwdWeights>(g, [&](dnnl::algorithm alg) {
       dnnl::convolution_backward_weights::desc d(
-          alg, any_desc(dn::dims_of(g.x_shape())), any_desc(g.w_dims()), bias_desc,
+          alg, any_desc(dn::dims_of(g.x_shape())), any_desc(g.w_dims()), bias_desc(g),
           any_desc(dn::dims_of(g.y_shape())), g.stride, g.dnnl_dilation(), g.pad_l, g.pad_r);
-      return PD(d, dn::engine(), fwd->pd);
+      return dnnl::convolution_backward_weights::primitive_desc(d, dn::engine(), hint);
     });
-    e->prim = dnnl::convolution_backward_weights(e->pd);
-    return e;
   });
-  Tensor src = dn::to_desc(x, e->pd.src_desc());
-  Tensor ddst = dn::to_desc(dy, e->pd.diff_dst_desc());
-  memory::desc dw_desc = e->pd.diff_weights_desc();
+  size_t i = e->pick();
+  const auto& pd = e->candidates[i].pd;
+  Tensor src = dn::to_desc(x, pd.src_desc());
+  Tensor ddst = dn::to_desc(dy, pd.diff_dst_desc());
+  memory::desc dw_desc = pd.diff_weights_desc();
   memory::desc plain_w = plain_weight_desc(g);
   // Write straight into the plain gradient when oneDNN chose the plain format.
   Tensor dw = Tensor::empty(g.w_shape(), DType::f32);
@@ -202,8 +250,9 @@ std::vector<Tensor> conv_backward_weights_f32(const Tensor& dy, const Tensor& x,
     db = Tensor::empty({g.O}, DType::f32);
     args[DNNL_ARG_DIFF_BIAS] = dn::memory_of(db);
   }
-  dn::execute(e->prim, args);
-  if (!dw_blocked.is_same(dw)) dn::reorder(dn::memory_of(dw_blocked, dw_desc), dn::memory_of(dw, plain_w));
+  e->run(i, args);
+  if (!dw_blocked.is_same(dw))
+    dn::reorder(dn::memory_of(dw_blocked, dw_desc), dn::memory_of(dw, plain_w));
   return {dw, db};
 }
 
