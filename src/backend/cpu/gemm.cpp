@@ -2,22 +2,39 @@
 #include "backend/cpu/gemm.h"
 
 #include <cblas.h>
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "zenith/error.h"
 
 namespace zenith::cpu {
 namespace {
 
-// Measured on 2 EPYC cores (see the report in tests/backend/gemm_test.cpp): oneDNN's sgemm
-// is as fast or faster on the Dense/ResNet shapes and shares the OpenMP pool.
+// Measured on 2 EPYC cores (tests/backend/onednn_bench_test.cpp, OnednnBench.Sgemm): oneDNN's
+// sgemm is 2-7x faster than Debian's OpenBLAS on the SeedCNN/ResNet Dense shapes and 4x on a
+// 256x1024x1024 product, and shares the OpenMP pool.
 bool g_use_openblas = [] {
   const char* env = std::getenv("ZENITH_SGEMM");
   return env && std::strcmp(env, "openblas") == 0;
 }();
+
+// Products below this many multiply-adds run on one thread: a Dense layer's gemm takes ~20 us,
+// less than waking the pool, and on a busy machine a descheduled second thread stalls the call
+// for a whole time slice (12 ms measured).
+constexpr int64_t kSmallGemm = int64_t(1) << 22;
+
+class SingleThreadScope {
+ public:
+  SingleThreadScope() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SingleThreadScope() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
 
 // BLAS wants leading dimensions >= the stored row length even for a single row.
 int64_t fix_ld(int64_t ld, int64_t cols) { return ld < cols ? cols : ld; }
@@ -49,6 +66,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
                 c, blasint(ldc));
     return;
   }
+  std::optional<SingleThreadScope> single;
+  if (m * n * k < kSmallGemm) single.emplace();
   dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
                                 beta, c, ldc);
   ZENITH_CHECK(st == dnnl_success, "[gemm] dnnl_sgemm failed with status ", int(st));
