@@ -1,5 +1,6 @@
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -11,7 +12,6 @@ namespace zenith::core {
 namespace {
 
 constexpr size_t kAlign = 64;
-constexpr size_t kMinCached = size_t(64) << 10;
 
 // Sanitizer builds bypass the cache so use-after-free stays detectable.
 #if defined(__SANITIZE_ADDRESS__)
@@ -20,11 +20,11 @@ constexpr bool kCacheEnabled = false;
 constexpr bool kCacheEnabled = true;
 #endif
 
-// Size classes of 1/8 of a power of two: at most 12.5% slack per block.
+// Size classes in steps of 1/8 of a power of two (at least 64 bytes): at most 12.5% slack.
 size_t size_class(size_t n) {
-  if (n < kMinCached) return (std::max<size_t>(n, 1) + kAlign - 1) / kAlign * kAlign;
+  if (n <= kAlign) return kAlign;
   size_t p = size_t(1) << (63 - __builtin_clzll(n));
-  size_t step = p / 8;
+  size_t step = std::max(p / 8, kAlign);
   return (n + step - 1) / step * step;
 }
 
@@ -48,7 +48,7 @@ Cache& cache() {
 
 void* cpu_allocate(size_t nbytes) {
   size_t cls = size_class(nbytes);
-  if (kCacheEnabled && cls >= kMinCached) {
+  if (kCacheEnabled) {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
     auto it = c.free_blocks.find(cls);
@@ -73,7 +73,7 @@ void* cpu_allocate(size_t nbytes) {
 void cpu_free(void* p, size_t nbytes) {
   if (!p) return;
   size_t cls = size_class(nbytes);
-  if (kCacheEnabled && cls >= kMinCached) {
+  if (kCacheEnabled) {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
     if (c.cached_bytes + cls <= c.limit) {

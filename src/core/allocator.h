@@ -1,7 +1,8 @@
-// The CPU allocator behind Storage: 64-byte aligned blocks. Blocks of 64 KiB and more are kept
-// in a cache by size class when freed and handed out again, so a training step that allocates
-// the same activations every iteration stops paying for page faults and the kernel's zeroing of
-// fresh pages (about 0.5 ms per 5 MB activation on 2 cores). Small blocks go straight to malloc.
+// The CPU allocator behind Storage: 64-byte aligned blocks, kept in a cache by size class when
+// freed and handed out again. A training step that allocates the same activations every
+// iteration so stops paying for page faults and the kernel's zeroing of fresh pages (10 ms of a
+// 17 ms SeedCNN step on this VM) and for glibc's slow aligned allocation of small blocks.
+// ZENITH_ALLOC_CACHE_MB bounds the cached bytes (default 2048; 0 disables the cache).
 #pragma once
 
 #include <cstddef>
@@ -13,8 +14,8 @@ void* cpu_allocate(size_t nbytes);
 void cpu_free(void* p, size_t nbytes);
 
 struct AllocatorStats {
-  int64_t hits = 0;          // large allocations served from the cache
-  int64_t misses = 0;        // large allocations that went to the system
+  int64_t hits = 0;          // allocations served from the cache
+  int64_t misses = 0;        // allocations that went to the system
   size_t cached_bytes = 0;   // held in the cache now
 };
 AllocatorStats allocator_stats();

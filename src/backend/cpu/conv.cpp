@@ -79,7 +79,7 @@ template <typename PD, typename P>
 struct Tuned {
   struct Candidate {
     PD pd;
-    P prim;
+    dn::Primitive prim;
     double best_ms = 1e300;
     int runs = 0;
   };
@@ -91,17 +91,17 @@ struct Tuned {
   // make(algorithm) -> PD; throws dnnl::error when oneDNN has no implementation.
   template <typename Make>
   Tuned(const ConvGeometry& g, Make&& make) {
-    candidates.push_back({make(dnnl::algorithm::convolution_direct), P(), 1e300, 0});
+    candidates.push_back({make(dnnl::algorithm::convolution_direct), {}, 1e300, 0});
     if (winograd_candidate(g)) {
       try {
-        candidates.push_back({make(dnnl::algorithm::convolution_winograd), P(), 1e300, 0});
+        candidates.push_back({make(dnnl::algorithm::convolution_winograd), {}, 1e300, 0});
       } catch (const dnnl::error&) {
         // unsupported (e.g. channels not a multiple of 16): direct only
       }
     }
     if (conv_algorithm() == "winograd" && candidates.size() == 2)
       candidates.erase(candidates.begin());
-    for (auto& c : candidates) c.prim = P(c.pd);
+    for (auto& c : candidates) c.prim = dn::Primitive(P(c.pd));
     if (candidates.size() == 1) chosen = 0;
   }
 
@@ -116,13 +116,13 @@ struct Tuned {
   }
 
   // Runs candidate i with args (from candidates[i].pd's descriptors), timing it while tuning.
-  void run(size_t i, const std::unordered_map<int, memory>& args) {
+  void run(size_t i, const std::vector<dn::Arg>& args) {
     if (chosen >= 0) {
-      dn::execute(candidates[i].prim, args);
+      candidates[i].prim.run(args);
       return;
     }
     auto start = std::chrono::steady_clock::now();
-    dn::execute(candidates[i].prim, args);
+    candidates[i].prim.run(args);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                     .count();
     std::lock_guard<std::mutex> lock(mu);
@@ -177,7 +177,7 @@ Tensor weight_in(const Tensor& w, const ConvGeometry& g, const memory::desc& wan
   memory::desc have = plain_weight_desc(g);
   if (have == want) return wc;
   Tensor out = dn::empty_in(wc.shape(), DType::f32, want);
-  dn::reorder(dn::memory_of(wc, have), dn::memory_of(out, want));
+  dn::reorder(wc, have, out, want);
   return out;
 }
 
@@ -189,13 +189,13 @@ Tensor conv_forward_f32(const Tensor& x, const Tensor& w, const Tensor& bias,
   Tensor src = dn::to_desc(x, pd.src_desc());
   Tensor wt = weight_in(w, g, pd.weights_desc());
   Tensor dst = dn::empty_in(g.y_shape(), DType::f32, pd.dst_desc());
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, dn::memory_of(src)},
-                                          {DNNL_ARG_WEIGHTS, dn::memory_of(wt, pd.weights_desc())},
-                                          {DNNL_ARG_DST, dn::memory_of(dst)}};
+  std::vector<dn::Arg> args = {dn::arg(DNNL_ARG_SRC, src),
+                               dn::arg(DNNL_ARG_WEIGHTS, wt, pd.weights_desc()),
+                               dn::arg(DNNL_ARG_DST, dst)};
   Tensor b;
   if (g.bias) {
     b = bias.contiguous();
-    args[DNNL_ARG_BIAS] = dn::memory_of(b);
+    args.push_back(dn::arg(DNNL_ARG_BIAS, b));
   }
   e->run(i, args);
   return dn::finish_output(dst);
@@ -216,9 +216,8 @@ Tensor conv_backward_data_f32(const Tensor& dy, const Tensor& w, const ConvGeome
   Tensor ddst = dn::to_desc(dy, pd.diff_dst_desc());
   Tensor wt = weight_in(w, g, pd.weights_desc());
   Tensor dsrc = dn::empty_in(g.x_shape(), DType::f32, pd.diff_src_desc());
-  e->run(i, {{DNNL_ARG_DIFF_DST, dn::memory_of(ddst)},
-             {DNNL_ARG_WEIGHTS, dn::memory_of(wt, pd.weights_desc())},
-             {DNNL_ARG_DIFF_SRC, dn::memory_of(dsrc)}});
+  e->run(i, {dn::arg(DNNL_ARG_DIFF_DST, ddst), dn::arg(DNNL_ARG_WEIGHTS, wt, pd.weights_desc()),
+             dn::arg(DNNL_ARG_DIFF_SRC, dsrc)});
   return dn::finish_output(dsrc);
 }
 
@@ -242,17 +241,16 @@ std::vector<Tensor> conv_backward_weights_f32(const Tensor& dy, const Tensor& x,
   // Write straight into the plain gradient when oneDNN chose the plain format.
   Tensor dw = Tensor::empty(g.w_shape(), DType::f32);
   Tensor dw_blocked = dw_desc == plain_w ? dw : dn::empty_in(g.w_shape(), DType::f32, dw_desc);
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, dn::memory_of(src)},
-                                          {DNNL_ARG_DIFF_DST, dn::memory_of(ddst)},
-                                          {DNNL_ARG_DIFF_WEIGHTS, dn::memory_of(dw_blocked, dw_desc)}};
+  std::vector<dn::Arg> args = {dn::arg(DNNL_ARG_SRC, src), dn::arg(DNNL_ARG_DIFF_DST, ddst),
+                               dn::arg(DNNL_ARG_DIFF_WEIGHTS, dw_blocked, dw_desc)};
   Tensor db;
   if (g.bias) {
     db = Tensor::empty({g.O}, DType::f32);
-    args[DNNL_ARG_DIFF_BIAS] = dn::memory_of(db);
+    args.push_back(dn::arg(DNNL_ARG_DIFF_BIAS, db));
   }
   e->run(i, args);
   if (!dw_blocked.is_same(dw))
-    dn::reorder(dn::memory_of(dw_blocked, dw_desc), dn::memory_of(dw, plain_w));
+    dn::reorder(dw_blocked, dw_desc, dw, plain_w);
   return {dw, db};
 }
 

@@ -50,7 +50,7 @@ dnnl::normalization_flags flags_for(bool training) {
 
 struct BnFwd {
   dnnl::batch_normalization_forward::primitive_desc pd;
-  dnnl::batch_normalization_forward prim;
+  dn::Primitive prim;
 };
 
 std::shared_ptr<BnFwd> bn_fwd(const memory::desc& data, bool training, float eps) {
@@ -60,7 +60,7 @@ std::shared_ptr<BnFwd> bn_fwd(const memory::desc& data, bool training, float eps
                                               flags_for(training));
     auto e = std::make_shared<BnFwd>();
     e->pd = dnnl::batch_normalization_forward::primitive_desc(d, dn::engine());
-    e->prim = dnnl::batch_normalization_forward(e->pd);
+    e->prim = dn::Primitive(dnnl::batch_normalization_forward(e->pd));
     return e;
   });
 }
@@ -80,19 +80,16 @@ std::vector<Tensor> bn_forward_f32(const std::vector<Tensor>& in, bool training,
   Tensor scale = param_or(in[1], g.C, 1.0), shift = param_or(in[2], g.C, 0.0);
   Tensor mean = training ? Tensor::empty({g.C}, DType::f32) : in[3].contiguous();
   Tensor var = training ? Tensor::empty({g.C}, DType::f32) : in[4].contiguous();
-  dn::execute(e->prim, {{DNNL_ARG_SRC, dn::memory_of(x)},
-                        {DNNL_ARG_DST, dn::memory_of(y)},
-                        {DNNL_ARG_SCALE, dn::memory_of(scale)},
-                        {DNNL_ARG_SHIFT, dn::memory_of(shift)},
-                        {DNNL_ARG_MEAN, dn::memory_of(mean)},
-                        {DNNL_ARG_VARIANCE, dn::memory_of(var)}});
+  e->prim.run({dn::arg(DNNL_ARG_SRC, x), dn::arg(DNNL_ARG_DST, y),
+               dn::arg(DNNL_ARG_SCALE, scale), dn::arg(DNNL_ARG_SHIFT, shift),
+               dn::arg(DNNL_ARG_MEAN, mean), dn::arg(DNNL_ARG_VARIANCE, var)});
   if (training) update_running<float>(in[3], in[4], mean.data<float>(), var.data<float>(), g, momentum);
   return {y, mean, var};
 }
 
 struct BnBwd {
   dnnl::batch_normalization_backward::primitive_desc pd;
-  dnnl::batch_normalization_backward prim;
+  dn::Primitive prim;
 };
 
 std::vector<Tensor> bn_backward_f32(const std::vector<Tensor>& in, bool training, float eps) {
@@ -106,7 +103,7 @@ std::vector<Tensor> bn_backward_f32(const std::vector<Tensor>& in, bool training
                                                flags_for(training));
     auto e = std::make_shared<BnBwd>();
     e->pd = dnnl::batch_normalization_backward::primitive_desc(d, dn::engine(), fwd->pd);
-    e->prim = dnnl::batch_normalization_backward(e->pd);
+    e->prim = dn::Primitive(dnnl::batch_normalization_backward(e->pd));
     return e;
   });
   Tensor dy = dn::to_desc(in[0], data);
@@ -115,15 +112,11 @@ std::vector<Tensor> bn_backward_f32(const std::vector<Tensor>& in, bool training
   Tensor shift = Tensor::zeros({g.C}, DType::f32);  // unused by the math; oneDNN expects it
   Tensor mean = in[3].contiguous(), var = in[4].contiguous();
   Tensor dscale = Tensor::empty({g.C}, DType::f32), dshift = Tensor::empty({g.C}, DType::f32);
-  dn::execute(e->prim, {{DNNL_ARG_SRC, dn::memory_of(x)},
-                        {DNNL_ARG_DIFF_DST, dn::memory_of(dy)},
-                        {DNNL_ARG_SCALE, dn::memory_of(scale)},
-                        {DNNL_ARG_SHIFT, dn::memory_of(shift)},
-                        {DNNL_ARG_MEAN, dn::memory_of(mean)},
-                        {DNNL_ARG_VARIANCE, dn::memory_of(var)},
-                        {DNNL_ARG_DIFF_SRC, dn::memory_of(dx)},
-                        {DNNL_ARG_DIFF_SCALE, dn::memory_of(dscale)},
-                        {DNNL_ARG_DIFF_SHIFT, dn::memory_of(dshift)}});
+  e->prim.run({dn::arg(DNNL_ARG_SRC, x), dn::arg(DNNL_ARG_DIFF_DST, dy),
+               dn::arg(DNNL_ARG_SCALE, scale), dn::arg(DNNL_ARG_SHIFT, shift),
+               dn::arg(DNNL_ARG_MEAN, mean), dn::arg(DNNL_ARG_VARIANCE, var),
+               dn::arg(DNNL_ARG_DIFF_SRC, dx), dn::arg(DNNL_ARG_DIFF_SCALE, dscale),
+               dn::arg(DNNL_ARG_DIFF_SHIFT, dshift)});
   return {dx, dscale, dshift};
 }
 

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -62,7 +63,7 @@ void* data_ptr(const Tensor& t) {
 }
 
 struct ReorderEntry {
-  dnnl::reorder prim;
+  Primitive prim;
 };
 
 }  // namespace
@@ -99,7 +100,18 @@ memory::desc plain_desc(const Shape& shape, DType dtype) {
 }
 
 bool is_plain(const memory::desc& desc) {
-  return desc == memory::desc(desc.dims(), desc.data_type(), plain_tag(desc.dims().size()));
+  // Dense row-major without inner blocks (cheaper than building the plain desc to compare).
+  const auto& m = desc.data;
+  if (m.format_kind != dnnl_blocked || m.offset0 != 0) return false;
+  const auto& b = m.format_desc.blocking;
+  if (b.inner_nblks != 0) return false;
+  int64_t stride = 1;
+  for (int i = m.ndims - 1; i >= 0; --i) {
+    if (m.padded_dims[i] != m.dims[i]) return false;
+    if (m.dims[i] != 1 && b.strides[i] != stride) return false;
+    stride *= m.dims[i];
+  }
+  return true;
 }
 
 bool keepable(const memory::desc& desc) {
@@ -115,12 +127,6 @@ memory::desc desc_of(const Tensor& t) {
   return plain_desc(t.shape(), t.dtype());
 }
 
-memory memory_of(const Tensor& t) { return memory_of(t, desc_of(t)); }
-
-memory memory_of(const Tensor& t, const memory::desc& desc) {
-  return memory(desc, engine(), data_ptr(t));
-}
-
 Tensor empty_in(const Shape& shape, DType dtype, const memory::desc& desc) {
   if (is_plain(desc)) return Tensor::empty(shape, dtype);
   auto impl = std::make_shared<TensorImpl>();
@@ -133,14 +139,15 @@ Tensor empty_in(const Shape& shape, DType dtype, const memory::desc& desc) {
   return Tensor(std::move(impl));
 }
 
-void reorder(const memory& src, const memory& dst) {
+void reorder(const Tensor& src, const memory::desc& sd, const Tensor& dst,
+             const memory::desc& dd) {
   auto start = std::chrono::steady_clock::now();
-  std::string key = Key("reorder").add(src.get_desc()).add(dst.get_desc()).str();
+  std::string key = Key("reorder").add(sd).add(dd).str();
   auto entry = cached<ReorderEntry>(key, [&] {
-    return std::make_shared<ReorderEntry>(ReorderEntry{dnnl::reorder(src, dst)});
+    dnnl::reorder::primitive_desc pd(engine(), sd, engine(), dd);
+    return std::make_shared<ReorderEntry>(ReorderEntry{Primitive(dnnl::reorder(pd))});
   });
-  entry->prim.execute(stream(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
-  stream().wait();
+  entry->prim.run({arg(DNNL_ARG_FROM, src, sd), arg(DNNL_ARG_TO, dst, dd)});
   g_reorders.fetch_add(1, std::memory_order_relaxed);
   g_reorder_ns.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
@@ -153,7 +160,7 @@ Tensor to_desc(const Tensor& t, const memory::desc& want) {
   memory::desc have = desc_of(src);
   if (have == want) return src;
   Tensor out = empty_in(src.shape(), src.dtype(), want);
-  reorder(memory_of(src, have), memory_of(out, want));
+  reorder(src, have, out, want);
   return out;
 }
 
@@ -166,17 +173,14 @@ Tensor finish_output(const Tensor& out) {
 
 Key& Key::add(const memory::desc& d) {
   const auto& m = d.data;
-  s_ += '{';
-  add(int64_t(m.data_type));
+  add(int64_t(m.ndims) | int64_t(m.data_type) << 8 | int64_t(m.format_kind) << 16);
   for (int i = 0; i < m.ndims; ++i) add(m.dims[i]).add(m.padded_dims[i]);
   if (m.format_kind == dnnl_blocked) {
     const auto& b = m.format_desc.blocking;
     for (int i = 0; i < m.ndims; ++i) add(b.strides[i]);
+    add(b.inner_nblks);
     for (int i = 0; i < b.inner_nblks; ++i) add(b.inner_blks[i]).add(b.inner_idxs[i]);
-  } else {
-    add(-int64_t(m.format_kind));
   }
-  s_ += '}';
   return *this;
 }
 
@@ -209,8 +213,33 @@ void clear_cache() {
   cache().entries.clear();
 }
 
-void execute(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
-  p.execute(stream(), args);
+Arg arg(int id, const Tensor& t) { return {id, desc_of(t), data_ptr(t)}; }
+
+Arg arg(int id, const Tensor& t, const memory::desc& desc) { return {id, desc, data_ptr(t)}; }
+
+void Primitive::run(const std::vector<Arg>& args) {
+  constexpr size_t kMaxArgs = 16;
+  ZENITH_CHECK(args.size() <= kMaxArgs, "[onednn] too many primitive arguments");
+  std::lock_guard<std::mutex> lock(*mu_);
+  std::array<dnnl_exec_arg_t, kMaxArgs> c_args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Arg& a = args[i];
+    memory* m = nullptr;
+    for (auto& [id, mem] : mems_)
+      if (id == a.id) m = &mem;
+    if (!m) {
+      mems_.emplace_back(a.id, memory(a.desc, engine(), a.ptr));
+      m = &mems_.back().second;
+    } else if (m->get_desc() != a.desc) {
+      *m = memory(a.desc, engine(), a.ptr);
+    } else {
+      m->set_data_handle(a.ptr);
+    }
+    c_args[i] = {a.id, m->get()};
+  }
+  dnnl_status_t st =
+      dnnl_primitive_execute(prim_.get(), stream().get(), int(args.size()), c_args.data());
+  ZENITH_CHECK(st == dnnl_success, "[onednn] primitive execution failed with status ", int(st));
   stream().wait();
 }
 

@@ -7,7 +7,9 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/onednn_layout.h"
 #include "zenith/tensor.h"
@@ -34,9 +36,6 @@ memory::desc plain_desc(const Shape& shape, DType dtype);
 // The descriptor `t` is stored in: its layout, or its (dense) plain format. Plain `t` must be
 // contiguous.
 memory::desc desc_of(const Tensor& t);
-// `t` as oneDNN memory (no copy). Plain `t` must be contiguous.
-memory memory_of(const Tensor& t);
-memory memory_of(const Tensor& t, const memory::desc& desc);
 // A new tensor of logical `shape` stored in `desc`: plain when `desc` is the dense plain format,
 // else a layout tensor. `desc` must have no padding.
 Tensor empty_in(const Shape& shape, DType dtype, const memory::desc& desc);
@@ -49,8 +48,9 @@ Tensor to_desc(const Tensor& t, const memory::desc& want);
 // An output stored in `chosen` (what a primitive picked) returned as users should see it: kept as
 // a layout tensor when allowed and keepable, else reordered to plain.
 Tensor finish_output(const Tensor& out);
-// src -> dst format conversion, counted in the stats.
-void reorder(const memory& src, const memory& dst);
+// src (stored as src_desc) -> dst (stored as dst_desc), counted in the stats.
+void reorder(const Tensor& src, const memory::desc& src_desc, const Tensor& dst,
+             const memory::desc& dst_desc);
 
 // Primitive cache: a process-wide map from a key (op, shapes, attributes) to an entry holding
 // primitive descriptors and primitives, created once by `make`.
@@ -64,19 +64,17 @@ std::shared_ptr<Entry> cached(const std::string& key,
 size_t cache_size();
 void clear_cache();
 
-// Builds cache keys: Key("conv_fwd").add(dims).add(stride)...
+// Builds cache keys as raw bytes: Key("conv_fwd").add(dims).add(stride)...
 class Key {
  public:
-  explicit Key(const char* op) : s_(op) {}
+  explicit Key(const char* op) : s_(op) { s_.reserve(256); }
   Key& add(int64_t v) {
-    s_ += ',';
-    s_ += std::to_string(v);
+    s_.append(reinterpret_cast<const char*>(&v), sizeof v);
     return *this;
   }
   Key& add(const std::vector<int64_t>& v) {
-    s_ += '[';
-    for (auto x : v) add(x);
-    s_ += ']';
+    add(int64_t(v.size()));
+    s_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
     return *this;
   }
   Key& add(const memory::desc& d);  // its format, not just dims
@@ -86,7 +84,30 @@ class Key {
   std::string s_;
 };
 
-// Runs `p` on the stream with `args` and waits.
-void execute(const dnnl::primitive& p, const std::unordered_map<int, memory>& args);
+// One argument of a primitive execution: which one (DNNL_ARG_*), its format, its data.
+struct Arg {
+  int id;
+  memory::desc desc;
+  void* ptr;
+};
+// `t` (a layout tensor, or a contiguous plain one) as argument `id`, in its own format or `desc`.
+Arg arg(int id, const Tensor& t);
+Arg arg(int id, const Tensor& t, const memory::desc& desc);
+
+// A primitive and the memory objects of its arguments: made on the first run, re-pointed at the
+// new buffers on later ones (creating dnnl::memory objects costs microseconds per call). Runs
+// of one Primitive are serialised.
+class Primitive {
+ public:
+  Primitive() = default;
+  explicit Primitive(dnnl::primitive p) : prim_(std::move(p)) {}
+  // Executes on the stream and waits.
+  void run(const std::vector<Arg>& args);
+
+ private:
+  dnnl::primitive prim_;
+  std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
+  std::vector<std::pair<int, memory>> mems_;
+};
 
 }  // namespace zenith::cpu::onednn

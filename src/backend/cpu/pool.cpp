@@ -40,7 +40,7 @@ memory::desc src_desc_of(const Tensor& x) {
 
 struct PoolFwd {
   dnnl::pooling_forward::primitive_desc pd;
-  dnnl::pooling_forward prim;
+  dn::Primitive prim;
 };
 
 std::shared_ptr<PoolFwd> pool_fwd(dnnl::algorithm alg, bool training, const memory::desc& src,
@@ -58,7 +58,7 @@ std::shared_ptr<PoolFwd> pool_fwd(dnnl::algorithm alg, bool training, const memo
         src, dst, {g.SH, g.SW}, {g.KH, g.KW}, {g.PH, g.PW}, {g.PH, g.PW});
     auto e = std::make_shared<PoolFwd>();
     e->pd = dnnl::pooling_forward::primitive_desc(d, dn::engine());
-    e->prim = dnnl::pooling_forward(e->pd);
+    e->prim = dn::Primitive(dnnl::pooling_forward(e->pd));
     return e;
   });
 }
@@ -69,21 +69,20 @@ std::vector<Tensor> pool_forward_f32(const Tensor& xin, dnnl::algorithm alg, boo
   Tensor x = xin.has_layout() ? xin : xin.contiguous();
   auto e = pool_fwd(alg, training, dn::desc_of(x), g);
   Tensor y = dn::empty_in(g.y_shape(), DType::f32, e->pd.dst_desc());
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, dn::memory_of(x)},
-                                          {DNNL_ARG_DST, dn::memory_of(y)}};
+  std::vector<dn::Arg> args = {dn::arg(DNNL_ARG_SRC, x), dn::arg(DNNL_ARG_DST, y)};
   Tensor ws;
   if (training && alg == dnnl::algorithm::pooling_max) {
     memory::desc wd = e->pd.workspace_desc();
     ws = Tensor::empty({int64_t(wd.get_size())}, DType::u8);
-    args[DNNL_ARG_WORKSPACE] = memory(wd, dn::engine(), ws.raw_data());
+    args.push_back(dn::arg(DNNL_ARG_WORKSPACE, ws, wd));
   }
-  dn::execute(e->prim, args);
+  e->prim.run(args);
   return {dn::finish_output(y), ws};
 }
 
 struct PoolBwd {
   dnnl::pooling_backward::primitive_desc pd;
-  dnnl::pooling_backward prim;
+  dn::Primitive prim;
 };
 
 // dx from dy; x supplies the shape and format of the forward input.
@@ -101,18 +100,17 @@ Tensor pool_backward_f32(const Tensor& dy, const Tensor& x, const Tensor& ws, dn
                                    {g.PH, g.PW}, {g.PH, g.PW});
     auto e = std::make_shared<PoolBwd>();
     e->pd = dnnl::pooling_backward::primitive_desc(d, dn::engine(), fwd->pd);
-    e->prim = dnnl::pooling_backward(e->pd);
+    e->prim = dn::Primitive(dnnl::pooling_backward(e->pd));
     return e;
   });
   Tensor ddst = dn::to_desc(dy, e->pd.diff_dst_desc());
   Tensor dsrc = dn::empty_in(g.x_shape(), DType::f32, e->pd.diff_src_desc());
-  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, dn::memory_of(ddst)},
-                                          {DNNL_ARG_DIFF_SRC, dn::memory_of(dsrc)}};
+  std::vector<dn::Arg> args = {dn::arg(DNNL_ARG_DIFF_DST, ddst), dn::arg(DNNL_ARG_DIFF_SRC, dsrc)};
   if (alg == dnnl::algorithm::pooling_max) {
     ZENITH_CHECK(ws.defined(), "[max_pool2d_backward] forward ran without a workspace");
-    args[DNNL_ARG_WORKSPACE] = memory(e->pd.workspace_desc(), dn::engine(), ws.raw_data());
+    args.push_back(dn::arg(DNNL_ARG_WORKSPACE, ws, e->pd.workspace_desc()));
   }
-  dn::execute(e->prim, args);
+  e->prim.run(args);
   return dn::finish_output(dsrc);
 }
 
