@@ -54,8 +54,9 @@ HttpResult ApiClient::post(const std::string& path, const std::string& body) {
 }
 
 HttpResult ApiClient::stream(const std::string& path,
-                             const std::function<bool(const char*, size_t)>& on_data) {
-  impl_->client->set_read_timeout(3600 * 24);
+                             const std::function<bool(const char*, size_t)>& on_data,
+                             int idle_timeout_s) {
+  impl_->client->set_read_timeout(idle_timeout_s);
   auto r = impl_->client->Get(path, [&](const char* data, size_t n) { return on_data(data, n); });
   HttpResult out = to_result(r, impl_->server);
   return out;

@@ -21,8 +21,10 @@ class ApiClient {
 
   HttpResult get(const std::string& path);
   HttpResult post(const std::string& path, const std::string& json_body);
-  // Streams a response body chunk by chunk; `on_data` returns false to stop.
-  HttpResult stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_data);
+  // Streams a response body chunk by chunk; `on_data` returns false to stop. Gives up when no
+  // byte arrives for `idle_timeout_s`.
+  HttpResult stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_data,
+                    int idle_timeout_s = 24 * 3600);
 
  private:
   struct Impl;

@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -206,7 +207,9 @@ int shim_main(void* arg) {
   int log_fd = open(l.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   int p[2];
   if (log_fd < 0 || pipe2(p, O_CLOEXEC) != 0) _exit(125);
-  pid_t entry = fork();
+  // The raw syscall, not glibc's fork(): that one takes allocator and stdio locks for its
+  // atfork handlers, and a lock another server thread held at clone() time never unlocks here.
+  pid_t entry = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, 0));
   if (entry < 0) _exit(124);
   if (entry == 0) {
     close(p[0]);

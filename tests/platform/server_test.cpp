@@ -143,7 +143,8 @@ TEST_F(PlatformServerTest, FollowStreamsLogsUntilTheJobEnds) {
                     [&](const char* d, size_t n) {
                       streamed.append(d, n);
                       return true;
-                    });
+                    },
+                    /*idle_timeout_s=*/30);
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(streamed.find("line 3"), std::string::npos) << streamed;
   EXPECT_NE(streamed.find("[INFO] Job succeeded"), std::string::npos) << streamed;
