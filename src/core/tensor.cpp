@@ -94,7 +94,7 @@ Tensor from_host(const std::vector<Src>& values, const Shape& shape, DType dtype
   ZENITH_CHECK(int64_t(values.size()) == shape_numel(shape), "[from_vector] ", values.size(),
                " values do not fill shape ", shape_str(shape));
   Tensor src = Tensor::empty(shape, src_dtype);
-  std::memcpy(src.raw_data(), values.data(), values.size() * sizeof(Src));
+  if (!values.empty()) std::memcpy(src.raw_data(), values.data(), values.size() * sizeof(Src));
   return dtype == src_dtype ? src : src.to(dtype);
 }
 }  // namespace
