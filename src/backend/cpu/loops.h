@@ -117,18 +117,26 @@ struct StridedLoop {
     strides = nst;
   }
 
-  // f(offsets[K], n, inner_strides[K]) for every inner row, rows in parallel.
+  // f(offsets[K], n, inner_strides[K]) for every inner row, rows in parallel. With fewer rows
+  // than threads (a contiguous tensor coalesces to one row) long rows are cut into pieces too,
+  // unless split_rows is false (callers whose rows must stay whole on one thread).
   template <typename F>
-  void run(F&& f, int64_t grain = kGrain) const {
+  void run(F&& f, int64_t grain = kGrain, bool split_rows = true) const {
     const int64_t ndim = int64_t(shape.size());
     const int64_t inner = shape.back();
     int64_t outer = 1;
     for (int64_t d = 0; d + 1 < ndim; ++d) outer *= shape[d];
     std::array<int64_t, K> inner_strides;
     for (int k = 0; k < K; ++k) inner_strides[k] = strides[k].back();
-    int64_t row_grain = std::max<int64_t>(1, grain / std::max<int64_t>(inner, 1));
-    parallel_for(outer, row_grain, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
+    const int threads = omp_get_max_threads();
+    int64_t pieces = 1;
+    if (split_rows && outer < threads && inner >= 2 * grain)
+      pieces = std::min<int64_t>(threads, inner / grain);
+    const int64_t piece = (inner + pieces - 1) / pieces;
+    int64_t item_grain = std::max<int64_t>(1, grain / std::max<int64_t>(piece, 1));
+    parallel_for(outer * pieces, item_grain, [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t row = item / pieces, start = (item % pieces) * piece;
         std::array<int64_t, K> off{};
         int64_t r = row;
         for (int64_t d = ndim - 2; d >= 0; --d) {
@@ -136,7 +144,8 @@ struct StridedLoop {
           r /= shape[d];
           for (int k = 0; k < K; ++k) off[k] += i * strides[k][d];
         }
-        f(off, inner, inner_strides);
+        for (int k = 0; k < K; ++k) off[k] += start * inner_strides[k];
+        f(off, std::min(inner, start + piece) - start, inner_strides);
       }
     });
   }
