@@ -15,10 +15,12 @@ void check_reduction(const std::string& reduction, const char* op) {
                "] reduction must be 'mean', 'sum' or 'none', got '", reduction, "'");
 }
 
-// Per-row losses of logits [M, C] against class indices [M]; ignored rows give 0.
+// Losses of logits [M, C] against class indices [M], reduced by one fused kernel ("none": per
+// row, 0 where ignored).
 Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                          double eps) {
-  dispatch::Attrs attrs{{"ignore_index", ignore_index}, {"label_smoothing", eps}};
+                          double eps, const std::string& reduction) {
+  dispatch::Attrs attrs{{"ignore_index", ignore_index}, {"label_smoothing", eps},
+                        {"reduction", reduction}};
   auto outs = dispatch::call("cross_entropy_rows", {logits, target}, attrs);
   if (autograd::needs_grad({logits})) {
     Tensor x = logits.detach(), t = target.detach(), log_sums = outs[1];
@@ -86,13 +88,9 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in,
                " have no classes");
   Tensor rows = classes_last(logits);
   Tensor flat_target = target.reshape({-1});
-  Tensor losses = cross_entropy_rows(rows, flat_target, ignore_index, label_smoothing);
-  if (reduction == "none") return losses.reshape(target.shape());
-  Tensor total = sum(losses);
-  if (reduction == "sum") return total;
   // "mean" divides by the number of non-ignored targets (NaN when there are none, as in PyTorch).
-  Tensor count = sum(ne(flat_target, Tensor::scalar(double(ignore_index), DType::i64)));
-  return div(total, count.to(total.dtype()));
+  Tensor loss = cross_entropy_rows(rows, flat_target, ignore_index, label_smoothing, reduction);
+  return reduction == "none" ? loss.reshape(target.shape()) : loss;
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {

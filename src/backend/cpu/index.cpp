@@ -116,7 +116,7 @@ std::vector<Tensor> scatter_add_kernel(const std::vector<Tensor>& in, const disp
           T& dst = oq[i * st[0] + iq[i * st[1]] * dim_stride];
           dst = store<T>(C(load(dst)) + C(load(sq[i * st[2]])));
         }
-      });
+      }, kGrain, /*split_rows=*/false);
     }
   });
   return {out};

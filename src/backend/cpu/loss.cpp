@@ -23,26 +23,36 @@ void check_targets(const int64_t* t, int64_t m, int64_t c, int64_t ignore_index)
                  " (sample ", i, ") is out of range for ", c, " classes");
 }
 
-// cross_entropy_rows(logits [M, C], target [M]; ignore_index, label_smoothing)
-//   -> loss [M] (0 where ignored), log_sum [M] (log sum_c exp(x[c] - max), saved for backward).
+// Number of targets that are not ignore_index: the divisor of the "mean" reduction.
+int64_t count_valid(const int64_t* t, int64_t m, int64_t ignore_index) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < m; ++i) n += t[i] != ignore_index;
+  return n;
+}
+
+// cross_entropy_rows(logits [M, C], target [M]; ignore_index, label_smoothing, reduction)
+//   -> loss ([M] for "none", 0 where ignored; else 0-d), log_sum [M] (log sum_c exp(x[c] - max),
+//   saved for backward).
 // loss = lse - (1 - eps) x[t] - eps / C sum_c x[c] with lse = max + log_sum, evaluated as
 // log_sum + (1 - eps)(max - x[t]) + eps / C sum_c (max - x[c]) so that large logits lose nothing
-// to rounding at the scale of max.
+// to rounding at the scale of max. "mean" divides the sum by the number of non-ignored targets.
 std::vector<Tensor> cross_entropy_kernel(const std::vector<Tensor>& in,
                                          const dispatch::Attrs& attrs) {
   Tensor logits = in[0].contiguous();
   Tensor target = in[1].dtype() == DType::i64 ? in[1].contiguous() : in[1].to(DType::i64);
   const int64_t ignore_index = attrs.get<int64_t>("ignore_index");
   const double eps = attrs.get<double>("label_smoothing");
+  const std::string& reduction = attrs.get<std::string>("reduction");
   const int64_t m = logits.shape()[0], c = logits.shape()[1];
   const int64_t* t = target.data<int64_t>();
   check_targets(t, m, c, ignore_index);
-  Tensor loss = Tensor::empty({m}, logits.dtype(), logits.device());
+  Tensor rows = Tensor::empty({m}, logits.dtype(), logits.device());
   Tensor log_sums = Tensor::empty({m}, logits.dtype(), logits.device());
+  Tensor loss = reduction == "none" ? rows : Tensor::empty({}, logits.dtype(), logits.device());
   visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
-    T* lo = loss.data<T>();
+    T* lo = rows.data<T>();
     T* ls = log_sums.data<T>();
     const T on = T(1 - eps), off = T(eps / double(c));
     parallel_for(m, std::max<int64_t>(1, kGrain / c), [&](int64_t b, int64_t e) {
@@ -61,12 +71,19 @@ std::vector<Tensor> cross_entropy_kernel(const std::vector<Tensor>& in,
         lo[i] = t[i] == ignore_index ? T(0) : log_sum + on * (mx - row[t[i]]) + off * below;
       }
     });
+    if (reduction != "none") {
+      double total = 0;
+      for (int64_t i = 0; i < m; ++i) total += double(lo[i]);
+      if (reduction == "mean") total /= double(count_valid(t, m, ignore_index));
+      loss.data<T>()[0] = T(total);
+    }
   });
   return {loss, log_sums};
 }
 
-// cross_entropy_rows_backward(dloss [M], logits, target, log_sum) -> dlogits [M, C]
-// dx[i, c] = dloss[i] (softmax(x)[i, c] - (1 - eps) [c == t_i] - eps / C), 0 for ignored rows.
+// cross_entropy_rows_backward(dloss, logits, target, log_sum) -> dlogits [M, C]; dloss is [M]
+// for "none", else 0-d (divided by the non-ignored count for "mean").
+// dx[i, c] = dloss_i (softmax(x)[i, c] - (1 - eps) [c == t_i] - eps / C), 0 for ignored rows.
 std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
                                                   const dispatch::Attrs& attrs) {
   Tensor logits = in[1].contiguous();
@@ -75,6 +92,7 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
   Tensor log_sums = in[3].contiguous();
   const int64_t ignore_index = attrs.get<int64_t>("ignore_index");
   const double eps = attrs.get<double>("label_smoothing");
+  const std::string& reduction = attrs.get<std::string>("reduction");
   const int64_t m = logits.shape()[0], c = logits.shape()[1];
   Tensor dx = Tensor::empty({m, c}, logits.dtype(), logits.device());
   visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {
@@ -85,6 +103,10 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
     const int64_t* t = target.data<int64_t>();
     T* o = dx.data<T>();
     const T on = T(1 - eps), off = T(eps / double(c));
+    const bool per_row = reduction == "none";
+    const T scale = per_row ? T(1)
+                    : reduction == "mean" ? T(1.0 / double(count_valid(t, m, ignore_index)))
+                                          : T(1);
     parallel_for(m, std::max<int64_t>(1, kGrain / c), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         T* orow = o + i * c;
@@ -95,7 +117,7 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
         const T* row = x + i * c;
         T mx = row[0];
         for (int64_t k = 1; k < c; ++k) mx = simd::select(row[k] > mx, row[k], mx);
-        const T gi = g[i], log_sum = ls[i], goff = gi * off;
+        const T gi = (per_row ? g[i] : g[0]) * scale, log_sum = ls[i], goff = gi * off;
 #pragma omp simd
         for (int64_t k = 0; k < c; ++k) orow[k] = gi * exp_of((row[k] - mx) - log_sum) - goff;
         orow[t[i]] -= gi * on;
