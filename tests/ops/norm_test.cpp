@@ -71,6 +71,34 @@ TEST(BatchNorm, LoopsMatchOnednnInFloat32) {
   }
 }
 
+TEST(BatchNorm, BlockedLoopsMatchOnednn) {
+  // A blocked activation (32 channels: oneDNN's nChw16c or nChw8c).
+  Tensor x = ops::conv2d(Tensor::randn({4, 8, 7, 7}), Tensor::randn({32, 8, 3, 3}));
+  Tensor dy = ops::conv2d(Tensor::randn({4, 8, 7, 7}), Tensor::randn({32, 8, 3, 3}));
+  ASSERT_TRUE(x.has_layout());
+  Tensor w = Tensor::rand({32}), b = Tensor::randn({32});
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "eval");
+    Tensor rm = Tensor::randn({32}), rv = Tensor::rand({32}) + 0.5;
+    dispatch::Attrs a = {{"training", training}, {"momentum", 0.1}, {"eps", 1e-5}};
+    Tensor rm1 = rm.clone(), rv1 = rv.clone();
+    auto loops = dispatch::call("batch_norm", {x, w, b, rm1, rv1}, a);
+    EXPECT_TRUE(cpu::same_layout(loops[0], x));
+    auto gl = dispatch::call("batch_norm_backward", {dy, x, w, loops[1], loops[2]}, a);
+    EXPECT_TRUE(cpu::same_layout(gl[0], x));
+    a.set("impl", std::string("onednn"));
+    Tensor rm2 = rm.clone(), rv2 = rv.clone();
+    auto dnn = dispatch::call("batch_norm", {x, w, b, rm2, rv2}, a);
+    auto gd = dispatch::call("batch_norm_backward", {dy, x, w, dnn[1], dnn[2]}, a);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_TRUE(all_close(loops[i], dnn[i], 1e-4, 1e-4)) << "forward output " << i;
+      EXPECT_TRUE(all_close(gl[i], gd[i], 1e-3, 1e-3)) << "gradient " << i;
+    }
+    EXPECT_TRUE(all_close(rm1, rm2, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(rv1, rv2, 1e-5, 1e-5));
+  }
+}
+
 TEST(BatchNorm, RunningStatsFollowPyTorchConvention) {
   for (DType dtype : {DType::f64, DType::f32}) {
     SCOPED_TRACE(dtype_name(dtype));

@@ -1,9 +1,11 @@
-// Batch normalisation kernels: float32 through oneDNN (in the input's own format, so blocked
-// activations stay blocked), float64 (and float32 on request) through per-channel loops.
-// Training mode also updates the running statistics in place.
+// Batch normalisation kernels: per-channel loops for plain tensors (float64, and float32 where
+// they beat oneDNN's plain-format batch norm), channel-block loops for oneDNN blocked float32
+// activations (norm_blocked.cpp), oneDNN for other blocked formats or on request. Training mode
+// also updates the running statistics in place.
 #include <cmath>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/norm.h"
 #include "backend/cpu/onednn.h"
 #include "core/dispatch.h"
 
@@ -12,32 +14,6 @@ namespace {
 
 namespace dn = onednn;
 using dnnl::memory;
-
-// N batch, C channels, S spatial elements per channel and sample (H * W, or 1 for [N, C]).
-struct BnGeometry {
-  int64_t N, C, S;
-  explicit BnGeometry(const Shape& x) : N(x[0]), C(x[1]), S(shape_numel(x) / std::max<int64_t>(x[0] * x[1], 1)) {}
-  int64_t count() const { return N * S; }
-};
-
-// running = (1 - momentum) * running + momentum * batch; the variance unbiased (PyTorch).
-template <typename T>
-void update_running(const Tensor& rm, const Tensor& rv, const T* mean, const T* var,
-                    const BnGeometry& g, double momentum) {
-  if (!rm.defined()) return;
-  ZENITH_CHECK(rm.is_contiguous() && rv.is_contiguous() && rm.dtype() == DTypeOf<T>::value &&
-                   rv.dtype() == DTypeOf<T>::value,
-               "[batch_norm] running statistics must be contiguous ", dtype_name(DTypeOf<T>::value),
-               " tensors");
-  T* pm = rm.data<T>();
-  T* pv = rv.data<T>();
-  const double n = double(g.count());
-  const double unbias = n > 1 ? n / (n - 1) : 1.0;
-  for (int64_t c = 0; c < g.C; ++c) {
-    pm[c] = T((1 - momentum) * double(pm[c]) + momentum * double(mean[c]));
-    pv[c] = T((1 - momentum) * double(pv[c]) + momentum * double(var[c]) * unbias);
-  }
-}
 
 // ---- float32: oneDNN
 
@@ -223,12 +199,18 @@ std::vector<Tensor> bn_backward_ref(const std::vector<Tensor>& in, bool training
   return {dx, dw, db};
 }
 
-// Float32 in a blocked layout goes through oneDNN; plain float32 through the channel loops,
-// which beat oneDNN's plain-format batch norm 3-6x on ResNet shapes (2 EPYC cores; blocked
-// oneDNN is faster still). {"impl": "onednn"} forces oneDNN (tests, benchmarks).
-bool use_onednn(const Tensor& x, const dispatch::Attrs& attrs) {
-  return x.dtype() == DType::f32 &&
-         (x.has_layout() || attrs.get_or<std::string>("impl", "auto") == "onednn");
+// Which float32 implementation runs. Plain: the channel loops, 3-6x faster than oneDNN's
+// plain-format batch norm on ResNet shapes. Blocked [N][C/B][H][W][B]: the channel-block loops,
+// as fast as oneDNN's blocked batch norm on an idle machine and without its spin barriers, which
+// stall for whole time slices when the 2 cores are shared (3 s per ResNet step measured).
+// {"impl": "onednn" | "loops"} forces one (tests, benchmarks).
+enum class BnImpl { kLoops, kBlockedLoops, kOnednn };
+
+BnImpl bn_impl(const Tensor& x, const dispatch::Attrs& attrs) {
+  const std::string impl = attrs.get_or<std::string>("impl", "auto");
+  if (x.dtype() != DType::f32 || (!x.has_layout() && impl != "onednn")) return BnImpl::kLoops;
+  if (impl != "onednn" && x.has_layout() && channel_block(x) > 0) return BnImpl::kBlockedLoops;
+  return BnImpl::kOnednn;
 }
 
 // batch_norm(x, weight?, bias?, running_mean?, running_var?; training, momentum, eps)
@@ -236,7 +218,11 @@ bool use_onednn(const Tensor& x, const dispatch::Attrs& attrs) {
 std::vector<Tensor> batch_norm_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
   bool training = attrs.get<bool>("training");
   double momentum = attrs.get<double>("momentum"), eps = attrs.get<double>("eps");
-  if (use_onednn(in[0], attrs)) return bn_forward_f32(in, training, momentum, float(eps));
+  switch (bn_impl(in[0], attrs)) {
+    case BnImpl::kOnednn: return bn_forward_f32(in, training, momentum, float(eps));
+    case BnImpl::kBlockedLoops: return bn_forward_blocked(in, training, momentum, eps);
+    case BnImpl::kLoops: break;
+  }
   return visit_float(in[0].dtype(), "batch_norm", [&](auto tag) {
     return bn_forward_ref<decltype(tag)>(in, training, momentum, eps);
   });
@@ -247,7 +233,11 @@ std::vector<Tensor> batch_norm_backward_kernel(const std::vector<Tensor>& in,
                                                const dispatch::Attrs& attrs) {
   bool training = attrs.get<bool>("training");
   double eps = attrs.get<double>("eps");
-  if (use_onednn(in[1], attrs)) return bn_backward_f32(in, training, float(eps));
+  switch (bn_impl(in[1], attrs)) {
+    case BnImpl::kOnednn: return bn_backward_f32(in, training, float(eps));
+    case BnImpl::kBlockedLoops: return bn_backward_blocked(in, training, eps);
+    case BnImpl::kLoops: break;
+  }
   return visit_float(in[1].dtype(), "batch_norm_backward", [&](auto tag) {
     return bn_backward_ref<decltype(tag)>(in, training, eps);
   });
