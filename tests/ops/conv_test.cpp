@@ -182,3 +182,21 @@ TEST(Conv2d, WinogradMatchesFloat64) {
   cpu::set_conv_algorithm("auto");
   EXPECT_TRUE(throws_with([] { cpu::set_conv_algorithm("fft"); }, "unknown algorithm 'fft'"));
 }
+
+TEST(Conv2d, GroupedConvOnBlockedInputMatchesPlain) {
+  Tensor x = Tensor::randn({2, 8, 9, 9}), w1 = Tensor::randn({32, 8, 3, 3});
+  Tensor dw = Tensor::randn({32, 1, 3, 3}), gw = Tensor::randn({32, 8, 3, 3});
+  std::vector<Tensor> outs;
+  for (bool keep : {true, false}) {
+    cpu::set_keep_layout(keep);
+    Tensor h = ops::conv2d(x, w1);
+    EXPECT_EQ(h.has_layout(), keep);
+    Tensor depthwise = ops::conv2d(h, dw, Tensor(), opts({1, 1}, {1, 1}, "explicit", {1, 1}, 32));
+    Tensor grouped = ops::conv2d(h, gw, Tensor(), opts({2, 2}, {1, 1}, "explicit", {1, 1}, 4));
+    outs.push_back(depthwise.contiguous());
+    outs.push_back(grouped.contiguous());
+  }
+  cpu::set_keep_layout(true);
+  EXPECT_TRUE(all_close(outs[0], outs[2], 1e-5, 1e-4));
+  EXPECT_TRUE(all_close(outs[1], outs[3], 1e-5, 1e-4));
+}
