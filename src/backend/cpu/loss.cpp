@@ -11,7 +11,7 @@ namespace zenith::cpu {
 namespace {
 
 template <typename T>
-inline T exp_of(T x) {
+ZENITH_SIMD_INLINE T exp_of(T x) {
   if constexpr (std::is_same_v<T, float>) return simd::exp(x);
   else return std::exp(x);
 }
@@ -58,8 +58,7 @@ std::vector<Tensor> cross_entropy_kernel(const std::vector<Tensor>& in,
     parallel_for(m, std::max<int64_t>(1, kGrain / c), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const T* row = x + i * c;
-        T mx = row[0];
-        for (int64_t k = 1; k < c; ++k) mx = simd::select(row[k] > mx, row[k], mx);
+        const T mx = simd::row_max(row, c);
         T s = 0, below = 0;
 #pragma omp simd reduction(+ : s, below)
         for (int64_t k = 0; k < c; ++k) {
@@ -115,8 +114,7 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
           continue;
         }
         const T* row = x + i * c;
-        T mx = row[0];
-        for (int64_t k = 1; k < c; ++k) mx = simd::select(row[k] > mx, row[k], mx);
+        const T mx = simd::row_max(row, c);
         const T gi = (per_row ? g[i] : g[0]) * scale, log_sum = ls[i], goff = gi * off;
 #pragma omp simd
         for (int64_t k = 0; k < c; ++k) orow[k] = gi * exp_of((row[k] - mx) - log_sum) - goff;

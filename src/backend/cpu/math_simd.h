@@ -3,33 +3,38 @@
 // random inputs in tests/ops/unary_test.cpp (relative error within ~1e-6).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
+
+// Forced inline: these must inline into the vectorised loops, and GCC's unit-growth limits
+// otherwise stop inlining in files with many kernel instantiations.
+#define ZENITH_SIMD_INLINE inline __attribute__((always_inline))
 
 namespace zenith::cpu::simd {
 
 // c ? a : b through the bits. GCC will not if-convert a float ternary whose result feeds more
 // float arithmetic (-ftrapping-math), which blocks vectorisation; integer selects are fine.
-inline float select(bool c, float a, float b) {
+ZENITH_SIMD_INLINE float select(bool c, float a, float b) {
   int32_t m = -int32_t(c);
   return __builtin_bit_cast(float, (m & __builtin_bit_cast(int32_t, a)) |
                                        (~m & __builtin_bit_cast(int32_t, b)));
 }
-inline double select(bool c, double a, double b) {
+ZENITH_SIMD_INLINE double select(bool c, double a, double b) {
   int64_t m = -int64_t(c);
   return __builtin_bit_cast(double, (m & __builtin_bit_cast(int64_t, a)) |
                                         (~m & __builtin_bit_cast(int64_t, b)));
 }
 template <typename T>
-inline T select(bool c, T a, T b) {
+ZENITH_SIMD_INLINE T select(bool c, T a, T b) {
   return c ? a : b;
 }
 
-inline float abs(float x) {
+ZENITH_SIMD_INLINE float abs(float x) {
   return __builtin_bit_cast(float, __builtin_bit_cast(int32_t, x) & 0x7fffffff);
 }
 // |x| with the sign of s.
-inline float copysign(float x, float s) {
+ZENITH_SIMD_INLINE float copysign(float x, float s) {
   int32_t sign = __builtin_bit_cast(int32_t, s) & int32_t(0x80000000u);
   return __builtin_bit_cast(float, (__builtin_bit_cast(int32_t, x) & 0x7fffffff) | sign);
 }
@@ -37,7 +42,7 @@ inline float copysign(float x, float s) {
 // e^x: x = n ln2 + r with |r| <= ln2/2, Cephes' degree-6 polynomial for e^r, 2^n built in the
 // exponent bits (split in two factors so n = 128 and n = -126 stay representable).
 // Below -87.34 (the smallest normal) returns 0; above 88.72 returns inf; NaN stays NaN.
-inline float exp(float x) {
+ZENITH_SIMD_INLINE float exp(float x) {
   const float lo = -87.3365448f, hi = 88.7228391f;
   float xc = select(x < lo, lo, x);
   xc = select(xc > hi, hi, xc);
@@ -61,7 +66,7 @@ inline float exp(float x) {
 }
 
 // tanh: Cephes' odd polynomial for |x| < 0.625, else 1 - 2 / (e^{2|x|} + 1) with x's sign.
-inline float tanh(float x) {
+ZENITH_SIMD_INLINE float tanh(float x) {
   float ax = abs(x);
   float s = x * x;
   float small = ((((-5.70498872745e-3f * s + 2.06390887954e-2f) * s - 5.37397155531e-2f) * s +
@@ -72,11 +77,11 @@ inline float tanh(float x) {
 }
 
 // 1 / (1 + e^-x); tends to 0 (not NaN) for very negative x.
-inline float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
+ZENITH_SIMD_INLINE float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
 
 // Phi(x) = P(N(0,1) <= x) = erfc(-x/sqrt2) / 2, with erfc from Numerical Recipes' Chebyshev
 // fit (fractional error < 1.2e-7 on all of z >= 0), so both tails keep their relative accuracy.
-inline float normal_cdf(float x) {
+ZENITH_SIMD_INLINE float normal_cdf(float x) {
   float z = abs(x) * 0.70710678118654752f;
   float t = 1.0f / (1.0f + 0.5f * z);
   float q = 0.17087277f;
@@ -99,6 +104,16 @@ inline float normal_cdf(float x) {
   float s_err = (a - (s - bb)) + (b - bb);
   float half_erfc = 0.5f * t * exp(s) * (1.0f + s_err);  // erfc(|x|/sqrt2) / 2 = Phi(-|x|)
   return select(x < 0.0f, half_erfc, 1.0f - half_erfc);
+}
+
+// max of x[0, n), n >= 1, vectorised (a select chain would be latency-bound). NaN is not
+// propagated: callers (softmax, cross-entropy) propagate it through exp and the sum instead.
+template <typename T>
+ZENITH_SIMD_INLINE T row_max(const T* x, int64_t n) {
+  T m = x[0];
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
 }
 
 }  // namespace zenith::cpu::simd

@@ -11,7 +11,7 @@ namespace zenith::cpu {
 namespace {
 
 template <typename T>
-inline T exp_of(T x) {
+ZENITH_SIMD_INLINE T exp_of(T x) {
   if constexpr (std::is_same_v<T, float>) return simd::exp(x);
   else return std::exp(x);
 }
@@ -32,8 +32,7 @@ Blocks blocks_of(const Tensor& x, int64_t dim) {
 // One row of D contiguous values: y = softmax(x) or log_softmax(x).
 template <bool kLog, typename T>
 void softmax_row(const T* x, T* y, int64_t d) {
-  T m = x[0];
-  for (int64_t i = 1; i < d; ++i) m = simd::select(x[i] > m, x[i], m);
+  const T m = simd::row_max(x, d);
   T s = 0;
   if constexpr (kLog) {
 #pragma omp simd reduction(+ : s)
