@@ -1,9 +1,6 @@
 // conv2d kernels: float32 through oneDNN convolution primitives (blocked layouts chosen by
 // oneDNN, primitives cached per shape), float64 through im2col + dgemm as the reference.
-#include <atomic>
-#include <chrono>
 #include <cstring>
-#include <mutex>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
@@ -59,85 +56,47 @@ memory::desc any_desc(const dn::Dims& dims) {
   return memory::desc(dims, memory::data_type::f32, memory::format_tag::any);
 }
 
-// Winograd F(4x4, 3x3) is a candidate for 3x3, stride-1, undilated, ungrouped convs at a batch
-// of 8 or more: "winograd" forces it (where oneDNN supports the shape), "auto" lets the timing of
-// the first executions choose (measured on 2 EPYC cores, batch 32: 1.1-1.8x faster on ResNet's
-// 64..256-channel convs, slower for some directions of 512-channel and small ones). Its
-// rounding (~1e-6 relative per conv) is amplified by batch norm over tiny batches, hence the
-// batch bound.
+// Winograd F(4x4, 3x3) is used for 3x3, stride-1, undilated, ungrouped convs with 64..256 input
+// and output channels at a batch of 8 or more ("auto"); "winograd" forces it where oneDNN supports
+// the shape, "direct" never uses it. Measured on 2 EPYC cores, batch 32: 1.1-1.8x faster on
+// ResNet's 64..256-channel convs, slower for 512-channel and small ones. The choice is a fixed
+// rule, not a timing, so a run (and a resumed run) is reproducible. Its rounding (~1e-6 relative
+// per conv) is amplified by batch norm over tiny batches, hence the batch bound.
 bool winograd_candidate(const ConvGeometry& g) {
   const std::string& algo = conv_algorithm();
   if (algo == "direct") return false;
-  if (algo == "winograd") return true;
-  return g.G == 1 && g.N >= 8 && g.KH == 3 && g.KW == 3 && g.stride[0] == 1 &&
-         g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1;
+  bool shape_ok = g.G == 1 && g.KH == 3 && g.KW == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                  g.dilation[0] == 1 && g.dilation[1] == 1;
+  if (algo == "winograd") return shape_ok;
+  return shape_ok && g.N >= 8 && g.C >= 64 && g.C <= 256 && g.O >= 64 && g.O <= 256;
 }
 
-// The ways to run one conv direction for one shape (direct, and Winograd when a candidate).
-// With two, the first kTrials executions of each are timed and the faster is kept.
+// One conv direction for one shape: Winograd where the rule above picks it and oneDNN has an
+// implementation, else direct.
 template <typename PD, typename P>
 struct Tuned {
   struct Candidate {
     PD pd;
     dn::Primitive prim;
-    double best_ms = 1e300;
-    int runs = 0;
   };
-  static constexpr int kTrials = 2;
-  std::vector<Candidate> candidates;
-  std::mutex mu;
-  std::atomic<int> chosen{-1};
+  std::vector<Candidate> candidates;  // exactly one
 
   // make(algorithm) -> PD; throws dnnl::error when oneDNN has no implementation.
   template <typename Make>
   Tuned(const ConvGeometry& g, Make&& make) {
-    candidates.push_back({make(dnnl::algorithm::convolution_direct), {}, 1e300, 0});
     if (winograd_candidate(g)) {
       try {
-        candidates.push_back({make(dnnl::algorithm::convolution_winograd), {}, 1e300, 0});
+        candidates.push_back({make(dnnl::algorithm::convolution_winograd), {}});
       } catch (const dnnl::error&) {
-        // unsupported (e.g. channels not a multiple of 16): direct only
+        // unsupported (e.g. channels not a multiple of 16): direct
       }
     }
-    if (conv_algorithm() == "winograd" && candidates.size() == 2)
-      candidates.erase(candidates.begin());
-    for (auto& c : candidates) c.prim = dn::Primitive(P(c.pd));
-    if (candidates.size() == 1) chosen = 0;
+    if (candidates.empty()) candidates.push_back({make(dnnl::algorithm::convolution_direct), {}});
+    candidates[0].prim = dn::Primitive(P(candidates[0].pd));
   }
 
-  // The candidate to run now.
-  size_t pick() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (chosen >= 0) return size_t(chosen.load());
-    size_t next = 0;
-    for (size_t i = 0; i < candidates.size(); ++i)
-      if (candidates[i].runs < candidates[next].runs) next = i;
-    return next;
-  }
-
-  // Runs candidate i with args (from candidates[i].pd's descriptors), timing it while tuning.
-  void run(size_t i, const std::vector<dn::Arg>& args) {
-    if (chosen >= 0) {
-      candidates[i].prim.run(args);
-      return;
-    }
-    auto start = std::chrono::steady_clock::now();
-    candidates[i].prim.run(args);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                    .count();
-    std::lock_guard<std::mutex> lock(mu);
-    auto& c = candidates[i];
-    c.best_ms = std::min(c.best_ms, ms);
-    ++c.runs;
-    bool done = true;
-    for (auto& other : candidates) done = done && other.runs >= kTrials;
-    if (done) {
-      size_t best = 0;
-      for (size_t k = 1; k < candidates.size(); ++k)
-        if (candidates[k].best_ms < candidates[best].best_ms) best = k;
-      chosen = int(best);
-    }
-  }
+  size_t pick() const { return 0; }
+  void run(size_t i, const std::vector<dn::Arg>& args) { candidates[i].prim.run(args); }
 };
 
 using ConvFwd = Tuned<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>;
