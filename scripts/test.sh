@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: installs dependencies, builds, runs every CTest test.
+# The README's test command: installs dependencies, builds, runs the CTest tests except those
+# labelled slow (long training-accuracy runs; ZENITH_SLOW=1 or --slow includes them).
 # With ZENITH_ASAN=1 (or --asan) it then runs the unit tests again under AddressSanitizer +
 # UndefinedBehaviorSanitizer (the `asan` CTest preset).
 set -euo pipefail
@@ -7,8 +8,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" release
-ctest --preset release
-if [ "${ZENITH_ASAN:-0}" = 1 ] || [ "${1:-}" = "--asan" ]; then
+slow=(-LE slow)
+for arg in "$@"; do [ "$arg" = --slow ] && slow=(); done
+[ "${ZENITH_SLOW:-0}" = 1 ] && slow=()
+ctest --preset release "${slow[@]}"
+asan="${ZENITH_ASAN:-0}"
+for arg in "$@"; do [ "$arg" = --asan ] && asan=1; done
+if [ "$asan" = 1 ]; then
   "$root/scripts/build.sh" asan
   ctest --preset asan
 fi
