@@ -74,36 +74,32 @@ bool winograd_candidate(const ConvGeometry& g) {
 // One conv direction for one shape: Winograd where the rule above picks it and oneDNN has an
 // implementation, else direct.
 template <typename PD, typename P>
-struct Tuned {
-  struct Candidate {
-    PD pd;
-    dn::Primitive prim;
-  };
-  std::vector<Candidate> candidates;  // exactly one
+struct ConvPrimitive {
+  PD pd;
+  dn::Primitive prim;
 
   // make(algorithm) -> PD; throws dnnl::error when oneDNN has no implementation.
   template <typename Make>
-  Tuned(const ConvGeometry& g, Make&& make) {
+  ConvPrimitive(const ConvGeometry& g, Make&& make) {
+    bool made = false;
     if (winograd_candidate(g)) {
       try {
-        candidates.push_back({make(dnnl::algorithm::convolution_winograd), {}});
+        pd = make(dnnl::algorithm::convolution_winograd);
+        made = true;
       } catch (const dnnl::error&) {
         // unsupported (e.g. channels not a multiple of 16): direct
       }
     }
-    if (candidates.empty()) candidates.push_back({make(dnnl::algorithm::convolution_direct), {}});
-    candidates[0].prim = dn::Primitive(P(candidates[0].pd));
+    if (!made) pd = make(dnnl::algorithm::convolution_direct);
+    prim = dn::Primitive(P(pd));
   }
-
-  size_t pick() const { return 0; }
-  void run(size_t i, const std::vector<dn::Arg>& args) { candidates[i].prim.run(args); }
 };
 
-using ConvFwd = Tuned<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>;
+using ConvFwd = ConvPrimitive<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>;
 using ConvBwdData =
-    Tuned<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>;
+    ConvPrimitive<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>;
 using ConvBwdWeights =
-    Tuned<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>;
+    ConvPrimitive<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>;
 
 memory::desc bias_desc(const ConvGeometry& g) {
   return g.bias ? memory::desc({g.O}, memory::data_type::f32, memory::format_tag::a)
@@ -143,8 +139,7 @@ Tensor weight_in(const Tensor& w, const ConvGeometry& g, const memory::desc& wan
 Tensor conv_forward_f32(const Tensor& x, const Tensor& w, const Tensor& bias,
                         const ConvGeometry& g) {
   auto e = conv_fwd(g);
-  size_t i = e->pick();
-  const auto& pd = e->candidates[i].pd;
+  const auto& pd = e->pd;
   Tensor src = dn::to_desc(x, pd.src_desc());
   Tensor wt = weight_in(w, g, pd.weights_desc());
   Tensor dst = dn::empty_in(g.y_shape(), DType::f32, pd.dst_desc());
@@ -156,7 +151,7 @@ Tensor conv_forward_f32(const Tensor& x, const Tensor& w, const Tensor& bias,
     b = bias.contiguous();
     args.push_back(dn::arg(DNNL_ARG_BIAS, b));
   }
-  e->run(i, args);
+  e->prim.run(args);
   return dn::finish_output(dst);
 }
 
@@ -170,13 +165,13 @@ Tensor conv_backward_data_f32(const Tensor& dy, const Tensor& w, const ConvGeome
       return dnnl::convolution_backward_data::primitive_desc(d, dn::engine(), hint);
     });
   });
-  size_t i = e->pick();
-  const auto& pd = e->candidates[i].pd;
+  const auto& pd = e->pd;
   Tensor ddst = dn::to_desc(dy, pd.diff_dst_desc());
   Tensor wt = weight_in(w, g, pd.weights_desc());
   Tensor dsrc = dn::empty_in(g.x_shape(), DType::f32, pd.diff_src_desc());
-  e->run(i, {dn::arg(DNNL_ARG_DIFF_DST, ddst), dn::arg(DNNL_ARG_WEIGHTS, wt, pd.weights_desc()),
-             dn::arg(DNNL_ARG_DIFF_SRC, dsrc)});
+  e->prim.run({dn::arg(DNNL_ARG_DIFF_DST, ddst),
+               dn::arg(DNNL_ARG_WEIGHTS, wt, pd.weights_desc()),
+               dn::arg(DNNL_ARG_DIFF_SRC, dsrc)});
   return dn::finish_output(dsrc);
 }
 
@@ -191,8 +186,7 @@ std::vector<Tensor> conv_backward_weights_f32(const Tensor& dy, const Tensor& x,
       return dnnl::convolution_backward_weights::primitive_desc(d, dn::engine(), hint);
     });
   });
-  size_t i = e->pick();
-  const auto& pd = e->candidates[i].pd;
+  const auto& pd = e->pd;
   Tensor src = dn::to_desc(x, pd.src_desc());
   Tensor ddst = dn::to_desc(dy, pd.diff_dst_desc());
   memory::desc dw_desc = pd.diff_weights_desc();
@@ -207,7 +201,7 @@ std::vector<Tensor> conv_backward_weights_f32(const Tensor& dy, const Tensor& x,
     db = Tensor::empty({g.O}, DType::f32);
     args.push_back(dn::arg(DNNL_ARG_DIFF_BIAS, db));
   }
-  e->run(i, args);
+  e->prim.run(args);
   if (!dw_blocked.is_same(dw))
     dn::reorder(dw_blocked, dw_desc, dw, plain_w);
   return {dw, db};

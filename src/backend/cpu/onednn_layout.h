@@ -75,10 +75,10 @@ void reset_onednn_stats();
 // oneDNN op returns plain tensors (reordering internally), which tests use as a reference.
 void set_keep_layout(bool keep);
 bool keep_layout();
-// float32 convolution algorithm: "auto" (default: for 3x3 stride-1 convs at batch >= 8, each
-// direction runs direct and Winograd twice on first use and keeps the faster), "direct", or
-// "winograd" (wherever oneDNN supports it: 3x3, stride 1, channels in multiples of 16).
-// ZENITH_CONV_ALGO sets the default.
+// float32 convolution algorithm: "auto" (default: Winograd for 3x3 stride-1 convs with 64..256
+// channels in and out at batch >= 8, a fixed rule so runs are reproducible; direct otherwise),
+// "direct", or "winograd" (wherever oneDNN supports it: 3x3, stride 1, channels in multiples of
+// 16). ZENITH_CONV_ALGO sets the default.
 void set_conv_algorithm(const std::string& name);
 const std::string& conv_algorithm();
 
