@@ -1,0 +1,343 @@
+// zenith against PyTorch, side by side: one training step (forward, backward, Momentum step)
+// per workload, both frameworks on the same thread count, each in its own child process so its
+// peak resident memory (VmHWM) is its own. Also times a large sgemm for the machine's peak.
+//
+//   vs_pytorch [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--json] [--profile]
+//              [--no-pytorch] [--python /usr/bin/python3]
+//
+// Workloads: seedcnn-fmnist-b64, seedcnn-cifar-b64, resnet18-cifar-b32. The table shows img/s,
+// the ratio zenith / PyTorch, GFLOP/s achieved on the conv and matmul FLOPs of forward +
+// backward (counted analytically), and peak memory. --profile adds zenith's time per op.
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "zenith/zenith.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using namespace zenith;
+
+struct Workload {
+  std::string name, model;
+  int64_t channels, image, batch;
+  int default_steps;
+};
+
+const std::vector<Workload> kWorkloads = {
+    {"seedcnn-fmnist-b64", "seedcnn", 1, 28, 64, 20},
+    {"seedcnn-cifar-b64", "seedcnn", 3, 32, 64, 20},
+    {"resnet18-cifar-b32", "resnet18", 3, 32, 32, 6},
+};
+
+// ---- analytic FLOPs: conv and matmul only (2 per multiply-add). Backward costs twice the
+// forward (data and weight gradients), except the first layer, whose input needs no gradient.
+struct Layer {
+  double fwd;  // forward FLOPs per image
+  bool first;
+};
+
+double conv_flops(int64_t cin, int64_t cout, int64_t k, int64_t out_hw) {
+  return 2.0 * double(cin * cout * k * k * out_hw * out_hw);
+}
+
+std::vector<Layer> layers_of(const Workload& w) {
+  std::vector<Layer> layers;
+  if (w.model == "seedcnn") {
+    int64_t s1 = w.image - 2, s2 = s1 / 2 - 2, s3 = s2 / 2;
+    layers.push_back({conv_flops(w.channels, 32, 3, s1), true});
+    layers.push_back({conv_flops(32, 64, 3, s2), false});
+    layers.push_back({2.0 * double(64 * s3 * s3 * 10), false});
+    return layers;
+  }
+  // ResNet-18, CIFAR stem.
+  int64_t hw = w.image, in = 64;
+  layers.push_back({conv_flops(w.channels, 64, 3, hw), true});
+  const int64_t widths[4] = {64, 128, 256, 512};
+  for (int i = 0; i < 4; ++i)
+    for (int b = 0; b < 2; ++b) {
+      int64_t stride = (i > 0 && b == 0) ? 2 : 1, out = widths[i];
+      hw /= stride;
+      layers.push_back({conv_flops(in, out, 3, hw), false});
+      layers.push_back({conv_flops(out, out, 3, hw), false});
+      if (stride != 1 || in != out) layers.push_back({conv_flops(in, out, 1, hw), false});
+      in = out;
+    }
+  layers.push_back({2.0 * 512 * 10, false});
+  return layers;
+}
+
+double train_flops_per_image(const Workload& w) {
+  double total = 0;
+  for (auto& l : layers_of(w)) total += l.fwd * (l.first ? 2.0 : 3.0);
+  return total;
+}
+
+// ---- the machine's sgemm peak: C = A B, M = N = K = n, best of several runs.
+double sgemm_peak_gflops(int threads, int64_t n = 2048) {
+  omp_set_num_threads(threads);
+  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
+  double best = 1e30;
+  for (int rep = 0; rep < 6; ++rep) {
+    auto t0 = Clock::now();
+    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (rep > 0) best = std::min(best, s);  // the first run warms up
+  }
+  return 2.0 * double(n) * double(n) * double(n) / best / 1e9;
+}
+
+int64_t vmhwm_kb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  return 0;
+}
+
+// ---- per-op profile: time between consecutive dispatch callbacks is charged to the op that
+// just finished (its kernel plus the framework glue that led to it).
+struct Profile {
+  std::map<std::string, std::pair<double, int64_t>> per_op;  // seconds, calls
+  Clock::time_point last;
+  bool active = false;
+};
+
+void observe(void* user, const char* op, const std::vector<Tensor>&, const dispatch::Attrs&,
+             const std::vector<Tensor>&) {
+  auto* p = static_cast<Profile*>(user);
+  auto now = Clock::now();
+  if (p->active) {
+    auto& e = p->per_op[op];
+    e.first += std::chrono::duration<double>(now - p->last).count();
+    e.second += 1;
+  }
+  p->last = now;
+}
+
+// ---- the zenith child: builds the workload, times steps, prints one JSON line.
+int run_zenith_child(const Workload& w, int threads, int warmup, int steps, bool profile) {
+  context::set_num_threads(threads);
+  manual_seed(0);
+  auto net = models::create(w.model, w.channels, w.image, 10);
+  net->set_train(true);
+  Tensor x = Tensor::randn({w.batch, w.channels, w.image, w.image});
+  Tensor y = Tensor::randint(0, 10, {w.batch});
+  auto loss_fn = nn::SoftmaxCrossEntropyWithLogits(true);
+  auto opt = nn::Momentum(net->trainable_params(), 0.01, 0.9);
+  auto step = [&] {
+    Tensor loss = loss_fn->forward(net->forward(x), y);
+    loss.backward();
+    opt->step();
+    opt->zero_grad();
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  Profile prof;
+  int obs = profile ? dispatch::add_observer(observe, &prof) : 0;
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) {
+    auto t0 = Clock::now();
+    prof.last = t0;
+    prof.active = profile;
+    step();
+    auto t1 = Clock::now();
+    if (profile) {  // time after the last op of the step (freeing the graph, ...)
+      auto& e = prof.per_op["(after last op)"];
+      e.first += std::chrono::duration<double>(t1 - prof.last).count();
+      e.second += 1;
+    }
+    prof.active = false;
+    times.push_back(std::chrono::duration<double>(t1 - t0).count());
+  }
+  if (profile) dispatch::remove_observer(obs);
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted[sorted.size() / 2];
+  if (sorted.size() % 2 == 0) median = 0.5 * (sorted[sorted.size() / 2 - 1] + median);
+  json out = {{"img_s", double(w.batch) / median},
+              {"median_ms", median * 1e3},
+              {"vmhwm_kb", vmhwm_kb()},
+              {"threads", context::get_num_threads()}};
+  std::vector<double> ms;
+  for (double t : times) ms.push_back(t * 1e3);
+  out["steps_ms"] = ms;
+  if (profile) {
+    json p = json::object();
+    for (auto& [op, e] : prof.per_op)
+      p[op] = {{"ms_per_step", e.first * 1e3 / steps}, {"calls_per_step", e.second / steps}};
+    out["profile"] = p;
+  }
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+// Runs `cmd`, returns the last line of its stdout parsed as JSON (null on failure).
+json run_child(const std::string& cmd) {
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return nullptr;
+  std::string text, last;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) text += buf;
+  int rc = ::pclose(pipe);
+  std::istringstream is(text);
+  for (std::string line; std::getline(is, line);)
+    if (!line.empty() && line[0] == '{') last = line;
+  if (rc != 0 || last.empty()) {
+    std::cerr << "vs_pytorch: child failed (rc " << rc << "): " << cmd << "\n" << text;
+    return nullptr;
+  }
+  return json::parse(last);
+}
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+void print_profile(const std::string& workload, const json& profile, double step_ms) {
+  std::vector<std::pair<double, std::string>> rows;
+  for (auto& [op, e] : profile.items()) rows.push_back({e["ms_per_step"].get<double>(), op});
+  std::sort(rows.rbegin(), rows.rend());
+  std::cout << "\nzenith time per op, " << workload << " (ms per step; step median "
+            << std::fixed << std::setprecision(1) << step_ms << " ms)\n";
+  for (auto& [ms, op] : rows) {
+    if (ms < 0.005 * step_ms) continue;
+    std::cout << "  " << std::left << std::setw(32) << op << std::right << std::setw(9)
+              << std::setprecision(2) << ms << "  " << std::setw(5) << std::setprecision(1)
+              << 100.0 * ms / step_ms << "%  x" << profile[op]["calls_per_step"].get<int64_t>()
+              << "\n";
+  }
+}
+
+int usage() {
+  std::cerr << "usage: vs_pytorch [--threads N] [--warmup W] [--steps S] [--workloads a,b] "
+               "[--json] [--profile] [--no-pytorch] [--python PATH]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0, warmup = 3, steps = 0;
+  bool as_json = false, profile = false, with_pytorch = true;
+  std::string python = "/usr/bin/python3", only, child;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--threads") threads = std::atoi(next().c_str());
+    else if (a == "--warmup") warmup = std::atoi(next().c_str());
+    else if (a == "--steps") steps = std::atoi(next().c_str());
+    else if (a == "--workloads") only = next();
+    else if (a == "--json") as_json = true;
+    else if (a == "--profile") profile = true;
+    else if (a == "--no-pytorch") with_pytorch = false;
+    else if (a == "--python") python = next();
+    else if (a == "--child-zenith") child = next();
+    else return usage();
+  }
+  if (threads <= 0) {
+    const char* env = std::getenv("ZENITH_NUM_THREADS");
+    threads = env && std::atoi(env) > 0 ? std::atoi(env)
+                                        : int(std::max(1u, std::thread::hardware_concurrency()));
+  }
+
+  std::vector<Workload> selected;
+  for (auto& w : kWorkloads)
+    if (only.empty() || ("," + only + ",").find("," + w.name + ",") != std::string::npos)
+      selected.push_back(w);
+  if (!child.empty()) {
+    for (auto& w : kWorkloads)
+      if (w.name == child)
+        return run_zenith_child(w, threads, warmup, steps > 0 ? steps : w.default_steps, profile);
+    std::cerr << "vs_pytorch: unknown workload " << child << "\n";
+    return 2;
+  }
+  if (selected.empty()) return usage();
+
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string script = (std::filesystem::path(__FILE__).parent_path() / "vs_pytorch.py").string();
+  std::string env = "OMP_NUM_THREADS=" + std::to_string(threads) +
+                    " ZENITH_NUM_THREADS=" + std::to_string(threads) + " ";
+  double peak = sgemm_peak_gflops(threads);
+
+  json results = json::object();
+  std::map<std::string, json> profiles;
+  for (auto& w : selected) {
+    int n = steps > 0 ? steps : w.default_steps;
+    std::string common = " --threads " + std::to_string(threads) + " --warmup " +
+                         std::to_string(warmup) + " --steps " + std::to_string(n);
+    json z = run_child(env + quote(self) + " --child-zenith " + w.name + common +
+                       (profile ? " --profile" : ""));
+    json t = with_pytorch ? run_child(env + quote(python) + " " + quote(script) + " --workload " +
+                                      w.name + common)
+                          : json(nullptr);
+    double flops = train_flops_per_image(w);
+    json r = {{"zenith_img_s", z.is_null() ? json(nullptr) : z["img_s"]},
+              {"pytorch_img_s", t.is_null() ? json(nullptr) : t["img_s"]},
+              {"ratio", (z.is_null() || t.is_null())
+                            ? json(nullptr)
+                            : json(z["img_s"].get<double>() / t["img_s"].get<double>())},
+              {"train_gflop_per_img", flops / 1e9},
+              {"sgemm_peak_gflops", peak},
+              {"threads", threads}};
+    if (!z.is_null()) {
+      r["zenith_gflops"] = z["img_s"].get<double>() * flops / 1e9;
+      r["zenith_peak_mb"] = z["vmhwm_kb"].get<double>() / 1024.0;
+      r["zenith_median_ms"] = z["median_ms"];
+      if (z.contains("profile")) profiles[w.name] = z;
+    }
+    if (!t.is_null()) {
+      r["pytorch_gflops"] = t["img_s"].get<double>() * flops / 1e9;
+      r["pytorch_peak_mb"] = t["vmhwm_kb"].get<double>() / 1024.0;
+      r["pytorch_median_ms"] = t["median_ms"];
+    }
+    results[w.name] = r;
+  }
+
+  if (as_json) {
+    std::cout << results.dump(2) << std::endl;
+    return 0;
+  }
+  auto num = [](const json& v, int prec) {
+    std::ostringstream os;
+    if (v.is_null()) return std::string("-");
+    os << std::fixed << std::setprecision(prec) << v.get<double>();
+    return os.str();
+  };
+  std::cout << "zenith vs PyTorch: training step (forward + backward + Momentum), " << threads
+            << " thread(s), median of the timed steps after " << warmup << " warmup\n"
+            << "sgemm peak (dnnl_sgemm 2048^3): " << std::fixed << std::setprecision(1) << peak
+            << " GFLOP/s\n\n";
+  std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(12)
+            << "zenith img/s" << std::setw(13) << "torch img/s" << std::setw(8) << "ratio"
+            << std::setw(12) << "zenith GF/s" << std::setw(11) << "torch GF/s" << std::setw(8)
+            << "% peak" << std::setw(11) << "zenith MB" << std::setw(10) << "torch MB" << "\n";
+  for (auto& w : selected) {
+    const json& r = results[w.name];
+    json zg = r.value("zenith_gflops", json(nullptr));
+    std::cout << std::left << std::setw(20) << w.name << std::right << std::setw(12)
+              << num(r["zenith_img_s"], 1) << std::setw(13) << num(r["pytorch_img_s"], 1)
+              << std::setw(8) << num(r["ratio"], 2) << std::setw(12) << num(zg, 1)
+              << std::setw(11) << num(r.value("pytorch_gflops", json(nullptr)), 1)
+              << std::setw(8)
+              << (zg.is_null() ? std::string("-") : num(json(100.0 * zg.get<double>() / peak), 1))
+              << std::setw(11) << num(r.value("zenith_peak_mb", json(nullptr)), 0)
+              << std::setw(10) << num(r.value("pytorch_peak_mb", json(nullptr)), 0) << "\n";
+  }
+  for (auto& [name, z] : profiles) print_profile(name, z["profile"], z["median_ms"].get<double>());
+  return 0;
+}
