@@ -89,6 +89,7 @@ void all_reduce(PeerIo& io, char* data, size_t count, DType dtype, ReduceOp op,
                 Scratch& scratch) {
   const int n = io.size(), r = io.rank();
   const size_t esize = itemsize(dtype);
+  if (count == 0) return;  // nothing to send: every rank agrees, the check already ran
   if (n > 1 && count * esize <= kDirectAllReduceBytes) {
     all_reduce_direct(io, data, count, dtype, op, scratch);
   } else if (n > 1) {
@@ -124,6 +125,7 @@ void reduce_scatter(PeerIo& io, const char* input, char* output, size_t count, D
                     ReduceOp op, Scratch& scratch) {
   const int n = io.size(), r = io.rank();
   const size_t bytes = count * itemsize(dtype);
+  if (bytes == 0) return;
   if (n == 1) {
     std::memmove(output, input, bytes);
     return;

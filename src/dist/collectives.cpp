@@ -20,7 +20,9 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
   ZENITH_CHECK(dist::is_supported_dtype(t.dtype()), "[communication] ", op, ": ", what,
                " has dtype ", dtype_name(t.dtype()),
                "; collectives support float32, float64, int32 and int64");
-  ZENITH_CHECK(!t.has_layout() && t.is_contiguous(), "[communication] ", op, ": ", what,
+  // (An empty tensor has nothing to lay out; some empty views report non-contiguous strides.)
+  ZENITH_CHECK(!t.has_layout() && (t.is_contiguous() || t.numel() == 0), "[communication] ", op,
+               ": ", what,
                " must be contiguous with a plain layout (call contiguous() first; collectives "
                "write in place)");
 }
@@ -111,6 +113,30 @@ Work broadcast_impl(const Tensor& tensor, int root, const Group& group, bool blo
                    blocking);
 }
 
+// Queues an all_gather into `blocks(rank)` (the output memory of each rank's block), once the
+// tensors in `keep` (outputs and input) are validated.
+Work submit_all_gather(const GroupPtr& g, const Tensor& input, std::vector<Tensor> keep,
+                       std::function<std::vector<char*>()> blocks_of, bool blocking) {
+  const char* name = "all_gather";
+  keep.push_back(input);
+  const bool cuda = on_cuda(keep, name);
+  GroupImpl* gp = g.get();
+  return g->submit(name, detail::make_signature(name, &input), keep, [=](dist::PeerIo& io) {
+    std::vector<char*> blocks = blocks_of();
+    const size_t bytes = input.nbytes();
+    if (cuda) {
+      std::vector<void*> outs(blocks.begin(), blocks.end());
+      dist::nccl_all_gather(nccl_of(*gp, input.device().index), bytes_of(input), outs,
+                            size_t(input.numel()), input.dtype(), {name, gp->timeout});
+      io.count(bytes * uint64_t(io.size() - 1), bytes * uint64_t(io.size() - 1));
+      return;
+    }
+    char* mine = blocks[size_t(io.rank())];
+    if (mine != bytes_of(input) && bytes > 0) std::memmove(mine, bytes_of(input), bytes);
+    dist::all_gather(io, blocks, bytes);
+  }, blocking);
+}
+
 Work all_gather_impl(const std::vector<Tensor>& outputs, const Tensor& input,
                      const Group& group, bool blocking) {
   const char* name = "all_gather";
@@ -126,24 +152,10 @@ Work all_gather_impl(const std::vector<Tensor>& outputs, const Tensor& input,
                  dtype_name(input.dtype()), " ", shape_str(input.shape()), "), got ",
                  dtype_name(out.dtype()), " ", shape_str(out.shape()));
   }
-  std::vector<Tensor> keep = outputs;
-  keep.push_back(input);
-  const bool cuda = on_cuda(keep, name);
-  GroupImpl* gp = g.get();
-  return g->submit(name, detail::make_signature(name, &input), keep, [=](dist::PeerIo& io) {
+  return submit_all_gather(g, input, outputs, [outputs] {
     std::vector<char*> blocks;
     for (const auto& out : outputs) blocks.push_back(bytes_of(out));
-    const size_t bytes = input.nbytes();
-    if (cuda) {
-      std::vector<void*> outs(blocks.begin(), blocks.end());
-      dist::nccl_all_gather(nccl_of(*gp, input.device().index), bytes_of(input), outs,
-                            size_t(input.numel()), input.dtype(), {name, gp->timeout});
-      io.count(bytes * uint64_t(io.size() - 1), bytes * uint64_t(io.size() - 1));
-      return;
-    }
-    char* mine = blocks[size_t(io.rank())];
-    if (mine != bytes_of(input)) std::memmove(mine, bytes_of(input), bytes);
-    dist::all_gather(io, blocks, bytes);
+    return blocks;
   }, blocking);
 }
 
@@ -157,10 +169,12 @@ Work all_gather_impl(const Tensor& output, const Tensor& input, const Group& gro
                "[communication] ", name, ": output must be ", dtype_name(input.dtype()), " with ",
                g->size(), " x ", input.numel(), " elements, got ", dtype_name(output.dtype()), " ",
                shape_str(output.shape()));
-  std::vector<Tensor> outputs;
-  const auto flat = output.view({int64_t(g->size()), input.numel()});
-  for (int i = 0; i < g->size(); ++i) outputs.push_back(flat.select(0, i));
-  return all_gather_impl(outputs, input, group, blocking);
+  const int n = g->size();
+  return submit_all_gather(g, input, {output}, [output, n, bytes = input.nbytes()] {
+    std::vector<char*> blocks;
+    for (int i = 0; i < n; ++i) blocks.push_back(bytes_of(output) + size_t(i) * bytes);
+    return blocks;
+  }, blocking);
 }
 
 Work reduce_scatter_impl(const Tensor& output, const Tensor& input, ReduceOp op,

@@ -189,7 +189,7 @@ Work GroupImpl::submit(const char* op, Signature signature, std::vector<Tensor> 
     } catch (const std::exception& e) {
       broken = e.what();
       failed = true;
-      context->closeConnections();
+      if (size() > 1) context->closeConnections();  // a group of one has no transport
       dist::record_collective(op, io.bytes_sent(), io.bytes_received(),
                               dist::seconds_since(start), true);
       throw;

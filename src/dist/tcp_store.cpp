@@ -127,11 +127,12 @@ class TcpStoreServer {
         return;
       }
       if (fds[0].revents) return;
+      const size_t polled = clients.size();  // fds[2..] covers these; new ones wait a round
       if (fds[1].revents & POLLIN) {
         int fd = accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
         if (fd >= 0) clients.push_back({Fd(fd), {}});
       }
-      for (size_t i = 0; i < clients.size(); ++i) {
+      for (size_t i = 0; i < polled; ++i) {
         if (!(fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         char buf[65536];
         ssize_t n = ::recv(clients[i].fd.get(), buf, sizeof buf, 0);

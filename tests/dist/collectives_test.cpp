@@ -187,6 +187,10 @@ TEST_P(Stores, EveryCollectiveOnce) {
     expect_values(out, [&](size_t i) {
       return reduce_ref(comm::ReduceOp::MAX, n, size_t(rank) * 10 + i, DType::i32);
     }, "reduce_scatter");
+    auto empty = Tensor::zeros({0}, DType::f64);  // nothing to send; still a collective
+    comm::all_reduce(empty);
+    comm::broadcast(empty, 0);
+    expect(comm::all_gather(empty).shape() == Shape{n, 0}, "empty all_gather");
     comm::barrier();
   });
 }

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "dist/nccl_backend.h"
 #include "rank_runner.h"
 
 namespace zenith {
@@ -186,6 +187,38 @@ TEST(DistFailure, RankThatNeverJoinsFailsInitWithinTheTimeout) {
       expect(seconds_since(start) < 3.0, "took ", seconds_since(start), " s");
     }
     expect(!comm::is_initialized(), "initialized after a failed init");
+  });
+  EXPECT_TRUE(results[0].ok()) << test::describe(results);
+}
+
+TEST(DistFailure, CudaTensorsGoToNcclOrFailClearly) {
+  auto results = test::run_ranks(1, [&](int) {
+    comm::init(test::rank_options(0, 1, ""));
+    // The core cannot allocate CUDA memory yet: a CPU buffer labelled cuda:0 reaches the
+    // device dispatch, which is what this test is about.
+    auto cpu = Tensor::ones({4});
+    auto impl = std::make_shared<TensorImpl>(cpu.impl());
+    impl->device = Device{DeviceType::CUDA, 0};
+    const Tensor cuda(impl);
+    try {
+      comm::all_gather(std::vector<Tensor>{cuda}, cpu);
+      expect(false, "mixed devices accepted");
+    } catch (const Error& e) {
+      expect(contains(e.what(), "tensors on different devices (cuda:0 and cpu)"), e.what());
+    }
+    if (dist::nccl_available() && std::filesystem::exists("/dev/nvidia0"))
+      return;  // a real GPU would be handed a host pointer: nothing more to check here
+    try {
+      comm::all_reduce(cuda);
+      expect(false, "all_reduce on cuda:0 succeeded");
+    } catch (const Error& e) {
+      std::fprintf(stderr, "cuda tensor: %s\n", e.what());
+      if (!dist::nccl_available())
+        expect(contains(e.what(), "[communication] nccl backend not available in this build"),
+               e.what());
+      else  // NCCL built in, no GPU on this machine: the CUDA runtime's error, cleanly
+        expect(contains(e.what(), "[communication] cudaSetDevice"), e.what());
+    }
   });
   EXPECT_TRUE(results[0].ok()) << test::describe(results);
 }
