@@ -95,7 +95,8 @@ Tensor relu_backward(const Tensor& grad, const Tensor& out) {
   ZENITH_CHECK(grad.defined() && out.defined(), "[relu_backward] undefined input");
   ZENITH_CHECK(is_floating(out.dtype()), "[relu_backward] expected a floating output, got ",
                dtype_name(out.dtype()));
-  Tensor o = plain(out), g = plain(grad);
+  const Tensor& o = out;  // blocked (oneDNN) tensors stay blocked: the kernel is layout-aware
+  const Tensor& g = grad;
   ZENITH_CHECK(g.dim() <= o.dim(), "[relu_backward] grad ", shape_str(g.shape()),
                " does not broadcast to output ", shape_str(o.shape()));
   for (int64_t i = 1; i <= g.dim(); ++i) {

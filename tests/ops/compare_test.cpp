@@ -77,13 +77,15 @@ TEST(Compare, Where) {
 TEST(Compare, MaskedFill) {
   for (auto& [xs, ms] : std::vector<std::pair<Shape, Shape>>{
            {{3, 4}, {3, 4}}, {{2, 3, 4}, {3, 1}}, {{2, 3}, {}}}) {
-    SCOPED_TRACE(shape_str(xs) + " mask " + shape_str(ms));
-    Tensor mask = ops::gt(Tensor::rand(ms), Tensor::scalar(0.5));
-    auto f = [mask](const std::vector<Tensor>& x) { return ops::masked_fill(x[0], mask, -2.5); };
-    std::vector<Tensor> in = {random_input(xs, DType::f64, true)};
-    EXPECT_TRUE(forward_matches_f64(f, in));
-    in[0].requires_grad_();
-    EXPECT_TRUE(gradcheck(f, in));
+    for (bool nc : {false, true}) {
+      SCOPED_TRACE(shape_str(xs) + " mask " + shape_str(ms) + (nc ? " noncontiguous" : ""));
+      Tensor mask = ops::gt(Tensor::rand(ms), Tensor::scalar(0.5));
+      auto f = [mask](const std::vector<Tensor>& x) { return ops::masked_fill(x[0], mask, -2.5); };
+      std::vector<Tensor> in = {random_input(xs, DType::f64, nc)};
+      EXPECT_TRUE(forward_matches_f64(f, in));
+      in[0].requires_grad_();
+      EXPECT_TRUE(gradcheck(f, in));
+    }
   }
   Tensor x = Tensor::from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}).requires_grad_();
   Tensor mask = Tensor::from_vector(std::vector<int64_t>{0, 1}, {2}, DType::b8);

@@ -91,6 +91,12 @@ TEST(Unary, FastFloat32MathMatchesStd) {
   EXPECT_LT(max_rel_error([](auto& x) { return ops::tanh(x); },
                           [](double a) { return std::tanh(a); }, -12, 12),
             1e-6);
+  EXPECT_LT(max_rel_error([](auto& x) { return ops::log(x); },
+                          [](double a) { return std::log(a); }, 1e-6, 1e6),
+            1e-6);
+  EXPECT_LT(max_rel_error([](auto& x) { return ops::log(x); },
+                          [](double a) { return std::log(a); }, 0.5, 2.0),
+            1e-6);
   EXPECT_LT(max_rel_error([](auto& x) { return ops::tanh(x); },
                           [](double a) { return std::tanh(a); }, -1e-3, 1e-3),
             1e-6);
@@ -126,6 +132,12 @@ TEST(Unary, FastExpEdgeCases) {
   EXPECT_EQ(s::tanh(30.0f), 1.0f);
   EXPECT_EQ(s::tanh(-30.0f), -1.0f);
   EXPECT_TRUE(std::isnan(s::tanh(NAN)));
+  EXPECT_EQ(s::log(1.0f), 0.0f);
+  EXPECT_TRUE(std::isinf(s::log(0.0f)) && s::log(0.0f) < 0);
+  EXPECT_TRUE(std::isnan(s::log(-1.0f)));
+  EXPECT_TRUE(std::isinf(s::log(INFINITY)));
+  EXPECT_TRUE(std::isnan(s::log(NAN)));
+  EXPECT_NEAR(s::log(1e-40f), std::log(double(1e-40f)), 1e-5);  // denormal input
   EXPECT_EQ(s::sigmoid(-200.0f), 0.0f);
   EXPECT_EQ(s::sigmoid(200.0f), 1.0f);
 }

@@ -1,5 +1,8 @@
 // CPU comparison and selection kernels: eq/ne/lt/le/gt/ge (bool out), where, masked_fill.
+#include <algorithm>
+
 #include "backend/cpu/loops.h"
+#include "backend/cpu/math_simd.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
@@ -75,6 +78,11 @@ std::vector<Tensor> where_kernel(const std::vector<Tensor>& in, const dispatch::
       const bool* cp = pc + off[1];
       const T* ap = pa + off[2];
       const T* bp = pb + off[3];
+      if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) op[i] = simd::select(cp[i], ap[i], bp[i]);
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) op[i * st[0]] = cp[i * st[1]] ? ap[i * st[2]] : bp[i * st[3]];
     });
   });
@@ -98,6 +106,16 @@ std::vector<Tensor> masked_fill_kernel(const std::vector<Tensor>& in, const disp
       T* op = o + off[0];
       const T* xp = px + off[1];
       const bool* mp = pm + off[2];
+      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {  // e.g. an attention mask of x's shape
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) op[i] = simd::select(mp[i], v, xp[i]);
+        return;
+      }
+      if (st[0] == 1 && st[1] == 1 && st[2] == 0) {  // mask broadcast along the row
+        if (mp[0]) std::fill(op, op + n, v);
+        else std::copy(xp, xp + n, op);
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) op[i * st[0]] = mp[i * st[2]] ? v : xp[i * st[1]];
     });
   });

@@ -65,6 +65,36 @@ ZENITH_SIMD_INLINE float exp(float x) {
   return select(x > hi, __builtin_inff(), y);
 }
 
+// log(x): x = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes' degree-9 polynomial for log(m).
+// Denormals are scaled up first; 0 gives -inf, negatives NaN, inf inf, NaN NaN.
+ZENITH_SIMD_INLINE float log(float x) {
+  const bool denormal = x < 1.17549435e-38f;
+  float xs = select(denormal, x * 8388608.0f, x);  // * 2^23
+  int32_t bits = __builtin_bit_cast(int32_t, xs);
+  float e = float(((bits >> 23) & 0xff) - 126) - select(denormal, 23.0f, 0.0f);
+  float m = __builtin_bit_cast(float, (bits & 0x807fffff) | 0x3f000000);  // in [0.5, 1)
+  const bool low = m < 0.707106781186547524f;
+  e = select(low, e - 1.0f, e);
+  m = select(low, m + m - 1.0f, m - 1.0f);
+  float z = m * m;
+  float y = 7.0376836292e-2f;
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z;
+  y += -2.12194440e-4f * e;
+  y += -0.5f * z;
+  float r = m + y + 0.693359375f * e;
+  r = select(x == 0.0f, -__builtin_inff(), r);
+  r = select(x < 0.0f, __builtin_nanf(""), r);
+  return select(x == __builtin_inff() || x != x, x, r);
+}
+
 // tanh: Cephes' odd polynomial for |x| < 0.625, else 1 - 2 / (e^{2|x|} + 1) with x's sign.
 ZENITH_SIMD_INLINE float tanh(float x) {
   float ax = abs(x);
@@ -111,7 +141,9 @@ ZENITH_SIMD_INLINE float normal_cdf(float x) {
 template <typename T>
 ZENITH_SIMD_INLINE T row_max(const T* x, int64_t n) {
   T m = x[0];
+#if defined(_OPENMP)  // tests include this header without OpenMP
 #pragma omp simd reduction(max : m)
+#endif
   for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
   return m;
 }

@@ -71,7 +71,10 @@ struct Exp {
 };
 struct Log {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return std::log(x); }
+  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const {
+    if constexpr (std::is_same_v<T, float>) return simd::log(x);
+    else return std::log(x);
+  }
 };
 struct Sqrt {
   static constexpr bool kFloatOnly = true;
