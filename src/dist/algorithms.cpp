@@ -38,8 +38,8 @@ std::vector<Transfer> send_segments(PeerIo& io, int peer, const char* src, size_
   std::vector<Transfer> sends;
   for (size_t j = 0, n = segments(nbytes); j < n; ++j) {
     const size_t off = j * kSegmentBytes;
-    sends.push_back(io.send(peer, src + off, std::min(kSegmentBytes, nbytes - off),
-                            make_tag(phase, step, j)));
+    sends.push_back(
+        io.send(peer, src + off, std::min(kSegmentBytes, nbytes - off), make_tag(phase, step, j)));
   }
   return sends;
 }
@@ -74,7 +74,8 @@ void all_reduce_direct(PeerIo& io, char* data, size_t count, DType dtype, Reduce
   std::vector<Transfer> transfers;
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    transfers.push_back(io.recv(p, all + size_t(p) * bytes, bytes, make_tag(Phase::exchange, 0, 0)));
+    transfers.push_back(
+        io.recv(p, all + size_t(p) * bytes, bytes, make_tag(Phase::exchange, 0, 0)));
     transfers.push_back(io.send(p, data, bytes, make_tag(Phase::exchange, 0, 0)));
   }
   io.wait_all(transfers);
@@ -85,8 +86,7 @@ void all_reduce_direct(PeerIo& io, char* data, size_t count, DType dtype, Reduce
 
 }  // namespace
 
-void all_reduce(PeerIo& io, char* data, size_t count, DType dtype, ReduceOp op,
-                Scratch& scratch) {
+void all_reduce(PeerIo& io, char* data, size_t count, DType dtype, ReduceOp op, Scratch& scratch) {
   const int n = io.size(), r = io.rank();
   const size_t esize = itemsize(dtype);
   if (count == 0) return;  // nothing to send: every rank agrees, the check already ran
@@ -139,8 +139,8 @@ void reduce_scatter(PeerIo& io, const char* input, char* output, size_t count, D
     const char* src = s == 0 ? input + size_t(sb) * bytes : partial[(s - 1) % 2];
     char* dst = s + 2 == n ? output : partial[s % 2];
     auto sends = send_segments(io, right, src, bytes, Phase::reduce_scatter, size_t(s));
-    recv_reduce(io, left, dst, input + size_t(rb) * bytes, bytes, dtype, op,
-                Phase::reduce_scatter, size_t(s), segs);
+    recv_reduce(io, left, dst, input + size_t(rb) * bytes, bytes, dtype, op, Phase::reduce_scatter,
+                size_t(s), segs);
     io.wait_all(sends);
   }
   if (op == ReduceOp::AVG) divide(output, count, dtype, n);
@@ -151,10 +151,10 @@ void all_gather(PeerIo& io, const std::vector<char*>& blocks, size_t block_bytes
   const int right = mod(r + 1, n), left = mod(r - 1, n);
   for (int s = 0; s + 1 < n; ++s) {
     const int sb = mod(r - s, n), rb = mod(r - s - 1, n);
-    auto recv = io.recv(left, blocks[size_t(rb)], block_bytes,
-                        make_tag(Phase::all_gather, size_t(s), 0));
-    auto send = io.send(right, blocks[size_t(sb)], block_bytes,
-                        make_tag(Phase::all_gather, size_t(s), 0));
+    auto recv =
+        io.recv(left, blocks[size_t(rb)], block_bytes, make_tag(Phase::all_gather, size_t(s), 0));
+    auto send =
+        io.send(right, blocks[size_t(sb)], block_bytes, make_tag(Phase::all_gather, size_t(s), 0));
     io.wait(recv);
     io.wait(send);
   }

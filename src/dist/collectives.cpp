@@ -39,8 +39,8 @@ bool on_cuda(const std::vector<Tensor>& ts, const char* op) {
     ZENITH_CHECK(t.device() == d, "[communication] ", op, ": tensors on different devices (",
                  d.str(), " and ", t.device().str(), ")");
   if (d.type != DeviceType::CUDA) return false;
-  ZENITH_CHECK(dist::nccl_available(),
-               "[communication] nccl backend not available in this build (", op, " on ", d.str(),
+  ZENITH_CHECK(dist::nccl_available(), "[communication] nccl backend not available in this build (",
+               op, " on ", d.str(),
                "; build with the CUDA toolkit and NCCL, see ZENITH_WITH_NCCL)");
   return true;
 }
@@ -66,7 +66,9 @@ int group_rank_of(const GroupImpl& g, int world_rank, const char* op) {
 }
 
 // Bytes a ring moves per rank for `bytes` of data: NCCL's volume, counted for its stats.
-uint64_t ring_bytes(size_t bytes, int n) { return n > 1 ? bytes * uint64_t(n - 1) / uint64_t(n) : 0; }
+uint64_t ring_bytes(size_t bytes, int n) {
+  return n > 1 ? bytes * uint64_t(n - 1) / uint64_t(n) : 0;
+}
 
 Work all_reduce_impl(const Tensor& tensor, ReduceOp op, const Group& group, bool blocking) {
   const char* name = "all_reduce";
@@ -75,20 +77,20 @@ Work all_reduce_impl(const Tensor& tensor, ReduceOp op, const Group& group, bool
   check_reduce_op(op, tensor.dtype(), name);
   const bool cuda = on_cuda({tensor}, name);
   GroupImpl* gp = g.get();
-  return g->submit(name, detail::make_signature(name, &tensor, int(op)), {tensor},
-                   [=](dist::PeerIo& io) {
-                     const size_t count = size_t(tensor.numel());
-                     if (cuda) {
-                       dist::nccl_all_reduce(nccl_of(*gp, tensor.device().index), bytes_of(tensor),
-                                             count, tensor.dtype(), op, {name, gp->timeout});
-                       const auto moved = 2 * ring_bytes(tensor.nbytes(), io.size());
-                       io.count(moved, moved);
-                     } else {
-                       dist::all_reduce(io, bytes_of(tensor), count, tensor.dtype(), op,
-                                        gp->scratch);
-                     }
-                   },
-                   blocking);
+  return g->submit(
+      name, detail::make_signature(name, &tensor, int(op)), {tensor},
+      [=](dist::PeerIo& io) {
+        const size_t count = size_t(tensor.numel());
+        if (cuda) {
+          dist::nccl_all_reduce(nccl_of(*gp, tensor.device().index), bytes_of(tensor), count,
+                                tensor.dtype(), op, {name, gp->timeout});
+          const auto moved = 2 * ring_bytes(tensor.nbytes(), io.size());
+          io.count(moved, moved);
+        } else {
+          dist::all_reduce(io, bytes_of(tensor), count, tensor.dtype(), op, gp->scratch);
+        }
+      },
+      blocking);
 }
 
 Work broadcast_impl(const Tensor& tensor, int root, const Group& group, bool blocking) {
@@ -98,19 +100,20 @@ Work broadcast_impl(const Tensor& tensor, int root, const Group& group, bool blo
   const int group_root = group_rank_of(*g, root, name);
   const bool cuda = on_cuda({tensor}, name);
   GroupImpl* gp = g.get();
-  return g->submit(name, detail::make_signature(name, &tensor, -1, root), {tensor},
-                   [=](dist::PeerIo& io) {
-                     if (cuda) {
-                       dist::nccl_broadcast(nccl_of(*gp, tensor.device().index), bytes_of(tensor),
-                                            size_t(tensor.numel()), tensor.dtype(), group_root,
-                                            {name, gp->timeout});
-                       const uint64_t b = tensor.nbytes();
-                       io.count(io.rank() == group_root ? b : 0, io.rank() == group_root ? 0 : b);
-                     } else {
-                       dist::broadcast(io, bytes_of(tensor), tensor.nbytes(), group_root);
-                     }
-                   },
-                   blocking);
+  return g->submit(
+      name, detail::make_signature(name, &tensor, -1, root), {tensor},
+      [=](dist::PeerIo& io) {
+        if (cuda) {
+          dist::nccl_broadcast(nccl_of(*gp, tensor.device().index), bytes_of(tensor),
+                               size_t(tensor.numel()), tensor.dtype(), group_root,
+                               {name, gp->timeout});
+          const uint64_t b = tensor.nbytes();
+          io.count(io.rank() == group_root ? b : 0, io.rank() == group_root ? 0 : b);
+        } else {
+          dist::broadcast(io, bytes_of(tensor), tensor.nbytes(), group_root);
+        }
+      },
+      blocking);
 }
 
 // Queues an all_gather into `blocks(rank)` (the output memory of each rank's block), once the
@@ -121,46 +124,50 @@ Work submit_all_gather(const GroupPtr& g, const Tensor& input, std::vector<Tenso
   keep.push_back(input);
   const bool cuda = on_cuda(keep, name);
   GroupImpl* gp = g.get();
-  return g->submit(name, detail::make_signature(name, &input), keep, [=](dist::PeerIo& io) {
-    std::vector<char*> blocks = blocks_of();
-    const size_t bytes = input.nbytes();
-    if (cuda) {
-      std::vector<void*> outs(blocks.begin(), blocks.end());
-      dist::nccl_all_gather(nccl_of(*gp, input.device().index), bytes_of(input), outs,
-                            size_t(input.numel()), input.dtype(), {name, gp->timeout});
-      io.count(bytes * uint64_t(io.size() - 1), bytes * uint64_t(io.size() - 1));
-      return;
-    }
-    char* mine = blocks[size_t(io.rank())];
-    if (mine != bytes_of(input) && bytes > 0) std::memmove(mine, bytes_of(input), bytes);
-    dist::all_gather(io, blocks, bytes);
-  }, blocking);
+  return g->submit(
+      name, detail::make_signature(name, &input), keep,
+      [=](dist::PeerIo& io) {
+        std::vector<char*> blocks = blocks_of();
+        const size_t bytes = input.nbytes();
+        if (cuda) {
+          std::vector<void*> outs(blocks.begin(), blocks.end());
+          dist::nccl_all_gather(nccl_of(*gp, input.device().index), bytes_of(input), outs,
+                                size_t(input.numel()), input.dtype(), {name, gp->timeout});
+          io.count(bytes * uint64_t(io.size() - 1), bytes * uint64_t(io.size() - 1));
+          return;
+        }
+        char* mine = blocks[size_t(io.rank())];
+        if (mine != bytes_of(input) && bytes > 0) std::memmove(mine, bytes_of(input), bytes);
+        dist::all_gather(io, blocks, bytes);
+      },
+      blocking);
 }
 
-Work all_gather_impl(const std::vector<Tensor>& outputs, const Tensor& input,
-                     const Group& group, bool blocking) {
+Work all_gather_impl(const std::vector<Tensor>& outputs, const Tensor& input, const Group& group,
+                     bool blocking) {
   const char* name = "all_gather";
   auto g = dist::resolve_group(group, name);
   check_tensor(input, name, "input");
-  ZENITH_CHECK(int(outputs.size()) == g->size(), "[communication] ", name, ": expected ",
-               g->size(), " output tensors (one per rank of ", g->name, "), got ",
-               outputs.size());
+  ZENITH_CHECK(int(outputs.size()) == g->size(), "[communication] ", name, ": expected ", g->size(),
+               " output tensors (one per rank of ", g->name, "), got ", outputs.size());
   for (const auto& out : outputs) {
     check_tensor(out, name, "output");
-    ZENITH_CHECK(out.dtype() == input.dtype() && out.numel() == input.numel(),
-                 "[communication] ", name, ": each output must match the input (",
-                 dtype_name(input.dtype()), " ", shape_str(input.shape()), "), got ",
-                 dtype_name(out.dtype()), " ", shape_str(out.shape()));
+    ZENITH_CHECK(out.dtype() == input.dtype() && out.numel() == input.numel(), "[communication] ",
+                 name, ": each output must match the input (", dtype_name(input.dtype()), " ",
+                 shape_str(input.shape()), "), got ", dtype_name(out.dtype()), " ",
+                 shape_str(out.shape()));
   }
-  return submit_all_gather(g, input, outputs, [outputs] {
-    std::vector<char*> blocks;
-    for (const auto& out : outputs) blocks.push_back(bytes_of(out));
-    return blocks;
-  }, blocking);
+  return submit_all_gather(
+      g, input, outputs,
+      [outputs] {
+        std::vector<char*> blocks;
+        for (const auto& out : outputs) blocks.push_back(bytes_of(out));
+        return blocks;
+      },
+      blocking);
 }
 
-Work all_gather_impl(const Tensor& output, const Tensor& input, const Group& group,
-                     bool blocking) {
+Work all_gather_impl(const Tensor& output, const Tensor& input, const Group& group, bool blocking) {
   const char* name = "all_gather";
   auto g = dist::resolve_group(group, name);
   check_tensor(input, name, "input");
@@ -170,15 +177,18 @@ Work all_gather_impl(const Tensor& output, const Tensor& input, const Group& gro
                g->size(), " x ", input.numel(), " elements, got ", dtype_name(output.dtype()), " ",
                shape_str(output.shape()));
   const int n = g->size();
-  return submit_all_gather(g, input, {output}, [output, n, bytes = input.nbytes()] {
-    std::vector<char*> blocks;
-    for (int i = 0; i < n; ++i) blocks.push_back(bytes_of(output) + size_t(i) * bytes);
-    return blocks;
-  }, blocking);
+  return submit_all_gather(
+      g, input, {output},
+      [output, n, bytes = input.nbytes()] {
+        std::vector<char*> blocks;
+        for (int i = 0; i < n; ++i) blocks.push_back(bytes_of(output) + size_t(i) * bytes);
+        return blocks;
+      },
+      blocking);
 }
 
-Work reduce_scatter_impl(const Tensor& output, const Tensor& input, ReduceOp op,
-                         const Group& group, bool blocking) {
+Work reduce_scatter_impl(const Tensor& output, const Tensor& input, ReduceOp op, const Group& group,
+                         bool blocking) {
   const char* name = "reduce_scatter";
   auto g = dist::resolve_group(group, name);
   check_tensor(input, name, "input");
@@ -190,28 +200,30 @@ Work reduce_scatter_impl(const Tensor& output, const Tensor& input, ReduceOp op,
                dtype_name(input.dtype()), " ", shape_str(input.shape()));
   const bool cuda = on_cuda({input, output}, name);
   GroupImpl* gp = g.get();
-  return g->submit(name, detail::make_signature(name, &input, int(op)), {input, output},
-                   [=](dist::PeerIo& io) {
-                     const size_t count = size_t(output.numel());
-                     if (cuda) {
-                       dist::nccl_reduce_scatter(nccl_of(*gp, input.device().index),
-                                                 bytes_of(input), bytes_of(output), count,
-                                                 input.dtype(), op, {name, gp->timeout});
-                       const auto moved = ring_bytes(input.nbytes(), io.size());
-                       io.count(moved, moved);
-                     } else {
-                       dist::reduce_scatter(io, bytes_of(input), bytes_of(output), count,
-                                            input.dtype(), op, gp->scratch);
-                     }
-                   },
-                   blocking);
+  return g->submit(
+      name, detail::make_signature(name, &input, int(op)), {input, output},
+      [=](dist::PeerIo& io) {
+        const size_t count = size_t(output.numel());
+        if (cuda) {
+          dist::nccl_reduce_scatter(nccl_of(*gp, input.device().index), bytes_of(input),
+                                    bytes_of(output), count, input.dtype(), op,
+                                    {name, gp->timeout});
+          const auto moved = ring_bytes(input.nbytes(), io.size());
+          io.count(moved, moved);
+        } else {
+          dist::reduce_scatter(io, bytes_of(input), bytes_of(output), count, input.dtype(), op,
+                               gp->scratch);
+        }
+      },
+      blocking);
 }
 
 Work barrier_impl(const Group& group, bool blocking) {
   const char* name = "barrier";
   auto g = dist::resolve_group(group, name);
-  return g->submit(name, detail::make_signature(name, nullptr), {},
-                   [](dist::PeerIo& io) { dist::barrier(io); }, blocking);
+  return g->submit(
+      name, detail::make_signature(name, nullptr), {}, [](dist::PeerIo& io) { dist::barrier(io); },
+      blocking);
 }
 
 }  // namespace
@@ -222,8 +234,7 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op, const Group& group) {
 Work broadcast_async(const Tensor& tensor, int root, const Group& group) {
   return broadcast_impl(tensor, root, group, false);
 }
-Work all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input,
-                      const Group& group) {
+Work all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input, const Group& group) {
   return all_gather_impl(outputs, input, group, false);
 }
 Work all_gather_async(const Tensor& output, const Tensor& input, const Group& group) {

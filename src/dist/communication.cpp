@@ -1,4 +1,6 @@
 // init / release / groups / stats: the process-wide part of the communication API.
+#include "zenith/communication.h"
+
 #include <gloo/context.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
@@ -10,7 +12,6 @@
 
 #include "dist/stats.h"
 #include "dist/world.h"
-#include "zenith/communication.h"
 #include "zenith/error.h"
 
 namespace zenith::dist {
@@ -93,10 +94,14 @@ using dist::g_mutex;
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::SUM: return "SUM";
-    case ReduceOp::AVG: return "AVG";
-    case ReduceOp::MAX: return "MAX";
-    case ReduceOp::MIN: return "MIN";
+    case ReduceOp::SUM:
+      return "SUM";
+    case ReduceOp::AVG:
+      return "AVG";
+    case ReduceOp::MAX:
+      return "MAX";
+    case ReduceOp::MIN:
+      return "MIN";
   }
   return "?";
 }
@@ -124,8 +129,8 @@ void init(const Options& options) {
     try {
       w->device = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
-      ZENITH_FAIL("[communication] rank ", c.rank, " cannot listen on ", c.address, ": ",
-                  e.what(), " (set ZENITH_COMM_ADDR to an address of this host)");
+      ZENITH_FAIL("[communication] rank ", c.rank, " cannot listen on ", c.address, ": ", e.what(),
+                  " (set ZENITH_COMM_ADDR to an address of this host)");
     }
   }
   std::vector<int> all(size_t(c.size));
@@ -155,8 +160,7 @@ void release() {
                                    [](dist::PeerIo& io) { dist::barrier(io); });
       work.wait();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "[WARNING] communication release: final barrier failed: %s\n",
-                   e.what());
+      std::fprintf(stderr, "[WARNING] communication release: final barrier failed: %s\n", e.what());
     }
   }
   for (auto& weak : w->groups)

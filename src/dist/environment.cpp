@@ -127,52 +127,63 @@ Config resolve_config(const communication::Options& o) {
                  " lists ", table.ranks.size(), " devices but the group size is ", c.size);
 
   // Timeout.
-  c.timeout = o.timeout.count() > 0 ? o.timeout
+  c.timeout = o.timeout.count() > 0                 ? o.timeout
               : !env("ZENITH_COMM_TIMEOUT").empty() ? parse_timeout(env("ZENITH_COMM_TIMEOUT"))
                                                     : std::chrono::milliseconds(60000);
 
   // Store.
   const auto master_addr = env("MASTER_ADDR");
   const auto master_port = env("MASTER_PORT");
-  if (!o.store.empty()) c.store_url = o.store;
-  else if (!env("ZENITH_STORE").empty()) c.store_url = env("ZENITH_STORE");
+  if (!o.store.empty())
+    c.store_url = o.store;
+  else if (!env("ZENITH_STORE").empty())
+    c.store_url = env("ZENITH_STORE");
   else if (!master_addr.empty() && !master_port.empty() && master_port != "0")
     c.store_url = "tcp://" + master_addr + ":" + master_port;
   else if (!env("ZENITH_JOB_DIR").empty())
-    c.store_url = "file://" + std::filesystem::absolute(env("ZENITH_JOB_DIR")).string() +
-                  "/rendezvous";
+    c.store_url =
+        "file://" + std::filesystem::absolute(env("ZENITH_JOB_DIR")).string() + "/rendezvous";
   else if (!table_file.empty() && table.server_count == 1)
-    c.store_url = "file://" +
-                  std::filesystem::absolute(table_file).parent_path().string() + "/rendezvous";
+    c.store_url =
+        "file://" + std::filesystem::absolute(table_file).parent_path().string() + "/rendezvous";
   else if (c.size == 1)
     c.store_url = "";  // a single rank needs no rendezvous
   else
-    ZENITH_FAIL("[communication] no rendezvous store: set ZENITH_STORE (file:///dir, "
-                "redis://host:port or tcp://host:port) or MASTER_ADDR and MASTER_PORT");
+    ZENITH_FAIL(
+        "[communication] no rendezvous store: set ZENITH_STORE (file:///dir, "
+        "redis://host:port or tcp://host:port) or MASTER_ADDR and MASTER_PORT");
 
   // Prefix: per job and per restart when the platform says which, so reruns never meet
   // keys left behind by an earlier attempt.
-  if (!o.prefix.empty()) c.prefix = o.prefix;
-  else if (!env("ZENITH_STORE_PREFIX").empty()) c.prefix = env("ZENITH_STORE_PREFIX");
+  if (!o.prefix.empty())
+    c.prefix = o.prefix;
+  else if (!env("ZENITH_STORE_PREFIX").empty())
+    c.prefix = env("ZENITH_STORE_PREFIX");
   else if (!env("ZENITH_JOB_ID").empty())
     c.prefix = "zenith/job" + env("ZENITH_JOB_ID") + "/attempt" +
                (env("ZENITH_RESTART_COUNT").empty() ? "0" : env("ZENITH_RESTART_COUNT"));
-  else c.prefix = "zenith";
+  else
+    c.prefix = "zenith";
 
   // Listening address.
-  if (!o.address.empty()) c.address = o.address;
-  else if (!env("ZENITH_COMM_ADDR").empty()) c.address = env("ZENITH_COMM_ADDR");
+  if (!o.address.empty())
+    c.address = o.address;
+  else if (!env("ZENITH_COMM_ADDR").empty())
+    c.address = env("ZENITH_COMM_ADDR");
   else if (!table.ranks.empty())
     c.address = table.server_count > 1 ? table.ranks[size_t(c.rank)].server_id : "127.0.0.1";
   else if (!is_loopback_host(master_addr)) {
     char host[256] = {0};  // ranks span hosts: listen on this host's name
     gethostname(host, sizeof host - 1);
     c.address = host;
-  } else c.address = "127.0.0.1";
+  } else
+    c.address = "127.0.0.1";
 
   // Input checks.
-  if (o.check_inputs >= 0) c.check_inputs = o.check_inputs != 0;
-  else c.check_inputs = env("ZENITH_COMM_CHECK") != "0";
+  if (o.check_inputs >= 0)
+    c.check_inputs = o.check_inputs != 0;
+  else
+    c.check_inputs = env("ZENITH_COMM_CHECK") != "0";
   return c;
 }
 

@@ -13,8 +13,8 @@ namespace zenith::communication::detail {
 
 namespace {
 
-const char* const kOpNames[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter",
-                                "barrier"};
+const char* const kOpNames[] = {"?",          "all_reduce",     "broadcast",
+                                "all_gather", "reduce_scatter", "barrier"};
 
 uint32_t op_index(const char* op) {
   for (uint32_t i = 1; i < std::size(kOpNames); ++i)
@@ -183,22 +183,24 @@ Work GroupImpl::submit(const char* op, Signature signature, std::vector<Tensor> 
       if (check_inputs) check_signatures(io, signature, ranks);
       body(io);
     } catch (const MismatchError&) {
-      dist::record_collective(op, io.bytes_sent(), io.bytes_received(),
-                              dist::seconds_since(start), true);
+      dist::record_collective(op, io.bytes_sent(), io.bytes_received(), dist::seconds_since(start),
+                              true);
       throw;
     } catch (const std::exception& e) {
       broken = e.what();
       failed = true;
       if (size() > 1) context->closeConnections();  // a group of one has no transport
-      dist::record_collective(op, io.bytes_sent(), io.bytes_received(),
-                              dist::seconds_since(start), true);
+      dist::record_collective(op, io.bytes_sent(), io.bytes_received(), dist::seconds_since(start),
+                              true);
       throw;
     }
     dist::record_collective(op, io.bytes_sent(), io.bytes_received(), dist::seconds_since(start),
                             false);
   };
-  if (blocking) worker.run(work);
-  else worker.post(work);
+  if (blocking)
+    worker.run(work);
+  else
+    worker.post(work);
   return Work(work);
 }
 

@@ -74,13 +74,13 @@ struct Signature {
 Signature make_signature(const char* op, const Tensor* t, int reduce_op = -1, int root = -1);
 
 struct GroupImpl {
-  std::string name;       // "world", "group 1": key namespace and messages
+  std::string name;        // "world", "group 1": key namespace and messages
   std::vector<int> ranks;  // world ranks, in group order
   int rank = -1;           // this process's rank in the group; -1 when not a member
   std::chrono::milliseconds timeout{60000};
   bool check_inputs = true;
-  std::unique_ptr<dist::Store> store;       // this group's keys (NCCL ids)
-  std::shared_ptr<gloo::Context> context;   // null for non-members and after release
+  std::unique_ptr<dist::Store> store;      // this group's keys (NCCL ids)
+  std::shared_ptr<gloo::Context> context;  // null for non-members and after release
 
   std::atomic<bool> failed{false};  // set with `broken`, readable from any thread
 

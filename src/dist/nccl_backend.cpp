@@ -22,8 +22,9 @@ bool nccl_available() { return false; }
 
 namespace {
 [[noreturn]] void unavailable() {
-  ZENITH_FAIL("[communication] nccl backend not available in this build (CUDA tensors need a "
-              "build with the CUDA toolkit and NCCL; see ZENITH_WITH_NCCL)");
+  ZENITH_FAIL(
+      "[communication] nccl backend not available in this build (CUDA tensors need a "
+      "build with the CUDA toolkit and NCCL; see ZENITH_WITH_NCCL)");
 }
 }  // namespace
 
@@ -76,20 +77,29 @@ void check_cuda(cudaError_t rc, const char* what) {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::f32: return ncclFloat32;
-    case DType::f64: return ncclFloat64;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
-    default: ZENITH_FAIL("[communication] nccl: unsupported dtype ", dtype_name(t));
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    default:
+      ZENITH_FAIL("[communication] nccl: unsupported dtype ", dtype_name(t));
   }
 }
 
 ncclRedOp_t nccl_op(communication::ReduceOp op) {
   switch (op) {
-    case communication::ReduceOp::SUM: return ncclSum;
-    case communication::ReduceOp::AVG: return ncclAvg;
-    case communication::ReduceOp::MAX: return ncclMax;
-    case communication::ReduceOp::MIN: return ncclMin;
+    case communication::ReduceOp::SUM:
+      return ncclSum;
+    case communication::ReduceOp::AVG:
+      return ncclAvg;
+    case communication::ReduceOp::MAX:
+      return ncclMax;
+    case communication::ReduceOp::MIN:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -109,8 +119,7 @@ void settle(NcclComm& c, ncclResult_t rc, const NcclCall& call, Clock::time_poin
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(c.comm, &async);
     if (async != ncclSuccess && async != ncclInProgress)
-      fail(std::string("failed: ") + ncclGetErrorString(async) + " " +
-           ncclGetLastError(c.comm));
+      fail(std::string("failed: ") + ncclGetErrorString(async) + " " + ncclGetLastError(c.comm));
     if (async == ncclSuccess) {
       if (!wait_stream) return;
       const auto q = cudaStreamQuery(c.stream);
@@ -161,8 +170,8 @@ NcclCommPtr nccl_connect(Store* store, const std::string& key, int rank, int siz
   return c;
 }
 
-void nccl_all_reduce(NcclComm& c, void* data, size_t count, DType dtype,
-                     communication::ReduceOp op, const NcclCall& call) {
+void nccl_all_reduce(NcclComm& c, void* data, size_t count, DType dtype, communication::ReduceOp op,
+                     const NcclCall& call) {
   order_after_default_stream(c);
   const auto start = Clock::now();
   auto rc = ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), c.comm, c.stream);
@@ -203,8 +212,8 @@ void nccl_reduce_scatter(NcclComm& c, const void* input, void* output, size_t co
                          communication::ReduceOp op, const NcclCall& call) {
   order_after_default_stream(c);
   const auto start = Clock::now();
-  auto rc = ncclReduceScatter(input, output, count, nccl_type(dtype), nccl_op(op), c.comm,
-                              c.stream);
+  auto rc =
+      ncclReduceScatter(input, output, count, nccl_type(dtype), nccl_op(op), c.comm, c.stream);
   settle(c, rc, call, start, true);
 }
 

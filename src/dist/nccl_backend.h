@@ -41,7 +41,7 @@ void nccl_broadcast(NcclComm& comm, void* data, size_t count, DType dtype, int r
 // outputs[i] <- rank i's input (count elements each).
 void nccl_all_gather(NcclComm& comm, const void* input, const std::vector<void*>& outputs,
                      size_t count, DType dtype, const NcclCall& call);
-void nccl_reduce_scatter(NcclComm& comm, const void* input, void* output, size_t count,
-                         DType dtype, communication::ReduceOp op, const NcclCall& call);
+void nccl_reduce_scatter(NcclComm& comm, const void* input, void* output, size_t count, DType dtype,
+                         communication::ReduceOp op, const NcclCall& call);
 
 }  // namespace zenith::dist

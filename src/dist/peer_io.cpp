@@ -59,12 +59,14 @@ void PeerIo::wait(Transfer& t) {
   if (!t.buffer) return;
   // Gloo reports a timeout for anything under a millisecond; keep at least one so an expired
   // deadline still goes through Gloo's timeout path (which closes this context's connections).
-  const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 deadline_ - Clock::now()),
-                             std::chrono::milliseconds(1));
+  const auto left =
+      std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()),
+               std::chrono::milliseconds(1));
   try {
-    if (t.is_send) t.buffer->waitSend(left);
-    else t.buffer->waitRecv(left);
+    if (t.is_send)
+      t.buffer->waitSend(left);
+    else
+      t.buffer->waitRecv(left);
   } catch (const std::exception& e) {
     fail(t, e.what());
   }
@@ -88,9 +90,9 @@ void PeerIo::fail(const Transfer& t, const std::string& gloo_message) {
     ZENITH_FAIL("[communication] ", op_name_, " timed out after ", format_seconds(timeout_),
                 " waiting for rank ", world_peer,
                 " (peer dead, hung or closed connection? the timeout is ZENITH_COMM_TIMEOUT)");
-  ZENITH_FAIL("[communication] ", op_name_, " failed after ",
-              format_seconds(Clock::now() - start_), ": connection to rank ", world_peer,
-              " lost (", detail, "; the peer exited or gave up on an earlier error)");
+  ZENITH_FAIL("[communication] ", op_name_, " failed after ", format_seconds(Clock::now() - start_),
+              ": connection to rank ", world_peer, " lost (", detail,
+              "; the peer exited or gave up on an earlier error)");
 }
 
 }  // namespace zenith::dist

@@ -3,6 +3,8 @@
 // failure names the collective, the peer and the time it waited.
 #pragma once
 
+#include <gloo/transport/unbound_buffer.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -10,8 +12,6 @@
 #include <vector>
 
 #include "dist/util.h"
-
-#include <gloo/transport/unbound_buffer.h>
 
 namespace gloo {
 class Context;

@@ -37,17 +37,16 @@ class RedisStore : public Store {
       redis_.reset(redisConnectWithTimeout(host_.c_str(), port_, tv));
       if (redis_ && redis_->err == 0) break;
       last_error = redis_ ? redis_->errstr : "out of memory";
-      ZENITH_CHECK(Clock::now() - start < timeout, "[communication] redis store: cannot connect to ",
-                   host_, ":", port_, " within ", format_seconds(timeout), ": ", last_error);
+      ZENITH_CHECK(Clock::now() - start < timeout,
+                   "[communication] redis store: cannot connect to ", host_, ":", port_, " within ",
+                   format_seconds(timeout), ": ", last_error);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     timeval command_timeout{10, 0};
     redisSetTimeout(redis_.get(), command_timeout);
   }
 
-  std::string describe() const override {
-    return "redis://" + host_ + ":" + std::to_string(port_);
-  }
+  std::string describe() const override { return "redis://" + host_ + ":" + std::to_string(port_); }
 
  protected:
   void write(const std::string& key, const std::vector<char>& data) override {
@@ -79,8 +78,8 @@ class RedisStore : public Store {
         redisCommandArgv(redis_.get(), int(argv.size()), argv.data(), lens.data())));
     ZENITH_CHECK(reply != nullptr, "[communication] redis store ", describe(), ": ", args[0],
                  " failed: ", redis_->errstr);
-    ZENITH_CHECK(reply->type != REDIS_REPLY_ERROR, "[communication] redis store ", describe(),
-                 ": ", args[0], " failed: ", std::string(reply->str, reply->len));
+    ZENITH_CHECK(reply->type != REDIS_REPLY_ERROR, "[communication] redis store ", describe(), ": ",
+                 args[0], " failed: ", std::string(reply->str, reply->len));
     return reply;
   }
 

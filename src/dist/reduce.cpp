@@ -11,15 +11,21 @@ namespace {
 
 struct Sum {
   template <typename T>
-  T operator()(T a, T b) const { return a + b; }
+  T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct Max {
   template <typename T>
-  T operator()(T a, T b) const { return std::max(a, b); }
+  T operator()(T a, T b) const {
+    return std::max(a, b);
+  }
 };
 struct Min {
   template <typename T>
-  T operator()(T a, T b) const { return std::min(a, b); }
+  T operator()(T a, T b) const {
+    return std::min(a, b);
+  }
 };
 
 // One plain loop per (type, op); the compiler vectorises it (dst may alias a, so no restrict).
@@ -35,9 +41,12 @@ template <typename T>
 void reduce_typed(void* dst, const void* a, const void* b, size_t n, communication::ReduceOp op) {
   switch (op) {
     case communication::ReduceOp::SUM:
-    case communication::ReduceOp::AVG: return apply<T>(dst, a, b, n, Sum{});
-    case communication::ReduceOp::MAX: return apply<T>(dst, a, b, n, Max{});
-    case communication::ReduceOp::MIN: return apply<T>(dst, a, b, n, Min{});
+    case communication::ReduceOp::AVG:
+      return apply<T>(dst, a, b, n, Sum{});
+    case communication::ReduceOp::MAX:
+      return apply<T>(dst, a, b, n, Max{});
+    case communication::ReduceOp::MIN:
+      return apply<T>(dst, a, b, n, Min{});
   }
 }
 
@@ -50,11 +59,16 @@ bool is_supported_dtype(DType dtype) {
 void reduce(void* dst, const void* a, const void* b, size_t count, DType dtype,
             communication::ReduceOp op) {
   switch (dtype) {
-    case DType::f32: return reduce_typed<float>(dst, a, b, count, op);
-    case DType::f64: return reduce_typed<double>(dst, a, b, count, op);
-    case DType::i32: return reduce_typed<int32_t>(dst, a, b, count, op);
-    case DType::i64: return reduce_typed<int64_t>(dst, a, b, count, op);
-    default: ZENITH_FAIL("[communication] cannot reduce ", dtype_name(dtype), " tensors");
+    case DType::f32:
+      return reduce_typed<float>(dst, a, b, count, op);
+    case DType::f64:
+      return reduce_typed<double>(dst, a, b, count, op);
+    case DType::i32:
+      return reduce_typed<int32_t>(dst, a, b, count, op);
+    case DType::i64:
+      return reduce_typed<int64_t>(dst, a, b, count, op);
+    default:
+      ZENITH_FAIL("[communication] cannot reduce ", dtype_name(dtype), " tensors");
   }
 }
 

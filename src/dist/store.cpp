@@ -106,8 +106,10 @@ class FileStore : public Store {
   static std::string file_name(const std::string& key) {
     std::string s = key;
     for (auto& c : s)
-      if (c == '/') c = '.';
-      else if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+      if (c == '/')
+        c = '.';
+      else if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
+        c = '_';
     return s;
   }
   std::string path_of(const std::string& key) const { return dir_ + "/" + file_name(key); }
@@ -124,8 +126,8 @@ std::unique_ptr<Store> make_file_store(const std::string& dir, const std::string
 
 std::pair<std::string, int> split_host_port(const std::string& s, const std::string& what) {
   const auto colon = s.rfind(':');
-  ZENITH_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < s.size(),
-               "[communication] ", what, ": expected host:port, got '", s, "'");
+  ZENITH_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < s.size(), "[communication] ",
+               what, ": expected host:port, got '", s, "'");
   std::string host = s.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);

@@ -55,8 +55,7 @@ std::unique_ptr<Store> make_redis_store(const std::string& host, int port,
                                         const std::string& prefix,
                                         std::chrono::milliseconds timeout);
 std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool serve,
-                                      const std::string& prefix,
-                                      std::chrono::milliseconds timeout);
+                                      const std::string& prefix, std::chrono::milliseconds timeout);
 
 // "host:port" -> {host, port}; throws a [communication] error naming `what` when malformed.
 std::pair<std::string, int> split_host_port(const std::string& s, const std::string& what);

@@ -199,14 +199,13 @@ class TcpStore : public Store {
     for (;;) {  // rank 0 may not be listening yet
       std::string error;
       if (try_connect(&error)) break;
-      ZENITH_CHECK(Clock::now() - start < timeout, "[communication] tcp store: cannot reach rank 0 at ",
-                   host_, ":", port_, " within ", format_seconds(timeout), ": ", error);
+      ZENITH_CHECK(Clock::now() - start < timeout,
+                   "[communication] tcp store: cannot reach rank 0 at ", host_, ":", port_,
+                   " within ", format_seconds(timeout), ": ", error);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  std::string describe() const override {
-    return "tcp://" + host_ + ":" + std::to_string(port_);
-  }
+  std::string describe() const override { return "tcp://" + host_ + ":" + std::to_string(port_); }
 
  protected:
   void write(const std::string& key, const std::vector<char>& data) override {
@@ -264,8 +263,8 @@ class TcpStore : public Store {
     while (done < s.size()) {
       ssize_t n = ::send(fd_.get(), s.data() + done, s.size() - done, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
-      ZENITH_CHECK(n > 0, "[communication] tcp store ", describe(), ": send failed: ",
-                   std::strerror(errno), " (rank 0 gone?)");
+      ZENITH_CHECK(n > 0, "[communication] tcp store ", describe(),
+                   ": send failed: ", std::strerror(errno), " (rank 0 gone?)");
       done += size_t(n);
     }
   }

@@ -17,8 +17,8 @@ namespace zenith::dist {
 
 struct World {
   Config config;
-  std::unique_ptr<Store> store;                        // null for a world of one
-  std::shared_ptr<gloo::transport::Device> device;     // Gloo's TCP device (listener + loop)
+  std::unique_ptr<Store> store;                     // null for a world of one
+  std::shared_ptr<gloo::transport::Device> device;  // Gloo's TCP device (listener + loop)
   std::shared_ptr<communication::detail::GroupImpl> world;
   std::vector<std::weak_ptr<communication::detail::GroupImpl>> groups;
   int next_group = 1;

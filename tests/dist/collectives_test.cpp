@@ -26,9 +26,12 @@ double reduce_ref(comm::ReduceOp op, int n, size_t i, DType dtype) {
   double acc = value(0, i);
   for (int r = 1; r < n; ++r) {
     const double v = value(r, i);
-    if (op == comm::ReduceOp::MAX) acc = std::max(acc, v);
-    else if (op == comm::ReduceOp::MIN) acc = std::min(acc, v);
-    else acc += v;
+    if (op == comm::ReduceOp::MAX)
+      acc = std::max(acc, v);
+    else if (op == comm::ReduceOp::MIN)
+      acc = std::min(acc, v);
+    else
+      acc += v;
   }
   if (op == comm::ReduceOp::AVG)
     acc = dtype == DType::f32 ? double(float(acc) / float(n)) : acc / double(n);
@@ -58,15 +61,17 @@ void all_reduce_checks(int rank, int n) {
       for (size_t count : kCounts) {
         auto t = rank_tensor(rank, count, dtype);
         comm::all_reduce(t, op);
-        expect_values(t, [&](size_t i) { return reduce_ref(op, n, i, dtype); }, "all_reduce");
+        expect_values(
+            t, [&](size_t i) { return reduce_ref(op, n, i, dtype); }, "all_reduce");
       }
   // Blocks of several 1 MiB segments, the last one partial.
-  for (auto [dtype, op] : {std::pair{DType::f32, comm::ReduceOp::AVG},
-                           std::pair{DType::i64, comm::ReduceOp::MIN}}) {
+  for (auto [dtype, op] :
+       {std::pair{DType::f32, comm::ReduceOp::AVG}, std::pair{DType::i64, comm::ReduceOp::MIN}}) {
     const size_t count = (size_t(3) << 20) / itemsize(dtype) * size_t(n) + 12345;
     auto t = rank_tensor(rank, count, dtype);
     comm::all_reduce(t, op);
-    expect_values(t, [&](size_t i) { return reduce_ref(op, n, i, dtype); }, "large all_reduce");
+    expect_values(
+        t, [&](size_t i) { return reduce_ref(op, n, i, dtype); }, "large all_reduce");
   }
 }
 
@@ -76,7 +81,8 @@ void broadcast_checks(int rank, int n) {
       for (size_t count : {size_t(1), size_t(3000), size_t(dtype == DType::f64 ? 400000 : 10)}) {
         auto t = rank_tensor(rank, count, dtype);
         comm::broadcast(t, root);
-        expect_values(t, [&](size_t i) { return value(root, i); }, "broadcast");
+        expect_values(
+            t, [&](size_t i) { return value(root, i); }, "broadcast");
       }
 }
 
@@ -89,32 +95,36 @@ void all_gather_checks(int rank, int n) {
       for (int r = 0; r < n; ++r) outs.push_back(Tensor::zeros({int64_t(count)}, dtype));
       comm::all_gather(outs, in);
       for (int r = 0; r < n; ++r)
-        expect_values(outs[size_t(r)], [&](size_t i) { return value(r, i); }, "all_gather list");
+        expect_values(
+            outs[size_t(r)], [&](size_t i) { return value(r, i); }, "all_gather list");
       // Returning form: [n, count].
       auto stacked = comm::all_gather(in);
       expect(stacked.shape() == Shape{n, int64_t(count)}, "all_gather shape ",
              shape_str(stacked.shape()));
-      expect_values(stacked, [&](size_t i) { return value(int(i / count), i % count); },
-                    "all_gather tensor");
+      expect_values(
+          stacked, [&](size_t i) { return value(int(i / count), i % count); }, "all_gather tensor");
     }
   // In place: the input is this rank's slice of the output.
   auto out = Tensor::zeros({n, 4}, DType::f32);
   auto mine = out.select(0, rank);
   mine.copy_(rank_tensor(rank, 4, DType::f32).view({4}));
   comm::all_gather(out, mine);
-  expect_values(out, [&](size_t i) { return value(int(i / 4), i % 4); }, "all_gather in place");
+  expect_values(
+      out, [&](size_t i) { return value(int(i / 4), i % 4); }, "all_gather in place");
 }
 
 void reduce_scatter_checks(int rank, int n) {
   for (DType dtype : kDtypes)
     for (auto op : ops_for(dtype))
-      for (size_t per_rank : {size_t(1), size_t(33), size_t(op == comm::ReduceOp::MAX ? 300000 : 1000)}) {
+      for (size_t per_rank :
+           {size_t(1), size_t(33), size_t(op == comm::ReduceOp::MAX ? 300000 : 1000)}) {
         auto in = rank_tensor(rank, per_rank * size_t(n), dtype);
         auto before = in.to_double_vector();
         auto out = Tensor::zeros({int64_t(per_rank)}, dtype);
         comm::reduce_scatter(out, in, op);
-        expect_values(out, [&](size_t i) { return reduce_ref(op, n, rank * per_rank + i, dtype); },
-                      "reduce_scatter");
+        expect_values(
+            out, [&](size_t i) { return reduce_ref(op, n, rank * per_rank + i, dtype); },
+            "reduce_scatter");
         expect(in.to_double_vector() == before, "reduce_scatter modified its input");
       }
 }
@@ -137,13 +147,17 @@ class Collectives : public testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     switch (GetParam().store) {
-      case StoreKind::file: url_ = "file://" + dir_.path() + "/store"; break;
+      case StoreKind::file:
+        url_ = "file://" + dir_.path() + "/store";
+        break;
       case StoreKind::redis:
         if (!test::RedisServer::installed()) GTEST_SKIP() << "redis-server is not installed";
         redis_ = std::make_unique<test::RedisServer>();
         url_ = redis_->url();
         break;
-      case StoreKind::tcp: url_ = "tcp://127.0.0.1:" + std::to_string(test::free_port()); break;
+      case StoreKind::tcp:
+        url_ = "tcp://127.0.0.1:" + std::to_string(test::free_port());
+        break;
     }
   }
   // Runs fn on every rank between init and release; fails the test with every rank's report.
@@ -175,18 +189,24 @@ TEST_P(Stores, EveryCollectiveOnce) {
   run([](int rank, int n) {
     auto t = rank_tensor(rank, 100003, DType::f32);
     comm::all_reduce(t);
-    expect_values(t, [&](size_t i) { return reduce_ref(comm::ReduceOp::SUM, n, i, DType::f32); },
-                  "all_reduce");
+    expect_values(
+        t, [&](size_t i) { return reduce_ref(comm::ReduceOp::SUM, n, i, DType::f32); },
+        "all_reduce");
     auto b = rank_tensor(rank, 1000, DType::i64);
     comm::broadcast(b, n - 1);
-    expect_values(b, [&](size_t i) { return value(n - 1, i); }, "broadcast");
+    expect_values(
+        b, [&](size_t i) { return value(n - 1, i); }, "broadcast");
     auto g = comm::all_gather(rank_tensor(rank, 10, DType::f64));
-    expect_values(g, [&](size_t i) { return value(int(i / 10), i % 10); }, "all_gather");
+    expect_values(
+        g, [&](size_t i) { return value(int(i / 10), i % 10); }, "all_gather");
     auto out = Tensor::zeros({10}, DType::i32);
     comm::reduce_scatter(out, rank_tensor(rank, 10 * size_t(n), DType::i32), comm::ReduceOp::MAX);
-    expect_values(out, [&](size_t i) {
-      return reduce_ref(comm::ReduceOp::MAX, n, size_t(rank) * 10 + i, DType::i32);
-    }, "reduce_scatter");
+    expect_values(
+        out,
+        [&](size_t i) {
+          return reduce_ref(comm::ReduceOp::MAX, n, size_t(rank) * 10 + i, DType::i32);
+        },
+        "reduce_scatter");
     auto empty = Tensor::zeros({0}, DType::f64);  // nothing to send; still a collective
     comm::all_reduce(empty);
     comm::broadcast(empty, 0);
@@ -204,8 +224,8 @@ TEST_P(Collectives, BarrierWaitsForTheSlowestRank) {
       std::fclose(f);
     }
     comm::barrier();
-    expect(std::filesystem::exists(marker), "rank ", rank, " left the barrier before rank ",
-           n - 1, " entered it");
+    expect(std::filesystem::exists(marker), "rank ", rank, " left the barrier before rank ", n - 1,
+           " entered it");
   });
 }
 

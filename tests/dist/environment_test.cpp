@@ -1,12 +1,13 @@
 // init() from the environment the platform provides: the MindSpore rank table and variables,
 // torchrun's variables, ZENITH_* settings; and the rank-table parser on its own.
+#include "dist/environment.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 
-#include "dist/environment.h"
 #include "rank_runner.h"
 
 namespace zenith {
@@ -16,11 +17,22 @@ namespace comm = communication;
 using test::contains;
 using test::expect;
 
-const char* const kVars[] = {"RANK_ID",     "RANK_SIZE",   "RANK_TABLE_FILE",     "RANK",
-                             "WORLD_SIZE",  "MASTER_ADDR", "MASTER_PORT",         "ZENITH_STORE",
-                             "ZENITH_STORE_PREFIX", "ZENITH_COMM_TIMEOUT", "ZENITH_COMM_ADDR",
-                             "ZENITH_COMM_CHECK", "ZENITH_JOB_ID", "ZENITH_JOB_DIR",
-                             "ZENITH_RESTART_COUNT", "DEVICE_ID"};
+const char* const kVars[] = {"RANK_ID",
+                             "RANK_SIZE",
+                             "RANK_TABLE_FILE",
+                             "RANK",
+                             "WORLD_SIZE",
+                             "MASTER_ADDR",
+                             "MASTER_PORT",
+                             "ZENITH_STORE",
+                             "ZENITH_STORE_PREFIX",
+                             "ZENITH_COMM_TIMEOUT",
+                             "ZENITH_COMM_ADDR",
+                             "ZENITH_COMM_CHECK",
+                             "ZENITH_JOB_ID",
+                             "ZENITH_JOB_DIR",
+                             "ZENITH_RESTART_COUNT",
+                             "DEVICE_ID"};
 
 // Sets variables for one test and restores the previous environment afterwards.
 class EnvGuard {
@@ -34,8 +46,10 @@ class EnvGuard {
   }
   ~EnvGuard() {
     for (const auto& [k, v] : saved_) {
-      if (v) setenv(k.c_str(), v->c_str(), 1);
-      else unsetenv(k.c_str());
+      if (v)
+        setenv(k.c_str(), v->c_str(), 1);
+      else
+        unsetenv(k.c_str());
     }
   }
   void set(const char* k, const std::string& v) { setenv(k, v.c_str(), 1); }
@@ -57,7 +71,8 @@ std::string write_rank_table(const std::string& dir, int ranks, int servers = 1)
   }
   const auto path = dir + "/rank_table.json";
   std::ofstream(path) << "{\"version\": \"1.0\", \"server_count\": \"" << servers
-                      << "\", \"server_list\": [" << servers_json << "], \"status\": \"completed\"}";
+                      << "\", \"server_list\": [" << servers_json
+                      << "], \"status\": \"completed\"}";
   return path;
 }
 

@@ -44,9 +44,7 @@ TEST(DistFailure, PeerKilledMidCollectiveGivesErrorsWithinTheTimeout) {
       const double took = seconds_since(start);
       const std::string msg = e.what();
       expect(contains(msg, "[communication] all_reduce "), msg);
-      expect(contains(msg, "timed out after 3 s waiting for rank") ||
-                 contains(msg, "lost ("),
-             msg);
+      expect(contains(msg, "timed out after 3 s waiting for rank") || contains(msg, "lost ("), msg);
       expect(took < 3.0 + 1.5, "error after ", took, " s with a 3 s timeout: ", msg);
       std::fprintf(stderr, "rank %d after %.2f s: %s\n", rank, took, msg.c_str());
     }
@@ -68,8 +66,8 @@ TEST(DistFailure, HungPeerTimesOutNamingTheRank) {
   const int n = 3;
   const auto marker = dir.path() + "/survivors_done";
   auto results = test::run_ranks(n, [&](int rank) {
-    auto opts = test::rank_options(rank, n, "file://" + dir.path() + "/store",
-                                   std::chrono::seconds(2));
+    auto opts =
+        test::rank_options(rank, n, "file://" + dir.path() + "/store", std::chrono::seconds(2));
     opts.check_inputs = 0;  // time out inside the ring itself, not in the input check
     comm::init(opts);
     comm::barrier();
@@ -89,8 +87,9 @@ TEST(DistFailure, HungPeerTimesOutNamingTheRank) {
       expect(took > 1.0 && took < 2.0 + 1.5, "error after ", took, " s: ", e.what());
       // Rank 0 receives from rank 2 in the ring; rank 1 may instead see rank 0 give up.
       if (rank == 0)
-        expect(contains(e.what(), "[communication] all_reduce timed out after 2 s waiting for "
-                                  "rank 2"),
+        expect(contains(e.what(),
+                        "[communication] all_reduce timed out after 2 s waiting for "
+                        "rank 2"),
                e.what());
     }
     if (rank == 0) std::ofstream(marker) << "done";
@@ -118,8 +117,10 @@ TEST(DistFailure, MismatchedCollectivesAreReportedOnEveryRank) {
                     "of float64 [4]");
     expect_mismatch(
         [&] {
-          if (rank == 0) comm::all_reduce(Tensor::ones({4}), comm::ReduceOp::MAX);
-          else comm::broadcast(Tensor::ones({4}), 0);
+          if (rank == 0)
+            comm::all_reduce(Tensor::ones({4}), comm::ReduceOp::MAX);
+          else
+            comm::broadcast(Tensor::ones({4}), 0);
         },
         "broadcast(root 0) of float32 [4]");
     expect_mismatch([&] { comm::broadcast(Tensor::ones({4}), rank); }, "(root 1)");
@@ -152,8 +153,11 @@ TEST(DistFailure, BadArgumentsAreRejectedBeforeAnythingIsSent) {
   expect_error([] { comm::all_reduce(Tensor::ones({2}, DType::i32), comm::ReduceOp::AVG); },
                "ReduceOp::AVG needs a floating-point tensor, got int32");
   expect_error([] { comm::broadcast(Tensor::ones({2}), 3); }, "root 3 is not a rank of world");
-  expect_error([] { comm::all_gather({Tensor::ones({2}), Tensor::ones({2})}, Tensor::ones({2})); },
-               "expected 1 output tensors");
+  expect_error(
+      [] {
+        comm::all_gather({Tensor::ones({2}), Tensor::ones({2})}, Tensor::ones({2}));
+      },
+      "expected 1 output tensors");
   expect_error([] { comm::all_gather(std::vector<Tensor>{Tensor::ones({3})}, Tensor::ones({2})); },
                "each output must match the input");
   expect_error([] { comm::all_gather(Tensor::ones({3}), Tensor::ones({2})); },
@@ -180,8 +184,9 @@ TEST(DistFailure, RankThatNeverJoinsFailsInitWithinTheTimeout) {
       comm::init(test::rank_options(0, 2, "file://" + dir.path(), std::chrono::seconds(1)));
       expect(false, "init succeeded without rank 1");
     } catch (const Error& e) {
-      expect(contains(e.what(), "[communication] rendezvous timed out after 1 s waiting for "
-                                "key(s)"),
+      expect(contains(e.what(),
+                      "[communication] rendezvous timed out after 1 s waiting for "
+                      "key(s)"),
              e.what());
       expect(contains(e.what(), "world/1"), e.what());
       expect(seconds_since(start) < 3.0, "took ", seconds_since(start), " s");

@@ -25,8 +25,7 @@ TEST(DistGroups, SubGroupsReduceOnlyTheirMembers) {
     auto odds = comm::new_group({1, 3});
     auto reordered = comm::new_group({3, 1, 0});
     auto& mine = rank % 2 == 0 ? evens : odds;
-    expect(mine.is_member() && mine.size() == 2 && mine.rank() == rank / 2, "membership of ",
-           rank);
+    expect(mine.is_member() && mine.size() == 2 && mine.rank() == rank / 2, "membership of ", rank);
     auto t = Tensor::full({5}, double(rank + 1), DType::f32);
     comm::all_reduce(t, comm::ReduceOp::SUM, mine);
     const double want = rank % 2 == 0 ? 1 + 3 : 2 + 4;
@@ -85,8 +84,7 @@ TEST(DistAsync, OverlapsWithTheCallerAndKeepsOrder) {
     comm::Work w1 = comm::all_reduce_async(grads);
     comm::Work w2 = comm::all_reduce_async(small, comm::ReduceOp::MAX);
     const double issue_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     bool seen_pending = !w1.is_completed();
     double local = 0;  // work the caller does meanwhile
     for (int i = 0; i < 2000000; ++i) local += std::sqrt(double(i));
@@ -136,8 +134,7 @@ TEST(DistStats, CountsBytesCallsAndTime) {
     const auto& bc = s.by_op.at("broadcast");
     const uint64_t payload = uint64_t(count) * 4;
     expect((bc.bytes_sent >= payload) == (rank != n - 1), "broadcast sent ", bc.bytes_sent);
-    expect((bc.bytes_received >= payload) == (rank != 0), "broadcast received ",
-           bc.bytes_received);
+    expect((bc.bytes_received >= payload) == (rank != 0), "broadcast received ", bc.bytes_received);
     expect(s.seconds > 0 && s.seconds == ar.seconds + bc.seconds, "seconds");
     expect(s.bytes_sent == ar.bytes_sent + bc.bytes_sent, "total bytes");
   });

@@ -71,7 +71,8 @@ inline std::vector<RankResult> run_ranks(int n, const std::function<void(int)>& 
         msg = "unknown exception";
         code = 1;
       }
-      if (!msg.empty()) [[maybe_unused]] auto w = write(fds[1], msg.data(), msg.size());
+      if (!msg.empty()) [[maybe_unused]]
+        auto w = write(fds[1], msg.data(), msg.size());
       close(fds[1]);
       _exit(code);  // no static destructors, no gtest teardown in the child
     }
@@ -206,9 +207,9 @@ class RedisServer {
 };
 
 // Options for rank `rank` of `size` on `store`, with a short timeout.
-inline communication::Options rank_options(int rank, int size, const std::string& store,
-                                           std::chrono::milliseconds timeout =
-                                               std::chrono::seconds(20)) {
+inline communication::Options rank_options(
+    int rank, int size, const std::string& store,
+    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   communication::Options o;
   o.rank = rank;
   o.size = size;

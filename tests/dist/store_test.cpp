@@ -1,9 +1,10 @@
 // The rendezvous stores on their own: set/get, prefixes, waiting, timeouts.
+#include "dist/store.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "dist/store.h"
 #include "rank_runner.h"
 
 namespace zenith {
@@ -42,8 +43,10 @@ void exercise(dist::Store& a, dist::Store& b) {
     b.wait({"never"}, 300ms);
     ADD_FAILURE() << "wait for a missing key returned";
   } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "[communication] rendezvous timed out after 0.3 s waiting for "
-                                   "key(s) ")) << e.what();
+    EXPECT_TRUE(contains(e.what(),
+                         "[communication] rendezvous timed out after 0.3 s waiting for "
+                         "key(s) "))
+        << e.what();
     EXPECT_TRUE(contains(e.what(), "/never in " + b.describe())) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
