@@ -153,6 +153,15 @@ std::string Signature::describe() const {
   return os.str();
 }
 
+uint16_t Signature::hash() const {
+  Signature s = *this;
+  s.seq = 0;
+  uint32_t h = 2166136261u;  // FNV-1a
+  const auto* p = reinterpret_cast<const unsigned char*>(&s);
+  for (size_t i = 0; i < sizeof s; ++i) h = (h ^ p[i]) * 16777619u;
+  return uint16_t(h ^ (h >> 16));
+}
+
 Signature make_signature(const char* op, const Tensor* t, int reduce_op, int root) {
   Signature s;
   s.op = op_index(op);
@@ -178,7 +187,7 @@ Work GroupImpl::submit(const char* op, Signature signature, std::vector<Tensor> 
     ZENITH_CHECK(context != nullptr, "[communication] ", op, ": ", name, " was released");
     signature.seq = ++seq;
     const auto start = dist::Clock::now();
-    dist::PeerIo io(*context, ranks, op, seq, timeout);
+    dist::PeerIo io(*context, ranks, op, seq, signature.hash(), check_inputs, timeout);
     try {
       if (check_inputs) check_signatures(io, signature, ranks);
       body(io);

@@ -70,6 +70,7 @@ struct Signature {
   int64_t numel = 0;
   int64_t dims[8] = {};
   std::string describe() const;
+  uint16_t hash() const;  // of everything but seq: equal calls, equal hashes
 };
 Signature make_signature(const char* op, const Tensor* t, int reduce_op = -1, int root = -1);
 

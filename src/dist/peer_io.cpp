@@ -16,11 +16,13 @@ uint32_t make_tag(Phase phase, size_t step, size_t segment) {
 }
 
 PeerIo::PeerIo(gloo::Context& context, const std::vector<int>& world_ranks, std::string op_name,
-               uint64_t seq, std::chrono::milliseconds timeout)
+               uint64_t seq, uint16_t call_hash, bool checked, std::chrono::milliseconds timeout)
     : context_(context),
       world_ranks_(world_ranks),
       op_name_(std::move(op_name)),
       seq_(seq),
+      call_hash_(call_hash),
+      checked_(checked),
       rank_(context.rank),
       size_(context.size),
       timeout_(timeout),
@@ -29,13 +31,21 @@ PeerIo::PeerIo(gloo::Context& context, const std::vector<int>& world_ranks, std:
 
 PeerIo::~PeerIo() = default;
 
+uint64_t PeerIo::slot(uint32_t tag) const {
+  // The input check itself must match across disagreeing ranks: a fixed slot. Otherwise
+  // 16 bits of sequence number (collectives of a group run one at a time, so wrapping is
+  // harmless), 16 bits of call hash, 32 bits of tag.
+  if ((tag >> 28) == uint32_t(Phase::check)) return tag;
+  return ((seq_ & 0xffff) << 48) | (uint64_t(call_hash_) << 32) | tag;
+}
+
 PeerIo::Transfer PeerIo::send(int peer, const void* data, size_t nbytes, uint32_t tag) {
   Transfer t{nullptr, peer, true, nbytes};
   if (nbytes == 0) return t;
   // Gloo's buffers take non-const pointers for both directions; sends only read.
   t.buffer = context_.createUnboundBuffer(const_cast<void*>(data), nbytes);
   try {
-    t.buffer->send(peer, (seq_ << 32) | tag);
+    t.buffer->send(peer, slot(tag));
   } catch (const std::exception& e) {
     fail(t, e.what());
   }
@@ -48,7 +58,7 @@ PeerIo::Transfer PeerIo::recv(int peer, void* data, size_t nbytes, uint32_t tag)
   if (nbytes == 0) return t;
   t.buffer = context_.createUnboundBuffer(data, nbytes);
   try {
-    t.buffer->recv(peer, (seq_ << 32) | tag);
+    t.buffer->recv(peer, slot(tag));
   } catch (const std::exception& e) {
     fail(t, e.what());
   }
@@ -89,7 +99,10 @@ void PeerIo::fail(const Transfer& t, const std::string& gloo_message) {
   if (detail.find("Timed out waiting") != std::string::npos)
     ZENITH_FAIL("[communication] ", op_name_, " timed out after ", format_seconds(timeout_),
                 " waiting for rank ", world_peer,
-                " (peer dead, hung or closed connection? the timeout is ZENITH_COMM_TIMEOUT)");
+                checked_ ? " (peer dead, hung or closed connection? the timeout is "
+                           "ZENITH_COMM_TIMEOUT)"
+                         : " (peer dead, hung, closed connection, or it called a different "
+                           "collective: ZENITH_COMM_CHECK=1 compares calls across ranks)");
   ZENITH_FAIL("[communication] ", op_name_, " failed after ", format_seconds(Clock::now() - start_),
               ": connection to rank ", world_peer, " lost (", detail,
               "; the peer exited or gave up on an earlier error)");

@@ -32,10 +32,13 @@ uint32_t make_tag(Phase phase, size_t step, size_t segment);
 
 class PeerIo {
  public:
-  // `world_ranks` maps group ranks to world ranks, for messages; `seq` numbers the collective
-  // within its group so that messages of consecutive collectives never match each other.
+  // `world_ranks` maps group ranks to world ranks, for messages. Message slots carry `seq` (the
+  // collective's number in its group) and `call_hash` (what the rank asked for), so messages of
+  // different collectives never match: ranks that disagree wait and time out rather than
+  // receive a message of the wrong size (which Gloo answers by aborting the process).
+  // `checked`: whether inputs were compared across ranks first (changes the timeout hint).
   PeerIo(gloo::Context& context, const std::vector<int>& world_ranks, std::string op_name,
-         uint64_t seq, std::chrono::milliseconds timeout);
+         uint64_t seq, uint16_t call_hash, bool checked, std::chrono::milliseconds timeout);
   ~PeerIo();
   PeerIo(const PeerIo&) = delete;
   PeerIo& operator=(const PeerIo&) = delete;
@@ -70,7 +73,11 @@ class PeerIo {
   gloo::Context& context_;
   const std::vector<int>& world_ranks_;
   std::string op_name_;
+  uint64_t slot(uint32_t tag) const;
+
   uint64_t seq_;
+  uint16_t call_hash_;
+  bool checked_;
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;

@@ -133,6 +133,29 @@ TEST(DistFailure, MismatchedCollectivesAreReportedOnEveryRank) {
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << test::describe(results);
 }
 
+TEST(DistFailure, MismatchWithoutTheCheckTimesOutInsteadOfCrashing) {
+  test::TempDir dir;
+  auto results = test::run_ranks(2, [&](int rank) {
+    auto opts = test::rank_options(rank, 2, "file://" + dir.path(), std::chrono::seconds(1));
+    opts.check_inputs = 0;
+    comm::init(opts);
+    try {
+      // Same algorithm and message tags, different message sizes: the messages must never
+      // meet (Gloo would abort the receiving process on a message larger than the receive).
+      comm::all_reduce(Tensor::ones({rank == 0 ? 100000 : 200000}));
+      expect(false, "mismatched all_reduce succeeded");
+    } catch (const Error& e) {
+      expect(
+          contains(e.what(), "[communication] all_reduce timed out after 1 s waiting for rank ") ||
+              contains(e.what(), "lost ("),
+          e.what());
+      if (contains(e.what(), "timed out"))
+        expect(contains(e.what(), "ZENITH_COMM_CHECK=1 compares calls"), e.what());
+    }
+  });
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << test::describe(results);
+}
+
 void expect_error(const std::function<void()>& call, const std::string& want) {
   try {
     call();
