@@ -42,8 +42,9 @@ struct Options {
   // else the host name when MASTER_ADDR is a remote host, else 127.0.0.1.
   std::string address;
   // Compare op, shape, dtype and root across ranks before each collective (one small message
-  // per peer), so mismatches raise the same clear error on every rank instead of undefined
-  // behaviour. ZENITH_COMM_CHECK=0 turns it off; unset: on.
+  // per peer, one round trip), so mismatches raise the same clear error on every rank. Off,
+  // ranks that disagree wait for each other and fail with the timeout instead (never with
+  // corrupted data or a crash). ZENITH_COMM_CHECK=0 turns it off; unset: on.
   int check_inputs = -1;  // -1: from the environment, 0: off, 1: on
 };
 
