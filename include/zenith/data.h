@@ -134,6 +134,7 @@ struct DatasetInfo {
   std::string debian_package;  // that provides default_dir, "" when none
   int64_t channels = 1, image_size = 28, num_classes = 10;
   std::vector<double> mean, std;  // per channel, of pixels scaled to [0, 1]
+  bool flip_invariant = true;     // a mirrored image keeps its class (not for digits)
 };
 const DatasetInfo& dataset_info(const std::string& name);
 std::vector<std::string> dataset_names();
@@ -141,13 +142,14 @@ std::vector<std::string> dataset_names();
 Dataset load_dataset(const std::string& name, const std::string& dir, const std::string& usage);
 
 // The standard image-classification input pipeline of a named dataset: (limit) -> shuffle ->
-// (augment: RandomCrop with padding, and RandomHorizontalFlip for colour images) -> Rescale
-// 1/255 -> Normalize(mean, std) -> HWC2CHW -> batch. Evaluation pipelines neither shuffle
-// nor augment.
+// (RandomCrop padded by size/8) -> (RandomHorizontalFlip, for datasets whose classes are
+// mirror-symmetric) -> Rescale 1/255 -> Normalize(mean, std) -> HWC2CHW -> batch. Evaluation
+// pipelines neither shuffle nor augment.
 struct PipelineOptions {
   int64_t batch_size = 64;
   bool training = true;     // shuffle, augment, drop the last partial batch
-  bool augment = false;
+  bool random_crop = false;
+  bool random_flip = false;  // ignored where flipping changes the class (digits)
   int num_workers = 1;
   int64_t limit = 0;        // use only the first `limit` items (0: all)
   int64_t image_size = 0;   // image-folder: resize to this square size (0: the first image's)

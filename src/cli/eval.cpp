@@ -47,7 +47,7 @@ int run_eval(int argc, char** argv) {
                "cifar10, image-folder)");
   if (threads > 0) context::set_num_threads(int(threads));
 
-  dataset::PipelineOptions opts{.batch_size = batch_size, .training = false, .augment = false,
+  dataset::PipelineOptions opts{.batch_size = batch_size, .training = false,
                                 .num_workers = 1, .limit = limit, .image_size = image_size};
   auto data = dataset::classification_pipeline(dataset_name, data_dir, split, opts);
   const auto& info = data.info;

@@ -39,7 +39,7 @@ struct Settings {
   int64_t seed = 0;
   int64_t threads = 0;
   int64_t workers = 1;
-  bool augment = false;
+  std::string augment = "none";
   int64_t eval_every = 1;
   int64_t patience = 0;
   int64_t keep_checkpoints = 0;
@@ -71,7 +71,7 @@ void for_each_setting(S& s, F&& f) {
   f("seed", s.seed, "seed of initialisation, shuffling and augmentation");
   f("threads", s.threads, "compute threads (0: ZENITH_NUM_THREADS or all cores)");
   f("workers", s.workers, "input pipeline worker threads");
-  f("augment", s.augment, "random crops (and flips for colour images) while training");
+  f("augment", s.augment, "training augmentation: none, flip, crop or crop+flip");
   f("eval-every", s.eval_every, "evaluate on the test split every N epochs");
   f("patience", s.patience, "stop after N evaluations without a lower test loss (0: off)");
   f("keep-checkpoints", s.keep_checkpoints, "keep only the newest N checkpoints (0: all)");
@@ -199,6 +199,9 @@ int run_train(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  ZENITH_CHECK(s.augment == "none" || s.augment == "flip" || s.augment == "crop" ||
+                   s.augment == "crop+flip",
+               "[train] unknown augment '", s.augment, "' (known: none, flip, crop, crop+flip)");
   ZENITH_CHECK(s.epochs > 0 && s.batch_size > 0 && s.eval_every > 0 && s.log_every > 0,
                "[train] epochs, batch-size, eval-every and log-every must be positive");
   if (s.out.empty()) s.out = "out/" + s.dataset + "-" + s.model;
@@ -214,7 +217,9 @@ int run_train(int argc, char** argv) {
   manual_seed(uint64_t(s.seed));
   dataset::config::set_seed(uint64_t(s.seed));
   dataset::PipelineOptions train_opts{.batch_size = s.batch_size, .training = true,
-                                      .augment = s.augment, .num_workers = int(s.workers),
+                                      .random_crop = s.augment.find("crop") != std::string::npos,
+                                      .random_flip = s.augment.find("flip") != std::string::npos,
+                                      .num_workers = int(s.workers),
                                       .limit = s.limit_train, .image_size = s.image_size};
   auto train = dataset::classification_pipeline(s.dataset, s.data_dir, "train", train_opts);
   dataset::PipelineOptions test_opts = train_opts;

@@ -13,7 +13,7 @@ const std::vector<DatasetInfo>& infos() {
   static const std::vector<DatasetInfo> all = {
       {"fashion-mnist", "/usr/share/datasets/fashion-mnist", "dataset-fashion-mnist", 1, 28, 10,
        {0.2860}, {0.3530}},
-      {"mnist", "", "", 1, 28, 10, {0.1307}, {0.3081}},
+      {"mnist", "", "", 1, 28, 10, {0.1307}, {0.3081}, /*flip_invariant=*/false},
       {"cifar10", "", "", 3, 32, 10, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}},
       // Channels, size and classes come from the files; the CLI fills them in.
       {"image-folder", "", "", 3, 0, 0, {0.5}, {0.5}},
@@ -69,10 +69,10 @@ Pipeline classification_pipeline(const std::string& name, const std::string& dir
   }
   p.samples = raw.get_dataset_size();
   if (options.training) raw = raw.shuffle();
-  if (options.training && options.augment) {
+  if (options.training && options.random_crop)
     ops.push_back(vision::RandomCrop(p.info.image_size, p.info.image_size / 8));
-    if (p.info.channels == 3) ops.push_back(vision::RandomHorizontalFlip());
-  }
+  if (options.training && options.random_flip && p.info.flip_invariant)
+    ops.push_back(vision::RandomHorizontalFlip());
   ops.push_back(vision::Rescale(1.0 / 255.0, 0.0));
   ops.push_back(vision::Normalize(p.info.mean, p.info.std));
   ops.push_back(vision::HWC2CHW());
