@@ -46,6 +46,30 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 bool grad_enabled();
 void set_grad_enabled(bool enabled);
 
+// Calls hook(leaf) each time backward() has accumulated a gradient into leaf.grad() (after the
+// sum), on the thread running backward. Hooks live until the returned handle is destroyed. Used
+// by DistributedDataParallel to start a bucket's all-reduce as soon as its gradients exist.
+using GradAccumulatedHook = std::function<void(const Tensor& leaf)>;
+class HookHandle {
+ public:
+  HookHandle() = default;
+  explicit HookHandle(uint64_t id) : id_(id) {}
+  ~HookHandle() { remove(); }
+  HookHandle(HookHandle&& o) noexcept : id_(o.id_) { o.id_ = 0; }
+  HookHandle& operator=(HookHandle&& o) noexcept;
+  HookHandle(const HookHandle&) = delete;
+  HookHandle& operator=(const HookHandle&) = delete;
+  void remove();
+
+ private:
+  uint64_t id_ = 0;
+};
+HookHandle register_grad_accumulated_hook(const Tensor& leaf, GradAccumulatedHook hook);
+
+// Runs `fn` once when the backward() in progress on this thread has visited every node
+// (PyTorch's queue_callback). Only valid inside a hook or node running during backward().
+void queue_callback(std::function<void()> fn);
+
 // Disables recording while alive (like torch.no_grad()).
 class NoGradGuard {
  public:

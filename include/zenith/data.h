@@ -54,6 +54,7 @@ class DatasetNode {
 using NodePtr = std::shared_ptr<const DatasetNode>;
 
 class Iterator;
+struct DistributedSamplerOptions;
 
 class Dataset {
  public:
@@ -86,6 +87,8 @@ class Dataset {
   const NodePtr& node() const { return node_; }
 
  private:
+  friend Dataset DistributedSampler(const Dataset&, int64_t, int64_t,
+                                    const DistributedSamplerOptions&);
   Dataset derived(NodePtr node) const;  // a child one level deeper
   NodePtr node_;
   int64_t depth_ = 0;  // nodes above the source: a distinct random stream per map/shuffle
@@ -110,6 +113,23 @@ class Iterator {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+// ---- data parallelism (src/data/distributed_sampler.cpp)
+struct DistributedSamplerOptions {
+  bool shuffle = true;
+  std::optional<uint64_t> seed;  // default: config::get_seed()
+  // Sizes not divisible by num_shards: "pad" repeats items from the start of the epoch's order
+  // (every shard ceil(n / num_shards) items, as PyTorch), "drop" drops the tail (floor), "none"
+  // leaves shards uneven so that every item is read exactly once (evaluation).
+  std::string remainder = "pad";
+};
+// The shard `shard_id` of `num_shards` of `dataset`: items order[shard_id + k * num_shards] of
+// one permutation of the whole dataset per epoch, the same on every rank (from seed and the
+// epoch number given to create_iterator(), so no set_epoch() is needed). With shuffle the order
+// is exactly the one shuffle() would give, so num_shards ranks each batching b items see, step
+// by step, the same items as one process batching num_shards * b.
+Dataset DistributedSampler(const Dataset& dataset, int64_t num_shards, int64_t shard_id,
+                           const DistributedSamplerOptions& options = {});
 
 // ---- sources. Images are HWC uint8 as in MindSpore; labels are int64 scalars.
 // usage: "train", "test" or "all". Missing directories name the Debian package to install.
@@ -153,6 +173,10 @@ struct PipelineOptions {
   int num_workers = 1;
   int64_t limit = 0;        // use only the first `limit` items (0: all)
   int64_t image_size = 0;   // image-folder: resize to this square size (0: the first image's)
+  // Data parallelism: this rank's shard (DistributedSampler; training pads, evaluation reads
+  // every item once across shards).
+  int64_t num_shards = 1;
+  int64_t shard_id = 0;
 };
 struct Pipeline {
   Dataset dataset;

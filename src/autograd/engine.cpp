@@ -1,5 +1,8 @@
 // The tape and the backward engine: nodes are recorded as ops run; backward() visits them in
 // topological order (Kahn's algorithm over dependency counts), summing gradients per input.
+#include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -10,6 +13,35 @@ namespace zenith::autograd {
 namespace {
 
 thread_local bool g_grad_enabled = true;
+
+// Gradient-accumulated hooks by leaf. Keyed by the TensorImpl address; the weak pointer tells a
+// live leaf from a later tensor that reuses a dead one's address.
+struct LeafHook {
+  uint64_t id;
+  std::weak_ptr<TensorImpl> leaf;
+  GradAccumulatedHook fn;
+};
+std::mutex g_hooks_mutex;
+std::unordered_map<const TensorImpl*, std::vector<LeafHook>> g_hooks;
+std::atomic<size_t> g_hook_count{0};  // lets backward skip the lookup when nobody listens
+uint64_t g_next_hook_id = 1;
+
+void run_grad_accumulated_hooks(const std::shared_ptr<TensorImpl>& impl) {
+  if (g_hook_count.load(std::memory_order_relaxed) == 0) return;
+  std::vector<GradAccumulatedHook> fns;
+  {
+    std::lock_guard<std::mutex> lock(g_hooks_mutex);
+    auto it = g_hooks.find(impl.get());
+    if (it == g_hooks.end()) return;
+    for (auto& h : it->second)
+      if (h.leaf.lock() == impl) fns.push_back(h.fn);
+  }
+  Tensor leaf(impl);
+  for (auto& fn : fns) fn(leaf);
+}
+
+// Callbacks queued by queue_callback() for the backward() running on this thread.
+thread_local std::vector<std::function<void()>>* g_final_callbacks = nullptr;
 
 struct FunctionNode : Node {
   std::string op;
@@ -38,6 +70,7 @@ struct AccumulateGrad : Node {
     if (g.dtype() != impl->dtype) g = g.to(impl->dtype);
     // Own copy: the same gradient tensor may reach several leaves, and optimizers scale in place.
     impl->grad = impl->grad ? ops::add(Tensor(impl->grad), g).impl_ptr() : g.clone().impl_ptr();
+    run_grad_accumulated_hooks(impl);
     return {};
   }
   std::string name() const override { return "AccumulateGrad"; }
@@ -103,9 +136,64 @@ void record(const std::string& op, const std::vector<Tensor>& inputs,
   }
 }
 
+HookHandle& HookHandle::operator=(HookHandle&& o) noexcept {
+  if (this != &o) {
+    remove();
+    id_ = o.id_;
+    o.id_ = 0;
+  }
+  return *this;
+}
+
+void HookHandle::remove() {
+  if (id_ == 0) return;
+  std::lock_guard<std::mutex> lock(g_hooks_mutex);
+  for (auto it = g_hooks.begin(); it != g_hooks.end(); ++it) {
+    auto& v = it->second;
+    auto h = std::find_if(v.begin(), v.end(), [&](const LeafHook& x) { return x.id == id_; });
+    if (h == v.end()) continue;
+    v.erase(h);
+    g_hook_count.fetch_sub(1);
+    if (v.empty()) g_hooks.erase(it);
+    break;
+  }
+  id_ = 0;
+}
+
+HookHandle register_grad_accumulated_hook(const Tensor& leaf, GradAccumulatedHook hook) {
+  ZENITH_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(),
+               "[autograd] gradient hooks need a leaf tensor that requires grad");
+  ZENITH_CHECK(hook != nullptr, "[autograd] null gradient hook");
+  std::lock_guard<std::mutex> lock(g_hooks_mutex);
+  uint64_t id = g_next_hook_id++;
+  auto& v = g_hooks[leaf.impl_ptr().get()];
+  // Drop entries of dead leaves that once lived at this address.
+  std::erase_if(v, [&](const LeafHook& h) {
+    bool dead = h.leaf.expired();
+    if (dead) g_hook_count.fetch_sub(1);
+    return dead;
+  });
+  v.push_back({id, leaf.impl_ptr(), std::move(hook)});
+  g_hook_count.fetch_add(1);
+  return HookHandle(id);
+}
+
+void queue_callback(std::function<void()> fn) {
+  ZENITH_CHECK(g_final_callbacks != nullptr,
+               "[autograd] queue_callback() is only valid while backward() runs");
+  g_final_callbacks->push_back(std::move(fn));
+}
+
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
   NoGradGuard no_grad;
+  std::vector<std::function<void()>> final_callbacks;
+  struct CallbackScope {
+    std::vector<std::function<void()>>*& slot;
+    std::vector<std::function<void()>>* previous;
+    ~CallbackScope() { slot = previous; }
+  } callback_scope{g_final_callbacks, g_final_callbacks};
+  g_final_callbacks = &final_callbacks;
   // Discover the graph and count, for each node, the edges that point at it.
   std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, std::shared_ptr<Node>> owner;
@@ -161,6 +249,11 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       }
       if (--deps[m] == 0) ready.push_back(m);
     }
+  }
+  // Callbacks may queue further callbacks; run until none is left.
+  for (size_t i = 0; i < final_callbacks.size(); ++i) {
+    auto fn = std::move(final_callbacks[i]);
+    fn();
   }
 }
 

@@ -68,7 +68,15 @@ Pipeline classification_pipeline(const std::string& name, const std::string& dir
     ops.push_back(vision::Resize({p.info.image_size, p.info.image_size}));
   }
   p.samples = raw.get_dataset_size();
-  if (options.training) raw = raw.shuffle();
+  ZENITH_CHECK(options.num_shards > 0 && options.shard_id >= 0 &&
+                   options.shard_id < options.num_shards,
+               "[dataset] shard ", options.shard_id, " of ", options.num_shards, " is invalid");
+  if (options.num_shards > 1)  // training: shuffled, padded to equal shards (equal step counts)
+    raw = DistributedSampler(raw, options.num_shards, options.shard_id,
+                             {.shuffle = options.training,
+                              .remainder = options.training ? "pad" : "none"});
+  else if (options.training)
+    raw = raw.shuffle();
   if (options.training && options.random_crop)
     ops.push_back(vision::RandomCrop(p.info.image_size, p.info.image_size / 8));
   if (options.training && options.random_flip && p.info.flip_invariant)
