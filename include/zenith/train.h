@@ -67,6 +67,10 @@ struct EpochRecord {
   double data_wait_seconds = 0;  // time the model waited for the input pipeline
   double learning_rate = 0;      // at the end of the epoch
   std::map<std::string, double> eval;  // validation metrics, when evaluated this epoch
+  // Data parallel (DistributedDataParallel): this rank's communication in the epoch.
+  int64_t comm_bytes = 0;        // sent + received
+  double comm_seconds = 0;       // collectives' time on the communication threads
+  double comm_wait_seconds = 0;  // backward blocked waiting for gradient all-reduces
 };
 
 // What callbacks see (MindSpore's RunContext / cb_params).
@@ -85,6 +89,10 @@ struct RunContext {
   EpochRecord epoch_record;     // filled at the end of each epoch
   std::map<std::string, double> eval_results;  // the latest validation
   std::string last_checkpoint;  // written by ModelCheckpoint
+  // Data parallel: this rank's communication since the run began (0 without DDP).
+  int64_t comm_bytes = 0;
+  double comm_seconds = 0;
+  double comm_wait_seconds = 0;
   // Asks the run to stop after the current step (EarlyStopping, a user's callback).
   void request_stop(const std::string& reason) {
     stop_requested = true;
@@ -122,7 +130,9 @@ struct CheckpointConfig {
 CallbackPtr ModelCheckpoint(const std::string& directory, CheckpointConfig config = {});
 
 // TensorBoard scalars in `summary_dir`: loss (every collect_freq steps), learning_rate,
-// epoch_loss, epoch_time, images_per_second, and the validation metrics (eval/<name>).
+// epoch_loss, epoch_time, images_per_second, and the validation metrics (eval/<name>); under
+// data parallelism also comm_bytes, comm_time_s, comm_bytes_per_second and comm_wait_fraction
+// (this rank's communication since the previous logged step).
 CallbackPtr SummaryCollector(const std::string& summary_dir, int64_t collect_freq = 10);
 // One JSON object per logged scalar, flushed as written:
 // {"step":..,"epoch":..,"name":"loss","value":..,"time":..}.

@@ -14,3 +14,5 @@
 #include "zenith/data.h"
 #include "zenith/io.h"
 #include "zenith/train.h"
+#include "zenith/communication.h"
+#include "zenith/ddp.h"

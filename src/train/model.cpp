@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "zenith/autograd.h"
+#include "zenith/communication.h"
+#include "zenith/ddp.h"
 #include "zenith/random.h"
 #include "zenith/train.h"
 
@@ -68,6 +70,16 @@ std::vector<callbacks::EpochRecord> history_from_json(const nlohmann::json& j) {
   return out;
 }
 
+// Communication totals since the run began, for the scalar loggers and the epoch record.
+void update_comm_counters(callbacks::RunContext& ctx, const nn::DistributedDataParallelImpl& ddp,
+                          const communication::Stats& at_start, double wait_at_start) {
+  auto now = communication::stats();
+  ctx.comm_bytes = int64_t(now.bytes_sent + now.bytes_received) -
+                   int64_t(at_start.bytes_sent + at_start.bytes_received);
+  ctx.comm_seconds = now.seconds - at_start.seconds;
+  ctx.comm_wait_seconds = ddp.stats().wait_seconds - wait_at_start;
+}
+
 }  // namespace
 
 Model::Model(nn::CellPtr network, nn::LossPtr loss_fn, nn::OptimizerPtr optimizer,
@@ -106,6 +118,9 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
                initial_epoch, " is outside [0, ", epoch, "]");
   for (const auto& cb : cbs) ZENITH_CHECK(cb, "[Model] null callback");
 
+  auto* ddp = dynamic_cast<nn::DistributedDataParallelImpl*>(net_.get());
+  const communication::Stats comm_start = ddp ? communication::stats() : communication::Stats{};
+  const double wait_start = ddp ? ddp->stats().wait_seconds : 0.0;
   callbacks::RunContext ctx;
   ContextScope scope(context_, &ctx);
   ctx.model = this;
@@ -126,6 +141,7 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
     net_->set_train(true);
     auto start = Clock::now();
     int64_t images = 0;
+    const callbacks::RunContext epoch_start = ctx;
     auto it = train_dataset.create_iterator(e - 1, 0, 0, ctx.step_in_epoch);
     for (;;) {
       auto step_start = Clock::now();
@@ -141,7 +157,17 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
       Tensor logits = net_->forward(x);
       Tensor loss = (*loss_)(logits, y);
       double value = loss.item();
-      if (!std::isfinite(value)) {
+      // Data parallel: the step's loss is the mean over ranks, reduced while backward runs; every
+      // rank then checks the same value, so a NaN on one rank stops all of them at this step.
+      communication::Work loss_work;
+      Tensor global_loss;
+      if (ddp) {
+        global_loss = Tensor::from_vector(std::vector<double>{value}, {1});
+        loss_work = communication::all_reduce_async(global_loss, communication::ReduceOp::AVG,
+                                                    ddp->group());
+      }
+      auto check_finite = [&](double value) {
+        if (std::isfinite(value)) return;
         ZENITH_FAIL("[train] loss is ", value, " at epoch ", e, ", step ", ctx.step_in_epoch,
                     " of ", ctx.steps_per_epoch, " (global step ", step_ + 1,
                     "); stopped before applying this step (lower the learning rate or check "
@@ -149,8 +175,15 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
                     ctx.last_checkpoint.empty()
                         ? std::string("No checkpoint was written in this run.")
                         : "The last good checkpoint is " + ctx.last_checkpoint);
-      }
+      };
+      if (!ddp) check_finite(value);
       loss.backward();
+      if (ddp) {
+        loss_work.wait();
+        value = global_loss.item();
+        check_finite(value);
+        update_comm_counters(ctx, *ddp, comm_start, wait_start);
+      }
       opt_->step();
 
       ctx.step = ++step_;
@@ -167,6 +200,14 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
     record.epoch = e;
     record.loss = epoch_samples_ ? epoch_loss_sum_ / double(epoch_samples_) : 0.0;
     record.seconds = seconds_since(start);
+    if (ddp) {  // throughput of the whole job
+      Tensor n = Tensor::from_vector(std::vector<double>{double(images)}, {1});
+      communication::all_reduce(n, communication::ReduceOp::SUM, ddp->group());
+      images = int64_t(n.item());
+      record.comm_bytes = ctx.comm_bytes - epoch_start.comm_bytes;
+      record.comm_seconds = ctx.comm_seconds - epoch_start.comm_seconds;
+      record.comm_wait_seconds = ctx.comm_wait_seconds - epoch_start.comm_wait_seconds;
+    }
     record.images_per_second = record.seconds > 0 ? double(images) / record.seconds : 0.0;
     record.data_wait_seconds = it.wait_seconds();
     record.learning_rate = opt_->current_lr();
@@ -189,9 +230,13 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
 }
 
 std::map<std::string, double> Model::eval(const dataset::Dataset& valid_dataset) {
-  ZENITH_CHECK(valid_dataset.defined() && valid_dataset.get_dataset_size() > 0,
+  auto* ddp = dynamic_cast<nn::DistributedDataParallelImpl*>(net_.get());
+  // Data parallel: each rank evaluates its own shard (possibly empty) and the results are
+  // combined below.
+  ZENITH_CHECK(valid_dataset.defined() && (ddp || valid_dataset.get_dataset_size() > 0),
                "[Model] the evaluation dataset is empty");
   NoGradGuard no_grad;
+  if (ddp) ddp->sync_buffers();  // rank 0's batch-norm statistics everywhere
   bool was_training = net_->training();
   net_->set_train(false);
   for (auto& [_, m] : metrics_) m->clear();
@@ -209,8 +254,20 @@ std::map<std::string, double> Model::eval(const dataset::Dataset& valid_dataset)
   }
   net_->set_train(was_training);
   std::map<std::string, double> out;
-  for (auto& [name, m] : metrics_) out[name] = m->eval();
-  if (loss_ && !out.count("Loss")) out["Loss"] = loss_sum / double(samples);
+  for (auto& [name, m] : metrics_) out[name] = samples > 0 ? m->eval() : 0.0;
+  if (loss_ && !out.count("Loss")) out["Loss"] = samples > 0 ? loss_sum / double(samples) : 0.0;
+  if (ddp) {
+    // Every built-in metric is a mean per sample: the job's value is the sample-weighted mean
+    // of the ranks' values, exactly as if one process had evaluated the whole set.
+    std::vector<double> sums = {double(samples)};
+    for (auto& [_, v] : out) sums.push_back(v * double(samples));
+    Tensor t = Tensor::from_vector(sums, {int64_t(sums.size())});
+    communication::all_reduce(t, communication::ReduceOp::SUM, ddp->group());
+    auto total = t.to_double_vector();
+    ZENITH_CHECK(total[0] > 0, "[Model] the evaluation dataset is empty on every rank");
+    size_t k = 1;
+    for (auto& [_, v] : out) v = total[k++] / total[0];
+  }
   return out;
 }
 

@@ -24,6 +24,13 @@ class ScalarLogger : public Callback {
     if (ctx.step % freq_ != 0) return;
     emit("loss", ctx.loss, ctx);
     emit("learning_rate", ctx.learning_rate, ctx);
+    if (ctx.comm_bytes > 0) emit_comm(ctx);
+  }
+  void on_train_begin(RunContext& ctx) override {
+    last_bytes_ = ctx.comm_bytes;
+    last_comm_seconds_ = ctx.comm_seconds;
+    last_wait_seconds_ = ctx.comm_wait_seconds;
+    last_time_ = std::chrono::steady_clock::now();
   }
   void on_train_epoch_end(RunContext& ctx) override {
     emit("epoch_loss", ctx.epoch_record.loss, ctx);
@@ -38,13 +45,34 @@ class ScalarLogger : public Callback {
   virtual void emit(const std::string& name, double value, const RunContext& ctx) = 0;
 
  private:
+  // Communication over the interval since the previous logged step.
+  void emit_comm(const RunContext& ctx) {
+    auto now = std::chrono::steady_clock::now();
+    double wall = std::chrono::duration<double>(now - last_time_).count();
+    double bytes = double(ctx.comm_bytes - last_bytes_);
+    emit("comm_bytes", bytes, ctx);
+    emit("comm_time_s", ctx.comm_seconds - last_comm_seconds_, ctx);
+    if (wall > 0) {
+      emit("comm_bytes_per_second", bytes / wall, ctx);
+      emit("comm_wait_fraction", (ctx.comm_wait_seconds - last_wait_seconds_) / wall, ctx);
+    }
+    last_bytes_ = ctx.comm_bytes;
+    last_comm_seconds_ = ctx.comm_seconds;
+    last_wait_seconds_ = ctx.comm_wait_seconds;
+    last_time_ = now;
+  }
+
   int64_t freq_;
+  int64_t last_bytes_ = 0;
+  double last_comm_seconds_ = 0, last_wait_seconds_ = 0;
+  std::chrono::steady_clock::time_point last_time_ = std::chrono::steady_clock::now();
 };
 
 class SummaryCollectorImpl final : public ScalarLogger {
  public:
   SummaryCollectorImpl(std::string dir, int64_t freq) : ScalarLogger(freq), dir_(std::move(dir)) {}
-  void on_train_begin(RunContext&) override {
+  void on_train_begin(RunContext& ctx) override {
+    ScalarLogger::on_train_begin(ctx);
     if (!writer_) writer_ = std::make_unique<io::SummaryWriter>(dir_);
   }
 
@@ -64,7 +92,8 @@ class MetricsLoggerImpl final : public ScalarLogger {
   ~MetricsLoggerImpl() override {
     if (file_) std::fclose(file_);
   }
-  void on_train_begin(RunContext&) override {
+  void on_train_begin(RunContext& ctx) override {
+    ScalarLogger::on_train_begin(ctx);
     if (file_) return;
     auto parent = std::filesystem::path(path_).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
