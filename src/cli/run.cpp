@@ -1,59 +1,17 @@
 // `zenith run job.yaml`: one job in the foreground, no server. Rank logs are printed with a
 // "[rank N]" prefix; the exit code is the job's.
-#include <signal.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <thread>
+#include <cstdio>
 
 #include "cli/client.h"
 #include "cli/command.h"
-#include "platform/controller.h"
-#include "platform/device_inventory.h"
-#include "platform/isolation.h"
+#include "cli/foreground.h"
 #include "platform/job_spec.h"
 #include "platform/quantity.h"
-#include "platform/scheduler.h"
 
 namespace zenith::cli {
 namespace {
 
-std::atomic<int> g_signal{0};
-void on_signal(int sig) { g_signal = sig; }
-
-// Prints the new complete lines of each rank log.
-class LogPrinter {
- public:
-  LogPrinter(platform::JobPaths paths, int ranks) : paths_(std::move(paths)), offsets_(ranks, 0) {}
-  void pump(bool flush_partial) {
-    for (std::size_t r = 0; r < offsets_.size(); ++r) {
-      std::ifstream in(paths_.rank_log(static_cast<int>(r)), std::ios::binary);
-      if (!in) continue;
-      in.seekg(static_cast<std::streamoff>(offsets_[r]));
-      std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      std::size_t end = flush_partial ? chunk.size() : chunk.rfind('\n') + 1;
-      if (chunk.rfind('\n') == std::string::npos && !flush_partial) end = 0;
-      std::size_t pos = 0;
-      while (pos < end) {
-        std::size_t nl = chunk.find('\n', pos);
-        if (nl == std::string::npos || nl >= end) nl = end;
-        std::printf("[rank %zu] %s\n", r, chunk.substr(pos, nl - pos).c_str());
-        pos = nl + 1;
-      }
-      offsets_[r] += end;
-    }
-    std::fflush(stdout);
-  }
-
- private:
-  platform::JobPaths paths_;
-  std::vector<std::uint64_t> offsets_;
-};
-
-int run_job_foreground(int argc, char** argv) {
+int run_job_command(int argc, char** argv) {
   CLI::App app{"Run a job YAML in the foreground, without a server", "zenith run"};
   std::string file, data_dir = default_data_dir(), hang = "0", backend, partition;
   int cpu_devices = 8;
@@ -73,64 +31,16 @@ int run_job_foreground(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
-  platform::JobRecord job;
-  job.id = getpid();  // unique on this host while we run
-  job.backend = !backend.empty() ? backend : spec.backend.empty() ? "local" : spec.backend;
-  auto inventory = platform::detect_devices({cpu_devices, spec.device_kind});
-  job.device_kind = spec.device_kind.empty() ? platform::default_kind(inventory) : spec.device_kind;
-  std::vector<platform::Device> devices;
-  for (const auto& d : inventory)
-    if (d.kind == job.device_kind && static_cast<int>(devices.size()) < spec.devices) devices.push_back(d);
-  int total = 0;
-  for (const auto& d : inventory) total += d.kind == job.device_kind;
-  if (auto why = platform::never_fits(spec.devices, job.device_kind, spec.nodes, total, job.backend)) {
-    std::fprintf(stderr, "[scheduler] rejected: %s\n", why->c_str());
-    return 2;
-  }
-  for (const auto& d : devices) job.devices.push_back(d.index);
-  job.spec = spec;
-  job.submitted_at = platform::now_seconds();
-  platform::JobPaths paths{std::filesystem::absolute(data_dir).string() + "/runs/" +
-                           std::to_string(job.id)};
-  std::filesystem::create_directories(paths.logs_dir());
-
-  platform::ControllerOptions co;
-  co.hang_timeout_s = hang == "0" ? 0 : platform::parse_duration(hang).value_or(0);
-  co.slurm_partition = partition;
-  platform::ControllerHooks hooks;
-  hooks.alert = [](const platform::JobRecord&, const std::string& kind, const std::string& msg) {
-    std::fprintf(stderr, "[alert] %s: %s\n", kind.c_str(), msg.c_str());
-  };
-  hooks.info = [](const platform::JobRecord&, const std::string& line) {
-    std::fprintf(stderr, "[run] %s\n", line.c_str());
-  };
-  std::fprintf(stderr, "[run] job '%s': %d rank(s) on %s, logs in %s (isolation: %s)\n",
-               spec.name.c_str(), spec.devices, job.backend == "slurm" ? "slurm" : job.device_kind.c_str(),
-               paths.logs_dir().c_str(), platform::isolation_support().describe().c_str());
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
-
-  platform::JobController controller(job, paths, co, hooks);
-  controller.start(devices);
-  LogPrinter printer(paths, spec.devices);
-  while (!controller.tick()) {
-    printer.pump(false);
-    if (g_signal) {
-      controller.cancel("interrupted by signal " + std::to_string(g_signal.load()));
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  printer.pump(true);
-  const auto& done = controller.job();
-  std::fprintf(stderr, "[run] job %s%s\n", platform::to_string(done.state),
-               done.reason.empty() ? "" : (": " + done.reason).c_str());
-  if (done.state == platform::JobState::Succeeded) return 0;
-  if (done.state == platform::JobState::Cancelled) return 130;
-  return done.exit_code && *done.exit_code != 0 ? *done.exit_code : 1;
+  ForegroundOptions options;
+  options.data_dir = data_dir;
+  options.cpu_devices = cpu_devices;
+  options.hang_timeout_s = hang == "0" ? 0 : platform::parse_duration(hang).value_or(0);
+  options.backend = backend;
+  options.slurm_partition = partition;
+  return run_spec_foreground(spec, options);
 }
 
 }  // namespace
 }  // namespace zenith::cli
 
-ZENITH_COMMAND("run", "Run a job YAML in the foreground, without a server", zenith::cli::run_job_foreground);
+ZENITH_COMMAND("run", "Run a job YAML in the foreground, without a server", zenith::cli::run_job_command);

@@ -4,19 +4,30 @@
 // Writes OUT/checkpoint_epoch_<N>.safetensors, OUT/eval_log.json, OUT/metrics.jsonl and
 // OUT/summary/ (TensorBoard). --resume FILE continues a run where its checkpoint left off,
 // with the checkpoint's settings unless given again.
+// Data parallel: --nproc N runs N ranks of this command through the platform's local executor;
+// a rank (WORLD_SIZE / RANK_SIZE > 1 in its environment, as the platform sets for a job with
+// `npu: N`) joins the others, trains on its shard of the data with DistributedDataParallel
+// (--batch-size is per rank) and evaluates its shard of the test set (metrics reduced). Only
+// rank 0 writes OUT. A restarted job (ZENITH_RESTART_COUNT > 0) resumes from OUT's newest
+// checkpoint.
+#include <sched.h>
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "cli/client.h"
 #include "cli/command.h"
+#include "cli/foreground.h"
 #include "cli/progress.h"
 #include "io/atomic_file.h"
+#include "platform/job_spec.h"
 #include "zenith/zenith.h"
 
 namespace zenith::cli {
@@ -169,7 +180,76 @@ nlohmann::json history_json(const std::vector<callbacks::EpochRecord>& history) 
                    {"data_wait_seconds", r.data_wait_seconds},
                    {"learning_rate", r.learning_rate},
                    {"eval", r.eval}});
+  for (size_t i = 0; i < history.size(); ++i)
+    if (history[i].comm_bytes > 0)  // data parallel: this rank's communication
+      out[i].update({{"comm_bytes", history[i].comm_bytes},
+                     {"comm_seconds", history[i].comm_seconds},
+                     {"comm_wait_seconds", history[i].comm_wait_seconds}});
   return out;
+}
+
+// The job's world size from the platform's environment; 1 outside a multi-rank job.
+int env_world_size() {
+  for (const char* name : {"WORLD_SIZE", "RANK_SIZE"})
+    if (const char* v = std::getenv(name); v && *v) {
+      try {
+        return std::stoi(v);
+      } catch (const std::exception&) {
+        ZENITH_FAIL("[train] ", name, "='", v, "' is not a number");
+      }
+    }
+  return 1;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// `zenith train --nproc N ...`: this command without the launcher flags, as a job of N ranks run
+// in the foreground by the platform (logs under ZENITH_DATA/runs/<id>/logs).
+int launch_ranks(int argc, char** argv, int nproc, int max_restarts) {
+  std::string entry = shell_quote(std::filesystem::read_symlink("/proc/self/exe").string()) +
+                      " train";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--nproc" || a == "--max-restarts") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0 || a.rfind("--max-restarts=", 0) == 0) continue;
+    entry += " " + shell_quote(a);
+  }
+  platform::JobSpec spec;
+  spec.name = "train";
+  spec.devices = nproc;
+  spec.entry = entry;
+  spec.working_dir = std::filesystem::current_path().string();
+  spec.max_restarts = max_restarts;
+  ForegroundOptions options;
+  options.data_dir = default_data_dir();
+  options.cpu_devices = std::max(8, nproc);
+  return run_spec_foreground(spec, options);
+}
+
+// The checkpoint in `dir` with the most training steps, "" when there is none.
+std::string latest_checkpoint(const std::string& dir) {
+  std::string best;
+  int64_t best_step = -1;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("checkpoint_", 0) != 0 || e.path().extension() != ".safetensors") continue;
+    try {
+      auto meta = io::read_safetensors_metadata(e.path().string());
+      int64_t step = meta.count("step") ? std::stoll(meta["step"]) : 0;
+      if (step > best_step) best_step = step, best = e.path().string();
+    } catch (const std::exception&) {
+      // unreadable: not a candidate
+    }
+  }
+  return best;
 }
 
 int run_train(int argc, char** argv) {
@@ -186,6 +266,13 @@ int run_train(int argc, char** argv) {
   CLI::App app{"Train a model from the zoo on a dataset", "zenith train"};
   app.add_option("--config", config, "YAML file of settings (flags override it)");
   app.add_option("--resume", resume, "continue from this checkpoint");
+  int nproc = 1, max_restarts = 0;
+  app.add_option("--nproc", nproc, "train with N data-parallel ranks on this host (platform job)")
+      ->capture_default_str();
+  app.add_option("--max-restarts", max_restarts,
+                 "with --nproc: restart the job up to N times after a failure (resumes from "
+                 "the newest checkpoint)")
+      ->capture_default_str();
   for_each_setting(s, [&](const char* name, auto& value, const char* help) {
     if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>)
       app.add_flag(std::string("--") + name, value, help);
@@ -213,14 +300,41 @@ int run_train(int argc, char** argv) {
   if (std::find(known_models.begin(), known_models.end(), s.model) == known_models.end())
     models::create(s.model, 1, 28, 10);  // throws, listing the known models
   dataset::dataset_info(s.dataset);
+  const int world_env = env_world_size();
+  ZENITH_CHECK(nproc >= 1 && max_restarts >= 0, "[train] --nproc must be >= 1 and "
+               "--max-restarts >= 0");
+  ZENITH_CHECK(nproc == 1 || world_env == 1, "[train] --nproc ", nproc, " inside a job of ",
+               world_env, " ranks: the platform has already started the ranks; drop --nproc");
+  if (nproc > 1) return launch_ranks(argc, argv, nproc, max_restarts);
+  if (resume.empty())
+    if (const char* rc = std::getenv("ZENITH_RESTART_COUNT"); rc && std::atoi(rc) > 0) {
+      // Every rank lists OUT before init(): rank 0 cannot write a newer checkpoint until all
+      // ranks have joined, so they all pick the same file.
+      resume = latest_checkpoint(s.out);
+      std::printf("[train] restart %s: %s\n", rc,
+                  resume.empty() ? "no checkpoint yet, starting over"
+                                 : ("resuming from " + resume).c_str());
+    }
   if (s.threads > 0) context::set_num_threads(int(s.threads));
+  int rank = 0, world = 1;
+  if (world_env > 1) {
+    // One rank per device: by default as many threads as the cores the platform pinned us to.
+    cpu_set_t cores;
+    if (s.threads == 0 && !std::getenv("ZENITH_NUM_THREADS") &&
+        sched_getaffinity(0, sizeof(cores), &cores) == 0)
+      context::set_num_threads(std::max(1, CPU_COUNT(&cores)));
+    communication::init();
+    rank = communication::get_rank();
+    world = communication::get_group_size();
+  }
   manual_seed(uint64_t(s.seed));
   dataset::config::set_seed(uint64_t(s.seed));
   dataset::PipelineOptions train_opts{.batch_size = s.batch_size, .training = true,
                                       .random_crop = s.augment.find("crop") != std::string::npos,
                                       .random_flip = s.augment.find("flip") != std::string::npos,
                                       .num_workers = int(s.workers),
-                                      .limit = s.limit_train, .image_size = s.image_size};
+                                      .limit = s.limit_train, .image_size = s.image_size,
+                                      .num_shards = world, .shard_id = rank};
   auto train = dataset::classification_pipeline(s.dataset, s.data_dir, "train", train_opts);
   dataset::PipelineOptions test_opts = train_opts;
   test_opts.training = false;
@@ -229,7 +343,8 @@ int run_train(int argc, char** argv) {
   test_opts.image_size = train.info.image_size;
   auto test = dataset::classification_pipeline(s.dataset, s.data_dir, "test", test_opts);
   const auto& info = train.info;
-  auto net = models::create(s.model, info.channels, info.image_size, info.num_classes);
+  nn::CellPtr net = models::create(s.model, info.channels, info.image_size, info.num_classes);
+  if (world > 1) net = nn::DistributedDataParallel(net);  // rank 0's initial values everywhere
   auto loss = nn::SoftmaxCrossEntropyWithLogits(/*sparse=*/true);
   auto opt = make_optimizer(s, net->trainable_params(), train.dataset.get_dataset_size());
   Model model(net, loss, opt, {{"Accuracy", metrics::Accuracy()}});
@@ -248,20 +363,24 @@ int run_train(int argc, char** argv) {
                  " to train further");
   }
 
-  std::filesystem::create_directories(s.out);
+  if (rank == 0) std::filesystem::create_directories(s.out);
+  std::string ranks_note =
+      world > 1 ? ", rank " + std::to_string(rank) + " of " + std::to_string(world) : "";
   std::printf("training %s on %s: %lld train / %lld test samples, %lld steps per epoch, "
-              "epochs %lld..%lld, %d threads; writing %s\n",
+              "epochs %lld..%lld, %d threads%s; writing %s\n",
               arch, s.dataset.c_str(), (long long)train.samples, (long long)test.samples, (long long)train.dataset.get_dataset_size(),
               (long long)initial_epoch + 1, (long long)s.epochs, context::get_num_threads(),
-              s.out.c_str());
+              ranks_note.c_str(), rank == 0 ? s.out.c_str() : "nothing (rank 0 writes)");
   std::fflush(stdout);
-  std::vector<callbacks::CallbackPtr> cbs = {
-      std::make_shared<TrainProgress>(progress_mode, s.log_every),
-      callbacks::ModelCheckpoint(s.out, {.save_checkpoint_epochs = 1,
-                                         .save_checkpoint_steps = s.save_steps,
-                                         .keep_checkpoint_max = s.keep_checkpoints}),
-      callbacks::SummaryCollector(s.out + "/summary", s.log_every),
-      callbacks::MetricsLogger(s.out + "/metrics.jsonl", s.log_every)};
+  // Only rank 0 shows progress and writes OUT: checkpoints, summaries, metrics, the eval log.
+  std::vector<callbacks::CallbackPtr> cbs;
+  if (rank == 0)
+    cbs = {std::make_shared<TrainProgress>(progress_mode, s.log_every),
+           callbacks::ModelCheckpoint(s.out, {.save_checkpoint_epochs = 1,
+                                              .save_checkpoint_steps = s.save_steps,
+                                              .keep_checkpoint_max = s.keep_checkpoints}),
+           callbacks::SummaryCollector(s.out + "/summary", s.log_every),
+           callbacks::MetricsLogger(s.out + "/metrics.jsonl", s.log_every)};
   if (s.patience > 0) cbs.push_back(callbacks::EarlyStopping("eval_loss", s.patience - 1));
 
   auto start = std::chrono::steady_clock::now();
@@ -274,10 +393,12 @@ int run_train(int argc, char** argv) {
     log["status"] = status;
     log["epochs_done"] = model.epochs_done();
     log["history"] = history_json(model.history());
+    if (rank != 0) return;
     log["timing"] = {{"run_seconds", total},
                      {"mean_epoch_seconds",
                       model.history().empty() ? 0.0 : epoch_sum / double(model.history().size())},
-                     {"threads", context::get_num_threads()}};
+                     {"threads", context::get_num_threads()},
+                     {"ranks", world}};
     io::write_file_atomic(s.out + "/eval_log.json", log.dump(2) + "\n");
   };
   try {
@@ -294,6 +415,11 @@ int run_train(int argc, char** argv) {
   log["checkpoint"] =
       s.out + "/checkpoint_epoch_" + std::to_string(model.epochs_done()) + ".safetensors";
   write_log("finished");
+  if (world > 1) communication::release();
+  if (rank != 0) {
+    std::printf("rank %d finished after %lld epochs\n", rank, (long long)model.epochs_done());
+    return 0;
+  }
   std::printf("final test accuracy: %.4f (loss %.4f) after %lld epochs; %s/eval_log.json\n",
               final.at("Accuracy"), final.at("Loss"), (long long)model.epochs_done(),
               s.out.c_str());
