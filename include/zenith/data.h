@@ -117,7 +117,7 @@ class Iterator {
 // ---- data parallelism (src/data/distributed_sampler.cpp)
 struct DistributedSamplerOptions {
   bool shuffle = true;
-  std::optional<uint64_t> seed;  // default: config::get_seed()
+  std::optional<uint64_t> seed{};  // default: config::get_seed()
   // Sizes not divisible by num_shards: "pad" repeats items from the start of the epoch's order
   // (every shard ceil(n / num_shards) items, as PyTorch), "drop" drops the tail (floor), "none"
   // leaves shards uneven so that every item is read exactly once (evaluation).

@@ -30,7 +30,7 @@ namespace zenith::nn {
 struct DistributedDataParallelOptions {
   double bucket_cap_mb = 25;       // MiB of gradients per all-reduce
   bool broadcast_buffers = true;   // rank 0's buffers (BN statistics) before each training forward
-  communication::Group group;      // default: the world
+  communication::Group group{};    // default: the world
 };
 
 // Counters since construction (or reset_stats()), for metrics and benchmarks.
