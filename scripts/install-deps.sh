@@ -5,6 +5,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mapfile -t wanted < <(grep -vE '^\s*(#|$)' "$here/debian-packages.txt")
 missing=()
 for p in "${wanted[@]}"; do
+  # NodeSource's nodejs ships npm itself (and conflicts with Debian's npm package).
+  [ "$p" = npm ] && command -v npm > /dev/null && continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

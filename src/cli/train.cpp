@@ -381,6 +381,9 @@ int run_train(int argc, char** argv) {
                                               .keep_checkpoint_max = s.keep_checkpoints}),
            callbacks::SummaryCollector(s.out + "/summary", s.log_every),
            callbacks::MetricsLogger(s.out + "/metrics.jsonl", s.log_every)};
+  // Under `zenith server` each rank also logs to the file the server ingests for its dashboard.
+  if (const char* f = std::getenv("ZENITH_METRICS_FILE"); f && *f)
+    cbs.push_back(callbacks::MetricsLogger(f, s.log_every));
   if (s.patience > 0) cbs.push_back(callbacks::EarlyStopping("eval_loss", s.patience - 1));
 
   auto start = std::chrono::steady_clock::now();

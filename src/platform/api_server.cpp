@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "platform/dashboard_routes.h"
 #include "platform/executor.h"
 #include "platform/job_spec.h"
 #include "platform/platform.h"
@@ -23,6 +24,7 @@ struct ApiServer::Impl {
   Platform& platform;
   std::string token;
   httplib::Server server;
+  std::unique_ptr<Dashboard> dashboard;  // the web UI at / and its metrics
 
   Impl(Platform& p, std::string t) : platform(p), token(std::move(t)) {}
 
@@ -49,7 +51,9 @@ struct ApiServer::Impl {
   std::optional<JobRecord> job_from_path(const httplib::Request& req, httplib::Response& res) {
     std::int64_t id = 0;
     try {
-      id = std::stoll(req.matches[1].str());
+      std::size_t used = 0;
+      id = std::stoll(req.matches[1].str(), &used);
+      if (used != req.matches[1].str().size()) id = 0;  // "1x" is no id, not job 1
     } catch (...) {
     }
     auto job = id > 0 ? platform.get(id) : std::nullopt;
@@ -248,11 +252,14 @@ struct ApiServer::Impl {
       reply(res, 200, out);
     });
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(platform.metrics_text(), "text/plain; version=0.0.4");
+      res.set_content(platform.metrics_text() + dashboard->metrics_text(),
+                      "text/plain; version=0.0.4");
     });
     server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });
+    dashboard = std::make_unique<Dashboard>(platform, token);
+    dashboard->add_routes(server);
     auto not_found = [](const httplib::Request& req, httplib::Response& res) {
       error(res, 404, "[api] no such endpoint: " + req.method + " " + req.path);
     };

@@ -57,7 +57,10 @@ std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const Ran
           {"ZENITH_RESTART_COUNT", std::to_string(ctx.restart_count)},
           {"ZENITH_JOB_DIR", ctx.job_dir},
           // Touching this file counts as activity for hang detection, like a log line.
-          {"ZENITH_HEARTBEAT_FILE", ctx.job_dir + "/heartbeat"}};
+          {"ZENITH_HEARTBEAT_FILE", ctx.job_dir + "/heartbeat"},
+          // `zenith train` also logs its metrics here; the server ingests them (metrics_ingest.h).
+          {"ZENITH_METRICS_FILE",
+           ctx.job_dir + "/logs/rank_" + std::to_string(r.rank) + ".metrics.jsonl"}};
 }
 
 int find_free_port() {

@@ -1,0 +1,72 @@
+#!/bin/bash
+# The dashboard in a real browser (Debian chromium, headless, driven by playwright-core from the
+# build's npm dir): a server on loopback runs a short LeNet training job, a job that fails and a
+# job that logs 100k points; dashboard_browser.js checks the pages and saves screenshots under
+# <build>/test-artifacts/dashboard/. $1 is the zenith binary.
+set -u
+ZENITH=$(realpath "$1")
+build=$(dirname "$ZENITH")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+modules="$build/web-npm/node_modules"
+artifacts="$build/test-artifacts/dashboard"
+work=$(mktemp -d /tmp/zenith_e2e_dashboard.XXXXXX)
+server_pid=
+cleanup() {
+  [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  for p in $(grep -lsa "ZENITH_JOB_DIR=$work" /proc/[0-9]*/environ | cut -d/ -f3); do kill -KILL "$p" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  [ -f "$work/server.log" ] && tail -20 "$work/server.log" && cp "$work/server.log" "$artifacts/" 2>/dev/null
+  exit 1
+}
+
+command -v node > /dev/null || fail "node not found (apt-get install nodejs npm)"
+chromium=$(command -v chromium || command -v chromium-browser) || fail "chromium not found (apt-get install chromium)"
+[ -f "$modules/playwright-core/package.json" ] || fail "no playwright-core in $modules (build the zenith_web target)"
+[ -f "$build/share/zenith/web/index.html" ] || fail "no dashboard files in $build/share/zenith/web (build zenith_web)"
+[ -d /usr/share/datasets/fashion-mnist ] || fail "Fashion-MNIST missing (apt-get install dataset-fashion-mnist)"
+rm -rf "$artifacts" && mkdir -p "$artifacts"
+cd "$work"
+
+"$ZENITH" server --host 127.0.0.1 --port 0 --data "$work/srv" --cpu-devices 2 --grace 1s \
+  > "$work/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 100); do [ -s "$work/srv/server.url" ] && break; sleep 0.1; done
+[ -s "$work/srv/server.url" ] || fail "server did not start"
+export ZENITH_SERVER=$(cat "$work/srv/server.url") ZENITH_DATA="$work/srv"
+
+# A short training run (about 20 s on one core): the seed's CNN on Fashion-MNIST, 3 epochs of
+# batch 16, a loss every 25 steps.
+cat > train.yaml <<YAML
+job:
+  name: seedcnn-fashion-mnist
+  resources: { npu: 1 }
+  env: { ZENITH_NUM_THREADS: "1" }
+  entry: >-
+    $ZENITH train --model seedcnn --dataset fashion-mnist --epochs 3 --limit-test 1000 --batch-size 16 --log-every 25 --progress plain --out out
+YAML
+printf 'job:\n  name: crashes\n  resources: { npu: 1 }\n  entry: echo "about to fail"; exit 3\n' > fail.yaml
+# 100,000 loss points, as a long run would log them.
+cat > big.yaml <<'YAML'
+job:
+  name: hundred-thousand-points
+  resources: { npu: 1 }
+  entry: >-
+    awk 'BEGIN { for (i = 0; i < 100000; i++) printf "{\"step\": %d, \"epoch\": %d, \"name\": \"loss\", \"value\": %.5f, \"time\": %d}\n", i, int(i / 10000), 2.3 * exp(-i / 30000) + 0.05 * sin(i / 40), 1700000000 + i }' >> "$ZENITH_METRICS_FILE"
+YAML
+id_of() { sed -n 's/^submitted job \([0-9]*\) .*/\1/p'; }
+train_id=$("$ZENITH" submit train.yaml | id_of)
+fail_id=$("$ZENITH" submit fail.yaml | id_of)
+big_id=$("$ZENITH" submit big.yaml | id_of)
+[ -n "$train_id" ] && [ -n "$fail_id" ] && [ -n "$big_id" ] || fail "submit"
+echo "jobs: train $train_id, fail $fail_id, 100k points $big_id"
+
+ZENITH_URL="$ZENITH_SERVER" ZENITH_TOKEN=$(cat "$work/srv/token") TRAIN_ID=$train_id \
+  FAIL_ID=$fail_id BIG_ID=$big_id ARTIFACTS="$artifacts" CHROMIUM="$chromium" \
+  NODE_PATH="$modules" timeout 600 node "$here/dashboard_browser.js" || fail "browser checks"
+"$ZENITH" job "$train_id" | grep -q succeeded || fail "training job: $("$ZENITH" job "$train_id"; tail -5 "$work/srv/jobs/$train_id/logs/rank_0.log")"
+echo "screenshots: $artifacts"
+echo "dashboard: all checks passed"

@@ -1,0 +1,183 @@
+// Drives the dashboard in headless Chromium (playwright-core) for tests/e2e/dashboard.sh.
+// Environment: ZENITH_URL, ZENITH_TOKEN, TRAIN_ID, FAIL_ID, BIG_ID, ARTIFACTS, CHROMIUM.
+"use strict";
+const { chromium } = require("playwright-core");
+const path = require("path");
+
+const url = process.env.ZENITH_URL;
+const token = process.env.ZENITH_TOKEN;
+const { TRAIN_ID, FAIL_ID, BIG_ID, ARTIFACTS, CHROMIUM } = process.env;
+let checks = 0;
+
+function ok(message) {
+  checks++;
+  console.log(`ok: ${message}`);
+}
+function assert(cond, message) {
+  if (!cond) throw new Error(message);
+}
+async function get(p, withToken = true) {
+  const res = await fetch(url + p, withToken ? { headers: { Authorization: `Bearer ${token}` } } : {});
+  return { status: res.status, body: await res.text() };
+}
+async function waitFor(what, fn, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points || 0)).catch(() => 0);
+
+(async () => {
+  // --- the API behind the pages.
+  for (const p of ["/api/v1/dashboard/jobs", `/api/v1/dashboard/jobs/${TRAIN_ID}/series`,
+                   `/api/v1/dashboard/jobs/${TRAIN_ID}/logs`, "/api/v1/dashboard/cluster"]) {
+    const r = await get(p, false);
+    assert(r.status === 401, `${p} without a token: ${r.status} ${r.body}`);
+  }
+  ok("the API behind the pages answers 401 without the token");
+
+  // The 100k-point job must be ingested before its page is timed.
+  await waitFor("100k points ingested", async () => {
+    const r = await get(`/api/v1/dashboard/jobs/${BIG_ID}/series?points=800`);
+    const s = JSON.parse(r.body).series || [];
+    return s.length && s[0].total === 100000;
+  }, 120000);
+
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  try {
+    const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    const page = await context.newPage();
+    page.on("pageerror", (e) => console.log(`page error: ${e.message}`));
+    const shot = (name) => page.screenshot({ path: path.join(ARTIFACTS, name), fullPage: true });
+
+    // --- login with the token from the data dir.
+    await page.goto(url + "/");
+    await page.waitForSelector("#login:not([hidden])");
+    await page.fill("#token", "wrong-token");
+    await page.click("#login-form button");
+    await page.waitForFunction(() => document.getElementById("login-error").textContent.length > 0);
+    await page.fill("#token", token);
+    await page.click("#login-form button");
+    await page.waitForSelector("#login", { state: "hidden" });
+    await page.waitForSelector(`#jobs tr[data-job="${TRAIN_ID}"]`);
+    ok("login with the token; a wrong token is refused");
+    await shot("jobs.png");
+
+    // --- the training job's page, live.
+    await page.goto(`${url}/#/jobs/${TRAIN_ID}`);
+    await page.waitForFunction(
+      () => Number(document.getElementById("chart-loss-step")?.dataset.points || 0) >= 5,
+      null, { timeout: 240000 });
+    const firstPoints = await points(page, "chart-loss-step");
+    await page.waitForFunction(
+      () => Number(document.getElementById("chart-device")?.dataset.points || 0) >= 2,
+      null, { timeout: 60000 });
+    await page.waitForSelector("#chart-loss-step canvas");
+    await page.waitForSelector("#chart-device canvas");
+    await shot("job-running.png");
+    ok(`job page: loss curve with ${firstPoints} points and device utilisation while it runs`);
+    // The curve grows without a reload while the job runs.
+    const state = JSON.parse((await get(`/api/v1/dashboard/jobs/${TRAIN_ID}`)).body).state;
+    if (state === "running") {
+      await page.waitForFunction(
+        (n) => Number(document.getElementById("chart-loss-step").dataset.points) > n ||
+               /succeeded|failed/.test(document.getElementById("job-title").textContent),
+        firstPoints, { timeout: 60000 });
+      const now = await points(page, "chart-loss-step");
+      assert(now > firstPoints, `the loss curve did not grow (${firstPoints} -> ${now})`);
+      ok(`the loss curve updates live (${firstPoints} -> ${now} points without a reload)`);
+    }
+    await page.waitForFunction(() => /seedcnn|training/i.test(document.getElementById("job-log").textContent),
+                               null, { timeout: 30000 });
+    ok("rank 0's log is tailed on the page");
+    // Epoch curves once both epochs are done.
+    await page.waitForFunction(
+      () => Number(document.getElementById("chart-loss-epoch")?.dataset.points || 0) >= 2 &&
+            Number(document.getElementById("chart-accuracy")?.dataset.points || 0) >= 2 &&
+            Number(document.getElementById("chart-epoch-time")?.dataset.points || 0) >= 2,
+      null, { timeout: 300000 });
+    await page.waitForFunction(() => /succeeded/.test(document.getElementById("job-title").textContent),
+                               null, { timeout: 60000 });
+    const spec = await page.textContent("#job-spec");
+    assert(spec.includes("seedcnn"), `job spec shown: ${spec}`);
+    await shot("job-finished.png");
+    ok("loss, accuracy and epoch time per epoch; the job spec; state succeeded");
+
+    // --- a job that exits non-zero shows its alert.
+    await page.goto(`${url}/#/jobs/${FAIL_ID}`);
+    await page.waitForFunction(
+      () => /abnormal_exit/.test(document.getElementById("job-alerts")?.textContent || ""),
+      null, { timeout: 60000 });
+    await page.waitForFunction(() => /about to fail/.test(document.getElementById("job-log").textContent),
+                               null, { timeout: 30000 });
+    await shot("job-failed.png");
+    ok("the failed job's page shows its abnormal_exit alert and its log");
+
+    // --- a wrong id shows an error, never another job's logs.
+    await page.goto(`${url}/#/jobs/${FAIL_ID}x`);
+    await page.waitForSelector("#page-error");
+    await page.waitForTimeout(1500);
+    const wrongLog = await page.textContent("#job-log");
+    assert(!/about to fail/.test(wrongLog) && wrongLog.trim() === "", `logs under a wrong id: ${wrongLog}`);
+    const err = await page.textContent("#page-error");
+    assert(/no job with id/.test(err), `error shown: ${err}`);
+    ok("a wrong job id shows an error and no logs");
+
+    // --- cluster: devices, holders, alerts across jobs.
+    await page.goto(`${url}/#/cluster`);
+    await page.waitForSelector("#devices-table tbody tr");
+    await page.waitForFunction(() => /abnormal_exit/.test(document.getElementById("cluster-alerts").textContent));
+    const rows = await page.$$eval("#devices-table tbody tr", (r) => r.length);
+    assert(rows === 2, `2 devices listed, got ${rows}`);
+    await shot("cluster.png");
+    ok("cluster page lists devices and alerts across jobs");
+
+    // --- services: the serving API's list, or an empty state without it.
+    await page.goto(`${url}/#/services`);
+    await page.waitForFunction(() => {
+      const s = document.getElementById("services");
+      return s && (s.querySelector(".empty-state") || s.querySelector("table"));
+    });
+    await shot("services.png");
+    ok("services page (list or empty state)");
+
+    // --- jobs list filtered by state.
+    await page.goto(`${url}/#/jobs?state=failed`);
+    await page.waitForSelector(`#jobs tr[data-job="${FAIL_ID}"]`);
+    const listed = await page.$$eval("#jobs tr[data-job]", (r) => r.map((e) => e.dataset.job));
+    assert(listed.length === 1 && listed[0] === String(FAIL_ID), `failed filter: ${listed}`);
+    ok("jobs list filtered by state");
+
+    // --- 100k points render in under 2 s (downsampled on the server).
+    const renders = [];
+    for (let i = 0; i < 3; i++) {
+      // A full page load each time (new URL): scripts, API calls, downsampled data, drawing.
+      const t0 = Date.now();
+      await page.goto(`${url}/?load=${i}#/jobs/${BIG_ID}`);
+      await page.waitForFunction(() => document.body.dataset.renderMs &&
+                                 Number(document.getElementById("chart-loss-step").dataset.points) > 0);
+      renders.push(Date.now() - t0);
+    }
+    const total = await page.$eval("#chart-loss-step", (e) => Number(e.dataset.total));
+    const shown = await points(page, "chart-loss-step");
+    await shot("job-100k-points.png");
+    const best = Math.min(...renders);
+    console.log(`100k points: rendered in ${renders.join(", ")} ms (${shown} of ${total} points drawn)`);
+    assert(total === 100000 && shown <= 800, `downsampled: ${shown} of ${total}`);
+    assert(Math.max(...renders) < 2000, `100k-point job page took ${Math.max(...renders)} ms`);
+    ok(`100k-point job page renders in ${best}..${Math.max(...renders)} ms (< 2000)`);
+  } finally {
+    await browser.close();
+  }
+  console.log(`dashboard_browser: all ${checks} checks passed`);
+})().catch((e) => {
+  console.error(`FAIL: ${e.stack || e}`);
+  process.exit(1);
+});
