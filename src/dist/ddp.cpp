@@ -221,6 +221,8 @@ void DistributedDataParallelImpl::sync_buffers() {
 }
 
 Tensor DistributedDataParallelImpl::forward(const Tensor& x) {
+  // A backward that failed part-way (an exception in a hook or a node) never ran finish().
+  reducer_->active = false;
   // Only in training: evaluation may run a different number of batches on each rank.
   if (training() && options_.broadcast_buffers) sync_buffers();
   return module_->forward(x);

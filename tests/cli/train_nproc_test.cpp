@@ -1,0 +1,118 @@
+// `zenith train --nproc N` as a user runs it: N ranks with --batch-size b end with the same
+// parameters as one process with --batch-size N*b (the acceptance criterion of data-parallel
+// training, through the platform and the real command), and only rank 0 writes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "zenith/io.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result zenith(const std::string& args) {
+  std::string cmd = std::string(ZENITH_BINARY) + " " + args + " 2>&1";
+  Result r;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
+
+// MNIST-format files: class c is a bright band at rows 2c..2c+3, with noise.
+void write_mnist(const fs::path& dir, const std::string& prefix, int n) {
+  fs::create_directories(dir);
+  std::string images = be32(0x803) + be32(n) + be32(28) + be32(28), labels = be32(0x801) + be32(n);
+  uint32_t noise = 777;
+  for (int i = 0; i < n; ++i) {
+    int c = (i * 3) % 10;
+    labels.push_back(char(c));
+    for (int y = 0; y < 28; ++y)
+      for (int x = 0; x < 28; ++x) {
+        noise = noise * 1103515245u + 12345u;
+        int v = (y >= 2 * c && y < 2 * c + 4) ? 150 : 0;
+        images.push_back(char(v + int(noise >> 26)));
+      }
+  }
+  std::ofstream(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary) << images;
+  std::ofstream(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary) << labels;
+}
+
+class TrainNproc : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("zenith_nproc_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    write_mnist(root_ / "mnist", "train", 640);
+    write_mnist(root_ / "mnist", "t10k", 90);
+    ::setenv("ZENITH_DATA", (root_ / "platform").c_str(), 1);  // the job's logs
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  // 20 steps of SeedCNN with the global batch 32, momentum SGD.
+  std::string args(const std::string& out, int batch) const {
+    return "train --model seedcnn --dataset mnist --data-dir " + (root_ / "mnist").string() +
+           " --epochs 1 --lr 0.05 --threads 1 --progress plain --log-every 5 --batch-size " +
+           std::to_string(batch) + " --out " + (root_ / out).string();
+  }
+  fs::path root_;
+};
+
+TEST_F(TrainNproc, RanksMatchOneProcessWithTheCombinedBatch) {
+  auto single = zenith(args("single", 32));
+  ASSERT_EQ(single.code, 0) << single.output;
+  for (int n : {2, 4}) {
+    std::string out = "ddp" + std::to_string(n);
+    auto r = zenith(args(out, 32 / n) + " --nproc " + std::to_string(n));
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("rank " + std::to_string(n - 1) + " of " + std::to_string(n)),
+              std::string::npos)
+        << r.output;
+    auto a = zenith::io::load_safetensors((root_ / "single/checkpoint_epoch_1.safetensors").string());
+    auto b = zenith::io::load_safetensors((root_ / out / "checkpoint_epoch_1.safetensors").string());
+    int compared = 0;
+    for (const auto& [name, t] : a) {
+      if (name.rfind("optimizer.", 0) == 0) continue;
+      ASSERT_TRUE(b.count(name)) << name;
+      auto x = t.to_double_vector(), y = b.at(name).to_double_vector();
+      ASSERT_EQ(x.size(), y.size()) << name;
+      double diff = 0, scale = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        diff = std::max(diff, std::fabs(x[i] - y[i]));
+        scale = std::max(scale, std::fabs(x[i]));
+      }
+      EXPECT_LT(diff / scale, 1e-5) << name << " with " << n << " ranks";
+      ++compared;
+    }
+    EXPECT_EQ(compared, 4);  // SeedCNN: two convs without bias, the dense weight and bias
+    auto meta = zenith::io::read_safetensors_metadata(
+        (root_ / out / "checkpoint_epoch_1.safetensors").string());
+    EXPECT_EQ(meta["step"], "20") << n << " ranks";  // 640 samples / (n ranks * 32/n)
+    // Evaluation over shards is reduced to the whole test set's figures.
+    auto log_a = nlohmann::json::parse(std::ifstream(root_ / "single/eval_log.json"));
+    auto log_b = nlohmann::json::parse(std::ifstream(root_ / out / "eval_log.json"));
+    EXPECT_NEAR(log_a["final"]["Accuracy"].get<double>(), log_b["final"]["Accuracy"].get<double>(),
+                1e-9);
+    EXPECT_NEAR(log_a["final"]["Loss"].get<double>(), log_b["final"]["Loss"].get<double>(), 1e-4);
+    EXPECT_EQ(log_b["timing"]["ranks"], n);
+  }
+}
+
+}  // namespace
