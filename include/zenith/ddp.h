@@ -7,8 +7,9 @@
 //   Model model(net, loss, opt);   // each rank feeds its own shard (dataset::DistributedSampler)
 //
 // At construction rank 0's parameters and buffers are broadcast to every rank. During backward
-// the gradients are packed into buckets (about bucket_cap_mb each, parameters in reverse
-// registration order, which is roughly the order backward produces them); a bucket's all-reduce
+// the gradients are packed into buckets (at most bucket_cap_mb each, the one of the first layers
+// at most last_bucket_cap_mb; numbered in reverse registration order, which is roughly the order
+// backward produces gradients in); a bucket's all-reduce
 // (average) starts asynchronously as soon as its last gradient is accumulated, so communication
 // overlaps the rest of backward. backward() returns once every bucket is reduced and each
 // parameter's .grad() holds the average over ranks: the optimizer step needs no change.
@@ -29,6 +30,9 @@ namespace zenith::nn {
 
 struct DistributedDataParallelOptions {
   double bucket_cap_mb = 25;       // MiB of gradients per all-reduce
+  // MiB cap of the bucket of the first layers, whose gradients backward produces last: what is
+  // left to communicate after backward ends.
+  double last_bucket_cap_mb = 1;
   bool broadcast_buffers = true;   // rank 0's buffers (BN statistics) before each training forward
   communication::Group group{};    // default: the world
 };

@@ -3,6 +3,7 @@
 // bucket before backward() returns.
 #include "zenith/ddp.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <sstream>
@@ -165,28 +166,36 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(CellPtr module,
   for (auto& [_, t] : module_->named_buffers()) state.push_back(t);
   broadcast_packed(state, options_.group);
 
-  // Buckets over parameters in reverse order; a new bucket when the dtype or device changes or
-  // the cap would be exceeded (a parameter larger than the cap gets a bucket of its own).
+  // Buckets are cut in registration order, the first (the first layers' gradients, which
+  // backward produces last) at most last_bucket_cap_mb so that little communication is left
+  // when backward ends, the others at most bucket_cap_mb; a new bucket also starts where the
+  // dtype or device changes, and a parameter larger than the cap gets a bucket of its own. They
+  // are then numbered in reverse, the order in which they become ready.
   const int64_t cap = int64_t(options_.bucket_cap_mb * 1024 * 1024);
+  const int64_t last_cap =
+      std::min(cap, int64_t(options_.last_bucket_cap_mb * 1024 * 1024));
   const size_t n = reducer->params.size();
   reducer->bucket_of.resize(n);
   reducer->slot_of.resize(n);
   reducer->ready.assign(n, false);
+  std::vector<std::vector<size_t>> groups;
   int64_t bytes = 0;
-  for (size_t k = 0; k < n; ++k) {
-    size_t i = n - 1 - k;
+  for (size_t i = 0; i < n; ++i) {
     const Tensor& p = reducer->params[i];
     int64_t pbytes = int64_t(p.nbytes());
-    bool fresh = layout_.empty() || bytes + pbytes > cap ||
-                 reducer->params[layout_.back()[0]].dtype() != p.dtype() ||
-                 reducer->params[layout_.back()[0]].device() != p.device();
+    int64_t limit = groups.size() == 1 ? last_cap : cap;  // of the group being filled
+    bool fresh = groups.empty() || bytes + pbytes > limit ||
+                 reducer->params[groups.back()[0]].dtype() != p.dtype() ||
+                 reducer->params[groups.back()[0]].device() != p.device();
     if (fresh) {
-      layout_.emplace_back();
+      groups.emplace_back();
       bytes = 0;
     }
-    layout_.back().push_back(i);
+    groups.back().push_back(i);
     bytes += pbytes;
   }
+  for (auto g = groups.rbegin(); g != groups.rend(); ++g)
+    layout_.emplace_back(g->rbegin(), g->rend());
   for (size_t bi = 0; bi < layout_.size(); ++bi) {
     Bucket b;
     b.params = layout_[bi];

@@ -151,6 +151,10 @@ TEST(DistributedDataParallel, BroadcastsRankZeroAndKeepsTheModulesNames) {
     expect(layout.size() >= 3, "expected >= 3 buckets, got ", layout.size());
     expect(layout[0][0] == inner->trainable_params().size() - 1, "first bucket starts at ",
            layout[0][0]);
+    // A small bucket for the first layer (produced last by backward), the rest in one.
+    auto ddp2 = nn::DistributedDataParallel(inner, {.bucket_cap_mb = 25, .last_bucket_cap_mb = 0.01});
+    const std::vector<std::vector<size_t>> expected = {{3, 2, 1}, {0}};
+    expect(ddp2->bucket_layout() == expected, "unexpected layout with a small last bucket");
     auto w = inner->named_parameters()[0].second;
     auto all = comm::all_gather(w.contiguous());
     auto v0 = all.select(0, 0).to_float_vector(), v1 = all.select(0, 1).to_float_vector();
