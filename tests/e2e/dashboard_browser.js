@@ -93,6 +93,17 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
       const now = await points(page, "chart-loss-step");
       assert(now > firstPoints, `the loss curve did not grow (${firstPoints} -> ${now})`);
       ok(`the loss curve updates live (${firstPoints} -> ${now} points without a reload)`);
+      // The cluster page shows which job holds which device.
+      await page.goto(`${url}/#/cluster`);
+      const held = await page.waitForSelector(`#devices-table a[href="#/jobs/${TRAIN_ID}"]`,
+                                              { timeout: 10000 }).catch(() => null);
+      const after = JSON.parse((await get(`/api/v1/dashboard/jobs/${TRAIN_ID}`)).body).state;
+      assert(held || after !== "running", "the cluster page does not show the running job's device");
+      if (held) {
+        await shot("cluster-running.png");
+        ok("cluster page shows the training job holding its device");
+      }
+      await page.goto(`${url}/#/jobs/${TRAIN_ID}`);
     }
     await page.waitForFunction(() => /seedcnn|training/i.test(document.getElementById("job-log").textContent),
                                null, { timeout: 30000 });

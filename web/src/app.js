@@ -8,6 +8,7 @@ const POLL_MS = 2000;
 const COLORS = ["#2f6fde", "#d9480f", "#2b8a3e", "#7048e8", "#c2255c", "#0c8599", "#e67700",
                 "#5c940d"];
 
+const EPOCH_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];  // whole epochs only
 let token = localStorage.getItem(TOKEN_KEY) || "";
 let timers = [];    // intervals of the page on screen
 let charts = {};    // chart id -> {plot, key}
@@ -91,8 +92,9 @@ function lineChart(id, title, lines, opts = {}) {
     width: Math.max(300, box.clientWidth - 4),
     height: 220,
     scales: { x: { time: !!opts.time } },
-    axes: [{ label: opts.xLabel || "" }, { label: opts.yLabel || "", size: 60 }],
-    series: [{ label: opts.xLabel || "x" }].concat(lines.map((l, i) => ({
+    axes: [Object.assign({ label: opts.xLabel || "" }, opts.xLabel === "epoch" ? { incrs: EPOCH_TICKS } : {}),
+           { label: opts.yLabel || "", size: 60 }],
+    series: [{ label: opts.xLabel || (opts.time ? "time" : "x") }].concat(lines.map((l, i) => ({
       label: l.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
       points: { show: l.x.length < 60 },
     }))),
@@ -286,7 +288,7 @@ function jobPage(rawId) {
     document.getElementById("job-alerts").innerHTML = j.alerts.length
       ? `<table id="alerts-table"><thead><tr><th>Time</th><th>Kind</th><th>Message</th></tr></thead><tbody>${
           j.alerts.slice().reverse().map((a) => `<tr class="alert"><td>${fmtTime(a.created_at)}</td>
-            <td>${badge(a.kind)}</td><td>${esc(a.message)}</td></tr>`).join("")}</tbody></table>`
+            <td>${badge(a.kind)}</td><td class="wrap">${esc(a.message)}</td></tr>`).join("")}</tbody></table>`
       : `<p class="muted">No alerts.</p>`;
     document.getElementById("job-spec").textContent = j.yaml || JSON.stringify(j.spec, null, 2);
     if (first) {
@@ -406,7 +408,7 @@ function clusterPage() {
       ? `<table><thead><tr><th>Time</th><th>Job</th><th>Kind</th><th>Message</th></tr></thead><tbody>${
           c.alerts.map((a) => `<tr><td>${fmtTime(a.created_at)}</td>
             <td><a href="#/jobs/${a.job_id}">job ${a.job_id}</a></td><td>${badge(a.kind)}</td>
-            <td>${esc(a.message)}</td></tr>`).join("")}</tbody></table>`
+            <td class="wrap">${esc(a.message)}</td></tr>`).join("")}</tbody></table>`
       : `<p class="muted">No alerts.</p>`;
   };
   load().catch(showError);
