@@ -1,6 +1,6 @@
 #!/bin/bash
 # The dashboard in a real browser (Debian chromium, headless, driven by playwright-core from the
-# build's npm dir): a server on loopback runs a short LeNet training job, a job that fails and a
+# build's npm dir): a server on loopback runs a short 2-rank training job, a job that fails and a
 # job that logs 100k points; dashboard_browser.js checks the pages and saves screenshots under
 # <build>/test-artifacts/dashboard/. $1 is the zenith binary.
 set -u
@@ -38,15 +38,15 @@ for _ in $(seq 100); do [ -s "$work/srv/server.url" ] && break; sleep 0.1; done
 [ -s "$work/srv/server.url" ] || fail "server did not start"
 export ZENITH_SERVER=$(cat "$work/srv/server.url") ZENITH_DATA="$work/srv"
 
-# A short training run (about 20 s on one core): the seed's CNN on Fashion-MNIST, 3 epochs of
-# batch 16, a loss every 25 steps.
+# A short data-parallel training run (about 20 s on two cores): the seed's CNN on 12,000
+# Fashion-MNIST images, 2 ranks (DDP over Gloo), 2 epochs of batch 16, a loss every 10 steps.
 cat > train.yaml <<YAML
 job:
-  name: seedcnn-fashion-mnist
-  resources: { npu: 1 }
+  name: seedcnn-fashion-mnist-ddp
+  resources: { npu: 2 }
   env: { ZENITH_NUM_THREADS: "1" }
   entry: >-
-    $ZENITH train --model seedcnn --dataset fashion-mnist --epochs 3 --limit-test 1000 --batch-size 16 --log-every 25 --progress plain --out out
+    $ZENITH train --model seedcnn --dataset fashion-mnist --epochs 2 --limit-train 12000 --limit-test 1000 --batch-size 16 --log-every 10 --progress plain --out out
 YAML
 printf 'job:\n  name: crashes\n  resources: { npu: 1 }\n  entry: echo "about to fail"; exit 3\n' > fail.yaml
 # 100,000 loss points, as a long run would log them.
@@ -58,9 +58,10 @@ job:
     awk 'BEGIN { for (i = 0; i < 100000; i++) printf "{\"step\": %d, \"epoch\": %d, \"name\": \"loss\", \"value\": %.5f, \"time\": %d}\n", i, int(i / 10000), 2.3 * exp(-i / 30000) + 0.05 * sin(i / 40), 1700000000 + i }' >> "$ZENITH_METRICS_FILE"
 YAML
 id_of() { sed -n 's/^submitted job \([0-9]*\) .*/\1/p'; }
-train_id=$("$ZENITH" submit train.yaml | id_of)
+# The quick jobs first: the training job then holds both devices.
 fail_id=$("$ZENITH" submit fail.yaml | id_of)
 big_id=$("$ZENITH" submit big.yaml | id_of)
+train_id=$("$ZENITH" submit train.yaml | id_of)
 [ -n "$train_id" ] && [ -n "$fail_id" ] && [ -n "$big_id" ] || fail "submit"
 echo "jobs: train $train_id, fail $fail_id, 100k points $big_id"
 

@@ -79,10 +79,14 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
     await page.waitForFunction(
       () => Number(document.getElementById("chart-device")?.dataset.points || 0) >= 2,
       null, { timeout: 60000 });
+    await page.waitForFunction(
+      () => Number(document.getElementById("chart-comm")?.dataset.points || 0) >= 2,
+      null, { timeout: 60000 });
     await page.waitForSelector("#chart-loss-step canvas");
     await page.waitForSelector("#chart-device canvas");
     await shot("job-running.png");
-    ok(`job page: loss curve with ${firstPoints} points and device utilisation while it runs`);
+    ok(`job page: loss curve (${firstPoints} points), device utilisation and communication ` +
+       "throughput of both ranks while it runs");
     // The curve grows without a reload while the job runs.
     const state = JSON.parse((await get(`/api/v1/dashboard/jobs/${TRAIN_ID}`)).body).state;
     if (state === "running") {
@@ -107,7 +111,10 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
     }
     await page.waitForFunction(() => /seedcnn|training/i.test(document.getElementById("job-log").textContent),
                                null, { timeout: 30000 });
-    ok("rank 0's log is tailed on the page");
+    await page.selectOption("#log-rank", "1");
+    await page.waitForFunction(() => /^rank 1,/.test(document.getElementById("log-status").textContent) &&
+                               /Rank 1 started|rank 1/i.test(document.getElementById("job-log").textContent));
+    ok("rank 0's log is tailed on the page, and rank 1's on choosing it");
     // Epoch curves once both epochs are done.
     await page.waitForFunction(
       () => Number(document.getElementById("chart-loss-epoch")?.dataset.points || 0) >= 2 &&

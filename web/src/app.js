@@ -217,7 +217,7 @@ function commLines(named) {
   const names = Object.keys(named).filter((n) => /^comm|communication/.test(n));
   if (!names.length) return { lines: [], label: "" };
   const rate = names.find((n) => /per_s|_rate|throughput|bps/.test(n));
-  if (rate) return { lines: perRank(named[rate], "step", `${rate} r{rank}`, /bytes/.test(rate) ? 1e-6 : 1), label: "MB/s" };
+  if (rate) return { lines: perRank(named[rate], "step", "rank {rank}", /bytes/.test(rate) ? 1e-6 : 1), label: "MB/s" };
   const bytes = names.find((n) => /bytes/.test(n) && !/recv|received/.test(n)) || names.find((n) => /bytes/.test(n));
   const secs = names.find((n) => /time|seconds|_s$/.test(n));
   if (bytes && secs) {
@@ -235,7 +235,7 @@ function commLines(named) {
     }
     if (lines.some((l) => l.x.length)) return { lines, label: "MB/s" };
   }
-  return { lines: names.flatMap((n) => perRank(named[n], "step", `${n} r{rank}`)), label: "" };
+  return { lines: names.flatMap((n) => perRank(named[n], "step", `${n} rank {rank}`)), label: "" };
 }
 
 function jobPage(rawId) {
