@@ -140,8 +140,9 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(CellPtr module,
   ZENITH_CHECK(module_, "[DistributedDataParallel] module is null");
   ZENITH_CHECK(comm::is_initialized(), "[DistributedDataParallel] communication is not "
                "initialized; call communication::init() first");
-  ZENITH_CHECK(options_.bucket_cap_mb > 0, "[DistributedDataParallel] bucket_cap_mb must be "
-               "positive, got ", options_.bucket_cap_mb);
+  ZENITH_CHECK(options_.bucket_cap_mb > 0 && options_.last_bucket_cap_mb > 0,
+               "[DistributedDataParallel] bucket_cap_mb and last_bucket_cap_mb must be "
+               "positive, got ", options_.bucket_cap_mb, " and ", options_.last_bucket_cap_mb);
   ZENITH_CHECK(options_.group.is_member(), "[DistributedDataParallel] this rank is not a member "
                "of the group");
   // No name: parameters keep the wrapped cell's names (see Cell::named_parameters).

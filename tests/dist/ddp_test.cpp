@@ -287,7 +287,7 @@ TEST(DistributedDataParallel, BadUseGivesClearErrors) {
                     "no trainable parameters"), "");
     expect(contains(message([] {
              nn::DistributedDataParallel(nn::Dense(2, 2), {.bucket_cap_mb = 0});
-           }), "bucket_cap_mb must be positive"), "");
+           }), "bucket_cap_mb and last_bucket_cap_mb must be positive"), "");
     comm::release();
   });
   EXPECT_TRUE(results[0].ok()) << test::describe(results);

@@ -37,7 +37,10 @@ echo "ok: zenith train --nproc 2"
 
 "$ZENITH" train --nproc 0 --out "$work/bad" > /dev/null 2> bad.err && fail "--nproc 0 accepted"
 grep -q "\-\-nproc must be >= 1" bad.err || fail "bad --nproc message: $(cat bad.err)"
-echo "ok: --nproc 0 rejected"
+WORLD_SIZE=2 "$ZENITH" train --nproc 2 --out "$work/bad" > /dev/null 2> bad.err && fail "--nproc inside a job accepted"
+grep -q "\-\-nproc 2 inside a job of 2 ranks" bad.err || fail "nested --nproc message: $(cat bad.err)"
+[ ! -e "$work/bad" ] || fail "a rejected command wrote its output directory"
+echo "ok: --nproc 0 and --nproc inside a job rejected"
 
 # --- a job YAML with npu: 2 whose entry is zenith train; rank 1 killed mid-training.
 write_job() {  # $1 file, $2 max_restarts, $3 out dir
