@@ -3,6 +3,7 @@
 // Model and dataset default to the ones the checkpoint was trained with.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
@@ -12,7 +13,7 @@ namespace zenith::cli {
 namespace {
 
 int run_eval(int argc, char** argv) {
-  std::string model_name, dataset_name, data_dir, checkpoint, split = "test";
+  std::string model_name, dataset_name, data_dir, checkpoint, split = "test", predictions;
   int64_t batch_size = 256, limit = 0, threads = 0, image_size = 0;
   bool confusion = false;
   CLI::App app{"Evaluate a checkpoint on a dataset; prints JSON metrics", "zenith eval"};
@@ -26,6 +27,8 @@ int run_eval(int argc, char** argv) {
   app.add_option("--image-size", image_size, "image-folder: resize images to N x N");
   app.add_option("--threads", threads, "compute threads (0: default)");
   app.add_flag("--confusion-matrix", confusion, "add the confusion matrix to the output");
+  app.add_option("--predictions", predictions,
+                 "also write each sample's class as JSON lines {index, label, prediction}");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -63,6 +66,19 @@ int run_eval(int argc, char** argv) {
     if (name != "ConfusionMatrix") out[name] = value;
   if (confusion) out["ConfusionMatrix"] = cm->matrix();
   std::printf("%s\n", out.dump().c_str());
+  if (!predictions.empty()) {
+    std::ofstream file(predictions);
+    ZENITH_CHECK(bool(file), "[eval] cannot write ", predictions);
+    int64_t index = 0;
+    for (int64_t b = 0; b < data.dataset.get_dataset_size(); ++b) {
+      dataset::Row batch = data.dataset.get(b);
+      auto classes = metrics::predicted_classes(model.predict(batch[0]));
+      auto labels = metrics::label_values(batch[1]);
+      for (size_t i = 0; i < classes.size(); ++i)
+        file << nlohmann::json({{"index", index++}, {"label", labels[i]},
+                                {"prediction", classes[i]}}).dump() << "\n";
+    }
+  }
   return 0;
 }
 

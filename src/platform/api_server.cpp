@@ -13,6 +13,7 @@
 #include "platform/job_spec.h"
 #include "platform/platform.h"
 #include "platform/quantity.h"
+#include "platform/service_routes.h"
 #include "platform/token.h"
 
 namespace zenith::platform {
@@ -24,6 +25,7 @@ struct ApiServer::Impl {
   Platform& platform;
   std::string token;
   httplib::Server server;
+  std::unique_ptr<ServiceRoutes> services;  // online services, model registry, service tokens
   std::unique_ptr<Dashboard> dashboard;  // the web UI at / and its metrics
 
   Impl(Platform& p, std::string t) : platform(p), token(std::move(t)) {}
@@ -260,6 +262,8 @@ struct ApiServer::Impl {
     });
     dashboard = std::make_unique<Dashboard>(platform, token);
     dashboard->add_routes(server);
+    services = add_service_routes(server, platform.options().data_dir,
+                                  [this](auto& req, auto& res) { return authorized(req, res); });
     auto not_found = [](const httplib::Request& req, httplib::Response& res) {
       error(res, 404, "[api] no such endpoint: " + req.method + " " + req.path);
     };

@@ -1,0 +1,98 @@
+// `zenith deploy --model CKPT --name NAME`: packages a checkpoint (architecture, weights, input
+// spec and preprocessing, labels, content hash), registers it with the running `zenith server`
+// as the next version of NAME, starts the HTTPS service and prints its URL and a first token.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/client.h"
+#include "cli/command.h"
+#include "serve/package.h"
+
+namespace zenith::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int run_deploy(int argc, char** argv) {
+  CLI::App app{"Deploy a checkpoint as an HTTPS inference service on the server", "zenith deploy"};
+  ClientConfig config;
+  std::string checkpoint, name, labels, max_body, host;
+  serve::PackageOptions package_options;
+  int replicas = 1, port = 0, max_batch = 0, max_queue = 0, http_threads = 0;
+  double max_delay_ms = -1, timeout = 0;
+  bool insecure = false;
+  app.add_option("--model", checkpoint, "checkpoint (.safetensors) from `zenith train`")
+      ->required();
+  app.add_option("--name", name, "service name: lowercase letters, digits, '-'")->required();
+  app.add_option("--arch", package_options.arch, "zoo model (default: the checkpoint's)");
+  app.add_option("--dataset", package_options.dataset,
+                 "dataset it was trained on (default: the checkpoint's): input size and "
+                 "preprocessing");
+  app.add_option("--labels", package_options.labels_file, "label names, one per line");
+  app.add_option("--replicas", replicas, "model copies run in parallel")->capture_default_str();
+  app.add_option("--port", port, "service port (default: any free port)");
+  app.add_option("--max-batch", max_batch, "samples per model run (default 32; 1: no batching)");
+  app.add_option("--max-delay-ms", max_delay_ms, "longest wait for a batch to fill (default 5)");
+  app.add_option("--max-queue", max_queue, "requests waiting before 429 (default 256)");
+  app.add_option("--timeout", timeout, "per-request timeout in seconds (default 30)");
+  app.add_option("--max-body", max_body, "request body limit (default 8Mi)");
+  app.add_option("--http-threads", http_threads, "connections served at once (default 128)");
+  app.add_option("--host", host, "address the service listens on (default 127.0.0.1)");
+  app.add_flag("--insecure-http", insecure, "plain HTTP instead of HTTPS");
+  add_client_options(app, config);
+  CLI11_PARSE(app, argc, argv);
+
+  // The package is built here (this side reads the checkpoint) and copied by the server.
+  char tmpl[] = "/tmp/zenith-deploy.XXXXXX";
+  ZENITH_CHECK(mkdtemp(tmpl) != nullptr, "[deploy] cannot make a temporary directory");
+  const std::string staging = std::string(tmpl) + "/package";
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{tmpl};
+  auto spec = serve::write_package(checkpoint, staging, name, package_options);
+
+  json options = json::object();
+  if (max_batch > 0) options["max-batch"] = max_batch;
+  if (max_delay_ms >= 0) options["max-delay-ms"] = max_delay_ms;
+  if (max_queue > 0) options["max-queue"] = max_queue;
+  if (timeout > 0) options["timeout"] = timeout;
+  if (!max_body.empty()) options["max-body"] = max_body;
+  if (http_threads > 0) options["http-threads"] = http_threads;
+  if (!host.empty()) options["host"] = host;
+  if (insecure) options["insecure-http"] = true;
+  auto client = make_client(config);
+  json body = {{"name", name}, {"package", staging}, {"replicas", replicas}, {"port", port},
+               {"options", options}};
+  json r = expect(client.post("/api/v1/services", body.dump()), 201);
+  std::printf("deployed %s version %d (%s, sha256 %.16s)\n", name.c_str(),
+              r["model"]["version"].get<int>(), spec.arch.c_str(), spec.sha256.c_str());
+  std::printf("  url:     %s\n", r["url"].get<std::string>().c_str());
+  std::printf("  model:   %s/v2/models/%s (infer, classify)\n", r["url"].get<std::string>().c_str(),
+              name.c_str());
+  if (!insecure) std::printf("  cert:    %s\n", r["ca_cert"].get<std::string>().c_str());
+  if (r.contains("token")) {
+    std::printf("  token:   %s\n", r["token"]["secret"].get<std::string>().c_str());
+    std::printf("           (shown once; `zenith token create --service %s` makes more)\n",
+                name.c_str());
+  } else {
+    std::printf("  tokens:  the service's existing tokens stay valid\n");
+  }
+  std::printf("  try:     curl %s%s -H \"Authorization: Bearer $TOKEN\" --data-binary @image.png "
+              "%s/v2/models/%s/classify\n", insecure ? "" : "--cacert ",
+              insecure ? "" : r["ca_cert"].get<std::string>().c_str(),
+              r["url"].get<std::string>().c_str(), name.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace zenith::cli
+
+ZENITH_COMMAND("deploy", "Deploy a checkpoint as an HTTPS inference service",
+               zenith::cli::run_deploy);

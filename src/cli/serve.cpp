@@ -1,0 +1,144 @@
+// `zenith serve PACKAGE`: one model package (or a checkpoint, packaged on the way) as an HTTPS
+// inference service in the foreground, with no job server. `zenith server` runs the same
+// command for each deployed service (--managed).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cli/client.h"
+#include "cli/command.h"
+#include "platform/quantity.h"
+#include "platform/service_store.h"
+#include "serve/inference_server.h"
+
+namespace zenith::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+int run_serve(int argc, char** argv) {
+  CLI::App app{"Serve a model package over HTTPS (KServe v2) in the foreground", "zenith serve"};
+  std::string package, data_dir = default_data_dir(), port_file, max_body = "8Mi";
+  std::string arch, dataset;
+  serve::ServeOptions o;
+  bool insecure = false, managed = false;
+  o.port = 8443;
+  app.add_option("package", package, "model package dir (from `zenith deploy`) or a checkpoint")
+      ->required();
+  app.add_option("--name", o.name, "model name in URLs (default: the package's)");
+  app.add_option("--version", o.version, "registry version reported in responses")
+      ->capture_default_str();
+  app.add_option("--host", o.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", o.port, "TCP port (0: any free port)")->capture_default_str();
+  app.add_option("--port-file", port_file, "write the bound port here once serving");
+  app.add_option("--data", data_dir, "data dir: token store (zenith.db), tls/, packages/")
+      ->capture_default_str();
+  app.add_option("--cert", o.cert, "TLS certificate (PEM); default: self-signed in DATA/tls");
+  app.add_option("--key", o.key, "TLS private key (PEM)");
+  app.add_flag("--insecure-http", insecure, "serve plain HTTP instead of HTTPS");
+  app.add_option("--replicas", o.batch.replicas, "model copies run in parallel")
+      ->capture_default_str();
+  app.add_option("--max-batch", o.batch.max_batch, "samples per model run (1: no batching)")
+      ->capture_default_str();
+  app.add_option("--max-delay-ms", o.batch.max_delay_ms,
+                 "longest wait for a batch to fill")->capture_default_str();
+  app.add_option("--max-queue", o.batch.max_queue, "requests waiting; more get 429")
+      ->capture_default_str();
+  app.add_option("--timeout", o.timeout_s, "per-request timeout in seconds (504)")
+      ->capture_default_str();
+  app.add_option("--max-body", max_body, "request body limit (413), e.g. 8Mi")
+      ->capture_default_str();
+  app.add_option("--max-request-samples", o.max_request_samples, "samples per infer request")
+      ->capture_default_str();
+  app.add_option("--http-threads", o.http_threads, "connections served at once")
+      ->capture_default_str();
+  app.add_option("--arch", arch, "checkpoint input: zoo model (default: the checkpoint's)");
+  app.add_option("--dataset", dataset, "checkpoint input: its dataset (default: the checkpoint's)");
+  app.add_flag("--managed", managed, "run by `zenith server`: print no token");
+  CLI11_PARSE(app, argc, argv);
+  auto body = platform::parse_size(max_body);
+  if (!body || *body <= 0) throw std::runtime_error("[serve] bad --max-body '" + max_body + "'");
+  o.max_body_bytes = size_t(*body);
+  o.tls = !insecure;
+  data_dir = fs::absolute(data_dir).string();
+  fs::create_directories(data_dir);
+  o.tls_dir = data_dir + "/tls";
+  o.token_db = data_dir + "/zenith.db";
+
+  if (fs::is_regular_file(package)) {
+    // A checkpoint: package it first, into DATA/packages/<name>-<n>.
+    const std::string name = o.name.empty() ? "model" : o.name;
+    std::string dir;
+    for (int i = 1;; ++i) {
+      dir = data_dir + "/packages/" + name + "-" + std::to_string(i);
+      if (!fs::exists(dir)) break;
+    }
+    auto spec = serve::write_package(package, dir, name, {arch, dataset, ""});
+    std::printf("packaged %s (%s) into %s\n", package.c_str(), spec.arch.c_str(), dir.c_str());
+    package = dir;
+  }
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  serve::InferenceServer server(fs::absolute(package).string(), o);
+  const int port = server.bind();
+  const auto& spec = server.package();
+  const std::string name = server.options().name;
+  std::printf("zenith serve: %s (%s, %lldx%lldx%lld -> %lld classes, sha256 %.12s) on %s\n",
+              name.c_str(), spec.arch.c_str(), (long long)spec.channels,
+              (long long)spec.image_size, (long long)spec.image_size,
+              (long long)spec.num_classes, spec.sha256.c_str(), server.url().c_str());
+  std::printf("  batching: max batch %d, max delay %g ms, queue %d, %d replica(s); timeout %g s\n",
+              o.batch.max_batch, o.batch.max_delay_ms, o.batch.max_queue, o.batch.replicas,
+              o.timeout_s);
+  if (o.tls) std::printf("  certificate: %s\n", server.cert_path().c_str());
+  else std::printf("  WARNING: plain HTTP (--insecure-http): tokens travel unencrypted\n");
+  if (!managed) {
+    platform::ServiceStore store(o.token_db);
+    bool has_token = false;
+    for (const auto& t : store.live_tokens()) has_token = has_token || t.service == name;
+    if (!has_token) {
+      auto [token, secret] = store.create_token(name);
+      std::printf("  token (shown once): %s\n", secret.c_str());
+    } else {
+      std::printf("  tokens: existing ones for '%s' stay valid (`zenith token create --local "
+                  "--service %s --data %s` makes another)\n", name.c_str(), name.c_str(),
+                  data_dir.c_str());
+    }
+    std::printf("  try: curl %s%s -H \"Authorization: Bearer $TOKEN\" --data-binary @image.png "
+                "%s/v2/models/%s/classify\n", o.tls ? "--cacert " : "",
+                o.tls ? server.cert_path().c_str() : "", server.url().c_str(), name.c_str());
+  }
+  std::fflush(stdout);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    fs::rename(tmp, port_file);
+  }
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "[serve] signal %d: stopping\n", sig);
+    server.stop();
+  });
+  server.serve();
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  return 0;
+}
+
+}  // namespace
+}  // namespace zenith::cli
+
+ZENITH_COMMAND("serve", "Serve a model package over HTTPS in the foreground (no server)",
+               zenith::cli::run_serve);

@@ -1,0 +1,50 @@
+// The platform API's service, model registry and token routes (see service_manager.h):
+//
+//   GET  /api/v1/services                  list: name, version, url, state, requests/s
+//   POST /api/v1/services                  deploy {"name", "package", "replicas", "port",
+//                                          "options": {...}}; 201 with the service, the model
+//                                          version and (first deploy) a token
+//   GET  /api/v1/services/{name}
+//   POST /api/v1/services/{name}/undeploy
+//   POST /api/v1/services/{name}/rollback  {"version": N} or {} for the previous version
+//   GET  /api/v1/models[/{name}]           registered package versions
+//   GET  /api/v1/tokens[?service=NAME]     metadata only; secrets are never stored
+//   POST /api/v1/tokens                    {"service", "expires_in_s"}; 201 with the secret, once
+//   POST /api/v1/tokens/{id}/revoke        (also DELETE /api/v1/tokens/{id})
+// Every call but the GETs of services and models needs the platform's bearer token.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace zenith::platform {
+
+class ServiceManager;
+
+class ServiceRoutes {
+ public:
+  using AuthFn = std::function<bool(const httplib::Request&, httplib::Response&)>;
+  ServiceRoutes(const std::string& data_dir, AuthFn authorized);
+  ~ServiceRoutes();
+  void add_to(httplib::Server& server);
+  ServiceManager& manager() { return *manager_; }
+
+ private:
+  std::unique_ptr<ServiceManager> manager_;
+  AuthFn authorized_;
+};
+
+// Starts the services of `data_dir` and adds their routes; call before any catch-all route.
+// The services run `zenith serve` with this program's binary ($ZENITH_SERVE_BINARY overrides).
+std::unique_ptr<ServiceRoutes> add_service_routes(httplib::Server& server,
+                                                  const std::string& data_dir,
+                                                  ServiceRoutes::AuthFn authorized);
+
+}  // namespace zenith::platform

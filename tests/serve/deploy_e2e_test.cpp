@@ -1,0 +1,190 @@
+// End to end, as a user would do it: `zenith train` a SeedCNN for one epoch on (part of)
+// Fashion-MNIST, start `zenith server`, `zenith deploy` the checkpoint, classify real test images
+// as PNGs over HTTPS with the printed token, and compare with `zenith eval --predictions` on the
+// same images. Then tokens, redeploy, rollback and undeploy through the CLI.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "data/image_codec.h"
+#include "serve_test_util.h"
+
+namespace zenith::serve {
+namespace {
+
+using nlohmann::json;
+using test::TempDir;
+
+const char* kFashion = "/usr/share/datasets/fashion-mnist";
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs a shell command line; returns its exit status, stdout+stderr in *out.
+int run(const std::string& cmd, std::string* out, const std::string& log) {
+  const int rc = std::system((cmd + " > " + log + " 2>&1").c_str());
+  *out = read_all(log);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string match(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  return std::regex_search(text, m, std::regex(pattern)) ? m[1].str() : "";
+}
+
+class DeployEndToEnd : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (server_pid_ > 0) {
+      kill(server_pid_, SIGTERM);
+      for (int i = 0; i < 100 && kill(server_pid_, 0) == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  pid_t server_pid_ = 0;
+};
+
+TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
+  if (!std::filesystem::exists(std::string(kFashion) + "/t10k-images-idx3-ubyte") &&
+      !std::filesystem::exists(std::string(kFashion) + "/t10k-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
+  TempDir dir("deploy_e2e");
+  const std::string z = ZENITH_BINARY, w = dir.str();
+  std::string out;
+  ASSERT_EQ(run(z + " train --model seedcnn --dataset fashion-mnist --epochs 1 --limit-train 4000 "
+                    "--limit-test 200 --progress none --out " + w + "/out",
+                &out, w + "/train.log"),
+            0)
+      << out;
+  const std::string ckpt = w + "/out/checkpoint_epoch_1.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(ckpt)) << out;
+
+  // The server, in the background; its URL appears in DATA/server.url.
+  const std::string data = w + "/srv";
+  ASSERT_EQ(std::system(("(" + z + " server --port 0 --data " + data + " > " + w +
+                         "/server.log 2>&1 & echo $! > " + w + "/server.pid)")
+                            .c_str()),
+            0);
+  for (int i = 0; i < 100 && server_pid_ == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server_pid_ = std::atoi(read_all(w + "/server.pid").c_str());
+  }
+  std::string server_url;
+  for (int i = 0; i < 200 && server_url.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server_url = read_all(data + "/server.url");
+    while (!server_url.empty() && server_url.back() == '\n') server_url.pop_back();
+  }
+  ASSERT_FALSE(server_url.empty()) << read_all(w + "/server.log");
+  const std::string client = " --server " + server_url + " --data " + data;
+
+  ASSERT_EQ(run(z + " deploy --model " + ckpt + " --name fmnist-api" + client, &out,
+                w + "/deploy.log"),
+            0)
+      << out;
+  const std::string url = match(out, R"(url:\s+(https://127\.0\.0\.1:\d+))");
+  const std::string token = match(out, R"(token:\s+(zt_[0-9a-f]{64}))");
+  const std::string cert = match(out, R"(cert:\s+(\S+))");
+  ASSERT_FALSE(url.empty()) << out;
+  ASSERT_FALSE(token.empty()) << out;
+  ASSERT_EQ(cert, data + "/tls/cert.pem");
+
+  // Classify the first 200 test images, each as a PNG, over verified HTTPS.
+  const int n = 200;
+  auto test_set = dataset::FashionMnistDataset(kFashion, "test");
+  httplib::Client https(url);
+  https.enable_server_certificate_verification(true);
+  https.set_ca_cert_path(cert.c_str());
+  https.set_bearer_token_auth(token);
+  std::vector<int64_t> served;
+  for (int i = 0; i < n; ++i) {
+    auto row = test_set.get(i);
+    auto r = https.Post("/v2/models/fmnist-api/classify?top_k=1", vision::encode_png(row[0]),
+                        "image/png");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 200) << r->body;
+    served.push_back(json::parse(r->body)["predictions"][0]["class"].get<int64_t>());
+  }
+  ASSERT_EQ(run(z + " eval --checkpoint " + ckpt + " --dataset fashion-mnist --limit " +
+                    std::to_string(n) + " --predictions " + w + "/pred.jsonl",
+                &out, w + "/eval.log"),
+            0)
+      << out;
+  std::ifstream preds(w + "/pred.jsonl");
+  int compared = 0, equal = 0, correct = 0;
+  for (std::string line; std::getline(preds, line);) {
+    json p = json::parse(line);
+    const int64_t i = p["index"];
+    ASSERT_LT(i, n);
+    ++compared;
+    equal += served[size_t(i)] == p["prediction"].get<int64_t>();
+    correct += served[size_t(i)] == p["label"].get<int64_t>();
+  }
+  EXPECT_EQ(compared, n);
+  EXPECT_EQ(equal, n) << "the service and `zenith eval` disagree on " << n - equal << " images";
+  EXPECT_GT(correct, n / 2) << "one epoch should classify most images";  // a trained model
+
+  // `zenith services` shows it running.
+  ASSERT_EQ(run(z + " services" + client, &out, w + "/services.log"), 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(fmnist-api\s+1\s+running\s+https://)"))) << out;
+
+  // A second token through the CLI works until revoked.
+  ASSERT_EQ(run(z + " token create --service fmnist-api --expires 1h" + client, &out,
+                w + "/token.log"),
+            0)
+      << out;
+  const std::string token2 = match(out, R"((zt_[0-9a-f]{64}))");
+  const std::string token2_id = match(out, R"(token (\d+) for service)");
+  ASSERT_FALSE(token2.empty()) << out;
+  httplib::Client https2(url);
+  https2.set_ca_cert_path(cert.c_str());
+  https2.enable_server_certificate_verification(true);
+  https2.set_bearer_token_auth(token2);
+  EXPECT_EQ(https2.Get("/v2/models/fmnist-api")->status, 200);
+  ASSERT_EQ(run(z + " token list" + client, &out, w + "/tokens.log"), 0) << out;
+  EXPECT_NE(out.find("fmnist-api"), std::string::npos);
+  EXPECT_EQ(out.find(token2.substr(3)), std::string::npos) << "token list shows a secret";
+  ASSERT_EQ(run(z + " token revoke " + token2_id + client, &out, w + "/revoke.log"), 0) << out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the service re-reads each 1 s
+  EXPECT_EQ(https2.Get("/v2/models/fmnist-api")->status, 401);
+  EXPECT_EQ(https.Get("/v2/models/fmnist-api")->status, 200);
+
+  // Redeploy (version 2), roll back to 1, undeploy.
+  ASSERT_EQ(run(z + " deploy --model " + ckpt + " --name fmnist-api --max-batch 8" + client, &out,
+                w + "/deploy2.log"),
+            0)
+      << out;
+  EXPECT_NE(out.find("version 2"), std::string::npos) << out;
+  ASSERT_EQ(run(z + " services rollback fmnist-api" + client, &out, w + "/rollback.log"), 0)
+      << out;
+  EXPECT_NE(out.find("serving version 1"), std::string::npos) << out;
+  const std::string url1 = match(out, R"((https://127\.0\.0\.1:\d+))");
+  httplib::Client after(url1);
+  after.set_ca_cert_path(cert.c_str());
+  after.enable_server_certificate_verification(true);
+  after.set_bearer_token_auth(token);
+  auto meta = after.Get("/v2/models/fmnist-api");
+  ASSERT_TRUE(meta);
+  EXPECT_EQ(json::parse(meta->body)["versions"][0], "1");
+  ASSERT_EQ(run(z + " services undeploy fmnist-api" + client, &out, w + "/undeploy.log"), 0)
+      << out;
+  EXPECT_NE(out.find("undeployed"), std::string::npos);
+  after.set_connection_timeout(2);
+  EXPECT_FALSE(after.Get("/v2/health/live"));
+  ASSERT_EQ(run(z + " services versions fmnist-api" + client, &out, w + "/versions.log"), 0)
+      << out;
+  EXPECT_NE(out.find("\n2 "), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace zenith::serve
