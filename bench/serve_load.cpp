@@ -126,7 +126,7 @@ RunResult drive(const Service& s, const std::string& token, int concurrency, dou
   auto before = batch_totals(metrics_client->Get("/metrics")->body);
   std::atomic<bool> stop{false};
   std::atomic<long> errors{0};
-  std::vector<std::vector<double>> latencies(size_t(concurrency));
+  std::vector<std::vector<double>> latencies(static_cast<size_t>(concurrency));
   std::vector<std::thread> threads;
   const auto start = Clock::now();
   for (int t = 0; t < concurrency; ++t)
