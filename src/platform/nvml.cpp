@@ -34,8 +34,8 @@ Nvml::~Nvml() {
   if (lib_) dlclose(lib_);
 }
 
-std::unique_ptr<Nvml> Nvml::open() {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+std::unique_ptr<Nvml> Nvml::open(const std::string& library) {
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) return nullptr;
   auto api = std::make_unique<Api>();
   auto sym = [&](auto& fn, const char* name) {

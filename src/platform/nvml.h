@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace zenith::platform {
 
@@ -16,8 +17,8 @@ struct GpuSample {
 
 class Nvml {
  public:
-  // nullptr when the library or a GPU is missing, or nvmlInit fails.
-  static std::unique_ptr<Nvml> open();
+  // nullptr when the library or a GPU is missing, or nvmlInit fails. `library` is for tests.
+  static std::unique_ptr<Nvml> open(const std::string& library = "libnvidia-ml.so.1");
   ~Nvml();  // nvmlShutdown, dlclose
   Nvml(const Nvml&) = delete;
   Nvml& operator=(const Nvml&) = delete;

@@ -76,6 +76,9 @@ std::string rank_wrapper(const JobRecord& job, const JobPaths& paths) {
       " ZENITH_RESTART_COUNT=" + std::to_string(job.restart_count) +
       " ZENITH_JOB_DIR=" + shell_quote(paths.job_dir) +
       " ZENITH_HEARTBEAT_FILE=" + shell_quote(paths.heartbeat()) + "\n"
+      // Ingested by the server for its dashboard, like the local executor's (rank_table.cpp).
+      "export ZENITH_METRICS_FILE=" + shell_quote(paths.logs_dir()) +
+      "/rank_$SLURM_PROCID.metrics.jsonl\n"
       "log=" + shell_quote(paths.logs_dir()) + "/rank_$SLURM_PROCID.log\n"
       "stamp() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }\n"
       "echo \"$(stamp) [INFO] Rank $SLURM_PROCID started (pid $$, device cpu:$SLURM_LOCALID, "

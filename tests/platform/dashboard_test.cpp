@@ -12,6 +12,7 @@
 #include "platform/downsample.h"
 #include "platform/metrics_ingest.h"
 #include "platform/metrics_store.h"
+#include "platform/nvml.h"
 #include "test_util.h"
 
 namespace zp = zenith::platform;
@@ -85,6 +86,21 @@ TEST(MetricsStore, SeriesPerRankDownsampledWithOffsets) {
   EXPECT_DOUBLE_EQ(usage[1].cpu_utilization[0], 0.25);
 }
 
+TEST(Nvml, SamplesEveryGpuThroughTheLibraryAndClosesIt) {
+  EXPECT_EQ(zp::Nvml::open("/nonexistent/libnvidia-ml.so.1"), nullptr);  // no driver: no GPUs
+  auto nvml = zp::Nvml::open(ZENITH_FAKE_NVML);
+  ASSERT_NE(nvml, nullptr);
+  ASSERT_EQ(nvml->device_count(), 2);
+  auto busy = nvml->sample(1);
+  ASSERT_TRUE(busy);
+  EXPECT_DOUBLE_EQ(busy->utilization, 0.42);
+  EXPECT_EQ(busy->memory_used, 3ll << 30);
+  EXPECT_EQ(busy->memory_total, 80ll << 30);
+  EXPECT_DOUBLE_EQ(nvml->sample(0)->utilization, 0);
+  EXPECT_FALSE(nvml->sample(2));
+  EXPECT_FALSE(nvml->sample(-1));
+}
+
 // A `zenith server --port 0` child, SIGTERMed at the end.
 class Server {
  public:
@@ -140,7 +156,7 @@ TEST_F(DashboardServer, ApiNeedsTheToken) {
   auto ok = server.client(server.token());
   const long long id = submit(ok, "echo hello");
   const std::string j = "/api/v1/dashboard/jobs/" + std::to_string(id);
-  for (const std::string path :
+  for (const std::string& path :
        {std::string("/api/v1/dashboard/session"), std::string("/api/v1/dashboard/jobs"), j,
         j + "/series", j + "/usage", j + "/logs", std::string("/api/v1/dashboard/cluster")}) {
     auto r = anon.get(path);
@@ -172,13 +188,13 @@ TEST_F(DashboardServer, NeverAnotherJobsLogsUnderAWrongId) {
   EXPECT_NE(body_of(rb)["text"].get<std::string>().find("log-of-job-b"), std::string::npos);
   EXPECT_EQ(body_of(rb)["text"].get<std::string>().find("secret-of-job-a"), std::string::npos);
   const std::string sa = std::to_string(a);
-  for (const std::string bad : {sa + "x", sa + ".0", "0" + sa + "/", "-" + sa, sa + "%20",
-                                std::string("999"), std::string("0"), std::string("x" + sa)}) {
+  for (const std::string& bad : {sa + "x", sa + ".0", "0" + sa + "/", "-" + sa, sa + "%20",
+                                 std::string("999"), std::string("0"), std::string("x" + sa)}) {
     auto r = logs(bad);
     EXPECT_EQ(r.status, 404) << bad << ": " << r.body;
     EXPECT_EQ(r.body.find("secret-of-job-a"), std::string::npos) << bad;
   }
-  for (const std::string q : {"?rank=1", "?rank=-1", "?rank=0x", "?rank=%00"}) {
+  for (const char* q : {"?rank=1", "?rank=-1", "?rank=0x", "?rank=%00"}) {
     auto r = logs(sa, q);
     EXPECT_EQ(r.status, 404) << q << ": " << r.body;
     EXPECT_EQ(r.body.find("secret-of-job-a"), std::string::npos) << q;
