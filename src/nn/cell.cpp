@@ -211,9 +211,23 @@ void SequentialCellImpl::append(CellPtr cell) {
   register_cell(std::to_string(size()), std::move(cell));
 }
 
+// ReLU followed by MaxPool2d runs as max pooling then ReLU: relu is monotone, so
+// relu(max(window)) == max(relu(window)) and the gradient reaches the same element (a window
+// whose maximum is <= 0 gets no gradient either way), while the relu and its backward touch a
+// tensor kernel_size^2 times smaller.
 Tensor SequentialCellImpl::forward(const Tensor& x) {
+  const auto& cells = named_children();
   Tensor y = x;
-  for (auto& [_, cell] : named_children()) y = cell->forward(y);
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const CellPtr& cell = cells[i].second;
+    if (i + 1 < cells.size() && cell->type_name() == "ReLU" &&
+        cells[i + 1].second->type_name() == "MaxPool2d") {
+      y = cell->forward(cells[i + 1].second->forward(y));
+      ++i;
+      continue;
+    }
+    y = cell->forward(y);
+  }
   return y;
 }
 

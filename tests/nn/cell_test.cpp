@@ -151,3 +151,42 @@ TEST(Cell, ConvArgumentErrors) {
   EXPECT_TRUE(throws_with([] { nn::Conv2d(3, 8, 3, 1, "same", 1); }, "needs pad_mode 'pad'"));
   EXPECT_TRUE(throws_with([] { nn::Conv2d(3, 8, 3, 1, "same", 0, 1, 2); }, "divisible by group"));
 }
+
+// SequentialCell runs ReLU + MaxPool2d as pooling then relu: same values and gradients as the
+// two ops in the written order, with a window whose elements are all negative and with padding,
+// behind a convolution (oneDNN blocked activations) and on plain tensors, in f32 and f64.
+TEST(Cell, ReluMaxPoolOrderIsExact) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (bool with_conv : {false, true}) {
+      manual_seed(3);
+      auto conv = nn::Conv2d(2, 4, 3, 1, "pad", 1);
+      conv->to(dt);
+      auto relu = nn::ReLU();
+      auto pool = nn::MaxPool2d(3, 2, 1);
+      std::vector<nn::CellPtr> cells = {relu, pool};
+      if (with_conv) cells.insert(cells.begin(), conv);
+      auto net = nn::SequentialCell(cells);
+      Tensor x0 = random_input({2, 2, 9, 9}, dt);
+      Tensor w = random_input({2, 4, 5, 5}, dt);  // weights of the output elements
+      if (!with_conv) x0 = ops::sub(ops::mul(random_input({2, 4, 9, 9}, dt), 0.5), 0.25);
+      auto run = [&](bool sequential) {
+        Tensor x = x0.clone().requires_grad_();
+        Tensor h = with_conv ? conv->forward(x) : x;
+        Tensor y = sequential ? net->forward(x) : pool->forward(relu->forward(h));
+        ops::sum(ops::mul(y, w)).backward();
+        Tensor gw = with_conv ? conv->named_parameters()[0].second.grad().clone() : Tensor();
+        if (with_conv) conv->named_parameters()[0].second.zero_grad();
+        return std::tuple{y.detach(), x.grad(), gw};
+      };
+      auto [y1, gx1, gw1] = run(true);
+      auto [y2, gx2, gw2] = run(false);
+      EXPECT_TRUE(all_close(y1, y2, 0, 0)) << dtype_name(dt) << " conv " << with_conv;
+      EXPECT_TRUE(all_close(gx1, gx2, 1e-6, 1e-7)) << dtype_name(dt) << " conv " << with_conv;
+      if (with_conv) EXPECT_TRUE(all_close(gw1, gw2, 1e-6, 1e-7)) << dtype_name(dt);
+      // some windows really were all negative before the relu
+      Tensor h = with_conv ? conv->forward(x0) : x0;
+      Tensor pooled = ops::max_pool2d(h.detach(), {3, 3}, {2, 2}, {1, 1});
+      EXPECT_GT(ops::sum(ops::lt(pooled, Tensor::zeros({}, dt))).to(DType::f64).item(), 0.0);
+    }
+  }
+}
