@@ -50,9 +50,12 @@ long rss_kib(pid_t pid) {
 }
 
 // Sum and count of zenith_serve_batch_size from /metrics.
-std::pair<double, double> batch_totals(const std::string& metrics) {
+std::pair<double, double> batch_totals(httplib::Client& client) {
+  auto r = client.Get("/metrics");
+  if (!r || r->status != 200)
+    throw std::runtime_error("[serve_load] cannot read the service's /metrics");
   double sum = 0, count = 0;
-  std::istringstream lines(metrics);
+  std::istringstream lines(r->body);
   for (std::string l; std::getline(lines, l);) {
     if (l.rfind("zenith_serve_batch_size_sum", 0) == 0) sum = std::atof(l.substr(l.rfind(' ')).c_str());
     if (l.rfind("zenith_serve_batch_size_count", 0) == 0) count = std::atof(l.substr(l.rfind(' ')).c_str());
@@ -109,6 +112,7 @@ std::unique_ptr<httplib::Client> client_for(const Service& s, const std::string&
   c->set_ca_cert_path(s.cert.c_str());
   c->set_bearer_token_auth(token);
   c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);
   c->set_connection_timeout(10);
   c->set_read_timeout(60);
   return c;
@@ -123,7 +127,7 @@ struct RunResult {
 RunResult drive(const Service& s, const std::string& token, int concurrency, double duration_s,
                 const std::vector<std::string>& bodies) {
   auto metrics_client = client_for(s, token);
-  auto before = batch_totals(metrics_client->Get("/metrics")->body);
+  auto before = batch_totals(*metrics_client);
   std::atomic<bool> stop{false};
   std::atomic<long> errors{0};
   std::vector<std::vector<double>> latencies(static_cast<size_t>(concurrency));
@@ -156,7 +160,7 @@ RunResult drive(const Service& s, const std::string& token, int concurrency, dou
     out.p50_ms = all[all.size() / 2];
     out.p99_ms = all[std::min(all.size() - 1, size_t(double(all.size()) * 0.99))];
   }
-  auto after = batch_totals(metrics_client->Get("/metrics")->body);
+  auto after = batch_totals(*metrics_client);
   if (after.second > before.second)
     out.mean_batch = (after.first - before.first) / (after.second - before.second);
   return out;

@@ -1,6 +1,8 @@
 // Dynamic batching: requests queue up and worker threads (one per replica) run them together,
 // up to `max_batch` samples or until the oldest has waited `max_delay_ms`, then answer each
-// request with its own rows. A full queue refuses new requests (the server answers 429); a
+// request with its own rows. The delay applies under concurrent load only (the previous run or
+// the queue held more than one request): a lone request on an idle service runs at once, and
+// the wait ends early once no request has arrived for a fifth of the delay. A full queue refuses new requests (the server answers 429); a
 // caller that stops waiting marks its request abandoned and the workers skip it.
 #pragma once
 
@@ -21,7 +23,7 @@ namespace zenith::serve {
 
 struct BatchOptions {
   int max_batch = 32;         // samples per model run (1: batching off)
-  double max_delay_ms = 5;    // how long the oldest request may wait for others
+  double max_delay_ms = 5;    // how long the oldest request may wait for others (under load)
   int max_queue = 256;        // requests waiting; more are refused
   int replicas = 1;           // worker threads, each with its own copy of the network
 };
@@ -71,6 +73,7 @@ class Batcher {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<BatchRequest>> queue_;
   int64_t queued_samples_ = 0;
+  int last_batch_requests_ = 0;
   bool stop_ = false;
   std::vector<std::thread> workers_;
 };

@@ -325,6 +325,7 @@ struct InferenceServer::Impl {
     auto& s = *server;
     s.set_payload_max_length(options.max_body_bytes);
     s.set_keep_alive_max_count(100000);
+    s.set_tcp_nodelay(true);  // small responses: no Nagle / delayed-ACK stalls
     s.set_read_timeout(30, 0);
     s.set_write_timeout(30, 0);
     const int threads = std::max(4, options.http_threads);
@@ -382,6 +383,14 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
   m.tokens = std::make_unique<platform::TokenVerifier>(m.options.token_db, m.options.name);
   m.options.batch.replicas = std::max(1, m.options.batch.replicas);
   for (int r = 0; r < m.options.batch.replicas; ++r) m.nets.push_back(load_network(package_dir, m.spec));
+  // One run per batch size up to max_batch: oneDNN builds (JIT-compiles) primitives per shape,
+  // which would otherwise stall the first requests of each new batch size.
+  {
+    NoGradGuard no_grad;
+    const int sizes = std::min(m.options.batch.max_batch, 256);
+    for (int n = 1; n <= sizes; ++n)
+      m.nets[0]->forward(Tensor::zeros({n, m.spec.channels, m.spec.image_size, m.spec.image_size}));
+  }
   m.preprocess = {vision::Rescale(1.0 / 255.0, 0.0), vision::Normalize(m.spec.mean, m.spec.std),
                   vision::HWC2CHW()};
   m.batcher = std::make_unique<Batcher>(

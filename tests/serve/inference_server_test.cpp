@@ -323,18 +323,26 @@ TEST_F(InferenceServerTest, FullQueueAnswers429AndSlowAnswers504) {
     o.batch.max_queue = 1;
     o.batch.max_delay_ms = 0;
     RunningServer s(package(), o);
-    std::vector<std::thread> threads;
     std::atomic<int> ok{0}, full{0}, other{0};
-    for (int t = 0; t < 24; ++t)
-      threads.emplace_back([&, t] {
-        auto c = s.client(token_);
-        auto r = c->Post("/v2/models/fmnist/infer", infer_body(random_input(64, t), 64).dump(),
-                         "application/json");
-        if (r && r->status == 200) ++ok;
-        else if (r && r->status == 429 && r->body.find("queue is full") != std::string::npos) ++full;
-        else ++other;
-      });
-    for (auto& t : threads) t.join();
+    const std::string body = infer_body(random_input(256, 1), 256).dump();
+    // Bursts of 32 concurrent 256-sample requests against a queue of one: some must be refused.
+    for (int burst = 0; burst < 5 && full == 0; ++burst) {
+      std::vector<std::unique_ptr<httplib::Client>> clients;
+      for (int t = 0; t < 32; ++t) {
+        clients.push_back(s.client(token_));
+        clients.back()->Get("/v2/health/live");  // connect (TLS handshake) before the burst
+      }
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 32; ++t)
+        threads.emplace_back([&, t] {
+          auto r = clients[size_t(t)]->Post("/v2/models/fmnist/infer", body, "application/json");
+          if (r && r->status == 200) ++ok;
+          else if (r && r->status == 429 && r->body.find("queue is full") != std::string::npos)
+            ++full;
+          else ++other;
+        });
+      for (auto& t : threads) t.join();
+    }
     EXPECT_GT(ok.load(), 0);
     EXPECT_GT(full.load(), 0);
     EXPECT_EQ(other.load(), 0);
@@ -343,10 +351,21 @@ TEST_F(InferenceServerTest, FullQueueAnswers429AndSlowAnswers504) {
     ServeOptions o = options();
     o.timeout_s = 1e-6;
     RunningServer s(package(), o);
-    expect_error(s.client(token_)->Post("/v2/models/fmnist/infer",
-                                        infer_body(random_input(8, 1), 8).dump(),
-                                        "application/json"),
-                 504);
+    // A 256-sample run takes milliseconds; the handler gives up after a microsecond.
+    const std::string body = infer_body(random_input(256, 1), 256).dump();
+    auto c = s.client(token_);
+    int timed_out = 0;
+    for (int i = 0; i < 3 && timed_out == 0; ++i) {
+      auto r = c->Post("/v2/models/fmnist/infer", body, "application/json");
+      ASSERT_TRUE(r);
+      if (r->status == 504) {
+        ++timed_out;
+        expect_error(r, 504);
+      } else {
+        EXPECT_EQ(r->status, 200);
+      }
+    }
+    EXPECT_EQ(timed_out, 1);
   }
 }
 
