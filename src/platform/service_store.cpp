@@ -306,6 +306,13 @@ bool ServiceStore::revoke_token(std::int64_t id) {
   return sqlite3_changes(db_.get()) > 0;
 }
 
+std::int64_t ServiceStore::data_version() {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_.get(), "PRAGMA data_version");
+  s.step();
+  return s.integer(0);
+}
+
 std::vector<TokenRecord> ServiceStore::live_tokens() {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(), (std::string("SELECT ") + kTokenColumns +
@@ -340,13 +347,15 @@ TokenCheck TokenVerifier::check(const std::string& secret) {
     }
     return match;
   };
-  if (now - loaded_at_ >= refresh_s_) reload();
-  const TokenRecord* match = find();
-  // A token made since the last read works at once; misses re-read at most 10 times a second.
-  if (!match && now - loaded_at_ >= std::min(refresh_s_, 0.1)) {
+  // SQLite's data_version changes when another connection commits: a token made or revoked by
+  // the server or the CLI counts from the next request on.
+  if (!store_) store_ = std::make_unique<ServiceStore>(db_path_);
+  const std::int64_t version = store_->data_version();
+  if (version != data_version_ || now - loaded_at_ >= refresh_s_) {
     reload();
-    match = find();
+    data_version_ = version;
   }
+  const TokenRecord* match = find();
   if (!match || (match->expires_at > 0 && match->expires_at <= now))
     return TokenCheck::kUnauthorized;
   return match->service == service_ ? TokenCheck::kOk : TokenCheck::kForbidden;

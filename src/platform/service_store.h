@@ -87,6 +87,8 @@ class ServiceStore {
   bool revoke_token(std::int64_t id);
   // Live tokens (not revoked, not expired) of every service.
   std::vector<TokenRecord> live_tokens();
+  // Changes whenever another connection commits to the file (PRAGMA data_version).
+  std::int64_t data_version();
 
  private:
   struct Closer {
@@ -99,9 +101,9 @@ class ServiceStore {
 };
 
 // Checks bearer tokens for one service against the store, comparing the SHA-256 of the offered
-// secret with every live token's hash in constant time. The live set is re-read at most every
-// `refresh_s` seconds, so a revocation takes effect within that time; an unknown token re-reads
-// it at once (at most every 0.1 s), so a new token works immediately.
+// secret with every live token's hash in constant time. The live set is re-read whenever the
+// file changed (another process made or revoked a token) and at least every `refresh_s` seconds,
+// so new tokens and revocations count from the next request.
 class TokenVerifier {
  public:
   TokenVerifier(std::string db_path, std::string service, double refresh_s = 1.0);
@@ -114,6 +116,7 @@ class TokenVerifier {
   std::mutex mutex_;
   std::vector<TokenRecord> live_;
   double loaded_at_ = -1e18;
+  std::int64_t data_version_ = -1;
   std::unique_ptr<ServiceStore> store_;
 };
 

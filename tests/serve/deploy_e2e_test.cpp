@@ -37,6 +37,13 @@ int run(const std::string& cmd, std::string* out, const std::string& log) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+// GET over plain HTTP (the platform API).
+std::string read_all_url(const std::string& url) {
+  httplib::Client c(url.substr(0, url.find('/', 8)));
+  auto r = c.Get(url.substr(url.find('/', 8)));
+  return r ? r->body : "";
+}
+
 std::string match(const std::string& text, const std::string& pattern) {
   std::smatch m;
   return std::regex_search(text, m, std::regex(pattern)) ? m[1].str() : "";
@@ -159,6 +166,30 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   EXPECT_EQ(https2.Get("/v2/models/fmnist-api")->status, 401);
   EXPECT_EQ(https.Get("/v2/models/fmnist-api")->status, 200);
 
+  // A service that dies is started again by the server (same version, new process).
+  json before = json::parse(read_all_url(server_url + "/api/v1/services/fmnist-api"));
+  const int old_pid = before["pid"].get<int>();
+  ASSERT_GT(old_pid, 0);
+  kill(old_pid, SIGKILL);
+  json again;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    again = json::parse(read_all_url(server_url + "/api/v1/services/fmnist-api"));
+    if (again["state"] == "running" && again["pid"].get<int>() != old_pid) break;
+  }
+  ASSERT_EQ(again["state"], "running") << again.dump();
+  ASSERT_NE(again["pid"].get<int>(), old_pid);
+  httplib::Client restarted(again["url"].get<std::string>());
+  restarted.set_ca_cert_path(cert.c_str());
+  restarted.enable_server_certificate_verification(true);
+  restarted.set_bearer_token_auth(token);
+  auto row0 = test_set.get(0);
+  auto r0 = restarted.Post("/v2/models/fmnist-api/classify", vision::encode_png(row0[0]),
+                           "image/png");
+  ASSERT_TRUE(r0);
+  EXPECT_EQ(r0->status, 200);
+  EXPECT_EQ(json::parse(r0->body)["predictions"][0]["class"].get<int64_t>(), served[0]);
+
   // Redeploy (version 2), roll back to 1, undeploy.
   ASSERT_EQ(run(z + " deploy --model " + ckpt + " --name fmnist-api --max-batch 8" + client, &out,
                 w + "/deploy2.log"),
@@ -184,6 +215,65 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   ASSERT_EQ(run(z + " services versions fmnist-api" + client, &out, w + "/versions.log"), 0)
       << out;
   EXPECT_NE(out.find("\n2 "), std::string::npos) << out;
+}
+
+// `zenith serve CHECKPOINT` in the foreground, no server: packages the checkpoint, prints a first
+// token, and answers over HTTPS; `zenith token --local` manages that store's tokens.
+TEST(ServeForeground, CheckpointToHttpsServiceWithLocalTokens) {
+  TempDir dir("serve_fg");
+  const std::string z = ZENITH_BINARY, w = dir.str();
+  const std::string ckpt = test::write_seedcnn_checkpoint(w);
+  ASSERT_EQ(std::system(("(" + z + " serve " + ckpt + " --name fg --port 0 --port-file " + w +
+                         "/port --data " + w + "/data > " + w + "/serve.log 2>&1 & echo $! > " +
+                         w + "/serve.pid)")
+                            .c_str()),
+            0);
+  int port = 0;
+  for (int i = 0; i < 300 && port == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    port = std::atoi(read_all(w + "/port").c_str());
+  }
+  const pid_t pid = std::atoi(read_all(w + "/serve.pid").c_str());
+  struct Stop {
+    pid_t pid;
+    ~Stop() {
+      if (pid > 0) kill(pid, SIGTERM);
+    }
+  } stop{pid};
+  ASSERT_GT(port, 0) << read_all(w + "/serve.log");
+  const std::string log = read_all(w + "/serve.log");
+  const std::string token = match(log, R"(token \(shown once\): (zt_[0-9a-f]{64}))");
+  ASSERT_FALSE(token.empty()) << log;
+  httplib::Client c("https://127.0.0.1:" + std::to_string(port));
+  c.enable_server_certificate_verification(true);
+  c.set_ca_cert_path((w + "/data/tls/cert.pem").c_str());
+  c.set_bearer_token_auth(token);
+  Tensor image = Tensor::zeros({28, 28, 1}, DType::u8);
+  auto r = c.Post("/v2/models/fg/classify", vision::encode_png(image), "image/png");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200) << r->body;
+  std::string out;
+  ASSERT_EQ(run(z + " token create --local --service fg --data " + w + "/data", &out,
+                w + "/token.log"),
+            0)
+      << out;
+  const std::string token2 = match(out, R"((zt_[0-9a-f]{64}))");
+  const std::string id2 = match(out, R"(token (\d+) for service)");
+  c.set_bearer_token_auth(token2);
+  auto m2 = c.Get("/v2/models/fg");
+  ASSERT_TRUE(m2);
+  EXPECT_EQ(m2->status, 200) << m2->body << "\n" << out;
+  ASSERT_EQ(run(z + " token revoke " + id2 + " --local --data " + w + "/data", &out,
+                w + "/revoke.log"),
+            0)
+      << out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(c.Get("/v2/models/fg")->status, 401);
+  // Plain HTTP is not offered on the HTTPS port.
+  httplib::Client plain("http://127.0.0.1:" + std::to_string(port));
+  plain.set_read_timeout(3);
+  auto p = plain.Get("/v2/health/live");
+  EXPECT_TRUE(!p || p->status != 200);
 }
 
 }  // namespace
