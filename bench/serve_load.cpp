@@ -52,8 +52,13 @@ long rss_kib(pid_t pid) {
 // Sum and count of zenith_serve_batch_size from /metrics.
 std::pair<double, double> batch_totals(httplib::Client& client) {
   auto r = client.Get("/metrics");
+  for (int retry = 0; retry < 5 && (!r || r->status != 200); ++retry) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    r = client.Get("/metrics");
+  }
   if (!r || r->status != 200)
-    throw std::runtime_error("[serve_load] cannot read the service's /metrics");
+    throw std::runtime_error("[serve_load] cannot read the service's /metrics: " +
+                             (r ? std::to_string(r->status) : httplib::to_string(r.error())));
   double sum = 0, count = 0;
   std::istringstream lines(r->body);
   for (std::string l; std::getline(lines, l);) {
@@ -168,8 +173,8 @@ RunResult drive(const Service& s, const std::string& token, int concurrency, dou
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string zenith = ZENITH_BINARY, package, concurrency_list = "1,16,64";
+int run(int argc, char** argv) {
+  std::string zenith = ZENITH_BINARY, package, concurrency_list = "1,16,64", arch = "seedcnn";
   double duration = 10, soak = 300, delay_ms = 5;
   int max_batch = 32, samples = 1;
   for (int i = 1; i < argc; ++i) {
@@ -186,10 +191,11 @@ int main(int argc, char** argv) {
     else if (a == "--max-batch") max_batch = std::stoi(next());
     else if (a == "--max-delay-ms") delay_ms = std::stod(next());
     else if (a == "--samples") samples = std::stoi(next());
+    else if (a == "--arch") arch = next();
     else {
       std::fprintf(stderr, "usage: serve_load [--zenith PATH] [--package DIR] [--duration S] "
                            "[--soak S (0: none)] [--concurrency 1,16,64] [--max-batch 32] "
-                           "[--max-delay-ms 5] [--samples N per request]\n");
+                           "[--max-delay-ms 5] [--samples N per request] [--arch seedcnn|lenet|resnet18]\n");
       return 2;
     }
   }
@@ -197,23 +203,30 @@ int main(int argc, char** argv) {
   const std::string work = fs::temp_directory_path() / ("zenith_serve_load_" + std::to_string(getpid()));
   fs::create_directories(work);
   if (package.empty()) {
-    // A randomly initialised SeedCNN for Fashion-MNIST: the speed does not depend on the weights.
+    // A randomly initialised zoo model: the speed does not depend on the weights.
     zenith::manual_seed(1);
-    auto net = zenith::models::seed_cnn(1, 28, 10);
-    zenith::io::save_checkpoint(work + "/ckpt.safetensors", *net, nullptr,
-                                {{"config", R"({"model": "seedcnn", "dataset": "fashion-mnist"})"}});
+    const std::string dataset = arch == "resnet18" ? "cifar10" : "fashion-mnist";
+    const auto& info = zenith::dataset::dataset_info(dataset);
+    auto net = zenith::models::create(arch, info.channels, info.image_size, info.num_classes);
+    zenith::io::save_checkpoint(
+        work + "/ckpt.safetensors", *net, nullptr,
+        {{"config", json({{"model", arch}, {"dataset", dataset}}).dump()}});
     zenith::serve::write_package(work + "/ckpt.safetensors", work + "/pkg", "bench");
     package = work + "/pkg";
   }
+  const auto spec = zenith::serve::read_package(package);
+  const int64_t sample = spec.channels * spec.image_size * spec.image_size;
   const std::string token =
       zenith::platform::ServiceStore(work + "/zenith.db").create_token("bench").second;
   std::vector<std::string> bodies;
   std::mt19937_64 rng(3);
   std::uniform_int_distribution<int> pixel(0, 255);
   for (int b = 0; b < 16; ++b) {
-    std::vector<int> data(size_t(samples) * 784);
+    std::vector<int> data(size_t(samples * sample));
     for (auto& v : data) v = pixel(rng);
-    bodies.push_back(json({{"inputs", {{{"name", "input"}, {"shape", {samples, 1, 28, 28}},
+    bodies.push_back(json({{"inputs", {{{"name", "input"},
+                                        {"shape", {int64_t(samples), spec.channels,
+                                                   spec.image_size, spec.image_size}},
                                         {"datatype", "UINT8"}, {"data", data}}}}})
                          .dump());
   }
@@ -223,9 +236,11 @@ int main(int argc, char** argv) {
     std::getline(ss, v, ',');
     if (!v.empty()) levels.push_back(std::stoi(v));
   }
-  std::printf("serve_load: SeedCNN 1x28x28, %d sample(s)/request (UINT8 JSON, %zu bytes), HTTPS "
-              "keep-alive, %g s per run, %u cores shared by client and service, load %s\n",
-              samples, bodies[0].size(), duration, std::thread::hardware_concurrency(),
+  std::printf("serve_load: %s %lldx%lldx%lld, %d sample(s)/request (UINT8 JSON, %zu bytes), "
+              "HTTPS keep-alive, %g s per run, %u cores shared by client and service, load %s\n",
+              spec.arch.c_str(), (long long)spec.channels, (long long)spec.image_size,
+              (long long)spec.image_size, samples, bodies[0].size(), duration,
+              std::thread::hardware_concurrency(),
               read_all("/proc/loadavg").substr(0, 14).c_str());
   std::printf("\n| batching | concurrency | req/s | p50 ms | p99 ms | errors | mean batch |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
@@ -262,4 +277,13 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::remove_all(work, ec);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // after the service processes were stopped
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }
