@@ -147,7 +147,8 @@ void MetricsIngest::sample_usage() {
   std::map<std::int64_t, std::vector<UsagePoint>> by_job;
   std::vector<std::pair<std::int64_t, UsagePoint>> flat;
   for (const DeviceStatus& d : platform_.devices()) {
-    if (d.job_id == 0 || d.rank < 0) continue;
+    // No resident memory: the platform has not sampled this rank yet.
+    if (d.job_id == 0 || d.rank < 0 || d.memory_bytes <= 0) continue;
     UsagePoint u;
     u.rank = d.rank;
     u.device = d.device.index;
@@ -159,8 +160,10 @@ void MetricsIngest::sample_usage() {
         u.gpu_utilization = g->second.utilization;
         u.gpu_memory_bytes = g->second.memory_used;
       }
-    by_job[d.job_id].push_back(u);
     flat.emplace_back(d.job_id, u);
+    // A rank's first sample has no CPU time to compare with (utilisation 0): not stored.
+    if (sampled_.insert({d.job_id, d.rank}).second) continue;
+    by_job[d.job_id].push_back(u);
   }
   for (const auto& [job, points] : by_job) store_.add_usage(job, points);
   std::lock_guard lock(mutex_);

@@ -218,7 +218,7 @@ TEST_F(DashboardServer, IngestsEachRanksMetricsAndSamplesItsDevice) {
   const std::string entry =
       "for i in 1 2 3 4 5; do echo \"{\\\"step\\\": $i, \\\"epoch\\\": 1, \\\"name\\\": "
       "\\\"loss\\\", \\\"value\\\": $((RANK_ID + 1)).$i, \\\"time\\\": 0}\" >> "
-      "\"$ZENITH_METRICS_FILE\"; done; sleep 6";
+      "\"$ZENITH_METRICS_FILE\"; done; sleep 10";
   const long long id = submit(c, entry, 2);
   const std::string j = "/api/v1/dashboard/jobs/" + std::to_string(id);
   json series;
