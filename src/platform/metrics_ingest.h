@@ -56,7 +56,7 @@ class MetricsIngest {
   Platform& platform_;
   MetricsStore& store_;
   std::unique_ptr<Nvml> nvml_;
-  std::set<std::int64_t> finished_;  // ended jobs whose files are read to the end
+  std::set<std::int64_t> finished_;                 // ended jobs whose files are read to the end
   std::set<std::pair<std::int64_t, int>> sampled_;  // (job, rank) seen by sample_usage
 
   std::mutex mutex_;  // guards the fields below
