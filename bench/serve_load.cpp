@@ -16,8 +16,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -62,8 +62,10 @@ std::pair<double, double> batch_totals(httplib::Client& client) {
   double sum = 0, count = 0;
   std::istringstream lines(r->body);
   for (std::string l; std::getline(lines, l);) {
-    if (l.rfind("zenith_serve_batch_size_sum", 0) == 0) sum = std::atof(l.substr(l.rfind(' ')).c_str());
-    if (l.rfind("zenith_serve_batch_size_count", 0) == 0) count = std::atof(l.substr(l.rfind(' ')).c_str());
+    if (l.rfind("zenith_serve_batch_size_sum", 0) == 0)
+      sum = std::atof(l.substr(l.rfind(' ')).c_str());
+    if (l.rfind("zenith_serve_batch_size_count", 0) == 0)
+      count = std::atof(l.substr(l.rfind(' ')).c_str());
   }
   return {sum, count};
 }
@@ -84,10 +86,25 @@ std::unique_ptr<Service> start_service(const std::string& zenith, const std::str
   auto s = std::make_unique<Service>();
   const std::string port_file = data + "/port";
   fs::remove(port_file);
-  std::vector<std::string> args = {zenith, "serve", package, "--name", "bench", "--port", "0",
-                                   "--port-file", port_file, "--data", data, "--managed",
-                                   "--max-batch", std::to_string(max_batch), "--max-delay-ms",
-                                   std::to_string(delay_ms), "--max-queue", "1024"};
+  std::vector<std::string> args = {zenith,
+                                   "serve",
+                                   package,
+                                   "--name",
+                                   "bench",
+                                   "--port",
+                                   "0",
+                                   "--port-file",
+                                   port_file,
+                                   "--data",
+                                   data,
+                                   "--managed",
+                                   "--max-batch",
+                                   std::to_string(max_batch),
+                                   "--max-delay-ms",
+                                   std::to_string(delay_ms),
+                                   "--max-queue",
+                                   "1024"};
+  std::fflush(stdout);  // or the child's freopen writes our buffered lines a second time
   s->pid = fork();
   if (s->pid == 0) {
     std::vector<char*> argv;
@@ -118,7 +135,7 @@ std::unique_ptr<httplib::Client> client_for(const Service& s, const std::string&
   c->set_bearer_token_auth(token);
   c->set_keep_alive(true);
   c->set_tcp_nodelay(true);
-  c->set_connection_timeout(10);
+  c->set_connection_timeout(60);
   c->set_read_timeout(60);
   return c;
 }
@@ -144,11 +161,12 @@ RunResult drive(const Service& s, const std::string& token, int concurrency, dou
       size_t i = size_t(t);
       while (!stop) {
         const auto t0 = Clock::now();
-        auto r = c->Post("/v2/models/bench/infer", bodies[i++ % bodies.size()],
-                         "application/json");
+        auto r = c->Post("/v2/models/bench/infer", bodies[i++ % bodies.size()], "application/json");
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        if (!r || r->status != 200) ++errors;
-        else latencies[size_t(t)].push_back(ms);
+        if (!r || r->status != 200)
+          ++errors;
+        else
+          latencies[size_t(t)].push_back(ms);
       }
     });
   std::this_thread::sleep_for(std::chrono::duration<double>(duration_s));
@@ -183,24 +201,36 @@ int run(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error("[serve_load] " + a + " needs a value");
       return argv[++i];
     };
-    if (a == "--zenith") zenith = next();
-    else if (a == "--package") package = next();
-    else if (a == "--duration") duration = std::stod(next());
-    else if (a == "--soak") soak = std::stod(next());
-    else if (a == "--concurrency") concurrency_list = next();
-    else if (a == "--max-batch") max_batch = std::stoi(next());
-    else if (a == "--max-delay-ms") delay_ms = std::stod(next());
-    else if (a == "--samples") samples = std::stoi(next());
-    else if (a == "--arch") arch = next();
+    if (a == "--zenith")
+      zenith = next();
+    else if (a == "--package")
+      package = next();
+    else if (a == "--duration")
+      duration = std::stod(next());
+    else if (a == "--soak")
+      soak = std::stod(next());
+    else if (a == "--concurrency")
+      concurrency_list = next();
+    else if (a == "--max-batch")
+      max_batch = std::stoi(next());
+    else if (a == "--max-delay-ms")
+      delay_ms = std::stod(next());
+    else if (a == "--samples")
+      samples = std::stoi(next());
+    else if (a == "--arch")
+      arch = next();
     else {
-      std::fprintf(stderr, "usage: serve_load [--zenith PATH] [--package DIR] [--duration S] "
-                           "[--soak S (0: none)] [--concurrency 1,16,64] [--max-batch 32] "
-                           "[--max-delay-ms 5] [--samples N per request] [--arch seedcnn|lenet|resnet18]\n");
+      std::fprintf(
+          stderr,
+          "usage: serve_load [--zenith PATH] [--package DIR] [--duration S] "
+          "[--soak S (0: none)] [--concurrency 1,16,64] [--max-batch 32] "
+          "[--max-delay-ms 5] [--samples N per request] [--arch seedcnn|lenet|resnet18]\n");
       return 2;
     }
   }
   signal(SIGPIPE, SIG_IGN);
-  const std::string work = fs::temp_directory_path() / ("zenith_serve_load_" + std::to_string(getpid()));
+  const std::string work =
+      fs::temp_directory_path() / ("zenith_serve_load_" + std::to_string(getpid()));
   fs::create_directories(work);
   if (package.empty()) {
     // A randomly initialised zoo model: the speed does not depend on the weights.
@@ -208,9 +238,8 @@ int run(int argc, char** argv) {
     const std::string dataset = arch == "resnet18" ? "cifar10" : "fashion-mnist";
     const auto& info = zenith::dataset::dataset_info(dataset);
     auto net = zenith::models::create(arch, info.channels, info.image_size, info.num_classes);
-    zenith::io::save_checkpoint(
-        work + "/ckpt.safetensors", *net, nullptr,
-        {{"config", json({{"model", arch}, {"dataset", dataset}}).dump()}});
+    zenith::io::save_checkpoint(work + "/ckpt.safetensors", *net, nullptr,
+                                {{"config", json({{"model", arch}, {"dataset", dataset}}).dump()}});
     zenith::serve::write_package(work + "/ckpt.safetensors", work + "/pkg", "bench");
     package = work + "/pkg";
   }
@@ -224,11 +253,13 @@ int run(int argc, char** argv) {
   for (int b = 0; b < 16; ++b) {
     std::vector<int> data(size_t(samples * sample));
     for (auto& v : data) v = pixel(rng);
-    bodies.push_back(json({{"inputs", {{{"name", "input"},
-                                        {"shape", {int64_t(samples), spec.channels,
-                                                   spec.image_size, spec.image_size}},
-                                        {"datatype", "UINT8"}, {"data", data}}}}})
-                         .dump());
+    bodies.push_back(
+        json({{"inputs",
+               {{{"name", "input"},
+                 {"shape", {int64_t(samples), spec.channels, spec.image_size, spec.image_size}},
+                 {"datatype", "UINT8"},
+                 {"data", data}}}}})
+            .dump());
   }
   std::vector<int> levels;
   for (std::stringstream ss(concurrency_list); ss.good();) {
@@ -236,12 +267,12 @@ int run(int argc, char** argv) {
     std::getline(ss, v, ',');
     if (!v.empty()) levels.push_back(std::stoi(v));
   }
-  std::printf("serve_load: %s %lldx%lldx%lld, %d sample(s)/request (UINT8 JSON, %zu bytes), "
-              "HTTPS keep-alive, %g s per run, %u cores shared by client and service, load %s\n",
-              spec.arch.c_str(), (long long)spec.channels, (long long)spec.image_size,
-              (long long)spec.image_size, samples, bodies[0].size(), duration,
-              std::thread::hardware_concurrency(),
-              read_all("/proc/loadavg").substr(0, 14).c_str());
+  std::printf(
+      "serve_load: %s %lldx%lldx%lld, %d sample(s)/request (UINT8 JSON, %zu bytes), "
+      "HTTPS keep-alive, %g s per run, %u cores shared by client and service, load %s\n",
+      spec.arch.c_str(), (long long)spec.channels, (long long)spec.image_size,
+      (long long)spec.image_size, samples, bodies[0].size(), duration,
+      std::thread::hardware_concurrency(), read_all("/proc/loadavg").substr(0, 14).c_str());
   std::printf("\n| batching | concurrency | req/s | p50 ms | p99 ms | errors | mean batch |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
@@ -269,10 +300,11 @@ int run(int argc, char** argv) {
     const long before = rss_kib(service->pid);
     RunResult r = drive(*service, token, 64, soak, bodies);
     const long after = rss_kib(service->pid);
-    std::printf("\nsoak: %g s at concurrency 64 with batching: %ld requests, %.0f req/s, p99 %.1f "
-                "ms, %ld errors; service RSS %.1f MiB before, %.1f MiB after (%+.1f MiB)\n",
-                soak, r.requests, double(r.requests) / r.seconds, r.p99_ms, r.errors,
-                before / 1024.0, after / 1024.0, (after - before) / 1024.0);
+    std::printf(
+        "\nsoak: %g s at concurrency 64 with batching: %ld requests, %.0f req/s, p99 %.1f "
+        "ms, %ld errors; service RSS %.1f MiB before, %.1f MiB after (%+.1f MiB)\n",
+        soak, r.requests, double(r.requests) / r.seconds, r.p99_ms, r.errors, before / 1024.0,
+        after / 1024.0, (after - before) / 1024.0);
   }
   std::error_code ec;
   fs::remove_all(work, ec);

@@ -68,7 +68,10 @@ int run_deploy(int argc, char** argv) {
   if (!host.empty()) options["host"] = host;
   if (insecure) options["insecure-http"] = true;
   auto client = make_client(config);
-  json body = {{"name", name}, {"package", staging}, {"replicas", replicas}, {"port", port},
+  json body = {{"name", name},
+               {"package", staging},
+               {"replicas", replicas},
+               {"port", port},
                {"options", options}};
   json r = expect(client.post("/api/v1/services", body.dump()), 201);
   std::printf("deployed %s version %d (%s, sha256 %.16s)\n", name.c_str(),
@@ -84,10 +87,11 @@ int run_deploy(int argc, char** argv) {
   } else {
     std::printf("  tokens:  the service's existing tokens stay valid\n");
   }
-  std::printf("  try:     curl %s%s -H \"Authorization: Bearer $TOKEN\" --data-binary @image.png "
-              "%s/v2/models/%s/classify\n", insecure ? "" : "--cacert ",
-              insecure ? "" : r["ca_cert"].get<std::string>().c_str(),
-              r["url"].get<std::string>().c_str(), name.c_str());
+  std::printf(
+      "  try:     curl %s%s -H \"Authorization: Bearer $TOKEN\" --data-binary @image.png "
+      "%s/v2/models/%s/classify\n",
+      insecure ? "" : "--cacert ", insecure ? "" : r["ca_cert"].get<std::string>().c_str(),
+      r["url"].get<std::string>().c_str(), name.c_str());
   return 0;
 }
 

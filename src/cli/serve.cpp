@@ -44,8 +44,8 @@ int run_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-batch", o.batch.max_batch, "samples per model run (1: no batching)")
       ->capture_default_str();
-  app.add_option("--max-delay-ms", o.batch.max_delay_ms,
-                 "longest wait for a batch to fill")->capture_default_str();
+  app.add_option("--max-delay-ms", o.batch.max_delay_ms, "longest wait for a batch to fill")
+      ->capture_default_str();
   app.add_option("--max-queue", o.batch.max_queue, "requests waiting; more get 429")
       ->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "per-request timeout in seconds (504)")
@@ -94,14 +94,16 @@ int run_serve(int argc, char** argv) {
   const auto& spec = server.package();
   const std::string name = server.options().name;
   std::printf("zenith serve: %s (%s, %lldx%lldx%lld -> %lld classes, sha256 %.12s) on %s\n",
-              name.c_str(), spec.arch.c_str(), (long long)spec.channels,
-              (long long)spec.image_size, (long long)spec.image_size,
-              (long long)spec.num_classes, spec.sha256.c_str(), server.url().c_str());
+              name.c_str(), spec.arch.c_str(), (long long)spec.channels, (long long)spec.image_size,
+              (long long)spec.image_size, (long long)spec.num_classes, spec.sha256.c_str(),
+              server.url().c_str());
   std::printf("  batching: max batch %d, max delay %g ms, queue %d, %d replica(s); timeout %g s\n",
               o.batch.max_batch, o.batch.max_delay_ms, o.batch.max_queue, o.batch.replicas,
               o.timeout_s);
-  if (o.tls) std::printf("  certificate: %s\n", server.cert_path().c_str());
-  else std::printf("  WARNING: plain HTTP (--insecure-http): tokens travel unencrypted\n");
+  if (o.tls)
+    std::printf("  certificate: %s\n", server.cert_path().c_str());
+  else
+    std::printf("  WARNING: plain HTTP (--insecure-http): tokens travel unencrypted\n");
   if (!managed) {
     platform::ServiceStore store(o.token_db);
     bool has_token = false;
@@ -110,13 +112,16 @@ int run_serve(int argc, char** argv) {
       auto [token, secret] = store.create_token(name);
       std::printf("  token (shown once): %s\n", secret.c_str());
     } else {
-      std::printf("  tokens: existing ones for '%s' stay valid (`zenith token create --local "
-                  "--service %s --data %s` makes another)\n", name.c_str(), name.c_str(),
-                  data_dir.c_str());
+      std::printf(
+          "  tokens: existing ones for '%s' stay valid (`zenith token create --local "
+          "--service %s --data %s` makes another)\n",
+          name.c_str(), name.c_str(), data_dir.c_str());
     }
-    std::printf("  try: curl %s%s -H \"Authorization: Bearer $TOKEN\" --data-binary @image.png "
-                "%s/v2/models/%s/classify\n", o.tls ? "--cacert " : "",
-                o.tls ? server.cert_path().c_str() : "", server.url().c_str(), name.c_str());
+    std::printf(
+        "  try: curl %s%s -H \"Authorization: Bearer $TOKEN\" --data-binary @image.png "
+        "%s/v2/models/%s/classify\n",
+        o.tls ? "--cacert " : "", o.tls ? server.cert_path().c_str() : "", server.url().c_str(),
+        name.c_str());
   }
   std::fflush(stdout);
   if (!port_file.empty()) {

@@ -16,9 +16,14 @@ using nlohmann::json;
 
 json token_json(const platform::TokenRecord& t) {
   const bool expired = t.expires_at > 0 && t.expires_at <= platform::unix_now();
-  return {{"id", t.id}, {"service", t.service}, {"prefix", t.prefix},
-          {"created_at", t.created_at}, {"expires_at", t.expires_at},
-          {"state", t.revoked ? "revoked" : expired ? "expired" : "active"}};
+  return {{"id", t.id},
+          {"service", t.service},
+          {"prefix", t.prefix},
+          {"created_at", t.created_at},
+          {"expires_at", t.expires_at},
+          {"state", t.revoked ? "revoked"
+                    : expired ? "expired"
+                              : "active"}};
 }
 
 std::string format_time(double t) {

@@ -59,7 +59,8 @@ bool process_alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
 }  // namespace
 
 ServiceManager::ServiceManager(std::string data_dir, std::string zenith_binary)
-    : data_dir_(std::move(data_dir)), binary_(std::move(zenith_binary)),
+    : data_dir_(std::move(data_dir)),
+      binary_(std::move(zenith_binary)),
       store_(data_dir_ + "/zenith.db") {
   fs::create_directories(data_dir_ + "/models");
   fs::create_directories(data_dir_ + "/services");
@@ -101,16 +102,25 @@ void ServiceManager::start() {
 
 std::vector<std::string> ServiceManager::serve_args(const ServiceRecord& r, const ModelVersion& m,
                                                     const std::string& port_file) const {
-  std::vector<std::string> args = {binary_,       "serve",   m.package_dir,
-                                   "--name",      r.name,    "--version",
-                                   std::to_string(m.version), "--port",
-                                   std::to_string(r.port),   "--port-file",
-                                   port_file,     "--data",  data_dir_,
-                                   "--replicas",  std::to_string(r.replicas),
+  std::vector<std::string> args = {binary_,
+                                   "serve",
+                                   m.package_dir,
+                                   "--name",
+                                   r.name,
+                                   "--version",
+                                   std::to_string(m.version),
+                                   "--port",
+                                   std::to_string(r.port),
+                                   "--port-file",
+                                   port_file,
+                                   "--data",
+                                   data_dir_,
+                                   "--replicas",
+                                   std::to_string(r.replicas),
                                    "--managed"};
   json options = r.options.empty() ? json::object() : json::parse(r.options);
-  for (const auto& key : {"max-batch", "max-delay-ms", "max-queue", "timeout", "max-body",
-                          "host", "http-threads"})
+  for (const auto& key :
+       {"max-batch", "max-delay-ms", "max-queue", "timeout", "max-body", "host", "http-threads"})
     if (options.contains(key)) {
       args.push_back(std::string("--") + key);
       const auto& v = options[key];

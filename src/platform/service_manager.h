@@ -34,9 +34,9 @@ class ServiceError : public std::runtime_error {
 
 struct DeployRequest {
   std::string name;
-  std::string package_dir;   // a package made by `zenith deploy`; copied into the registry
+  std::string package_dir;  // a package made by `zenith deploy`; copied into the registry
   int replicas = 1;
-  int port = 0;              // 0: any free port
+  int port = 0;                                       // 0: any free port
   nlohmann::json options = nlohmann::json::object();  // batching and limits, see serve_args()
 };
 

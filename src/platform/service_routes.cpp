@@ -38,8 +38,11 @@ json service_json(const ServiceView& v, const std::string& cert) {
 }
 
 json model_json(const ModelVersion& m) {
-  return {{"name", m.name}, {"version", m.version}, {"package", m.package_dir},
-          {"sha256", m.sha256}, {"created_at", m.created_at}};
+  return {{"name", m.name},
+          {"version", m.version},
+          {"package", m.package_dir},
+          {"sha256", m.sha256},
+          {"created_at", m.created_at}};
 }
 
 json token_json(const TokenRecord& t) {
@@ -49,7 +52,9 @@ json token_json(const TokenRecord& t) {
           {"prefix", t.prefix},
           {"created_at", t.created_at},
           {"expires_at", t.expires_at},
-          {"state", t.revoked ? "revoked" : expired ? "expired" : "active"}};
+          {"state", t.revoked ? "revoked"
+                    : expired ? "expired"
+                              : "active"}};
 }
 
 std::string self_binary() {
@@ -132,12 +137,11 @@ void ServiceRoutes::add_to(httplib::Server& server) {
                  out["versions"].push_back(model_json(mv));
                reply(res, 200, out);
              }));
-  server.Post(R"(/api/v1/services/([^/]+)/undeploy)",
-              guarded([&m, auth](const auto& req, auto& res) {
-                if (!auth(req, res)) return;
-                reply(res, 200, service_json({m.undeploy(req.matches[1].str()), 0, 0},
-                                             m.cert_path()));
-              }));
+  server.Post(
+      R"(/api/v1/services/([^/]+)/undeploy)", guarded([&m, auth](const auto& req, auto& res) {
+        if (!auth(req, res)) return;
+        reply(res, 200, service_json({m.undeploy(req.matches[1].str()), 0, 0}, m.cert_path()));
+      }));
   server.Post(R"(/api/v1/services/([^/]+)/rollback)",
               guarded([&m, auth](const auto& req, auto& res) {
                 if (!auth(req, res)) return;
@@ -173,8 +177,8 @@ void ServiceRoutes::add_to(httplib::Server& server) {
                 if (!body) return;
                 const std::string service = body->value("service", "");
                 if (!m.store().get_service(service))
-                  throw ServiceError(404, "[api] no service named '" + service +
-                                              "' (deploy it first)");
+                  throw ServiceError(404,
+                                     "[api] no service named '" + service + "' (deploy it first)");
                 const double expires = body->value("expires_in_s", 0.0);
                 if (expires < 0) throw ServiceError(400, "[api] expires_in_s must be >= 0");
                 auto [token, secret] = m.store().create_token(service, expires);

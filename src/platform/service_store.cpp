@@ -81,8 +81,7 @@ ModelVersion read_version(Stmt& s) {
 }  // namespace
 
 double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string sha256_hex(const std::string& data) {
@@ -127,9 +126,9 @@ void ServiceStore::Closer::operator()(sqlite3* db) const { sqlite3_close_v2(db);
 
 ServiceStore::ServiceStore(const std::string& path) : path_(path) {
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   db_.reset(raw);
   if (rc != SQLITE_OK)
     throw std::runtime_error("[service_store] cannot open " + path + ": " +
@@ -195,11 +194,10 @@ ModelVersion ServiceStore::add_model_version(const std::string& name,
 
 std::vector<ModelVersion> ServiceStore::model_versions(const std::string& name) {
   std::lock_guard lock(mutex_);
-  Stmt s(db_.get(), name.empty()
-                        ? "SELECT name, version, package_dir, sha256, created_at FROM "
-                          "model_versions ORDER BY name, version DESC"
-                        : "SELECT name, version, package_dir, sha256, created_at FROM "
-                          "model_versions WHERE name=? ORDER BY version DESC");
+  Stmt s(db_.get(), name.empty() ? "SELECT name, version, package_dir, sha256, created_at FROM "
+                                   "model_versions ORDER BY name, version DESC"
+                                 : "SELECT name, version, package_dir, sha256, created_at FROM "
+                                   "model_versions WHERE name=? ORDER BY version DESC");
   if (!name.empty()) s.bind(1, name);
   std::vector<ModelVersion> out;
   while (s.step()) out.push_back(read_version(s));

@@ -28,25 +28,25 @@ struct ModelVersion {
 // Desired and observed state of one online service.
 struct ServiceRecord {
   std::string name;
-  int version = 0;           // the model version it serves
-  std::string state;         // starting, running, failed, undeployed
-  std::string url;           // https://host:port
-  int port = 0;              // requested port (0: any)
+  int version = 0;    // the model version it serves
+  std::string state;  // starting, running, failed, undeployed
+  std::string url;    // https://host:port
+  int port = 0;       // requested port (0: any)
   int bound_port = 0;
   int replicas = 1;
   int pid = 0;
-  std::string reason;        // why it failed
-  std::string options;       // JSON: batching and limits passed to `zenith serve`
+  std::string reason;   // why it failed
+  std::string options;  // JSON: batching and limits passed to `zenith serve`
   double updated_at = 0;
 };
 
 struct TokenRecord {
   std::int64_t id = 0;
   std::string service;
-  std::string hash;        // SHA-256 hex of the secret
-  std::string prefix;      // the secret's first characters, to tell tokens apart in lists
+  std::string hash;    // SHA-256 hex of the secret
+  std::string prefix;  // the secret's first characters, to tell tokens apart in lists
   double created_at = 0;
-  double expires_at = 0;   // 0: never
+  double expires_at = 0;  // 0: never
   bool revoked = false;
 };
 

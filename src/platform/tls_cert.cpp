@@ -91,7 +91,8 @@ TlsFiles ensure_self_signed_cert(const std::string& dir) {
                             std::pair{NID_basic_constraints, "critical,CA:TRUE"},
                             std::pair{NID_key_usage, "critical,digitalSignature,keyCertSign"}}) {
     ExtPtr ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value));
-    if (!ext || X509_add_ext(cert.get(), ext.get(), -1) != 1) fail("extension " + std::string(value));
+    if (!ext || X509_add_ext(cert.get(), ext.get(), -1) != 1)
+      fail("extension " + std::string(value));
   }
   if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) fail("signing");
   write_pem(files.key, 0600, [&](FILE* f) {

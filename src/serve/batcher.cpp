@@ -9,7 +9,9 @@ namespace zenith::serve {
 using Clock = std::chrono::steady_clock;
 
 Batcher::Batcher(BatchOptions options, int64_t sample_numel, RunFn run, ObserveFn observe)
-    : options_(options), sample_numel_(sample_numel), run_(std::move(run)),
+    : options_(options),
+      sample_numel_(sample_numel),
+      run_(std::move(run)),
       observe_(std::move(observe)) {
   options_.max_batch = std::max(1, options_.max_batch);
   options_.max_queue = std::max(1, options_.max_queue);

@@ -2,8 +2,9 @@
 // up to `max_batch` samples or until the oldest has waited `max_delay_ms`, then answer each
 // request with its own rows. The delay applies under concurrent load only (the previous run or
 // the queue held more than one request): a lone request on an idle service runs at once, and
-// the wait ends early once no request has arrived for a fifth of the delay. A full queue refuses new requests (the server answers 429); a
-// caller that stops waiting marks its request abandoned and the workers skip it.
+// the wait ends early once no request has arrived for a fifth of the delay. A full queue refuses
+// new requests (the server answers 429); a caller that stops waiting marks its request abandoned
+// and the workers skip it.
 #pragma once
 
 #include <atomic>
@@ -22,22 +23,22 @@
 namespace zenith::serve {
 
 struct BatchOptions {
-  int max_batch = 32;         // samples per model run (1: batching off)
-  double max_delay_ms = 5;    // how long the oldest request may wait for others (under load)
-  int max_queue = 256;        // requests waiting; more are refused
-  int replicas = 1;           // worker threads, each with its own copy of the network
+  int max_batch = 32;       // samples per model run (1: batching off)
+  double max_delay_ms = 5;  // how long the oldest request may wait for others (under load)
+  int max_queue = 256;      // requests waiting; more are refused
+  int replicas = 1;         // worker threads, each with its own copy of the network
 };
 
 struct BatchResult {
   std::vector<float> outputs;  // n x width, row-major
   int64_t width = 0;
-  std::string error;           // the model failed; empty on success
+  std::string error;  // the model failed; empty on success
   double queue_seconds = 0;
-  int batch_size = 0;          // samples in the run that answered this request
+  int batch_size = 0;  // samples in the run that answered this request
 };
 
 struct BatchRequest {
-  std::vector<float> input;    // n samples, each sample_numel floats
+  std::vector<float> input;  // n samples, each sample_numel floats
   int64_t n = 0;
   std::chrono::steady_clock::time_point enqueued;
   std::promise<BatchResult> promise;

@@ -72,8 +72,7 @@ struct InferenceServer::Impl {
 
   int64_t sample_numel() const { return spec.channels * spec.image_size * spec.image_size; }
 
-  std::vector<float> run(int replica, const std::vector<float>& input, int64_t n,
-                         int64_t* width) {
+  std::vector<float> run(int replica, const std::vector<float>& input, int64_t n, int64_t* width) {
     NoGradGuard no_grad;
     Tensor x = Tensor::from_vector(input, {n, spec.channels, spec.image_size, spec.image_size});
     Tensor y = nets[size_t(replica)]->forward(x).contiguous();
@@ -89,15 +88,17 @@ struct InferenceServer::Impl {
     const std::string h = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (h.empty())
-      throw HttpError{401, "[serve] missing 'Authorization: Bearer <token>' (make one with "
-                           "`zenith token create --service " + options.name + "`)"};
+      throw HttpError{401,
+                      "[serve] missing 'Authorization: Bearer <token>' (make one with "
+                      "`zenith token create --service " +
+                          options.name + "`)"};
     const std::string secret = h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : "";
     switch (tokens->check(secret)) {
       case platform::TokenCheck::kOk:
         return;
       case platform::TokenCheck::kForbidden:
-        throw HttpError{403, "[serve] this token is for another service, not '" + options.name +
-                                 "'"};
+        throw HttpError{403,
+                        "[serve] this token is for another service, not '" + options.name + "'"};
       case platform::TokenCheck::kUnauthorized:
         throw HttpError{401, "[serve] invalid, expired or revoked token"};
     }
@@ -107,13 +108,12 @@ struct InferenceServer::Impl {
   void check_model(const httplib::Request& req) {
     const std::string name = req.matches[1].str();
     if (name != options.name)
-      throw HttpError{404, "[serve] unknown model '" + name + "' (this service serves '" +
-                               options.name + "')"};
+      throw HttpError{
+          404, "[serve] unknown model '" + name + "' (this service serves '" + options.name + "')"};
     if (req.matches.size() > 2 && req.matches[2].matched &&
         req.matches[2].str() != std::to_string(options.version))
       throw HttpError{404, "[serve] model '" + name + "' has no version '" + req.matches[2].str() +
-                               "' here (serving version " + std::to_string(options.version) +
-                               ")"};
+                               "' here (serving version " + std::to_string(options.version) + ")"};
   }
 
   // Queues n samples and waits for their rows; throws HttpError 429/504/500.
@@ -138,18 +138,23 @@ struct InferenceServer::Impl {
     return {{"name", options.name},
             {"versions", {std::to_string(options.version)}},
             {"platform", "zenith"},
-            {"inputs", {{{"name", "input"}, {"datatype", "FP32"},
-                         {"shape", {-1, spec.channels, spec.image_size, spec.image_size}}}}},
-            {"outputs", {{{"name", "logits"}, {"datatype", "FP32"}, {"shape", {-1, spec.num_classes}}},
-                         {{"name", "probabilities"}, {"datatype", "FP32"},
-                          {"shape", {-1, spec.num_classes}}},
-                         {{"name", "class"}, {"datatype", "INT64"}, {"shape", {-1}}},
-                         {{"name", "label"}, {"datatype", "BYTES"}, {"shape", {-1}}}}},
-            {"parameters", {{"arch", spec.arch}, {"labels", spec.labels},
-                            {"dataset", spec.dataset}, {"sha256", spec.sha256},
-                            {"preprocessing", spec.to_json()["preprocessing"]},
-                            {"uint8_input", "raw pixels in CHW order are rescaled and normalized"},
-                            {"max_batch_size", options.batch.max_batch}}}};
+            {"inputs",
+             {{{"name", "input"},
+               {"datatype", "FP32"},
+               {"shape", {-1, spec.channels, spec.image_size, spec.image_size}}}}},
+            {"outputs",
+             {{{"name", "logits"}, {"datatype", "FP32"}, {"shape", {-1, spec.num_classes}}},
+              {{"name", "probabilities"}, {"datatype", "FP32"}, {"shape", {-1, spec.num_classes}}},
+              {{"name", "class"}, {"datatype", "INT64"}, {"shape", {-1}}},
+              {{"name", "label"}, {"datatype", "BYTES"}, {"shape", {-1}}}}},
+            {"parameters",
+             {{"arch", spec.arch},
+              {"labels", spec.labels},
+              {"dataset", spec.dataset},
+              {"sha256", spec.sha256},
+              {"preprocessing", spec.to_json()["preprocessing"]},
+              {"uint8_input", "raw pixels in CHW order are rescaled and normalized"},
+              {"max_batch_size", options.batch.max_batch}}}};
   }
 
   void infer(const httplib::Request& req, httplib::Response& res) {
@@ -162,21 +167,22 @@ struct InferenceServer::Impl {
       throw HttpError{400, std::string("[infer] malformed JSON body: ") + e.what()};
     }
     if (!body.is_object() || !body.contains("inputs") || !body["inputs"].is_array())
-      throw HttpError{400, "[infer] the body must be {\"inputs\": [{\"name\", \"shape\", "
-                           "\"datatype\", \"data\"}]}"};
+      throw HttpError{400,
+                      "[infer] the body must be {\"inputs\": [{\"name\", \"shape\", "
+                      "\"datatype\", \"data\"}]}"};
     if (body["inputs"].size() != 1)
-      throw HttpError{400, "[infer] expected exactly 1 input, got " +
-                               std::to_string(body["inputs"].size())};
+      throw HttpError{
+          400, "[infer] expected exactly 1 input, got " + std::to_string(body["inputs"].size())};
     const json& in = body["inputs"][0];
     if (!in.is_object() || !in.contains("shape") || !in.contains("datatype") ||
         !in.contains("data"))
       throw HttpError{400, "[infer] the input needs \"shape\", \"datatype\" and \"data\""};
-    if (!in["datatype"].is_string())
-      throw HttpError{400, "[infer] \"datatype\" must be a string"};
+    if (!in["datatype"].is_string()) throw HttpError{400, "[infer] \"datatype\" must be a string"};
     const std::string dtype = in["datatype"];
     if (dtype != "FP32" && dtype != "UINT8")
-      throw HttpError{400, "[infer] datatype '" + dtype + "' is not supported (FP32: the "
-                           "preprocessed input; UINT8: raw pixels)"};
+      throw HttpError{400, "[infer] datatype '" + dtype +
+                               "' is not supported (FP32: the "
+                               "preprocessed input; UINT8: raw pixels)"};
     const int64_t c = spec.channels, s = spec.image_size;
     const std::string want = "[N, " + std::to_string(c) + ", " + std::to_string(s) + ", " +
                              std::to_string(s) + "] or [" + std::to_string(c) + ", " +
@@ -192,8 +198,8 @@ struct InferenceServer::Impl {
       }
     if (shape.size() == 3) shape.insert(shape.begin(), 1);
     if (shape.size() != 4 || shape[1] != c || shape[2] != s || shape[3] != s)
-      throw HttpError{400, "[infer] shape " + in["shape"].dump() + " does not fit the model's " +
-                               want};
+      throw HttpError{400,
+                      "[infer] shape " + in["shape"].dump() + " does not fit the model's " + want};
     const int64_t n = shape[0];
     if (n < 1 || n > options.max_request_samples)
       throw HttpError{400, "[infer] batch of " + std::to_string(n) + " samples; 1.." +
@@ -239,15 +245,17 @@ struct InferenceServer::Impl {
       labels.push_back(best < int64_t(spec.labels.size()) ? spec.labels[size_t(best)]
                                                           : std::to_string(best));
     }
-    json out = {{"model_name", options.name},
-                {"model_version", std::to_string(options.version)},
-                {"outputs",
-                 {{{"name", "logits"}, {"datatype", "FP32"}, {"shape", {n, r.width}},
-                   {"data", logits}},
-                  {{"name", "probabilities"}, {"datatype", "FP32"}, {"shape", {n, r.width}},
-                   {"data", probs}},
-                  {{"name", "class"}, {"datatype", "INT64"}, {"shape", {n}}, {"data", classes}},
-                  {{"name", "label"}, {"datatype", "BYTES"}, {"shape", {n}}, {"data", labels}}}}};
+    json out = {
+        {"model_name", options.name},
+        {"model_version", std::to_string(options.version)},
+        {"outputs",
+         {{{"name", "logits"}, {"datatype", "FP32"}, {"shape", {n, r.width}}, {"data", logits}},
+          {{"name", "probabilities"},
+           {"datatype", "FP32"},
+           {"shape", {n, r.width}},
+           {"data", probs}},
+          {{"name", "class"}, {"datatype", "INT64"}, {"shape", {n}}, {"data", classes}},
+          {{"name", "label"}, {"datatype", "BYTES"}, {"shape", {n}}, {"data", labels}}}}};
     if (body.contains("id")) out["id"] = body["id"];
     out["parameters"] = {{"batch_size", r.batch_size}, {"queue_ms", r.queue_seconds * 1e3}};
     reply(res, 200, out);
@@ -294,12 +302,13 @@ struct InferenceServer::Impl {
     json predictions = json::array();
     for (int64_t i = 0; i < top_k; ++i) {
       const int64_t k = order[size_t(i)];
-      predictions.push_back({{"label", spec.labels[size_t(k)]}, {"class", k},
-                             {"probability", probs[size_t(k)]}});
+      predictions.push_back(
+          {{"label", spec.labels[size_t(k)]}, {"class", k}, {"probability", probs[size_t(k)]}});
     }
-    reply(res, 200, {{"model_name", options.name},
-                     {"model_version", std::to_string(options.version)},
-                     {"predictions", predictions}});
+    reply(res, 200,
+          {{"model_name", options.name},
+           {"model_version", std::to_string(options.version)},
+           {"predictions", predictions}});
   }
 
   // Wraps a handler: HttpError and other exceptions become {"error": ...}; every answer is
@@ -348,7 +357,8 @@ struct InferenceServer::Impl {
             reply(res, 200, {{"ready", true}});
           }));
     s.Get("/v2", handle("metadata", [](auto&, auto& res) {
-            reply(res, 200, {{"name", "zenith"}, {"version", "0.1.0"}, {"extensions", json::array()}});
+            reply(res, 200,
+                  {{"name", "zenith"}, {"version", "0.1.0"}, {"extensions", json::array()}});
           }));
     const std::string model = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
     s.Get(model, handle("metadata", [this](auto& req, auto& res) {
@@ -361,8 +371,7 @@ struct InferenceServer::Impl {
             check_model(req);
             reply(res, 200, {{"name", options.name}, {"ready", true}});
           }));
-    s.Post(model + "/infer",
-           handle("infer", [this](auto& req, auto& res) { infer(req, res); }));
+    s.Post(model + "/infer", handle("infer", [this](auto& req, auto& res) { infer(req, res); }));
     s.Post(model + "/classify",
            handle("classify", [this](auto& req, auto& res) { classify(req, res); }));
     s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -382,7 +391,8 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
   ZENITH_CHECK(!m.options.token_db.empty(), "[serve] no token store given");
   m.tokens = std::make_unique<platform::TokenVerifier>(m.options.token_db, m.options.name);
   m.options.batch.replicas = std::max(1, m.options.batch.replicas);
-  for (int r = 0; r < m.options.batch.replicas; ++r) m.nets.push_back(load_network(package_dir, m.spec));
+  for (int r = 0; r < m.options.batch.replicas; ++r)
+    m.nets.push_back(load_network(package_dir, m.spec));
   // One run per batch size up to max_batch: oneDNN builds (JIT-compiles) primitives per shape,
   // which would otherwise stall the first requests of each new batch size.
   {
@@ -433,8 +443,9 @@ int InferenceServer::bind() {
     m.bound_port = m.server->bind_to_any_port(m.options.host);
     ZENITH_CHECK(m.bound_port > 0, "[serve] cannot bind ", m.options.host);
   } else {
-    ZENITH_CHECK(m.server->bind_to_port(m.options.host, m.options.port), "[serve] cannot listen on ",
-                 m.options.host, ":", m.options.port, " (in use? try --port)");
+    ZENITH_CHECK(m.server->bind_to_port(m.options.host, m.options.port),
+                 "[serve] cannot listen on ", m.options.host, ":", m.options.port,
+                 " (in use? try --port)");
     m.bound_port = m.options.port;
   }
   return m.bound_port;

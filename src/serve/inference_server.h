@@ -27,19 +27,19 @@
 namespace zenith::serve {
 
 struct ServeOptions {
-  std::string name;            // the model's name in URLs; "" : the package's
-  int version = 1;             // the registry version, reported in responses
+  std::string name;  // the model's name in URLs; "" : the package's
+  int version = 1;   // the registry version, reported in responses
   std::string host = "127.0.0.1";
-  int port = 8443;             // 0: any free port
-  bool tls = true;             // plain HTTP only when false
-  std::string cert, key;       // PEM files; empty: a self-signed pair in tls_dir
+  int port = 8443;        // 0: any free port
+  bool tls = true;        // plain HTTP only when false
+  std::string cert, key;  // PEM files; empty: a self-signed pair in tls_dir
   std::string tls_dir;
-  std::string token_db;        // SQLite store holding the service's tokens (required)
+  std::string token_db;  // SQLite store holding the service's tokens (required)
   BatchOptions batch;
-  double timeout_s = 30;       // per request, queue wait plus run
+  double timeout_s = 30;  // per request, queue wait plus run
   size_t max_body_bytes = 8 << 20;
   int max_request_samples = 256;
-  int http_threads = 128;      // connections served at once
+  int http_threads = 128;  // connections served at once
 };
 
 class InferenceServer {

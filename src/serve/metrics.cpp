@@ -25,8 +25,7 @@ void Histogram::observe(double value) {
   ++count_;
 }
 
-void Histogram::write(std::string& out, const std::string& name,
-                      const std::string& labels) const {
+void Histogram::write(std::string& out, const std::string& name, const std::string& labels) const {
   std::uint64_t cumulative = 0;
   const std::string sep = labels.empty() ? "" : ",";
   for (size_t i = 0; i <= bounds_.size(); ++i) {

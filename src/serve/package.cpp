@@ -32,8 +32,10 @@ json PackageSpec::to_json() const {
           {"format_version", 1},
           {"name", name},
           {"arch", arch},
-          {"input", {{"name", "input"}, {"datatype", "FP32"},
-                     {"shape", {-1, channels, image_size, image_size}}}},
+          {"input",
+           {{"name", "input"},
+            {"datatype", "FP32"},
+            {"shape", {-1, channels, image_size, image_size}}}},
           {"preprocessing", {{"rescale", 1.0 / 255.0}, {"mean", mean}, {"std", std}}},
           {"num_classes", num_classes},
           {"labels", labels},
@@ -68,11 +70,11 @@ PackageSpec PackageSpec::from_json(const json& j) {
 }
 
 std::vector<std::string> default_labels(const std::string& dataset, int64_t num_classes) {
-  static const std::vector<std::string> fashion = {"T-shirt/top", "Trouser", "Pullover", "Dress",
-                                                   "Coat",        "Sandal",  "Shirt",    "Sneaker",
-                                                   "Bag",         "Ankle boot"};
-  static const std::vector<std::string> cifar = {"airplane", "automobile", "bird",  "cat",  "deer",
-                                                 "dog",      "frog",       "horse", "ship", "truck"};
+  static const std::vector<std::string> fashion = {
+      "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+      "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  static const std::vector<std::string> cifar = {
+      "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
   if (dataset == "fashion-mnist" && num_classes == 10) return fashion;
   if (dataset == "cifar10" && num_classes == 10) return cifar;
   std::vector<std::string> out;
@@ -112,15 +114,15 @@ PackageSpec write_package(const std::string& checkpoint, const std::string& dir,
       if (!l.empty()) spec.labels.push_back(l);
     }
     if (spec.num_classes <= 0) spec.num_classes = int64_t(spec.labels.size());
-    ZENITH_CHECK(int64_t(spec.labels.size()) == spec.num_classes, "[package] ",
-                 options.labels_file, " names ", spec.labels.size(), " labels; the model has ",
-                 spec.num_classes, " classes");
+    ZENITH_CHECK(int64_t(spec.labels.size()) == spec.num_classes, "[package] ", options.labels_file,
+                 " names ", spec.labels.size(), " labels; the model has ", spec.num_classes,
+                 " classes");
   } else {
     spec.labels = default_labels(spec.dataset, spec.num_classes);
   }
   ZENITH_CHECK(spec.channels > 0 && spec.image_size > 0 && spec.num_classes > 0,
-               "[package] cannot tell the input size of ", checkpoint,
-               " (dataset '", spec.dataset, "'); pass --dataset");
+               "[package] cannot tell the input size of ", checkpoint, " (dataset '", spec.dataset,
+               "'); pass --dataset");
 
   // Loading into the zoo network checks every name and shape against the architecture.
   auto net = models::create(spec.arch, spec.channels, spec.image_size, spec.num_classes);
@@ -129,8 +131,8 @@ PackageSpec write_package(const std::string& checkpoint, const std::string& dir,
   fs::create_directories(dir);
   io::save_checkpoint(dir + "/weights.safetensors", *net, nullptr,
                       {{"arch", spec.arch}, {"source", spec.source}});
-  spec.created_at = std::chrono::duration<double>(
-                        std::chrono::system_clock::now().time_since_epoch()).count();
+  spec.created_at =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   // The hash covers package.json as written (without the hash), so write it twice.
   const std::string path = dir + "/package.json", tmp = path + ".tmp";
   auto write = [&] {

@@ -17,8 +17,8 @@
 namespace zenith::serve {
 
 struct PackageSpec {
-  std::string name;      // the service name it was made for
-  std::string arch;      // zoo name: seedcnn, lenet, resnet18
+  std::string name;  // the service name it was made for
+  std::string arch;  // zoo name: seedcnn, lenet, resnet18
   int64_t channels = 1, image_size = 28, num_classes = 10;
   // Input preprocessing, as in training: pixels * 1/255, then (x - mean) / std per channel.
   std::vector<double> mean, std;

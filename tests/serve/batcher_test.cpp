@@ -88,18 +88,20 @@ TEST(Batcher, MultiSampleRequestsAndFullQueue) {
   ASSERT_EQ(r.outputs.size(), 6u);
   EXPECT_EQ(r.outputs[0], 1);
   EXPECT_EQ(r.outputs[4], 3);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(queued[size_t(i)]->promise.get_future().get().outputs[0], 10 + i);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(queued[size_t(i)]->promise.get_future().get().outputs[0], 10 + i);
 }
 
 TEST(Batcher, AbandonedRequestsAreSkippedAndErrorsReachEveryRequest) {
   std::atomic<int> calls{0};
-  Batcher batcher({.max_batch = 8, .max_delay_ms = 30, .max_queue = 8, .replicas = 1}, 1,
-                  [&](int, const std::vector<float>& in, int64_t n, int64_t*) -> std::vector<float> {
-                    ++calls;
-                    EXPECT_EQ(n, 1);  // the abandoned one is not run
-                    EXPECT_EQ(in[0], 2.0f);
-                    throw std::runtime_error("[model] boom");
-                  });
+  Batcher batcher(
+      {.max_batch = 8, .max_delay_ms = 30, .max_queue = 8, .replicas = 1}, 1,
+      [&](int, const std::vector<float>& in, int64_t n, int64_t*) -> std::vector<float> {
+        ++calls;
+        EXPECT_EQ(n, 1);  // the abandoned one is not run
+        EXPECT_EQ(in[0], 2.0f);
+        throw std::runtime_error("[model] boom");
+      });
   auto a = batcher.submit({1}, 1);
   a->abandoned = true;
   auto b = batcher.submit({2}, 1);

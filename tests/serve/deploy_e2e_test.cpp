@@ -68,8 +68,10 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   TempDir dir("deploy_e2e");
   const std::string z = ZENITH_BINARY, w = dir.str();
   std::string out;
-  ASSERT_EQ(run(z + " train --model seedcnn --dataset fashion-mnist --epochs 1 --limit-train 4000 "
-                    "--limit-test 200 --progress none --out " + w + "/out",
+  ASSERT_EQ(run(z +
+                    " train --model seedcnn --dataset fashion-mnist --epochs 1 --limit-train 4000 "
+                    "--limit-test 200 --progress none --out " +
+                    w + "/out",
                 &out, w + "/train.log"),
             0)
       << out;
@@ -95,9 +97,9 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   ASSERT_FALSE(server_url.empty()) << read_all(w + "/server.log");
   const std::string client = " --server " + server_url + " --data " + data;
 
-  ASSERT_EQ(run(z + " deploy --model " + ckpt + " --name fmnist-api" + client, &out,
-                w + "/deploy.log"),
-            0)
+  ASSERT_EQ(
+      run(z + " deploy --model " + ckpt + " --name fmnist-api" + client, &out, w + "/deploy.log"),
+      0)
       << out;
   const std::string url = match(out, R"(url:\s+(https://127\.0\.0\.1:\d+))");
   const std::string token = match(out, R"(token:\s+(zt_[0-9a-f]{64}))");
@@ -146,9 +148,9 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(fmnist-api\s+1\s+running\s+https://)"))) << out;
 
   // A second token through the CLI works until revoked.
-  ASSERT_EQ(run(z + " token create --service fmnist-api --expires 1h" + client, &out,
-                w + "/token.log"),
-            0)
+  ASSERT_EQ(
+      run(z + " token create --service fmnist-api --expires 1h" + client, &out, w + "/token.log"),
+      0)
       << out;
   const std::string token2 = match(out, R"((zt_[0-9a-f]{64}))");
   const std::string token2_id = match(out, R"(token (\d+) for service)");
@@ -184,8 +186,8 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   restarted.enable_server_certificate_verification(true);
   restarted.set_bearer_token_auth(token);
   auto row0 = test_set.get(0);
-  auto r0 = restarted.Post("/v2/models/fmnist-api/classify", vision::encode_png(row0[0]),
-                           "image/png");
+  auto r0 =
+      restarted.Post("/v2/models/fmnist-api/classify", vision::encode_png(row0[0]), "image/png");
   ASSERT_TRUE(r0);
   EXPECT_EQ(r0->status, 200);
   EXPECT_EQ(json::parse(r0->body)["predictions"][0]["class"].get<int64_t>(), served[0]);
@@ -196,8 +198,7 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
             0)
       << out;
   EXPECT_NE(out.find("version 2"), std::string::npos) << out;
-  ASSERT_EQ(run(z + " services rollback fmnist-api" + client, &out, w + "/rollback.log"), 0)
-      << out;
+  ASSERT_EQ(run(z + " services rollback fmnist-api" + client, &out, w + "/rollback.log"), 0) << out;
   EXPECT_NE(out.find("serving version 1"), std::string::npos) << out;
   const std::string url1 = match(out, R"((https://127\.0\.0\.1:\d+))");
   httplib::Client after(url1);
@@ -207,13 +208,11 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   auto meta = after.Get("/v2/models/fmnist-api");
   ASSERT_TRUE(meta);
   EXPECT_EQ(json::parse(meta->body)["versions"][0], "1");
-  ASSERT_EQ(run(z + " services undeploy fmnist-api" + client, &out, w + "/undeploy.log"), 0)
-      << out;
+  ASSERT_EQ(run(z + " services undeploy fmnist-api" + client, &out, w + "/undeploy.log"), 0) << out;
   EXPECT_NE(out.find("undeployed"), std::string::npos);
   after.set_connection_timeout(2);
   EXPECT_FALSE(after.Get("/v2/health/live"));
-  ASSERT_EQ(run(z + " services versions fmnist-api" + client, &out, w + "/versions.log"), 0)
-      << out;
+  ASSERT_EQ(run(z + " services versions fmnist-api" + client, &out, w + "/versions.log"), 0) << out;
   EXPECT_NE(out.find("\n2 "), std::string::npos) << out;
 }
 
@@ -224,8 +223,8 @@ TEST(ServeForeground, CheckpointToHttpsServiceWithLocalTokens) {
   const std::string z = ZENITH_BINARY, w = dir.str();
   const std::string ckpt = test::write_seedcnn_checkpoint(w);
   ASSERT_EQ(std::system(("(" + z + " serve " + ckpt + " --name fg --port 0 --port-file " + w +
-                         "/port --data " + w + "/data > " + w + "/serve.log 2>&1 & echo $! > " +
-                         w + "/serve.pid)")
+                         "/port --data " + w + "/data > " + w + "/serve.log 2>&1 & echo $! > " + w +
+                         "/serve.pid)")
                             .c_str()),
             0);
   int port = 0;
@@ -253,9 +252,9 @@ TEST(ServeForeground, CheckpointToHttpsServiceWithLocalTokens) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200) << r->body;
   std::string out;
-  ASSERT_EQ(run(z + " token create --local --service fg --data " + w + "/data", &out,
-                w + "/token.log"),
-            0)
+  ASSERT_EQ(
+      run(z + " token create --local --service fg --data " + w + "/data", &out, w + "/token.log"),
+      0)
       << out;
   const std::string token2 = match(out, R"((zt_[0-9a-f]{64}))");
   const std::string id2 = match(out, R"(token (\d+) for service)");
@@ -263,9 +262,9 @@ TEST(ServeForeground, CheckpointToHttpsServiceWithLocalTokens) {
   auto m2 = c.Get("/v2/models/fg");
   ASSERT_TRUE(m2);
   EXPECT_EQ(m2->status, 200) << m2->body << "\n" << out;
-  ASSERT_EQ(run(z + " token revoke " + id2 + " --local --data " + w + "/data", &out,
-                w + "/revoke.log"),
-            0)
+  ASSERT_EQ(
+      run(z + " token revoke " + id2 + " --local --data " + w + "/data", &out, w + "/revoke.log"),
+      0)
       << out;
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   EXPECT_EQ(c.Get("/v2/models/fg")->status, 401);

@@ -57,8 +57,9 @@ class InferenceServerTest : public ::testing::Test {
   }
   static json infer_body(const std::vector<float>& values, int64_t n,
                          const std::string& dtype = "FP32") {
-    return {{"inputs", {{{"name", "input"}, {"shape", {n, 1, 28, 28}}, {"datatype", dtype},
-                         {"data", values}}}}};
+    return {
+        {"inputs",
+         {{{"name", "input"}, {"shape", {n, 1, 28, 28}}, {"datatype", dtype}, {"data", values}}}}};
   }
   static std::vector<float> random_input(int64_t n, uint64_t seed) {
     std::mt19937_64 rng(seed);
@@ -108,8 +109,8 @@ TEST_F(InferenceServerTest, TokenSemantics401And403) {
   RunningServer s(package(), options());
   const std::string body = infer_body(random_input(1, 1), 1).dump();
   expect_error(s.client()->Post("/v2/models/fmnist/infer", body, "application/json"), 401);
-  expect_error(s.client("zt_" + std::string(64, '0'))->Post("/v2/models/fmnist/infer", body,
-                                                            "application/json"),
+  expect_error(s.client("zt_" + std::string(64, '0'))
+                   ->Post("/v2/models/fmnist/infer", body, "application/json"),
                401);
   expect_error(s.client(revoked_token_)->Post("/v2/models/fmnist/infer", body, "application/json"),
                401);
@@ -151,10 +152,12 @@ TEST_F(InferenceServerTest, InferMatchesTheNetworkForFp32AndUint8) {
   std::vector<float> normalized(784);
   for (int i = 0; i < 784; ++i) {
     pixels[size_t(i)] = (i * 37) % 256;
-    normalized[size_t(i)] = float((float(pixels[size_t(i)]) * float(1.0 / 255.0) - 0.2860) / 0.3530);
+    normalized[size_t(i)] =
+        float((float(pixels[size_t(i)]) * float(1.0 / 255.0) - 0.2860) / 0.3530);
   }
-  json raw = {{"inputs", {{{"name", "input"}, {"shape", {1, 28, 28}}, {"datatype", "UINT8"},
-                           {"data", pixels}}}}};
+  json raw = {
+      {"inputs",
+       {{{"name", "input"}, {"shape", {1, 28, 28}}, {"datatype", "UINT8"}, {"data", pixels}}}}};
   auto r8 = c->Post("/v2/models/fmnist/infer", raw.dump(), "application/json");
   ASSERT_EQ(r8->status, 200) << r8->body;
   auto l8 = json::parse(r8->body)["outputs"][0]["data"].get<std::vector<float>>();
@@ -213,12 +216,12 @@ TEST_F(InferenceServerTest, BadInputGets4xxWithAnErrorAndTheServiceStaysUp) {
   json bad_pixels = infer_body(std::vector<float>(784, 300.f), 1, "UINT8");
   expect_error(post("/v2/models/fmnist/infer", bad_pixels.dump()), 400);
   expect_error(post("/v2/models/fmnist/classify", "GIF89a not an image", "image/gif"), 415);
-  expect_error(post("/v2/models/fmnist/classify", std::string("\x89PNG\r\n\x1a\n garbage", 17),
-                    "image/png"),
-               400);
-  expect_error(post("/v2/models/fmnist/classify", std::string("\xff\xd8\xff\xe0 broken", 11),
-                    "image/jpeg"),
-               400);
+  expect_error(
+      post("/v2/models/fmnist/classify", std::string("\x89PNG\r\n\x1a\n garbage", 17), "image/png"),
+      400);
+  expect_error(
+      post("/v2/models/fmnist/classify", std::string("\xff\xd8\xff\xe0 broken", 11), "image/jpeg"),
+      400);
   expect_error(post("/v2/models/fmnist/infer", std::string(100 * 1024, ' ')), 413);
   expect_error(post("/v2/models/nope/infer", infer_body(random_input(1, 6), 1).dump()), 404);
   expect_error(post("/v2/models/fmnist/versions/7/infer", infer_body(random_input(1, 6), 1).dump()),
@@ -252,9 +255,15 @@ TEST_F(InferenceServerTest, FuzzedBodiesNeverCrashOrGet5xx) {
       for (int e = 0; e < edits; ++e) {
         const size_t at = rng() % body.size();
         switch (rng() % 3) {
-          case 0: body[at] = char(rng()); break;
-          case 1: body.erase(at, rng() % 16); break;
-          default: body.insert(at, body.substr(at, rng() % 32)); break;
+          case 0:
+            body[at] = char(rng());
+            break;
+          case 1:
+            body.erase(at, rng() % 16);
+            break;
+          default:
+            body.insert(at, body.substr(at, rng() % 32));
+            break;
         }
         if (body.empty()) body = "{";
       }
@@ -292,8 +301,8 @@ TEST_F(InferenceServerTest, ConcurrentRequestsAreBatchedAndCounted) {
     threads.emplace_back([&, t] {
       auto c = s.client(token_);
       for (int i = 0; i < 4; ++i) {
-        auto r = c->Post("/v2/models/fmnist/infer", infer_body(random_input(1, t * 10 + i), 1).dump(),
-                         "application/json");
+        auto r = c->Post("/v2/models/fmnist/infer",
+                         infer_body(random_input(1, t * 10 + i), 1).dump(), "application/json");
         if (r && r->status == 200) {
           ++ok;
           if (json::parse(r->body)["parameters"]["batch_size"].get<int>() > 1) ++batched;
@@ -336,10 +345,12 @@ TEST_F(InferenceServerTest, FullQueueAnswers429AndSlowAnswers504) {
       for (int t = 0; t < 32; ++t)
         threads.emplace_back([&, t] {
           auto r = clients[size_t(t)]->Post("/v2/models/fmnist/infer", body, "application/json");
-          if (r && r->status == 200) ++ok;
+          if (r && r->status == 200)
+            ++ok;
           else if (r && r->status == 429 && r->body.find("queue is full") != std::string::npos)
             ++full;
-          else ++other;
+          else
+            ++other;
         });
       for (auto& t : threads) t.join();
     }

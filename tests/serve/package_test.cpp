@@ -46,7 +46,8 @@ TEST(Package, ModifiedWeightsOrManifestAreRefused) {
   const std::string ckpt = test::write_seedcnn_checkpoint(dir.str());
   write_package(ckpt, dir.str() + "/pkg", "m");
   {
-    std::fstream f(dir.str() + "/pkg/weights.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(dir.str() + "/pkg/weights.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-3, std::ios::end);
     f.put('\x42');
   }
@@ -61,14 +62,10 @@ TEST(Package, ModifiedWeightsOrManifestAreRefused) {
 TEST(Package, LabelsFileAndErrors) {
   TempDir dir("package_labels");
   const std::string ckpt = test::write_seedcnn_checkpoint(dir.str());
-  {
-    std::ofstream(dir.str() + "/labels.txt") << "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n";
-  }
+  { std::ofstream(dir.str() + "/labels.txt") << "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n"; }
   auto spec = write_package(ckpt, dir.str() + "/pkg", "m", {"", "", dir.str() + "/labels.txt"});
   EXPECT_EQ(spec.labels[2], "c");
-  {
-    std::ofstream(dir.str() + "/short.txt") << "a\nb\n";
-  }
+  { std::ofstream(dir.str() + "/short.txt") << "a\nb\n"; }
   EXPECT_THROW(write_package(ckpt, dir.str() + "/pkg2", "m", {"", "", dir.str() + "/short.txt"}),
                std::exception);
   // The wrong architecture fails on the weights' names and shapes.

@@ -34,9 +34,9 @@ inline std::string write_seedcnn_checkpoint(const std::string& dir, uint64_t see
   manual_seed(seed);
   auto net = models::seed_cnn(1, 28, 10);
   const std::string path = dir + "/checkpoint_epoch_1.safetensors";
-  io::save_checkpoint(path, *net, nullptr,
-                      {{"config", R"({"model": "seedcnn", "dataset": "fashion-mnist"})"},
-                       {"epoch", "1"}});
+  io::save_checkpoint(
+      path, *net, nullptr,
+      {{"config", R"({"model": "seedcnn", "dataset": "fashion-mnist"})"}, {"epoch", "1"}});
   return path;
 }
 
