@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "zenith/autograd.h"
+#include "nn/state_match.h"
 #include "zenith/nn.h"
 
 namespace zenith::nn {
@@ -142,38 +143,9 @@ void Cell::load_state_dict(const StateDict& state, bool strict) {
   Named bufs = named_buffers();
   own.insert(own.end(), bufs.begin(), bufs.end());
 
-  // Collect every problem first: one error listing all of them beats a fix-rerun loop.
-  std::vector<std::string> missing, mismatched, unexpected;
-  std::set<std::string> known;
-  for (auto& [name, t] : own) {
-    known.insert(name);
-    auto it = state.find(name);
-    if (it == state.end()) {
-      missing.push_back(name + " " + shape_str(t.shape()));
-    } else if (!it->second.defined() || it->second.shape() != t.shape()) {
-      mismatched.push_back(name + ": checkpoint " +
-                           (it->second.defined() ? shape_str(it->second.shape()) : "undefined") +
-                           ", model " + shape_str(t.shape()));
-    }
-  }
-  for (auto& [name, t] : state)
-    if (!known.count(name))
-      unexpected.push_back(name + " " + (t.defined() ? shape_str(t.shape()) : "undefined"));
-
-  bool fail = !mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()));
-  if (fail) {
-    std::ostringstream os;
-    os << "[load_state_dict] " << type_name() << ": state does not match the model";
-    auto list = [&](const char* title, const std::vector<std::string>& items) {
-      if (items.empty()) return;
-      os << "\n  " << title << " (" << items.size() << "):";
-      for (auto& i : items) os << "\n    " << i;
-    };
-    list("missing", missing);
-    list("unexpected", unexpected);
-    list("mis-shaped", mismatched);
-    throw Error(os.str());
-  }
+  detail::StateMatch match(state, "model");
+  for (auto& [name, t] : own) match.expect(name, t.shape());
+  match.check("[load_state_dict] " + type_name() + ": state does not match the model", strict);
 
   NoGradGuard no_grad;
   for (auto& [name, t] : own) {

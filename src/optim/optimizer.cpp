@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "zenith/autograd.h"
+#include "nn/state_match.h"
 #include "zenith/optim.h"
 
 namespace zenith::nn {
@@ -62,36 +63,13 @@ StateDict Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const StateDict& state) {
-  std::vector<std::string> missing, mismatched, unexpected;
-  std::set<std::string> known{"step"};
-  if (!state.count("step")) missing.push_back("step []");
+  detail::StateMatch match(state, "optimizer");
+  match.expect("step", {});
   for (auto& [name, tensors] : slots_)
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      std::string key = name + "." + std::to_string(i);
-      known.insert(key);
-      auto it = state.find(key);
-      if (it == state.end())
-        missing.push_back(key + " " + shape_str(tensors[i].shape()));
-      else if (!it->second.defined() || it->second.shape() != tensors[i].shape())
-        mismatched.push_back(key + ": checkpoint " +
-                             (it->second.defined() ? shape_str(it->second.shape()) : "undefined") +
-                             ", optimizer " + shape_str(tensors[i].shape()));
-    }
-  for (auto& [name, t] : state)
-    if (!known.count(name)) unexpected.push_back(name);
-  if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
-    std::ostringstream os;
-    os << "[load_state_dict] " << type_name() << ": optimizer state does not match";
-    auto list = [&](const char* title, const std::vector<std::string>& items) {
-      if (items.empty()) return;
-      os << "\n  " << title << " (" << items.size() << "):";
-      for (auto& i : items) os << "\n    " << i;
-    };
-    list("missing", missing);
-    list("unexpected", unexpected);
-    list("mis-shaped", mismatched);
-    throw Error(os.str());
-  }
+    for (size_t i = 0; i < tensors.size(); ++i)
+      match.expect(name + "." + std::to_string(i), tensors[i].shape());
+  match.check("[load_state_dict] " + type_name() + ": optimizer state does not match",
+              /*strict=*/true);
   NoGradGuard no_grad;
   for (auto& [name, tensors] : slots_)
     for (size_t i = 0; i < tensors.size(); ++i)
