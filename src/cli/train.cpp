@@ -42,7 +42,9 @@ struct Settings {
   double lr = 0.01;
   std::string optimizer = "momentum";
   double momentum = 0.9;
+  bool nesterov = false;
   double weight_decay = 0.0;
+  double label_smoothing = 0.0;
   std::string schedule = "constant";
   int64_t warmup_epochs = 0;
   int64_t step_epochs = 0;
@@ -74,7 +76,9 @@ void for_each_setting(S& s, F&& f) {
   f("lr", s.lr, "learning rate (peak rate with a schedule)");
   f("optimizer", s.optimizer, "momentum, sgd, adam or adamw");
   f("momentum", s.momentum, "momentum of the momentum optimizer");
+  f("nesterov", s.nesterov, "Nesterov momentum");
   f("weight-decay", s.weight_decay, "L2 weight decay");
+  f("label-smoothing", s.label_smoothing, "cross-entropy label smoothing in [0, 1)");
   f("schedule", s.schedule, "learning-rate schedule: constant, cosine or step");
   f("warmup-epochs", s.warmup_epochs, "linear warmup epochs before the cosine decay");
   f("step-epochs", s.step_epochs, "step schedule: multiply the rate by gamma every N epochs");
@@ -163,7 +167,8 @@ nn::OptimizerPtr make_optimizer(const Settings& s, const std::vector<Tensor>& pa
   else
     ZENITH_CHECK(s.schedule == "constant", "[train] unknown schedule '", s.schedule,
                  "' (known: constant, cosine, step)");
-  if (s.optimizer == "momentum") return nn::Momentum(params, lr, s.momentum, s.weight_decay);
+  if (s.optimizer == "momentum")
+    return nn::Momentum(params, lr, s.momentum, s.weight_decay, s.nesterov);
   if (s.optimizer == "sgd") return nn::Momentum(params, lr, 0.0, s.weight_decay);
   if (s.optimizer == "adam") return nn::Adam(params, lr, 0.9, 0.999, 1e-8, s.weight_decay);
   if (s.optimizer == "adamw") return nn::AdamW(params, lr, 0.9, 0.999, 1e-8, s.weight_decay);
@@ -345,7 +350,7 @@ int run_train(int argc, char** argv) {
   const auto& info = train.info;
   nn::CellPtr net = models::create(s.model, info.channels, info.image_size, info.num_classes);
   if (world > 1) net = nn::DistributedDataParallel(net);  // rank 0's initial values everywhere
-  auto loss = nn::SoftmaxCrossEntropyWithLogits(/*sparse=*/true);
+  auto loss = nn::SoftmaxCrossEntropyWithLogits(/*sparse=*/true, "mean", s.label_smoothing);
   auto opt = make_optimizer(s, net->trainable_params(), train.dataset.get_dataset_size());
   Model model(net, loss, opt, {{"Accuracy", metrics::Accuracy()}});
   char arch[160];

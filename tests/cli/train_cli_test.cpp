@@ -143,6 +143,26 @@ TEST_F(TrainCli, YamlConfig) {
       << r.output;
 }
 
+// --nesterov and --label-smoothing reach the optimizer and the loss: the same run's first-epoch
+// loss changes, and both are recorded in the run's settings.
+TEST_F(TrainCli, NesterovAndLabelSmoothing) {
+  auto first_loss = [&](const std::string& out, const std::string& extra) {
+    auto r = zenith(train_args(out) + " --epochs 1 --limit-train 64 " + extra);
+    EXPECT_EQ(r.code, 0) << r.output;
+    auto log = nlohmann::json::parse(read((root_ / out / "eval_log.json").string()));
+    return std::pair{log["history"][0]["train_loss"].get<double>(), log["config"]};
+  };
+  auto [plain, plain_cfg] = first_loss("plain", "");
+  auto [smooth, cfg] = first_loss("smooth", "--nesterov --label-smoothing 0.5");
+  EXPECT_EQ(plain_cfg["nesterov"], false);
+  EXPECT_EQ(cfg["nesterov"], true);
+  EXPECT_EQ(cfg["label-smoothing"], 0.5);
+  EXPECT_GT(std::abs(smooth - plain), 0.01) << plain << " vs " << smooth;
+  auto r = zenith(train_args("bad") + " --epochs 1 --label-smoothing 1.5");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("label_smoothing"), std::string::npos) << r.output;
+}
+
 TEST_F(TrainCli, BadInputIsAClearErrorAndWritesNothing) {
   auto r = zenith(train_args("x") + " --model resnet50");
   EXPECT_EQ(r.code, 1);
