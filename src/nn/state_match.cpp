@@ -23,8 +23,8 @@ void StateMatch::expect(const std::string& name, const Shape& shape) {
   if (it == state_.end())
     missing_.push_back(name + " " + shape_str(shape));
   else if (!it->second.defined() || it->second.shape() != shape)
-    mismatched_.push_back(name + ": checkpoint " + shape_or_undefined(it->second) + ", " +
-                          holder_ + " " + shape_str(shape));
+    mismatched_.push_back(name + ": checkpoint " + shape_or_undefined(it->second) + ", " + holder_ +
+                          " " + shape_str(shape));
 }
 
 void StateMatch::check(const std::string& title, bool strict) const {
