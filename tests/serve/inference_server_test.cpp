@@ -265,7 +265,7 @@ TEST_F(InferenceServerTest, FuzzedBodiesNeverCrashOrGet5xx) {
             body.insert(at, body.substr(at, rng() % 32));
             break;
         }
-        if (body.empty()) body = "{";
+        if (body.empty()) body.assign(1, '{');
       }
     }
     const bool image_path = kind == 3 || (kind == 0 && rng() % 2);
