@@ -3,6 +3,8 @@
 // command for each deployed service (--managed).
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -60,6 +62,11 @@ int run_serve(int argc, char** argv) {
   app.add_option("--dataset", dataset, "checkpoint input: its dataset (default: the checkpoint's)");
   app.add_flag("--managed", managed, "run by `zenith server`: print no token");
   CLI11_PARSE(app, argc, argv);
+  if (managed) {
+    // A service goes when its server goes, however the server ends.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1) return 1;
+  }
   auto body = platform::parse_size(max_body);
   if (!body || *body <= 0) throw std::runtime_error("[serve] bad --max-body '" + max_body + "'");
   o.max_body_bytes = size_t(*body);
