@@ -393,14 +393,6 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
   m.options.batch.replicas = std::max(1, m.options.batch.replicas);
   for (int r = 0; r < m.options.batch.replicas; ++r)
     m.nets.push_back(load_network(package_dir, m.spec));
-  // One run per batch size up to max_batch: oneDNN builds (JIT-compiles) primitives per shape,
-  // which would otherwise stall the first requests of each new batch size.
-  {
-    NoGradGuard no_grad;
-    const int sizes = std::min(m.options.batch.max_batch, 256);
-    for (int n = 1; n <= sizes; ++n)
-      m.nets[0]->forward(Tensor::zeros({n, m.spec.channels, m.spec.image_size, m.spec.image_size}));
-  }
   m.preprocess = {vision::Rescale(1.0 / 255.0, 0.0), vision::Normalize(m.spec.mean, m.spec.std),
                   vision::HWC2CHW()};
   m.batcher = std::make_unique<Batcher>(
@@ -412,6 +404,13 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
         m.metrics.batch(samples);
         for (double q : queue_s) m.metrics.queue_time(q);
       });
+  // One run per batch size up to max_batch, through the batcher's own worker threads: oneDNN
+  // builds (JIT-compiles) primitives per shape, which would otherwise stall the first requests
+  // of each new batch size.
+  for (int n = 1; n <= std::min(m.options.batch.max_batch, 256); ++n) {
+    auto warm = m.batcher->submit(std::vector<float>(size_t(n * m.sample_numel()), 0.f), n);
+    if (warm) warm->promise.get_future().get();
+  }
   if (m.options.tls) {
     if (m.options.cert.empty() != m.options.key.empty())
       ZENITH_FAIL("[serve] give both --cert and --key, or neither (a self-signed pair)");
