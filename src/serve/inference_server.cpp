@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <random>
 
@@ -69,6 +70,7 @@ struct InferenceServer::Impl {
   std::string cert;
   int bound_port = 0;
   std::vector<dataset::TransformPtr> preprocess;  // HWC uint8 image -> CHW float32
+  std::atomic<bool> warmed{false};
 
   int64_t sample_numel() const { return spec.channels * spec.image_size * spec.image_size; }
 
@@ -401,6 +403,7 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
         return m.run(replica, in, n, width);
       },
       [&m](int samples, const std::vector<double>& queue_s) {
+        if (!m.warmed) return;  // warm-up runs are not traffic
         m.metrics.batch(samples);
         for (double q : queue_s) m.metrics.queue_time(q);
       });
@@ -411,6 +414,7 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
     auto warm = m.batcher->submit(std::vector<float>(size_t(n * m.sample_numel()), 0.f), n);
     if (warm) warm->promise.get_future().get();
   }
+  m.warmed = true;
   if (m.options.tls) {
     if (m.options.cert.empty() != m.options.key.empty())
       ZENITH_FAIL("[serve] give both --cert and --key, or neither (a self-signed pair)");
