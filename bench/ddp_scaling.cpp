@@ -5,8 +5,8 @@
 // configurations for --repeats rounds; figures are medians over steps, then over rounds, because
 // shared cores stretch some steps. The load average is printed before and after.
 //
-//   ddp_scaling [--models seedcnn,resnet18] [--threads 2] [--ranks 2] [--batch 32]
-//               [--resnet-batch 16] [--steps 8] [--warmup 2] [--repeats 3] [--bucket-mb 25]
+//   ddp_scaling [--models seedcnn,resnet18] [--threads 2] [--ranks 2] [--batch 128]
+//               [--resnet-batch 64] [--steps 8] [--warmup 2] [--repeats 3] [--bucket-mb 25]
 //               [--pin 1] [--json FILE]
 #include <sched.h>
 #include <sys/wait.h>
@@ -36,8 +36,8 @@ struct Args {
   std::vector<std::string> models{"seedcnn", "resnet18"};
   int threads = 2;
   int ranks = 2;
-  int64_t batch = 32;         // global batch, SeedCNN
-  int64_t resnet_batch = 16;  // global batch, ResNet-18
+  int64_t batch = 128;        // global batch, SeedCNN (64 per rank with 2 ranks)
+  int64_t resnet_batch = 64;  // global batch, ResNet-18 (32 per rank with 2 ranks)
   int steps = 8;
   int warmup = 2;
   int repeats = 3;
