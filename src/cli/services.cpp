@@ -12,13 +12,14 @@ namespace {
 using nlohmann::json;
 
 void print_services(const json& services) {
-  std::printf("%-20s %-8s %-11s %-28s %-9s %-9s %s\n", "NAME", "VERSION", "STATE", "URL", "REQ/S",
-              "REPLICAS", "UPDATED");
+  std::printf("%-20s %-8s %-11s %-28s %-9s %-9s %-9s %s\n", "NAME", "VERSION", "STATE", "URL",
+              "REQ/S", "LAT_MS", "REPLICAS", "UPDATED");
   for (const auto& s : services) {
     std::string url = s["url"].get<std::string>();
-    std::printf("%-20s %-8d %-11s %-28s %-9.1f %-9d %s\n", s["name"].get<std::string>().c_str(),
-                s["version"].get<int>(), s["state"].get<std::string>().c_str(),
-                url.empty() ? "-" : url.c_str(), s["requests_per_s"].get<double>(),
+    std::printf("%-20s %-8d %-11s %-28s %-9.1f %-9.2f %-9d %s\n",
+                s["name"].get<std::string>().c_str(), s["version"].get<int>(),
+                s["state"].get<std::string>().c_str(), url.empty() ? "-" : url.c_str(),
+                s["requests_per_s"].get<double>(), s.value("latency_ms", 0.0),
                 s["replicas"].get<int>(), format_age(s["updated_at"].get<double>()).c_str());
     if (!s["reason"].get<std::string>().empty())
       std::printf("  reason: %s\n", s["reason"].get<std::string>().c_str());

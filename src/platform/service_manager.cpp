@@ -54,6 +54,15 @@ std::int64_t model_requests(const std::string& metrics) {
   return total;
 }
 
+// The value of the first sample line of `metrics` whose name is `name` (any labels); 0 if absent.
+double metric_value(const std::string& metrics, const std::string& name) {
+  std::istringstream lines(metrics);
+  for (std::string l; std::getline(lines, l);)
+    if (l.rfind(name + "{", 0) == 0 || l.rfind(name + " ", 0) == 0)
+      return std::atof(l.substr(l.rfind(' ') + 1).c_str());
+  return 0;
+}
+
 bool process_alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
 
 }  // namespace
@@ -306,10 +315,11 @@ std::vector<ServiceView> ServiceManager::list() {
   std::vector<ServiceView> out;
   std::lock_guard lock(mutex_);
   for (auto& r : store_.list_services()) {
-    ServiceView v{r, 0, 0};
+    ServiceView v{r, 0, 0, 0};
     if (auto it = children_.find(r.name); it != children_.end()) {
       v.requests_per_s = it->second.rate;
       v.requests_total = it->second.total;
+      v.latency_ms = it->second.latency_ms;
     }
     out.push_back(std::move(v));
   }
@@ -384,6 +394,14 @@ void ServiceManager::monitor() {
       c.last_total = total;
       c.last_sample_at = now;
       c.total = total;
+      const double lat_sum = metric_value(res->body, "zenith_serve_request_seconds_sum");
+      const double lat_count = metric_value(res->body, "zenith_serve_request_seconds_count");
+      if (c.last_latency_count >= 0 && lat_count > c.last_latency_count)
+        c.latency_ms = 1e3 * (lat_sum - c.last_latency_sum) / (lat_count - c.last_latency_count);
+      else if (c.last_latency_count >= 0)
+        c.latency_ms = 0;  // no requests in this interval
+      c.last_latency_sum = lat_sum;
+      c.last_latency_count = lat_count;
     }
   }
 }

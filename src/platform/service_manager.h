@@ -44,6 +44,7 @@ struct ServiceView {
   ServiceRecord record;
   double requests_per_s = 0;
   std::int64_t requests_total = 0;
+  double latency_ms = 0;  // mean request latency over the last sampling interval (0: no requests)
 };
 
 class ServiceManager {
@@ -80,6 +81,9 @@ class ServiceManager {
     std::int64_t last_total = -1;
     double rate = 0;
     std::int64_t total = 0;
+    double last_latency_sum = 0;  // zenith_serve_request_seconds_sum at the last sample
+    double last_latency_count = -1;
+    double latency_ms = 0;
   };
   // Copies the package into the registry and starts it; mutex_ held.
   void launch(ServiceRecord& record, const ModelVersion& model);

@@ -33,6 +33,7 @@ json service_json(const ServiceView& v, const std::string& cert) {
           {"options", r.options.empty() ? json::object() : json::parse(r.options)},
           {"requests_per_s", v.requests_per_s},
           {"requests_total", v.requests_total},
+          {"latency_ms", v.latency_ms},
           {"updated_at", r.updated_at},
           {"ca_cert", cert}};
 }

@@ -147,6 +147,21 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   ASSERT_EQ(run(z + " services" + client, &out, w + "/services.log"), 0) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(fmnist-api\s+1\s+running\s+https://)"))) << out;
 
+  // The server reports the service's request rate and recent mean latency (from its /metrics,
+  // sampled each second) while requests arrive.
+  json live;
+  auto first = test_set.get(0);
+  for (int i = 0; i < 60; ++i) {
+    https.Post("/v2/models/fmnist-api/classify", vision::encode_png(first[0]), "image/png");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    live = json::parse(read_all_url(server_url + "/api/v1/services/fmnist-api"));
+    if (live["latency_ms"].get<double>() > 0 && live["requests_per_s"].get<double>() > 0) break;
+  }
+  EXPECT_GT(live["latency_ms"].get<double>(), 0) << live.dump();
+  EXPECT_LT(live["latency_ms"].get<double>(), 10000) << live.dump();
+  EXPECT_GT(live["requests_per_s"].get<double>(), 0) << live.dump();
+  EXPECT_GE(live["requests_total"].get<int64_t>(), n) << live.dump();
+
   // A second token through the CLI works until revoked.
   ASSERT_EQ(
       run(z + " token create --service fmnist-api --expires 1h" + client, &out, w + "/token.log"),
