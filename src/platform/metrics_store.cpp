@@ -6,48 +6,16 @@
 #include <stdexcept>
 
 #include "platform/downsample.h"
+#include "platform/sqlite_statement.h"
 
 namespace zenith::platform {
 
 namespace {
 
-// A prepared statement, finalised on scope exit.
-class Stmt {
+// A prepared statement of this store.
+class Stmt : public SqliteStatement {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(std::string("[metrics_store] ") + sqlite3_errmsg(db));
-  }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  void bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-  }
-  void bind(int i, std::int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
-  void bind(int i, int v) { sqlite3_bind_int64(stmt_, i, v); }
-  void bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
-  bool step() {
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error(std::string("[metrics_store] ") + sqlite3_errmsg(db_));
-  }
-  void reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-  std::string text(int col) {
-    const unsigned char* t = sqlite3_column_text(stmt_, col);
-    return t ? reinterpret_cast<const char*>(t) : "";
-  }
-  std::int64_t integer(int col) { return sqlite3_column_int64(stmt_, col); }
-  double real(int col) { return sqlite3_column_double(stmt_, col); }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
+  Stmt(sqlite3* db, const char* sql) : SqliteStatement(db, sql, "metrics_store") {}
 };
 
 // BEGIN IMMEDIATE ... COMMIT, rolled back when an exception leaves the scope.

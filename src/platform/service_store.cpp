@@ -12,42 +12,16 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "platform/sqlite_statement.h"
+
 namespace zenith::platform {
 
 namespace {
 
-// A prepared statement, finalised on scope exit.
-class Stmt {
+// A prepared statement of this store.
+class Stmt : public SqliteStatement {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(std::string("[service_store] ") + sqlite3_errmsg(db));
-  }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  void bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-  }
-  void bind(int i, std::int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
-  void bind(int i, int v) { sqlite3_bind_int64(stmt_, i, v); }
-  void bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
-  bool step() {
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error(std::string("[service_store] ") + sqlite3_errmsg(db_));
-  }
-  std::string text(int c) {
-    const unsigned char* t = sqlite3_column_text(stmt_, c);
-    return t ? reinterpret_cast<const char*>(t) : "";
-  }
-  std::int64_t integer(int c) { return sqlite3_column_int64(stmt_, c); }
-  double real(int c) { return sqlite3_column_double(stmt_, c); }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
+  Stmt(sqlite3* db, const char* sql) : SqliteStatement(db, sql, "service_store") {}
 };
 
 const char* kServiceColumns =

@@ -5,47 +5,16 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "platform/sqlite_statement.h"
+
 namespace zenith::platform {
 
 namespace {
 
-// A prepared statement, finalised on scope exit.
-class Statement {
+// A prepared statement of this store.
+class Statement : public SqliteStatement {
  public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(std::string("[store] ") + sqlite3_errmsg(db));
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  void bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-  }
-  void bind(int i, std::int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
-  void bind(int i, int v) { sqlite3_bind_int64(stmt_, i, v); }
-  void bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
-  void bind_null(int i) { sqlite3_bind_null(stmt_, i); }
-
-  // True while there is a row.
-  bool step() {
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error(std::string("[store] ") + sqlite3_errmsg(db_));
-  }
-  std::string text(int col) {
-    const unsigned char* t = sqlite3_column_text(stmt_, col);
-    return t ? reinterpret_cast<const char*>(t) : "";
-  }
-  std::int64_t integer(int col) { return sqlite3_column_int64(stmt_, col); }
-  double real(int col) { return sqlite3_column_double(stmt_, col); }
-  bool is_null(int col) { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
+  Statement(sqlite3* db, const char* sql) : SqliteStatement(db, sql, "store") {}
 };
 
 const char* kJobColumns =
