@@ -2,6 +2,8 @@
 #include "core/dispatch.h"
 #include "support/op_check.h"
 
+#include <thread>
+
 using namespace zenith;
 using namespace zenith::testing;
 
@@ -137,4 +139,22 @@ TEST(Onednn, PaddedBlockedFormatsAreNotKept) {
   // 6 output channels would pad to a block of 8/16: returned plain so flat views stay valid.
   Tensor y = ops::conv2d(Tensor::randn({2, 16, 6, 6}), Tensor::randn({6, 16, 3, 3}));
   EXPECT_FALSE(y.has_layout());
+}
+
+// A Winograd convolution whose shape was first run on another (finished) thread runs on this one
+// and gives the same values: primitives are cached per thread (oneDNN's library scratchpad
+// belongs to the creating thread; sharing the primitive crashed once that thread had exited).
+TEST(Onednn, PrimitivesDoNotCrossThreads) {
+  context::set_num_threads(2);
+  Tensor x = Tensor::randn({8, 64, 10, 10}), w = Tensor::randn({64, 64, 3, 3});
+  Tensor on_worker;
+  std::thread worker([&] {
+    context::set_num_threads(2);
+    on_worker = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}}).contiguous();
+  });
+  worker.join();
+  cpu::reset_onednn_stats();
+  Tensor here = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
+  EXPECT_GE(cpu::onednn_stats().cache_misses, 1) << "this thread made its own primitive";
+  EXPECT_TRUE(all_close(here.contiguous(), on_worker, 0, 0));
 }

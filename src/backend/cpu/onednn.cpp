@@ -32,8 +32,12 @@ struct Cache {
   std::unordered_map<std::string, std::shared_ptr<void>> entries;
 };
 
+// One cache per thread: a primitive runs only on the thread that created it. oneDNN's library
+// scratchpad belongs to the creating thread (it is freed when that thread exits), so a Winograd
+// convolution made on one thread and run on another crashed (ResNet-18 served from a worker
+// thread after a warm-up on the main thread).
 Cache& cache() {
-  static Cache c;
+  thread_local Cache c;
   return c;
 }
 

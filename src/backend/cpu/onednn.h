@@ -52,7 +52,7 @@ Tensor finish_output(const Tensor& out);
 void reorder(const Tensor& src, const memory::desc& src_desc, const Tensor& dst,
              const memory::desc& dst_desc);
 
-// Primitive cache: a process-wide map from a key (op, shapes, attributes) to an entry holding
+// Primitive cache: a per-thread map from a key (op, shapes, attributes) to an entry holding
 // primitive descriptors and primitives, created once by `make`.
 std::shared_ptr<void> cache_lookup(const std::string& key,
                                    const std::function<std::shared_ptr<void>()>& make);
@@ -61,7 +61,7 @@ std::shared_ptr<Entry> cached(const std::string& key,
                               const std::function<std::shared_ptr<Entry>()>& make) {
   return std::static_pointer_cast<Entry>(cache_lookup(key, [&] { return make(); }));
 }
-size_t cache_size();
+size_t cache_size();  // this thread's cache: primitives never cross threads (onednn.cpp)
 void clear_cache();
 
 // Builds cache keys as raw bytes: Key("conv_fwd").add(dims).add(stride)...
