@@ -1,8 +1,8 @@
+#include <thread>
+
 #include "backend/cpu/onednn_layout.h"
 #include "core/dispatch.h"
 #include "support/op_check.h"
-
-#include <thread>
 
 using namespace zenith;
 using namespace zenith::testing;

@@ -3,11 +3,10 @@
 // Include only from kernel .cpp files (dnnl.hpp is heavy).
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <vector>
 
