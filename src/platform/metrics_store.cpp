@@ -53,20 +53,8 @@ std::vector<T> pick(const std::vector<T>& v, const std::vector<std::size_t>& idx
 
 }  // namespace
 
-void MetricsStore::Closer::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-
 MetricsStore::MetricsStore(const std::string& path) : path_(path) {
-  sqlite3* raw = nullptr;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &raw,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
-  db_.reset(raw);
-  if (rc != SQLITE_OK)
-    throw std::runtime_error("[metrics_store] cannot open " + path + ": " +
-                             (raw ? sqlite3_errmsg(raw) : "out of memory"));
-  sqlite3_busy_timeout(raw, 5000);
-  exec("PRAGMA journal_mode=WAL");
-  exec("PRAGMA synchronous=NORMAL");
+  db_ = open_sqlite(path, "metrics_store");
   exec(
       "CREATE TABLE IF NOT EXISTS metric_points ("
       " job_id INTEGER NOT NULL, rank INTEGER NOT NULL, name TEXT NOT NULL,"
@@ -88,12 +76,7 @@ MetricsStore::MetricsStore(const std::string& path) : path_(path) {
 MetricsStore::~MetricsStore() = default;
 
 void MetricsStore::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    throw std::runtime_error("[metrics_store] " + path_ + ": " + msg);
-  }
+  sqlite_exec(db_.get(), sql, "metrics_store", path_);
 }
 
 void MetricsStore::add_points(std::int64_t job_id, int rank, const std::vector<MetricPoint>& points,

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-struct sqlite3;
+#include "platform/sqlite_db.h"
 
 namespace zenith::platform {
 
@@ -75,11 +75,8 @@ class MetricsStore {
   std::optional<double> last_value(std::int64_t job_id, const std::string& name);
 
  private:
-  struct Closer {
-    void operator()(sqlite3* db) const;
-  };
   void exec(const char* sql);
-  std::unique_ptr<sqlite3, Closer> db_;
+  SqliteDb db_;
   std::string path_;
   std::mutex mutex_;
 };

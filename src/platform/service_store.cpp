@@ -96,20 +96,8 @@ std::string package_content_hash(const std::string& dir) {
   return sha256_hex(read(dir + "/weights.safetensors") + manifest.dump());
 }
 
-void ServiceStore::Closer::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-
 ServiceStore::ServiceStore(const std::string& path) : path_(path) {
-  sqlite3* raw = nullptr;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &raw,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
-  db_.reset(raw);
-  if (rc != SQLITE_OK)
-    throw std::runtime_error("[service_store] cannot open " + path + ": " +
-                             (raw ? sqlite3_errmsg(raw) : "out of memory"));
-  sqlite3_busy_timeout(raw, 5000);
-  exec("PRAGMA journal_mode=WAL");
-  exec("PRAGMA synchronous=NORMAL");
+  db_ = open_sqlite(path, "service_store");
   exec(
       "CREATE TABLE IF NOT EXISTS model_versions ("
       " name TEXT NOT NULL, version INTEGER NOT NULL, package_dir TEXT NOT NULL,"
@@ -130,12 +118,7 @@ ServiceStore::ServiceStore(const std::string& path) : path_(path) {
 ServiceStore::~ServiceStore() = default;
 
 void ServiceStore::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    throw std::runtime_error("[service_store] " + path_ + ": " + msg);
-  }
+  sqlite_exec(db_.get(), sql, "service_store", path_);
 }
 
 int ServiceStore::next_model_version(const std::string& name) {

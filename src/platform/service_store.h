@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-struct sqlite3;
+#include "platform/sqlite_db.h"
 
 namespace zenith::platform {
 
@@ -91,11 +91,8 @@ class ServiceStore {
   std::int64_t data_version();
 
  private:
-  struct Closer {
-    void operator()(sqlite3* db) const;
-  };
   void exec(const char* sql);
-  std::unique_ptr<sqlite3, Closer> db_;
+  SqliteDb db_;
   std::string path_;
   std::mutex mutex_;
 };

@@ -90,20 +90,8 @@ void bind_job(Statement& s, const JobRecord& j) {
 
 }  // namespace
 
-void Store::Closer::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-
 Store::Store(const std::string& path) : path_(path) {
-  sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
-  db_.reset(raw);
-  if (rc != SQLITE_OK)
-    throw std::runtime_error("[store] cannot open " + path + ": " +
-                             (raw ? sqlite3_errmsg(raw) : "out of memory"));
-  sqlite3_busy_timeout(raw, 5000);
-  exec("PRAGMA journal_mode=WAL");
-  exec("PRAGMA synchronous=NORMAL");
+  db_ = open_sqlite(path, "store");
   exec(
       "CREATE TABLE IF NOT EXISTS jobs ("
       " id INTEGER PRIMARY KEY AUTOINCREMENT, state TEXT NOT NULL, priority INTEGER NOT NULL,"
@@ -122,12 +110,7 @@ Store::Store(const std::string& path) : path_(path) {
 Store::~Store() = default;
 
 void Store::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    throw std::runtime_error("[store] " + path_ + ": " + msg);
-  }
+  sqlite_exec(db_.get(), sql, "store", path_);
 }
 
 void Store::insert_job(JobRecord& job) {

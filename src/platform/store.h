@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "platform/job.h"
-
-struct sqlite3;
+#include "platform/sqlite_db.h"
 
 namespace zenith::platform {
 
@@ -35,11 +34,8 @@ class Store {
   std::vector<Alert> list_alerts(std::int64_t job_id = 0);
 
  private:
-  struct Closer {
-    void operator()(sqlite3* db) const;
-  };
   void exec(const char* sql);
-  std::unique_ptr<sqlite3, Closer> db_;
+  SqliteDb db_;
   std::string path_;
   std::mutex mutex_;
 };
