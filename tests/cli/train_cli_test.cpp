@@ -11,52 +11,20 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/cli_test_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
+using zenith::testing::CliResult;
+using zenith::testing::write_mnist;
 
-Result zenith(const std::string& args) {
-  std::string cmd = std::string(ZENITH_BINARY) + " " + args + " 2>&1";
-  Result r;
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CliResult zenith(const std::string& args) { return zenith::testing::run_zenith(args); }
 
 std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
-
-// MNIST-format files whose class c is a bright horizontal band at rows 2c..2c+3.
-void write_mnist(const fs::path& dir, const std::string& prefix, int n, uint32_t magic = 0x803) {
-  fs::create_directories(dir);
-  std::string images = be32(magic) + be32(n) + be32(28) + be32(28), labels = be32(0x801) + be32(n);
-  uint32_t noise = 12345;
-  for (int i = 0; i < n; ++i) {
-    int c = i % 10;
-    labels.push_back(char(c));
-    for (int y = 0; y < 28; ++y)
-      for (int x = 0; x < 28; ++x) {
-        noise = noise * 1103515245u + 12345u;
-        int v = (y >= 2 * c && y < 2 * c + 4) ? 200 : 0;
-        images.push_back(char(v + int(noise >> 27)));
-      }
-  }
-  std::ofstream(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary) << images;
-  std::ofstream(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary) << labels;
 }
 
 class TrainCli : public ::testing::Test {
@@ -167,22 +135,26 @@ TEST_F(TrainCli, BadInputIsAClearErrorAndWritesNothing) {
   auto r = zenith(train_args("x") + " --model resnet50");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("unknown model 'resnet50'; known models: seedcnn, lenet, resnet18"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   r = zenith(train_args("x") + " --dataset cifar100");
   EXPECT_NE(r.output.find("unknown dataset 'cifar100' (known: fashion-mnist, mnist, cifar10, "
-                          "image-folder)"), std::string::npos) << r.output;
+                          "image-folder)"),
+            std::string::npos)
+      << r.output;
   r = zenith("train --dataset fashion-mnist --data-dir /nonexistent/fmnist --out " +
              (root_ / "x").string());
   EXPECT_NE(r.output.find("/nonexistent/fmnist: no such directory"), std::string::npos);
   EXPECT_NE(r.output.find("dataset-fashion-mnist"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(root_ / "x"));
 
-  write_mnist(root_ / "bad", "train", 20, 0x802);
+  write_mnist(root_ / "bad", "train", 20, {.magic = 0x802});
   write_mnist(root_ / "bad", "t10k", 20);
   r = zenith("train --dataset mnist --data-dir " + (root_ / "bad").string());
   EXPECT_NE(r.output.find("[idx] " + (root_ / "bad/train-images-idx3-ubyte").string() +
                           ": bad magic 0x00000802 at offset 0, expected 0x00000803"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   write_mnist(root_ / "bad", "train", 20);
   fs::resize_file(root_ / "bad/train-images-idx3-ubyte", 16 + 28 * 28 * 20 - 5);
   r = zenith("train --dataset mnist --data-dir " + (root_ / "bad").string());
@@ -198,7 +170,8 @@ TEST_F(TrainCli, MismatchedCheckpointListsTensorsAndIsNotOverwritten) {
   auto r = zenith("eval --model lenet --checkpoint " + ckpt);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("does not fit the model (the checkpoint is a 'seedcnn("),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("conv1.weight [6, 1, 5, 5]"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("7.weight [10, 1600]"), std::string::npos) << r.output;
   // Resuming into the same directory with another architecture fails before writing.

@@ -11,49 +11,21 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_test_util.h"
 #include "zenith/io.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
+using zenith::testing::CliResult;
 
-Result zenith(const std::string& args) {
-  std::string cmd = std::string(ZENITH_BINARY) + " " + args + " 2>&1";
-  Result r;
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CliResult zenith(const std::string& args) { return zenith::testing::run_zenith(args); }
 
-std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
-
-// MNIST-format files: class c is a bright band at rows 2c..2c+3, with noise.
+// Class c is a bright band at rows 2c..2c+3, with noise.
 void write_mnist(const fs::path& dir, const std::string& prefix, int n) {
-  fs::create_directories(dir);
-  std::string images = be32(0x803) + be32(n) + be32(28) + be32(28), labels = be32(0x801) + be32(n);
-  uint32_t noise = 777;
-  for (int i = 0; i < n; ++i) {
-    int c = (i * 3) % 10;
-    labels.push_back(char(c));
-    for (int y = 0; y < 28; ++y)
-      for (int x = 0; x < 28; ++x) {
-        noise = noise * 1103515245u + 12345u;
-        int v = (y >= 2 * c && y < 2 * c + 4) ? 150 : 0;
-        images.push_back(char(v + int(noise >> 26)));
-      }
-  }
-  std::ofstream(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary) << images;
-  std::ofstream(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary) << labels;
+  zenith::testing::write_mnist(dir, prefix, n,
+                               {.seed = 777, .band = 150, .noise_shift = 26, .label_step = 3});
 }
 
 class TrainNproc : public ::testing::Test {
@@ -85,8 +57,10 @@ TEST_F(TrainNproc, RanksMatchOneProcessWithTheCombinedBatch) {
     EXPECT_NE(r.output.find("rank " + std::to_string(n - 1) + " of " + std::to_string(n)),
               std::string::npos)
         << r.output;
-    auto a = zenith::io::load_safetensors((root_ / "single/checkpoint_epoch_1.safetensors").string());
-    auto b = zenith::io::load_safetensors((root_ / out / "checkpoint_epoch_1.safetensors").string());
+    auto a =
+        zenith::io::load_safetensors((root_ / "single/checkpoint_epoch_1.safetensors").string());
+    auto b =
+        zenith::io::load_safetensors((root_ / out / "checkpoint_epoch_1.safetensors").string());
     int compared = 0;
     for (const auto& [name, t] : a) {
       if (name.rfind("optimizer.", 0) == 0) continue;
