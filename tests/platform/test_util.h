@@ -14,22 +14,11 @@
 #include <thread>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace zenith::platform::test {
 
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag) {
-    path = std::filesystem::temp_directory_path() /
-           ("zenith_" + tag + "_" + std::to_string(getpid()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
+using zenith::testing::TempDir;  // temp/zenith_<tag>_<pid>, removed on scope exit
 
 inline std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -10,23 +10,14 @@
 #include <thread>
 
 #include "serve/inference_server.h"
+#include "support/temp_dir.h"
 #include "zenith/zenith.h"
 
 namespace zenith::serve::test {
 
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag) {
-    path = std::filesystem::temp_directory_path() /
-           ("zenith_serve_" + tag + "_" + std::to_string(getpid()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
+// temp/zenith_serve_<tag>_<pid>, removed on scope exit.
+struct TempDir : zenith::testing::TempDir {
+  explicit TempDir(const std::string& tag) : zenith::testing::TempDir("serve_" + tag) {}
 };
 
 // A randomly initialised 1x28x28 SeedCNN checkpoint as `zenith train` writes it.
