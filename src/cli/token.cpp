@@ -14,18 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-json token_json(const platform::TokenRecord& t) {
-  const bool expired = t.expires_at > 0 && t.expires_at <= platform::unix_now();
-  return {{"id", t.id},
-          {"service", t.service},
-          {"prefix", t.prefix},
-          {"created_at", t.created_at},
-          {"expires_at", t.expires_at},
-          {"state", t.revoked ? "revoked"
-                    : expired ? "expired"
-                              : "active"}};
-}
-
 std::string format_time(double t) {
   if (t <= 0) return "never";
   std::time_t s = std::time_t(t);
@@ -66,7 +54,7 @@ int run_token(int argc, char** argv) {
     json t;
     if (local) {
       auto [record, secret] = store->create_token(service, expires_s);
-      t = token_json(record);
+      t = platform::token_json(record);
       t["secret"] = secret;
     } else {
       auto client = make_client(config);
@@ -85,7 +73,7 @@ int run_token(int argc, char** argv) {
     if (local) {
       if (!store->revoke_token(id))
         throw std::runtime_error("[token] no token with id " + std::to_string(id));
-      t = token_json(*store->get_token(id));
+      t = platform::token_json(*store->get_token(id));
     } else {
       auto client = make_client(config);
       t = expect(client.post("/api/v1/tokens/" + std::to_string(id) + "/revoke", "{}"));
@@ -96,7 +84,7 @@ int run_token(int argc, char** argv) {
   }
   json tokens = json::array();
   if (local) {
-    for (const auto& t : store->list_tokens(service)) tokens.push_back(token_json(t));
+    for (const auto& t : store->list_tokens(service)) tokens.push_back(platform::token_json(t));
   } else {
     auto client = make_client(config);
     tokens = expect(client.get("/api/v1/tokens" + (service.empty() ? "" : "?service=" + service)));

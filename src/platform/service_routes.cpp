@@ -46,18 +46,6 @@ json model_json(const ModelVersion& m) {
           {"created_at", m.created_at}};
 }
 
-json token_json(const TokenRecord& t) {
-  const bool expired = t.expires_at > 0 && t.expires_at <= unix_now();
-  return {{"id", t.id},
-          {"service", t.service},
-          {"prefix", t.prefix},
-          {"created_at", t.created_at},
-          {"expires_at", t.expires_at},
-          {"state", t.revoked ? "revoked"
-                    : expired ? "expired"
-                              : "active"}};
-}
-
 std::string self_binary() {
   if (const char* b = std::getenv("ZENITH_SERVE_BINARY"); b && *b) return b;
   char buf[PATH_MAX];

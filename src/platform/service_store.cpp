@@ -117,9 +117,7 @@ ServiceStore::ServiceStore(const std::string& path) : path_(path) {
 
 ServiceStore::~ServiceStore() = default;
 
-void ServiceStore::exec(const char* sql) {
-  sqlite_exec(db_.get(), sql, "service_store", path_);
-}
+void ServiceStore::exec(const char* sql) { sqlite_exec(db_.get(), sql, "service_store", path_); }
 
 int ServiceStore::next_model_version(const std::string& name) {
   std::lock_guard lock(mutex_);
@@ -314,6 +312,18 @@ TokenCheck TokenVerifier::check(const std::string& secret) {
   if (!match || (match->expires_at > 0 && match->expires_at <= now))
     return TokenCheck::kUnauthorized;
   return match->service == service_ ? TokenCheck::kOk : TokenCheck::kForbidden;
+}
+
+nlohmann::json token_json(const TokenRecord& t) {
+  const bool expired = t.expires_at > 0 && t.expires_at <= unix_now();
+  return {{"id", t.id},
+          {"service", t.service},
+          {"prefix", t.prefix},
+          {"created_at", t.created_at},
+          {"expires_at", t.expires_at},
+          {"state", t.revoked ? "revoked"
+                    : expired ? "expired"
+                              : "active"}};
 }
 
 }  // namespace zenith::platform

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ struct TokenRecord {
   double expires_at = 0;  // 0: never
   bool revoked = false;
 };
+
+// A token's metadata as the API and the CLI show it (id, service, prefix, times, state:
+// active, expired or revoked); never the hash.
+nlohmann::json token_json(const TokenRecord& t);
 
 enum class TokenCheck { kOk, kUnauthorized, kForbidden };
 
