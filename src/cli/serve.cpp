@@ -1,7 +1,6 @@
 // `zenith serve PACKAGE`: one model package (or a checkpoint, packaged on the way) as an HTTPS
 // inference service in the foreground, with no job server. `zenith server` runs the same
 // command for each deployed service (--managed).
-#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -9,10 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "cli/client.h"
 #include "cli/command.h"
+#include "cli/stop_signal.h"
 #include "platform/quantity.h"
 #include "platform/service_store.h"
 #include "serve/inference_server.h"
@@ -89,13 +88,6 @@ int run_serve(int argc, char** argv) {
     package = dir;
   }
 
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
   serve::InferenceServer server(fs::absolute(package).string(), o);
   const int port = server.bind();
   const auto& spec = server.package();
@@ -137,15 +129,8 @@ int run_serve(int argc, char** argv) {
     fs::rename(tmp, port_file);
   }
 
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    std::fprintf(stderr, "[serve] signal %d: stopping\n", sig);
-    server.stop();
-  });
+  StopSignal stop("serve", "", [&] { server.stop(); });
   server.serve();
-  pthread_kill(waiter.native_handle(), SIGTERM);
-  waiter.join();
   return 0;
 }
 

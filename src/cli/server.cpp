@@ -1,13 +1,10 @@
 // `zenith server`: the REST API, scheduler, executors and alert engine in one process.
-#include <pthread.h>
-#include <signal.h>
-
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "cli/client.h"
 #include "cli/command.h"
+#include "cli/stop_signal.h"
 #include "platform/api_server.h"
 #include "platform/isolation.h"
 #include "platform/platform.h"
@@ -47,14 +44,6 @@ int run_server(int argc, char** argv) {
   options.grace_s = duration_option(grace, "--grace");
   options.data_dir = std::filesystem::absolute(options.data_dir).string();
 
-  // Signals go to one waiting thread, never to a worker in the middle of a write.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
   std::filesystem::create_directories(options.data_dir);
   const std::string token = platform::load_or_create_token(options.data_dir);
   platform::Platform platform(options);
@@ -73,16 +62,8 @@ int run_server(int argc, char** argv) {
   std::printf("  backend:   %s\n", options.default_backend.c_str());
   std::fflush(stdout);
 
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    std::fprintf(stderr, "[server] signal %d: stopping (running jobs keep running)\n", sig);
-    api.stop();
-  });
-  api.serve();
-  // serve() also returns when listening fails; wake the waiter so it can be joined.
-  pthread_kill(waiter.native_handle(), SIGTERM);
-  waiter.join();
+  StopSignal stop("server", " (running jobs keep running)", [&] { api.stop(); });
+  api.serve();  // returns after stop(), or when listening fails
   return 0;
 }
 

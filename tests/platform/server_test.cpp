@@ -49,11 +49,14 @@ class ServerProcess {
   }
   ~ServerProcess() { stop(SIGTERM); }
 
-  void stop(int sig) {
-    if (pid_ <= 0) return;
+  // The wait status (-1 when already stopped).
+  int stop(int sig) {
+    if (pid_ <= 0) return -1;
     kill(pid_, sig);
-    waitpid(pid_, nullptr, 0);
+    int status = -1;
+    waitpid(pid_, &status, 0);
     pid_ = 0;
+    return status;
   }
   zp::ApiClient client(bool with_token = true) { return zp::ApiClient(url_, with_token ? token_ : ""); }
   const std::string& url() const { return url_; }
@@ -94,6 +97,22 @@ const char* kSeedPrintsRankVars = R"(job:
 )";
 
 }  // namespace
+
+// SIGTERM (and SIGINT) stop the server through its handler: a clean exit with a message, not
+// the default action (which a thread started by a library before main() used to take).
+TEST_F(PlatformServerTest, SigtermAndSigintStopGracefully) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    ServerProcess server(dir_.str());
+    ASSERT_EQ(server.client().get("/api/v1/jobs").status, 200);
+    const int status = server.stop(sig);
+    ASSERT_TRUE(WIFEXITED(status)) << "signal " << sig << " killed the server (status " << status
+                                   << "): " << read_all(dir_.str() + "/server.log");
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_NE(read_all(dir_.str() + "/server.log")
+                  .find("[server] signal " + std::to_string(sig) + ": stopping"),
+              std::string::npos);
+  }
+}
 
 TEST_F(PlatformServerTest, SubmitListGetLogsAndMetrics) {
   ServerProcess server(dir_.str());

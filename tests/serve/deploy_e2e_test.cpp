@@ -290,6 +290,15 @@ TEST(ServeForeground, CheckpointToHttpsServiceWithLocalTokens) {
   plain.set_read_timeout(3);
   auto p = plain.Get("/v2/health/live");
   EXPECT_TRUE(!p || p->status != 200);
+  // SIGTERM stops the service through its handler, not by the default action.
+  kill(pid, SIGTERM);
+  stop.pid = 0;
+  bool stopped = false;
+  for (int i = 0; i < 100 && !stopped; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stopped = read_all(w + "/serve.log").find("[serve] signal 15: stopping") != std::string::npos;
+  }
+  EXPECT_TRUE(stopped) << read_all(w + "/serve.log");
 }
 
 }  // namespace
