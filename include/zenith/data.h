@@ -172,7 +172,7 @@ struct PipelineOptions {
   bool random_flip = false;  // ignored where flipping changes the class (digits)
   int num_workers = 1;
   int64_t limit = 0;        // use only the first `limit` items (0: all)
-  int64_t image_size = 0;   // image-folder: resize to this square size (0: the first image's)
+  int64_t image_size = 0;   // resize to this square size (0: the dataset's own; image-folder: the first image's)
   // Data parallelism: this rank's shard (DistributedSampler; training pads, evaluation reads
   // every item once across shards).
   int64_t num_shards = 1;

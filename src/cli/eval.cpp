@@ -24,7 +24,7 @@ int run_eval(int argc, char** argv) {
   app.add_option("--split", split, "train or test")->capture_default_str();
   app.add_option("--batch-size", batch_size, "evaluation batch size")->capture_default_str();
   app.add_option("--limit", limit, "only the first N samples (0: all)");
-  app.add_option("--image-size", image_size, "image-folder: resize images to N x N");
+  app.add_option("--image-size", image_size, "resize images to N x N (default: as trained)");
   app.add_option("--threads", threads, "compute threads (0: default)");
   app.add_flag("--confusion-matrix", confusion, "add the confusion matrix to the output");
   app.add_option("--predictions", predictions,

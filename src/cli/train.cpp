@@ -94,7 +94,7 @@ void for_each_setting(S& s, F&& f) {
   f("log-every", s.log_every, "steps between logged losses and progress lines");
   f("limit-train", s.limit_train, "train on the first N samples only (0: all)");
   f("limit-test", s.limit_test, "evaluate on the first N samples only (0: all)");
-  f("image-size", s.image_size, "image-folder: resize images to N x N");
+  f("image-size", s.image_size, "resize images to N x N (bilinear; 0: the dataset's own size)");
   f("out", s.out, "output directory (default: out/<dataset>-<model>)");
   f("progress", s.progress, "auto, bar, plain or none");
 }

@@ -131,6 +131,27 @@ TEST_F(TrainCli, NesterovAndLabelSmoothing) {
   EXPECT_NE(r.output.find("label_smoothing"), std::string::npos) << r.output;
 }
 
+// --image-size resizes any dataset (MindSpore's LeNet recipe resizes MNIST to 32 x 32): the
+// network is built for that size, and eval resizes the test images the same way.
+TEST_F(TrainCli, ImageSizeResizesAnyDataset) {
+  auto r = zenith(train_args("r32") + " --epochs 1 --image-size 32");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("seedcnn(in_channels=1, image_size=32, num_classes=10)"),
+            std::string::npos) << r.output;
+  auto log = nlohmann::json::parse(read((root_ / "r32/eval_log.json").string()));
+  EXPECT_EQ(log["config"]["image-size"], 32);
+  auto e = zenith("eval --dataset mnist --data-dir " + data_.string() + " --checkpoint " +
+                  (root_ / "r32/checkpoint_epoch_1.safetensors").string());
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(e.output)["Accuracy"].get<double>(),
+                   log["final"]["Accuracy"].get<double>());
+  // A 28 x 28 network cannot take the checkpoint of the 32 x 32 one.
+  e = zenith("eval --dataset mnist --data-dir " + data_.string() + " --image-size 28 " +
+             "--checkpoint " + (root_ / "r32/checkpoint_epoch_1.safetensors").string());
+  EXPECT_NE(e.code, 0);
+  EXPECT_NE(e.output.find("7.weight"), std::string::npos) << e.output;
+}
+
 TEST_F(TrainCli, BadInputIsAClearErrorAndWritesNothing) {
   auto r = zenith(train_args("x") + " --model resnet50");
   EXPECT_EQ(r.code, 1);
