@@ -3,7 +3,8 @@
 # accuracy per epoch with `zenith train`: SeedCNN 1x28x28 (convs without bias, as MindSpore's
 # default), Momentum 0.9, lr 0.01, batch 64, 10 epochs, inputs normalised with mean 0.2860 and
 # std 0.3530 (as src/data/registry.cpp), one thread. Prints: epoch, last step loss, accuracy, s.
-#   scripts/torch_fashion_mnist.py [SEED] [cosine|constant]
+#   scripts/torch_fashion_mnist.py [SEED] [cosine|constant|step]
+# step: the rate x0.1 for the last 30% of the epochs (after epoch 7 of 10), as scripts/demo.sh.
 import gzip
 import math
 import sys
@@ -40,8 +41,10 @@ opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 epochs, batch = 10, 64
 steps = len(x) // batch
 total = epochs * steps
-scale = (lambda s: 0.5 * (1 + math.cos(math.pi * s / total))) if schedule == "cosine" else (
-    lambda s: 1.0)
+schedules = {"cosine": lambda s: 0.5 * (1 + math.cos(math.pi * s / total)),
+             "constant": lambda s: 1.0,
+             "step": lambda s: 0.1 if s >= (epochs - epochs * 3 // 10) * steps else 1.0}
+scale = schedules[schedule]
 lr_schedule = torch.optim.lr_scheduler.LambdaLR(opt, scale)
 for epoch in range(epochs):
     net.train()
