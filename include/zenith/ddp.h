@@ -66,6 +66,26 @@ class DistributedDataParallelImpl : public Cell {
   const DistributedDataParallelStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
+  // Gradient accumulation, as PyTorch's no_sync(): while the returned guard lives, backward
+  // accumulates gradients locally and communicates nothing; the first backward after it
+  // all-reduces the accumulated gradients.
+  //   { auto guard = ddp->no_sync(); loss(a).backward(); }  loss(b).backward(); opt->step();
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallelImpl& ddp) : ddp_(&ddp), saved_(ddp.require_sync_) {
+      ddp.require_sync_ = false;
+    }
+    ~NoSync() { ddp_->require_sync_ = saved_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallelImpl* ddp_;
+    bool saved_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+  bool require_sync() const { return require_sync_; }
+
   struct Reducer;  // the per-backward bucket state (src/dist/ddp.cpp)
 
  private:
@@ -74,6 +94,7 @@ class DistributedDataParallelImpl : public Cell {
   std::vector<std::vector<size_t>> layout_;
   std::unique_ptr<Reducer> reducer_;
   DistributedDataParallelStats stats_;
+  bool require_sync_ = true;  // false inside no_sync()
 };
 
 // Wraps `module` for data-parallel training over options.group; communication::init() must

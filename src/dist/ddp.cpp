@@ -66,6 +66,7 @@ struct DistributedDataParallelImpl::Reducer {
   std::vector<autograd::HookHandle> hooks;
 
   void on_grad(size_t i) {
+    if (!owner->require_sync_) return;  // no_sync(): the gradient stays in .grad(), local
     if (!active) {
       active = true;
       std::fill(ready.begin(), ready.end(), false);

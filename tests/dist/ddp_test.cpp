@@ -131,6 +131,85 @@ TEST(DistributedDataParallel, FourRanksMatchOneProcessWithSmallBuckets) {
   check_equivalence(4, 4, 0.05);
 }
 
+// Gradient accumulation: each step runs `micro` micro-batches, the first micro - 1 under
+// no_sync(), each loss scaled by 1 / micro. world == 0: one process, no DDP, one batch of
+// global_batch per step. Writes the parameters; returns nothing, checks the DDP counters.
+void train_accumulating(int rank, int world, int64_t global_batch, int64_t micro,
+                        const std::string& store, const std::string& out) {
+  context::set_num_threads(1);
+  dataset::config::set_seed(99);
+  manual_seed(uint64_t(7 + rank));
+  nn::CellPtr net = models::seed_cnn(1, 28, 10);
+  auto data = synthetic_data(kSteps * global_batch);
+  std::shared_ptr<nn::DistributedDataParallelImpl> ddp;
+  dataset::Dataset train;
+  if (world == 0) {
+    micro = 1;
+    train = data.shuffle().batch(global_batch, true);
+  } else {
+    comm::init(test::rank_options(rank, world, store));
+    ddp = nn::DistributedDataParallel(net);
+    net = ddp;
+    train = dataset::DistributedSampler(data, world, rank).batch(global_batch / world / micro, true);
+  }
+  auto opt = nn::Momentum(net->trainable_params(), 0.05, 0.9);
+  auto loss_fn = nn::SoftmaxCrossEntropyWithLogits(true);
+  auto it = train.create_iterator(0);
+  for (int64_t step = 0; step < kSteps; ++step) {
+    opt->zero_grad();
+    for (int64_t m = 0; m < micro; ++m) {
+      auto row = it.next();
+      expect(row.has_value(), "data ran out at step ", step);
+      auto pass = [&] {
+        Tensor loss = (*loss_fn)(net->forward((*row)[0]), (*row)[1]);
+        (loss * (1.0 / double(micro))).backward();
+      };
+      if (ddp && m + 1 < micro) {
+        auto guard = ddp->no_sync();
+        pass();
+        expect(!ddp->require_sync(), "no_sync() did not hold");
+      } else {
+        pass();
+      }
+    }
+    opt->step();
+  }
+  if (ddp) {
+    expect(ddp->require_sync(), "the no_sync() guard did not restore synchronisation");
+    const auto& st = ddp->stats();
+    expect(st.steps == kSteps, "ddp synchronised ", st.steps, " backward passes, expected one "
+           "per step (", kSteps, ")");
+    expect(st.buckets_reduced == kSteps * int64_t(ddp->bucket_layout().size()),
+           "buckets reduced ", st.buckets_reduced);
+  }
+  write_params(out, world == 0 ? *net : *ddp->module());
+  if (world) comm::release();
+}
+
+// 2 ranks x 2 micro-batches of 4 (one under no_sync) == one process with batches of 16.
+TEST(DistributedDataParallel, NoSyncAccumulatesLikeTheCombinedBatch) {
+  test::TempDir dir;
+  const int world = 2;
+  const int64_t global = 16, micro = 2;
+  auto ref = test::run_ranks(1, [&](int) {
+    train_accumulating(0, 0, global, micro, "", dir.path() + "/single.bin");
+  }, 240);
+  ASSERT_TRUE(ref[0].ok()) << test::describe(ref);
+  auto results = test::run_ranks(world, [&](int rank) {
+    train_accumulating(rank, world, global, micro, "file://" + dir.path() + "/store",
+                       dir.path() + "/rank" + std::to_string(rank) + ".bin");
+  }, 240);
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << test::describe(results);
+  auto single = read_floats(dir.path() + "/single.bin");
+  for (int r = 0; r < world; ++r) {
+    auto p = read_floats(dir.path() + "/rank" + std::to_string(r) + ".bin");
+    ASSERT_EQ(p.size(), single.size());
+    double rel = relative_difference(p, single);
+    EXPECT_LT(rel, 1e-5) << "rank " << r;
+    std::printf("no_sync, rank %d: max |ddp - single| / max |single| = %.3g\n", r, rel);
+  }
+}
+
 TEST(DistributedDataParallel, BroadcastsRankZeroAndKeepsTheModulesNames) {
   test::TempDir dir;
   auto results = test::run_ranks(2, [&](int rank) {
