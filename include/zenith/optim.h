@@ -23,6 +23,10 @@ LRSchedule constant_lr(double lr);
 // Linear warmup from 0 to base_lr over warmup_steps, then cosine decay to min_lr at total_steps.
 LRSchedule warmup_cosine_lr(double base_lr, int64_t warmup_steps, int64_t total_steps,
                             double min_lr = 0.0);
+// Warmup-stable-decay (trapezoidal): linear warmup from 0 over warmup_steps, base_lr until
+// decay_start, then linear decay to min_lr at total_steps (min_lr afterwards).
+LRSchedule warmup_stable_decay_lr(double base_lr, int64_t warmup_steps, int64_t decay_start,
+                                  int64_t total_steps, double min_lr = 0.0);
 // base_lr * gamma^(step / step_size)
 LRSchedule step_lr(double base_lr, int64_t step_size, double gamma);
 // values[i] while step < milestones[i]; values.back() afterwards (values = milestones + 1).

@@ -48,6 +48,7 @@ struct Settings {
   std::string schedule = "constant";
   int64_t warmup_epochs = 0;
   int64_t step_epochs = 0;
+  int64_t decay_epochs = 0;
   double gamma = 0.1;
   int64_t seed = 0;
   int64_t threads = 0;
@@ -79,8 +80,11 @@ void for_each_setting(S& s, F&& f) {
   f("nesterov", s.nesterov, "Nesterov momentum");
   f("weight-decay", s.weight_decay, "L2 weight decay");
   f("label-smoothing", s.label_smoothing, "cross-entropy label smoothing in [0, 1)");
-  f("schedule", s.schedule, "learning-rate schedule: constant, cosine or step");
-  f("warmup-epochs", s.warmup_epochs, "linear warmup epochs before the cosine decay");
+  f("schedule", s.schedule, "learning-rate schedule: constant, cosine, step or wsd "
+    "(warmup, constant, linear decay to 0)");
+  f("warmup-epochs", s.warmup_epochs, "cosine and wsd: linear warmup epochs");
+  f("decay-epochs", s.decay_epochs, "wsd: epochs of the final linear decay (0: the last 10%, "
+    "at least 1)");
   f("step-epochs", s.step_epochs, "step schedule: multiply the rate by gamma every N epochs");
   f("gamma", s.gamma, "step schedule factor");
   f("seed", s.seed, "seed of initialisation, shuffling and augmentation");
@@ -164,9 +168,16 @@ nn::OptimizerPtr make_optimizer(const Settings& s, const std::vector<Tensor>& pa
     lr = nn::warmup_cosine_lr(s.lr, s.warmup_epochs * steps_per_epoch, s.epochs * steps_per_epoch);
   else if (s.schedule == "step")
     lr = nn::step_lr(s.lr, std::max<int64_t>(1, s.step_epochs) * steps_per_epoch, s.gamma);
-  else
+  else if (s.schedule == "wsd") {
+    const int64_t decay = s.decay_epochs > 0 ? s.decay_epochs : std::max<int64_t>(1, s.epochs / 10);
+    ZENITH_CHECK(s.warmup_epochs + decay <= s.epochs, "[train] wsd schedule: warmup-epochs (",
+                 s.warmup_epochs, ") + decay-epochs (", decay, ") exceed epochs (", s.epochs, ")");
+    lr = nn::warmup_stable_decay_lr(s.lr, s.warmup_epochs * steps_per_epoch,
+                                    (s.epochs - decay) * steps_per_epoch,
+                                    s.epochs * steps_per_epoch);
+  } else
     ZENITH_CHECK(s.schedule == "constant", "[train] unknown schedule '", s.schedule,
-                 "' (known: constant, cosine, step)");
+                 "' (known: constant, cosine, step, wsd)");
   if (s.optimizer == "momentum")
     return nn::Momentum(params, lr, s.momentum, s.weight_decay, s.nesterov);
   if (s.optimizer == "sgd") return nn::Momentum(params, lr, 0.0, s.weight_decay);

@@ -37,6 +37,27 @@ LRSchedule warmup_cosine_lr(double base_lr, int64_t warmup_steps, int64_t total_
           os.str()};
 }
 
+LRSchedule warmup_stable_decay_lr(double base_lr, int64_t warmup_steps, int64_t decay_start,
+                                  int64_t total_steps, double min_lr) {
+  ZENITH_CHECK(base_lr >= 0.0 && min_lr >= 0.0 && min_lr <= base_lr,
+               "[warmup_stable_decay_lr] expected 0 <= min_lr <= base_lr, got base_lr ", base_lr,
+               ", min_lr ", min_lr);
+  ZENITH_CHECK(0 <= warmup_steps && warmup_steps <= decay_start && decay_start <= total_steps,
+               "[warmup_stable_decay_lr] expected 0 <= warmup_steps <= decay_start <= "
+               "total_steps, got ", warmup_steps, ", ", decay_start, ", ", total_steps);
+  std::ostringstream os;
+  os << "warmup_stable_decay(base " << base_lr << ", warmup " << warmup_steps << ", decay from "
+     << decay_start << " to " << total_steps << ", min " << min_lr << ")";
+  return {[=](int64_t step) {
+            if (step < warmup_steps) return base_lr * double(step) / double(warmup_steps);
+            if (step < decay_start) return base_lr;
+            if (step >= total_steps) return min_lr;
+            double progress = double(step - decay_start) / double(total_steps - decay_start);
+            return base_lr + (min_lr - base_lr) * progress;
+          },
+          os.str()};
+}
+
 LRSchedule step_lr(double base_lr, int64_t step_size, double gamma) {
   ZENITH_CHECK(base_lr >= 0.0 && step_size > 0 && gamma > 0.0, "[step_lr] expected base_lr >= 0,"
                " step_size > 0 and gamma > 0, got ", base_lr, ", ", step_size, ", ", gamma);

@@ -131,6 +131,24 @@ TEST_F(TrainCli, NesterovAndLabelSmoothing) {
   EXPECT_NE(r.output.find("label_smoothing"), std::string::npos) << r.output;
 }
 
+// --schedule wsd: the rate stays at --lr until the last --decay-epochs, then falls linearly to 0
+// (the rate logged at the end of each epoch is the one of the next step).
+TEST_F(TrainCli, WarmupStableDecaySchedule) {
+  auto r = zenith(train_args("wsd") + " --epochs 4 --lr 0.02 --schedule wsd --decay-epochs 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto h = nlohmann::json::parse(read((root_ / "wsd/eval_log.json").string()))["history"];
+  ASSERT_EQ(h.size(), 4u);
+  EXPECT_DOUBLE_EQ(h[0]["learning_rate"].get<double>(), 0.02);
+  EXPECT_DOUBLE_EQ(h[1]["learning_rate"].get<double>(), 0.02);  // the decay starts here
+  EXPECT_NEAR(h[2]["learning_rate"].get<double>(), 0.01, 1e-12);
+  EXPECT_DOUBLE_EQ(h[3]["learning_rate"].get<double>(), 0.0);
+  r = zenith(train_args("bad") + " --epochs 2 --schedule wsd --warmup-epochs 2 --decay-epochs 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("wsd schedule: warmup-epochs (2) + decay-epochs (1) exceed epochs (2)"),
+            std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(root_ / "bad"));
+}
+
 // --image-size resizes any dataset (MindSpore's LeNet recipe resizes MNIST to 32 x 32): the
 // network is built for that size, and eval resizes the test images the same way.
 TEST_F(TrainCli, ImageSizeResizesAnyDataset) {

@@ -26,6 +26,27 @@ TEST(Schedule, WarmupCosine) {
   EXPECT_TRUE(throws_with([] { nn::warmup_cosine_lr(1.0, 20, 10); }, "[warmup_cosine_lr]"));
 }
 
+TEST(Schedule, WarmupStableDecay) {
+  auto s = nn::warmup_stable_decay_lr(1.0, 10, 50, 100, 0.2);
+  EXPECT_DOUBLE_EQ(s(0), 0.0);
+  EXPECT_DOUBLE_EQ(s(5), 0.5);
+  EXPECT_DOUBLE_EQ(s(10), 1.0);
+  EXPECT_DOUBLE_EQ(s(49), 1.0);                 // stable until the decay starts
+  EXPECT_DOUBLE_EQ(s(50), 1.0);
+  EXPECT_NEAR(s(75), 0.6, 1e-12);               // halfway down to min_lr
+  EXPECT_NEAR(s(99), 1.0 - 0.8 * 49.0 / 50.0, 1e-12);
+  EXPECT_DOUBLE_EQ(s(100), 0.2);
+  EXPECT_DOUBLE_EQ(s(1000), 0.2);
+  auto plain = nn::warmup_stable_decay_lr(0.01, 0, 90, 100);
+  EXPECT_DOUBLE_EQ(plain(0), 0.01);
+  EXPECT_NEAR(plain(95), 0.005, 1e-15);
+  EXPECT_DOUBLE_EQ(plain(100), 0.0);
+  EXPECT_TRUE(throws_with([] { nn::warmup_stable_decay_lr(1.0, 20, 10, 30); },
+                          "[warmup_stable_decay_lr] expected 0 <= warmup_steps <= decay_start"));
+  EXPECT_TRUE(throws_with([] { nn::warmup_stable_decay_lr(1.0, 0, 10, 30, 2.0); },
+                          "[warmup_stable_decay_lr] expected 0 <= min_lr <= base_lr"));
+}
+
 TEST(Schedule, Step) {
   auto s = nn::step_lr(0.1, 30, 0.1);
   EXPECT_DOUBLE_EQ(s(0), 0.1);
