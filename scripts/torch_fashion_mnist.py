@@ -3,8 +3,9 @@
 # accuracy per epoch with `zenith train`: SeedCNN 1x28x28 (convs without bias, as MindSpore's
 # default), Momentum 0.9, lr 0.01, batch 64, 10 epochs, inputs normalised with mean 0.2860 and
 # std 0.3530 (as src/data/registry.cpp), one thread. Prints: epoch, last step loss, accuracy, s.
-#   scripts/torch_fashion_mnist.py [SEED] [cosine|constant|step]
-# step: the rate x0.1 for the last 30% of the epochs (after epoch 7 of 10), as scripts/demo.sh.
+#   scripts/torch_fashion_mnist.py [SEED] [cosine|constant|step|wsdD]
+# step: the rate x0.1 for the last 30% of the epochs (after epoch 7 of 10); wsdD: constant, then
+# linear decay to 0 over the last D epochs (zenith's --schedule wsd --decay-epochs D).
 import gzip
 import math
 import sys
@@ -44,6 +45,9 @@ total = epochs * steps
 schedules = {"cosine": lambda s: 0.5 * (1 + math.cos(math.pi * s / total)),
              "constant": lambda s: 1.0,
              "step": lambda s: 0.1 if s >= (epochs - epochs * 3 // 10) * steps else 1.0}
+if schedule.startswith("wsd"):
+    decay_start = (epochs - int(schedule[3:])) * steps
+    schedules[schedule] = lambda s: 1.0 if s < decay_start else (total - s) / (total - decay_start)
 scale = schedules[schedule]
 lr_schedule = torch.optim.lr_scheduler.LambdaLR(opt, scale)
 for epoch in range(epochs):

@@ -83,7 +83,7 @@ void for_each_setting(S& s, F&& f) {
   f("schedule", s.schedule, "learning-rate schedule: constant, cosine, step or wsd "
     "(warmup, constant, linear decay to 0)");
   f("warmup-epochs", s.warmup_epochs, "cosine and wsd: linear warmup epochs");
-  f("decay-epochs", s.decay_epochs, "wsd: epochs of the final linear decay (0: the last 10%, "
+  f("decay-epochs", s.decay_epochs, "wsd: epochs of the final linear decay (0: the last 30%, "
     "at least 1)");
   f("step-epochs", s.step_epochs, "step schedule: multiply the rate by gamma every N epochs");
   f("gamma", s.gamma, "step schedule factor");
@@ -169,7 +169,8 @@ nn::OptimizerPtr make_optimizer(const Settings& s, const std::vector<Tensor>& pa
   else if (s.schedule == "step")
     lr = nn::step_lr(s.lr, std::max<int64_t>(1, s.step_epochs) * steps_per_epoch, s.gamma);
   else if (s.schedule == "wsd") {
-    const int64_t decay = s.decay_epochs > 0 ? s.decay_epochs : std::max<int64_t>(1, s.epochs / 10);
+    const int64_t decay =
+        s.decay_epochs > 0 ? s.decay_epochs : std::max<int64_t>(1, s.epochs * 3 / 10);
     ZENITH_CHECK(s.warmup_epochs + decay <= s.epochs, "[train] wsd schedule: warmup-epochs (",
                  s.warmup_epochs, ") + decay-epochs (", decay, ") exceed epochs (", s.epochs, ")");
     lr = nn::warmup_stable_decay_lr(s.lr, s.warmup_epochs * steps_per_epoch,
