@@ -174,6 +174,16 @@ class Model {
   // file's metadata ("epoch" is the number of epochs done).
   io::Metadata load_checkpoint(const std::string& path);
 
+  // Gradient accumulation: each optimizer step sums the gradients of `batches` consecutive
+  // batches, each loss scaled by 1 / (the batches in the step), i.e. one step on their combined
+  // batch (the last step of an epoch may have fewer). Under DistributedDataParallel only the
+  // last batch of a step communicates (no_sync()). Steps, schedules, callbacks and checkpoints
+  // count optimizer steps; a step's loss is the mean over its samples. 1 (default): off.
+  void set_accumulation_steps(int64_t batches);
+  int64_t accumulation_steps() const { return accumulation_; }
+  // Optimizer steps in one epoch over `dataset`: its batches / accumulation_steps, rounded up.
+  int64_t steps_per_epoch(const dataset::Dataset& dataset) const;
+
   // A name stored in checkpoints and shown in mismatch errors, e.g. "seedcnn(1x28x28, 10)".
   void set_architecture(std::string name) { architecture_ = std::move(name); }
   const std::string& architecture() const { return architecture_; }
@@ -200,6 +210,7 @@ class Model {
   std::vector<callbacks::EpochRecord> history_;
   int64_t epochs_done_ = 0;
   int64_t step_ = 0;
+  int64_t accumulation_ = 1;
   callbacks::RunContext* context_ = nullptr;  // of the run in progress, for checkpoints
   double epoch_loss_sum_ = 0;  // of the epoch in progress
   int64_t epoch_samples_ = 0;
@@ -207,6 +218,7 @@ class Model {
   int64_t resume_step_in_epoch_ = 0;
   double resume_loss_sum_ = 0;
   int64_t resume_samples_ = 0;
+  int64_t resume_accumulation_ = 1;  // of the run that wrote the mid-epoch checkpoint
 };
 
 }  // namespace zenith

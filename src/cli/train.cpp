@@ -39,6 +39,7 @@ struct Settings {
   std::string data_dir;  // "": the dataset's default directory
   int64_t epochs = 10;
   int64_t batch_size = 64;
+  int64_t accumulate_steps = 1;
   double lr = 0.01;
   std::string optimizer = "momentum";
   double momentum = 0.9;
@@ -74,6 +75,8 @@ void for_each_setting(S& s, F&& f) {
   f("data-dir", s.data_dir, "dataset directory (default: the dataset's standard location)");
   f("epochs", s.epochs, "total epochs to train");
   f("batch-size", s.batch_size, "training batch size");
+  f("accumulate-steps", s.accumulate_steps, "batches whose gradients make one optimizer step "
+    "(gradient accumulation; the effective batch is batch-size x this)");
   f("lr", s.lr, "learning rate (peak rate with a schedule)");
   f("optimizer", s.optimizer, "momentum, sgd, adam or adamw");
   f("momentum", s.momentum, "momentum of the momentum optimizer");
@@ -306,8 +309,10 @@ int run_train(int argc, char** argv) {
   ZENITH_CHECK(s.augment == "none" || s.augment == "flip" || s.augment == "crop" ||
                    s.augment == "crop+flip",
                "[train] unknown augment '", s.augment, "' (known: none, flip, crop, crop+flip)");
-  ZENITH_CHECK(s.epochs > 0 && s.batch_size > 0 && s.eval_every > 0 && s.log_every > 0,
-               "[train] epochs, batch-size, eval-every and log-every must be positive");
+  ZENITH_CHECK(s.epochs > 0 && s.batch_size > 0 && s.accumulate_steps > 0 && s.eval_every > 0 &&
+                   s.log_every > 0,
+               "[train] epochs, batch-size, accumulate-steps, eval-every and log-every must be "
+               "positive");
   if (s.out.empty()) s.out = "out/" + s.dataset + "-" + s.model;
   ProgressMode progress_mode = parse_progress_mode(s.progress);
 
@@ -363,8 +368,11 @@ int run_train(int argc, char** argv) {
   nn::CellPtr net = models::create(s.model, info.channels, info.image_size, info.num_classes);
   if (world > 1) net = nn::DistributedDataParallel(net);  // rank 0's initial values everywhere
   auto loss = nn::SoftmaxCrossEntropyWithLogits(/*sparse=*/true, "mean", s.label_smoothing);
-  auto opt = make_optimizer(s, net->trainable_params(), train.dataset.get_dataset_size());
+  const int64_t steps_per_epoch =
+      (train.dataset.get_dataset_size() + s.accumulate_steps - 1) / s.accumulate_steps;
+  auto opt = make_optimizer(s, net->trainable_params(), steps_per_epoch);
   Model model(net, loss, opt, {{"Accuracy", metrics::Accuracy()}});
+  model.set_accumulation_steps(s.accumulate_steps);
   char arch[160];
   std::snprintf(arch, sizeof(arch), "%s(in_channels=%lld, image_size=%lld, num_classes=%lld)",
                 s.model.c_str(), (long long)info.channels, (long long)info.image_size,
@@ -383,9 +391,14 @@ int run_train(int argc, char** argv) {
   if (rank == 0) std::filesystem::create_directories(s.out);
   std::string ranks_note =
       world > 1 ? ", rank " + std::to_string(rank) + " of " + std::to_string(world) : "";
-  std::printf("training %s on %s: %lld train / %lld test samples, %lld steps per epoch, "
+  const std::string accumulation_note =
+      s.accumulate_steps > 1 ? " (" + std::to_string(s.accumulate_steps) + " batches of " +
+                                   std::to_string(s.batch_size) + " per step)"
+                             : "";
+  std::printf("training %s on %s: %lld train / %lld test samples, %lld steps per epoch%s, "
               "epochs %lld..%lld, %d threads%s; writing %s\n",
-              arch, s.dataset.c_str(), (long long)train.samples, (long long)test.samples, (long long)train.dataset.get_dataset_size(),
+              arch, s.dataset.c_str(), (long long)train.samples, (long long)test.samples,
+              (long long)steps_per_epoch, accumulation_note.c_str(),
               (long long)initial_epoch + 1, (long long)s.epochs, context::get_num_threads(),
               ranks_note.c_str(), rank == 0 ? s.out.c_str() : "nothing (rank 0 writes)");
   std::fflush(stdout);

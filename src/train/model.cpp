@@ -91,6 +91,15 @@ Model::Model(nn::CellPtr network, nn::LossPtr loss_fn, nn::OptimizerPtr optimize
   architecture_ = net_->type_name();
 }
 
+void Model::set_accumulation_steps(int64_t batches) {
+  ZENITH_CHECK(batches >= 1, "[Model] accumulation steps must be >= 1, got ", batches);
+  accumulation_ = batches;
+}
+
+int64_t Model::steps_per_epoch(const dataset::Dataset& dataset) const {
+  return (dataset.get_dataset_size() + accumulation_ - 1) / accumulation_;
+}
+
 void Model::train(int64_t epoch, const dataset::Dataset& train_dataset,
                   std::vector<callbacks::CallbackPtr> callbacks, bool dataset_sink_mode,
                   int64_t initial_epoch) {
@@ -127,9 +136,13 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
   ctx.epochs = epoch;
   ctx.initial_epoch = initial_epoch;
   ctx.step = step_;
-  ctx.steps_per_epoch = train_dataset.get_dataset_size();
+  ctx.steps_per_epoch = steps_per_epoch(train_dataset);
   // A checkpoint taken mid-epoch resumes at its step, with that epoch's loss so far.
   int64_t resume_at = initial_epoch == epochs_done_ ? resume_step_in_epoch_ : 0;
+  ZENITH_CHECK(resume_at == 0 || resume_accumulation_ == accumulation_, "[Model] the checkpoint "
+               "was taken mid-epoch with ", resume_accumulation_, " accumulation steps; resume "
+               "with the same (set_accumulation_steps(", resume_accumulation_, ")), not ",
+               accumulation_);
   for (auto& cb : cbs) cb->on_train_begin(ctx);
 
   for (int64_t e = initial_epoch + 1; e <= epoch && !ctx.stop_requested; ++e) {
@@ -142,30 +155,24 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
     auto start = Clock::now();
     int64_t images = 0;
     const callbacks::RunContext epoch_start = ctx;
-    auto it = train_dataset.create_iterator(e - 1, 0, 0, ctx.step_in_epoch);
+    auto it = train_dataset.create_iterator(
+        e - 1, 0, 0, std::min(train_dataset.get_dataset_size(), ctx.step_in_epoch * accumulation_));
+    std::vector<std::pair<Tensor, Tensor>> batches;  // of one optimizer step
     for (;;) {
       auto step_start = Clock::now();
-      auto row = it.next();
-      if (!row) break;
-      auto [x, y] = split_row(*row);
+      batches.clear();
+      while (int64_t(batches.size()) < accumulation_) {
+        auto row = it.next();
+        if (!row) break;
+        batches.push_back(split_row(*row));
+      }
+      if (batches.empty()) break;
       ctx.step_in_epoch += 1;
-      ctx.batch_size = x.dim() > 0 ? x.size(0) : 1;
+      ctx.batch_size = 0;
+      for (const auto& [x, _] : batches) ctx.batch_size += x.dim() > 0 ? x.size(0) : 1;
       ctx.learning_rate = opt_->current_lr();
       for (auto& cb : cbs) cb->on_train_step_begin(ctx);
 
-      opt_->zero_grad();
-      Tensor logits = net_->forward(x);
-      Tensor loss = (*loss_)(logits, y);
-      double value = loss.item();
-      // Data parallel: the step's loss is the mean over ranks, reduced while backward runs; every
-      // rank then checks the same value, so a NaN on one rank stops all of them at this step.
-      communication::Work loss_work;
-      Tensor global_loss;
-      if (ddp) {
-        global_loss = Tensor::from_vector(std::vector<double>{value}, {1});
-        loss_work = communication::all_reduce_async(global_loss, communication::ReduceOp::AVG,
-                                                    ddp->group());
-      }
       auto check_finite = [&](double value) {
         if (std::isfinite(value)) return;
         ZENITH_FAIL("[train] loss is ", value, " at epoch ", e, ", step ", ctx.step_in_epoch,
@@ -176,8 +183,33 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
                         ? std::string("No checkpoint was written in this run.")
                         : "The last good checkpoint is " + ctx.last_checkpoint);
       };
-      if (!ddp) check_finite(value);
-      loss.backward();
+      opt_->zero_grad();
+      double value = 0, loss_sum = 0;  // the step's mean loss per sample; its running sum
+      communication::Work loss_work;
+      Tensor global_loss;
+      for (size_t b = 0; b < batches.size(); ++b) {
+        const auto& [x, y] = batches[b];
+        const bool last = b + 1 == batches.size();
+        Tensor loss = (*loss_)(net_->forward(x), y);
+        const double batch_loss = loss.item();
+        loss_sum += batch_loss * double(x.dim() > 0 ? x.size(0) : 1);
+        if (last) value = batches.size() == 1 ? batch_loss : loss_sum / double(ctx.batch_size);
+        if (!ddp) check_finite(batch_loss);
+        if (batches.size() > 1) loss = loss * (1.0 / double(batches.size()));
+        if (ddp && !last) {  // only the step's last backward communicates
+          auto local = ddp->no_sync();
+          loss.backward();
+          continue;
+        }
+        // Data parallel: the step's loss is the mean over ranks, reduced while backward runs;
+        // every rank then checks the same value, so a NaN on one rank stops all of them here.
+        if (ddp) {
+          global_loss = Tensor::from_vector(std::vector<double>{value}, {1});
+          loss_work = communication::all_reduce_async(global_loss, communication::ReduceOp::AVG,
+                                                      ddp->group());
+        }
+        loss.backward();
+      }
       if (ddp) {
         loss_work.wait();
         value = global_loss.item();
@@ -293,6 +325,7 @@ void Model::save_checkpoint(const std::string& path, io::Metadata extra) const {
     extra["step_in_epoch"] = std::to_string(context_->step_in_epoch);
     extra["epoch_loss_sum"] = nlohmann::json(epoch_loss_sum_).dump();
     extra["epoch_samples"] = std::to_string(epoch_samples_);
+    extra["accumulation_steps"] = std::to_string(accumulation_);
   }
   io::save_checkpoint(path, *net_, opt_.get(), std::move(extra));
 }
@@ -313,6 +346,7 @@ io::Metadata Model::load_checkpoint(const std::string& path) {
   step_ = number("step", 0);
   resume_step_in_epoch_ = number("step_in_epoch", 0);
   resume_samples_ = number("epoch_samples", 0);
+  resume_accumulation_ = number("accumulation_steps", 1);
   resume_loss_sum_ =
       meta.count("epoch_loss_sum") ? nlohmann::json::parse(meta["epoch_loss_sum"]).get<double>() : 0;
   if (meta.count("rng_state")) default_generator().set_state(meta["rng_state"]);

@@ -149,6 +149,26 @@ TEST_F(TrainCli, WarmupStableDecaySchedule) {
   EXPECT_FALSE(fs::exists(root_ / "bad"));
 }
 
+// --accumulate-steps 2 with batches of 16 trains like batches of 32: the same step count, schedule
+// and (to rounding) final loss; the setting is recorded with the run.
+TEST_F(TrainCli, AccumulateStepsTrainsLikeTheCombinedBatch) {
+  auto r = zenith(train_args("acc") + " --epochs 2 --batch-size 16 --accumulate-steps 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("10 steps per epoch (2 batches of 16 per step)"), std::string::npos)
+      << r.output;
+  ASSERT_EQ(zenith(train_args("plain") + " --epochs 2").code, 0);
+  auto acc = nlohmann::json::parse(read((root_ / "acc/eval_log.json").string()));
+  auto plain = nlohmann::json::parse(read((root_ / "plain/eval_log.json").string()));
+  EXPECT_EQ(acc["config"]["accumulate-steps"], 2);
+  for (int e = 0; e < 2; ++e)
+    EXPECT_NEAR(acc["history"][e]["train_loss"].get<double>(),
+                plain["history"][e]["train_loss"].get<double>(), 1e-5) << "epoch " << e + 1;
+  EXPECT_NEAR(acc["final"]["Loss"].get<double>(), plain["final"]["Loss"].get<double>(), 1e-5);
+  r = zenith(train_args("bad") + " --epochs 1 --accumulate-steps 0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("accumulate-steps"), std::string::npos) << r.output;
+}
+
 // --image-size resizes any dataset (MindSpore's LeNet recipe resizes MNIST to 32 x 32): the
 // network is built for that size, and eval resizes the test images the same way.
 TEST_F(TrainCli, ImageSizeResizesAnyDataset) {

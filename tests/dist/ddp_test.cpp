@@ -135,7 +135,7 @@ TEST(DistributedDataParallel, FourRanksMatchOneProcessWithSmallBuckets) {
 // no_sync(), each loss scaled by 1 / micro. world == 0: one process, no DDP, one batch of
 // global_batch per step. Writes the parameters; returns nothing, checks the DDP counters.
 void train_accumulating(int rank, int world, int64_t global_batch, int64_t micro,
-                        const std::string& store, const std::string& out) {
+                        const std::string& store, const std::string& out, bool via_model) {
   context::set_num_threads(1);
   dataset::config::set_seed(99);
   manual_seed(uint64_t(7 + rank));
@@ -154,8 +154,14 @@ void train_accumulating(int rank, int world, int64_t global_batch, int64_t micro
   }
   auto opt = nn::Momentum(net->trainable_params(), 0.05, 0.9);
   auto loss_fn = nn::SoftmaxCrossEntropyWithLogits(true);
+  if (via_model) {  // Model::set_accumulation_steps does the same through no_sync()
+    Model model(net, loss_fn, opt);
+    model.set_accumulation_steps(micro);
+    model.train(1, train);
+    expect(model.global_step() == kSteps, "trained ", model.global_step(), " steps");
+  }
   auto it = train.create_iterator(0);
-  for (int64_t step = 0; step < kSteps; ++step) {
+  for (int64_t step = 0; step < kSteps && !via_model; ++step) {
     opt->zero_grad();
     for (int64_t m = 0; m < micro; ++m) {
       auto row = it.next();
@@ -186,18 +192,19 @@ void train_accumulating(int rank, int world, int64_t global_batch, int64_t micro
   if (world) comm::release();
 }
 
-// 2 ranks x 2 micro-batches of 4 (one under no_sync) == one process with batches of 16.
-TEST(DistributedDataParallel, NoSyncAccumulatesLikeTheCombinedBatch) {
+// 2 ranks x 2 micro-batches of 4 (one under no_sync) == one process with batches of 16, with
+// no_sync() by hand and through Model::set_accumulation_steps.
+void check_accumulation(bool via_model) {
   test::TempDir dir;
   const int world = 2;
   const int64_t global = 16, micro = 2;
   auto ref = test::run_ranks(1, [&](int) {
-    train_accumulating(0, 0, global, micro, "", dir.path() + "/single.bin");
+    train_accumulating(0, 0, global, micro, "", dir.path() + "/single.bin", via_model);
   }, 240);
   ASSERT_TRUE(ref[0].ok()) << test::describe(ref);
   auto results = test::run_ranks(world, [&](int rank) {
     train_accumulating(rank, world, global, micro, "file://" + dir.path() + "/store",
-                       dir.path() + "/rank" + std::to_string(rank) + ".bin");
+                       dir.path() + "/rank" + std::to_string(rank) + ".bin", via_model);
   }, 240);
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << test::describe(results);
   auto single = read_floats(dir.path() + "/single.bin");
@@ -206,8 +213,15 @@ TEST(DistributedDataParallel, NoSyncAccumulatesLikeTheCombinedBatch) {
     ASSERT_EQ(p.size(), single.size());
     double rel = relative_difference(p, single);
     EXPECT_LT(rel, 1e-5) << "rank " << r;
-    std::printf("no_sync, rank %d: max |ddp - single| / max |single| = %.3g\n", r, rel);
+    std::printf("no_sync%s, rank %d: max |ddp - single| / max |single| = %.3g\n",
+                via_model ? " (Model)" : "", r, rel);
   }
+}
+
+TEST(DistributedDataParallel, NoSyncAccumulatesLikeTheCombinedBatch) { check_accumulation(false); }
+
+TEST(DistributedDataParallel, ModelAccumulationUnderDdpMatchesOneProcess) {
+  check_accumulation(true);
 }
 
 TEST(DistributedDataParallel, BroadcastsRankZeroAndKeepsTheModulesNames) {

@@ -171,6 +171,65 @@ TEST_F(ModelTest, ResumeFromStepCheckpointMidEpoch) {
   EXPECT_DOUBLE_EQ(b.history().back().loss, a.history().back().loss);
 }
 
+// Two batches of 16 per step (gradient accumulation) == one batch of 32: the same parameters
+// (to rounding), losses, step counts and schedule position; the epoch's last step has a single
+// batch of 12 in both runs.
+TEST_F(ModelTest, AccumulationEqualsTheCombinedBatch) {
+  auto run = [](int64_t batch, int64_t accumulation, std::vector<double>* losses) {
+    zenith::manual_seed(42);
+    auto net = nn::SequentialCell({nn::Dense(4, 16), nn::ReLU(), nn::Dense(16, 3)});
+    auto opt = nn::Momentum(net->trainable_params(), 0.1, 0.9);
+    Model model(net, nn::SoftmaxCrossEntropyWithLogits(true), opt);
+    model.set_accumulation_steps(accumulation);
+    auto train = blobs(300, 1).shuffle(3).batch(batch);
+    EXPECT_EQ(model.steps_per_epoch(train), 10);
+    auto rec = std::make_shared<Recorder>();
+    model.train(2, train, {rec});
+    EXPECT_EQ(model.global_step(), 20);
+    EXPECT_EQ(opt->step_count(), 20);
+    *losses = rec->losses;
+    return net->state_dict();
+  };
+  std::vector<double> la, lb;
+  auto a = run(32, 1, &la);
+  auto b = run(16, 2, &lb);
+  ASSERT_EQ(la.size(), 20u);
+  ASSERT_EQ(lb.size(), 20u);
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(lb[i], la[i], 1e-5) << "step " << i;
+  for (auto& [name, t] : a) EXPECT_TRUE(zt::all_close(b.at(name), t, 1e-5, 1e-5)) << name;
+}
+
+// A step checkpoint taken mid-epoch under accumulation resumes at the same batch: the losses
+// repeat exactly; resuming it with another accumulation count is a clear error.
+TEST_F(ModelTest, ResumeMidEpochWithAccumulation) {
+  TempDir dir;
+  auto train = blobs(200, 1).shuffle(5).batch(8);  // 25 batches: 13 steps of 2 per epoch
+  auto full = make_parts();
+  Model a(full.net, full.loss, full.opt);
+  a.set_accumulation_steps(2);
+  auto rec_a = std::make_shared<Recorder>();
+  cb::CheckpointConfig every_9{.save_checkpoint_epochs = 0, .save_checkpoint_steps = 9};
+  a.train(2, train, {rec_a, cb::ModelCheckpoint(dir.path.string(), every_9)});
+  ASSERT_EQ(rec_a->losses.size(), 26u);
+  ASSERT_TRUE(fs::exists(dir / "checkpoint_step_18.safetensors"));
+
+  auto resumed = make_parts(0.1, 7);
+  Model b(resumed.net, resumed.loss, resumed.opt);
+  auto meta = b.load_checkpoint(dir / "checkpoint_step_18.safetensors");
+  EXPECT_EQ(meta.at("step_in_epoch"), "5");
+  EXPECT_EQ(meta.at("accumulation_steps"), "2");
+  EXPECT_TRUE(zt::throws_with([&] { b.train(2, train, {}, false, b.epochs_done()); },
+                              "taken mid-epoch with 2 accumulation steps"));
+  b.set_accumulation_steps(2);
+  auto rec_b = std::make_shared<Recorder>();
+  b.train(2, train, {rec_b}, false, b.epochs_done());
+  ASSERT_EQ(rec_b->losses.size(), 8u);
+  for (size_t i = 0; i < rec_b->losses.size(); ++i)
+    EXPECT_EQ(rec_b->losses[i], rec_a->losses[18 + i]) << "step " << 18 + i;
+  EXPECT_DOUBLE_EQ(b.history().back().loss, a.history().back().loss);
+  EXPECT_TRUE(zt::throws_with([&] { b.set_accumulation_steps(0); }, "must be >= 1"));
+}
+
 // Blows the learning rate up from epoch `at` on, so the loss overflows during that epoch.
 class Explode : public cb::Callback {
  public:
