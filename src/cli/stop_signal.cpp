@@ -1,5 +1,6 @@
 #include "cli/stop_signal.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -31,7 +32,7 @@ void set_handler(int sig, void (*handler)(int)) {
 }  // namespace
 
 StopSignal::StopSignal(const char* who, const char* note, std::function<void()> on_stop) {
-  if (g_pipe[0] < 0 && pipe(g_pipe) != 0)
+  if (g_pipe[0] < 0 && pipe2(g_pipe, O_CLOEXEC) != 0)  // not inherited by jobs and services
     throw std::runtime_error(std::string("[") + who + "] cannot create the signal pipe");
   signal(SIGPIPE, SIG_IGN);
   set_handler(SIGINT, on_signal);
