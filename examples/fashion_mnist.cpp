@@ -1,6 +1,8 @@
 // SeedCNN on Fashion-MNIST with the C++ API: the same recipe as `zenith train --model seedcnn
-// --dataset fashion-mnist` (Momentum 0.9, lr 0.01, batch 64).
+// --dataset fashion-mnist` (Momentum 0.9, lr 0.01, batch 64; the rate falls linearly to 0 over
+// the last 30% of the epochs).
 // Usage: fashion_mnist [epochs=10] [data_dir=/usr/share/datasets/fashion-mnist]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -26,7 +28,9 @@ int main(int argc, char** argv) {
 
     auto net = models::seed_cnn(/*in_channels=*/1, /*image_size=*/28, /*num_classes=*/10);
     auto loss = nn::SoftmaxCrossEntropyWithLogits(/*sparse=*/true);
-    auto opt = nn::Momentum(net->trainable_params(), 0.01, 0.9);
+    const int64_t steps = train.get_dataset_size(), decay = std::max<int64_t>(1, epochs * 3 / 10);
+    auto lr = nn::warmup_stable_decay_lr(0.01, 0, (epochs - decay) * steps, epochs * steps);
+    auto opt = nn::Momentum(net->trainable_params(), lr, 0.9);
     Model model(net, loss, opt, {{"Accuracy", metrics::Accuracy()}});
     model.fit(epochs, train, test, 1,
               {callbacks::LossMonitor(200), callbacks::TimeMonitor(),

@@ -46,7 +46,7 @@ struct Settings {
   bool nesterov = false;
   double weight_decay = 0.0;
   double label_smoothing = 0.0;
-  std::string schedule = "constant";
+  std::string schedule = "wsd";  // the README recipe's; "constant" for a fixed rate
   int64_t warmup_epochs = 0;
   int64_t step_epochs = 0;
   int64_t decay_epochs = 0;
