@@ -57,17 +57,28 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--models") a.models = split(v);
-    else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--ranks") a.ranks = std::stoi(v);
-    else if (k == "--batch") a.batch = std::stoll(v);
-    else if (k == "--resnet-batch") a.resnet_batch = std::stoll(v);
-    else if (k == "--steps") a.steps = std::stoi(v);
-    else if (k == "--warmup") a.warmup = std::stoi(v);
-    else if (k == "--repeats") a.repeats = std::stoi(v);
-    else if (k == "--bucket-mb") a.bucket_mb = std::stod(v);
-    else if (k == "--pin") a.pin = std::stoi(v);
-    else if (k == "--json") a.json = v;
+    if (k == "--models")
+      a.models = split(v);
+    else if (k == "--threads")
+      a.threads = std::stoi(v);
+    else if (k == "--ranks")
+      a.ranks = std::stoi(v);
+    else if (k == "--batch")
+      a.batch = std::stoll(v);
+    else if (k == "--resnet-batch")
+      a.resnet_batch = std::stoll(v);
+    else if (k == "--steps")
+      a.steps = std::stoi(v);
+    else if (k == "--warmup")
+      a.warmup = std::stoi(v);
+    else if (k == "--repeats")
+      a.repeats = std::stoi(v);
+    else if (k == "--bucket-mb")
+      a.bucket_mb = std::stod(v);
+    else if (k == "--pin")
+      a.pin = std::stoi(v);
+    else if (k == "--json")
+      a.json = v;
     else {
       std::fprintf(stderr, "[ddp_scaling] unknown option %s\n", k.c_str());
       std::exit(2);
@@ -152,7 +163,7 @@ RankTimes run_rank(const Args& a, const std::string& model, int64_t global_batch
 struct Result {
   double images_per_second = 0;  // global batch / median step time (slowest rank)
   double step_seconds = 0;
-  double wait_fraction = 0;      // median over ranks of sum(wait) / sum(step)
+  double wait_fraction = 0;  // median over ranks of sum(wait) / sum(step)
 };
 
 // Forks `world` ranks and gathers their times through files.
@@ -213,10 +224,11 @@ int main(int argc, char** argv) {
   Args a = parse(argc, argv);
   const int per_rank_threads = std::max(1, a.threads / a.ranks);
   std::string load_before = load_average();
-  std::printf("# zenith DDP scaling: 1 rank x %d threads vs %d ranks x %d thread(s), same global "
-              "batch, synthetic 3x32x32 input, Momentum SGD; %d timed steps after %d warm-up, "
-              "%d alternating rounds, medians; buckets %.0f MiB\n",
-              a.threads, a.ranks, per_rank_threads, a.steps, a.warmup, a.repeats, a.bucket_mb);
+  std::printf(
+      "# zenith DDP scaling: 1 rank x %d threads vs %d ranks x %d thread(s), same global "
+      "batch, synthetic 3x32x32 input, Momentum SGD; %d timed steps after %d warm-up, "
+      "%d alternating rounds, medians; buckets %.0f MiB\n",
+      a.threads, a.ranks, per_rank_threads, a.steps, a.warmup, a.repeats, a.bucket_mb);
   std::printf("# load average before: %s (%ld cores online)\n", load_before.c_str(),
               sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("%-10s %6s %-16s %10s %10s %10s %14s\n", "model", "batch", "config", "step_ms",
@@ -238,27 +250,33 @@ int main(int argc, char** argv) {
     char one[32], many[32];
     std::snprintf(one, sizeof one, "1x%d", a.threads);
     std::snprintf(many, sizeof many, "%dx%d", a.ranks, per_rank_threads);
-    std::printf("%-10s %6lld %-16s %10.1f %10.1f %10s %14s\n", model.c_str(), (long long)batch,
-                one, 1e3 * median(single_step), s_ips, "1.00", "-");
-    std::printf("%-10s %6lld %-16s %10.1f %10.1f %10.2f %14.1f\n", model.c_str(),
-                (long long)batch, many, 1e3 * median(multi_step), m_ips, m_ips / s_ips,
-                100 * median(waits));
+    std::printf("%-10s %6lld %-16s %10.1f %10.1f %10s %14s\n", model.c_str(), (long long)batch, one,
+                1e3 * median(single_step), s_ips, "1.00", "-");
+    std::printf("%-10s %6lld %-16s %10.1f %10.1f %10.2f %14.1f\n", model.c_str(), (long long)batch,
+                many, 1e3 * median(multi_step), m_ips, m_ips / s_ips, 100 * median(waits));
     std::fflush(stdout);
-    out.push_back({{"model", model}, {"global_batch", batch},
-                   {"single", {{"ranks", 1}, {"threads", a.threads}, {"images_per_second", s_ips},
-                               {"step_seconds", median(single_step)},
-                               {"rounds", single_ips}}},
-                   {"ddp", {{"ranks", a.ranks}, {"threads", per_rank_threads},
-                            {"images_per_second", m_ips}, {"step_seconds", median(multi_step)},
-                            {"comm_wait_fraction", median(waits)}, {"rounds", multi_ips}}},
+    out.push_back({{"model", model},
+                   {"global_batch", batch},
+                   {"single",
+                    {{"ranks", 1},
+                     {"threads", a.threads},
+                     {"images_per_second", s_ips},
+                     {"step_seconds", median(single_step)},
+                     {"rounds", single_ips}}},
+                   {"ddp",
+                    {{"ranks", a.ranks},
+                     {"threads", per_rank_threads},
+                     {"images_per_second", m_ips},
+                     {"step_seconds", median(multi_step)},
+                     {"comm_wait_fraction", median(waits)},
+                     {"rounds", multi_ips}}},
                    {"ratio", m_ips / s_ips}});
   }
   std::string load_after = load_average();
   std::printf("# load average after: %s\n", load_after.c_str());
   if (!a.json.empty()) {
     std::ofstream f(a.json);
-    f << nlohmann::json{{"load_before", load_before}, {"load_after", load_after},
-                        {"results", out}}
+    f << nlohmann::json{{"load_before", load_before}, {"load_after", load_after}, {"results", out}}
              .dump(2)
       << "\n";
   }

@@ -229,7 +229,8 @@ void print_profile(const std::string& workload, const json& profile, double step
   std::vector<std::pair<double, std::string>> rows;
   for (auto& [op, e] : profile.items()) rows.push_back({e["ms_per_step"].get<double>(), op});
   std::sort(rows.rbegin(), rows.rend());
-  std::cout << "\nzenith time per op, " << workload << " (ms per step, mean over the steps at or below the median; step median "
+  std::cout << "\nzenith time per op, " << workload
+            << " (ms per step, mean over the steps at or below the median; step median "
             << std::fixed << std::setprecision(1) << step_ms << " ms)\n";
   for (auto& [ms, op] : rows) {
     if (ms < 0.005 * step_ms) continue;
@@ -256,17 +257,28 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--threads") threads = std::atoi(next().c_str());
-    else if (a == "--warmup") warmup = std::atoi(next().c_str());
-    else if (a == "--steps") steps = std::atoi(next().c_str());
-    else if (a == "--repeats") repeats = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--workloads") only = next();
-    else if (a == "--json") as_json = true;
-    else if (a == "--profile") profile = true;
-    else if (a == "--no-pytorch") with_pytorch = false;
-    else if (a == "--python") python = next();
-    else if (a == "--child-zenith") child = next();
-    else return usage();
+    if (a == "--threads")
+      threads = std::atoi(next().c_str());
+    else if (a == "--warmup")
+      warmup = std::atoi(next().c_str());
+    else if (a == "--steps")
+      steps = std::atoi(next().c_str());
+    else if (a == "--repeats")
+      repeats = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--workloads")
+      only = next();
+    else if (a == "--json")
+      as_json = true;
+    else if (a == "--profile")
+      profile = true;
+    else if (a == "--no-pytorch")
+      with_pytorch = false;
+    else if (a == "--python")
+      python = next();
+    else if (a == "--child-zenith")
+      child = next();
+    else
+      return usage();
   }
   if (threads <= 0) {
     const char* env = std::getenv("ZENITH_NUM_THREADS");
@@ -303,16 +315,16 @@ int main(int argc, char** argv) {
     // cores, other processes slow some runs down, never speed them up.
     json z, t;
     auto faster = [](const json& best, const json& run) {
-      return best.is_null() || (!run.is_null() && run["img_s"].get<double>() >
-                                                     best["img_s"].get<double>());
+      return best.is_null() ||
+             (!run.is_null() && run["img_s"].get<double>() > best["img_s"].get<double>());
     };
     for (int rep = 0; rep < repeats; ++rep) {
       json zr = run_child(env + quote(self) + " --child-zenith " + w.name + common +
                           (profile ? " --profile" : ""));
       if (faster(z, zr)) z = zr;
       if (!with_pytorch) continue;
-      json tr = run_child(env + quote(python) + " " + quote(script) + " --workload " + w.name +
-                          common);
+      json tr =
+          run_child(env + quote(python) + " " + quote(script) + " --workload " + w.name + common);
       if (faster(t, tr)) t = tr;
     }
     double flops = train_flops_per_image(w);
@@ -357,18 +369,18 @@ int main(int argc, char** argv) {
   std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(12)
             << "zenith img/s" << std::setw(13) << "torch img/s" << std::setw(8) << "ratio"
             << std::setw(12) << "zenith GF/s" << std::setw(11) << "torch GF/s" << std::setw(8)
-            << "% peak" << std::setw(11) << "zenith MB" << std::setw(10) << "torch MB" << "\n";
+            << "% peak" << std::setw(11) << "zenith MB" << std::setw(10) << "torch MB"
+            << "\n";
   for (auto& w : selected) {
     const json& r = results[w.name];
     json zg = r.value("zenith_gflops", json(nullptr));
     std::cout << std::left << std::setw(20) << w.name << std::right << std::setw(12)
               << num(r["zenith_img_s"], 1) << std::setw(13) << num(r["pytorch_img_s"], 1)
-              << std::setw(8) << num(r["ratio"], 2) << std::setw(12) << num(zg, 1)
-              << std::setw(11) << num(r.value("pytorch_gflops", json(nullptr)), 1)
-              << std::setw(8)
+              << std::setw(8) << num(r["ratio"], 2) << std::setw(12) << num(zg, 1) << std::setw(11)
+              << num(r.value("pytorch_gflops", json(nullptr)), 1) << std::setw(8)
               << (zg.is_null() ? std::string("-") : num(json(100.0 * zg.get<double>() / peak), 1))
-              << std::setw(11) << num(r.value("zenith_peak_mb", json(nullptr)), 0)
-              << std::setw(10) << num(r.value("pytorch_peak_mb", json(nullptr)), 0) << "\n";
+              << std::setw(11) << num(r.value("zenith_peak_mb", json(nullptr)), 0) << std::setw(10)
+              << num(r.value("pytorch_peak_mb", json(nullptr)), 0) << "\n";
   }
   for (auto& [name, z] : profiles) print_profile(name, z["profile"], z["median_ms"].get<double>());
   return 0;

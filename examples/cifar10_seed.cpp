@@ -2,10 +2,10 @@
 // network omits restored: without them Dense(64 * 6 * 6, 10) does not fit a 32x32 input).
 // Usage: cifar10_seed [cifar-10-batches-bin directory, default ./cifar-10-batches-bin]
 // Like the seed, it trains and evaluates on the whole dataset (train and test batches).
+#include <zenith/zenith.h>
+
 #include <cstdio>
 #include <string>
-
-#include <zenith/zenith.h>
 
 using namespace zenith;
 

@@ -2,12 +2,12 @@
 // --dataset fashion-mnist` (Momentum 0.9, lr 0.01, batch 64; the rate falls linearly to 0 over
 // the last 30% of the epochs).
 // Usage: fashion_mnist [epochs=10] [data_dir=/usr/share/datasets/fashion-mnist]
+#include <zenith/zenith.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-#include <zenith/zenith.h>
 
 using namespace zenith;
 
@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
               {callbacks::LossMonitor(200), callbacks::TimeMonitor(),
                callbacks::ModelCheckpoint("ckpt_fashion_mnist", {.keep_checkpoint_max = 2})});
     for (const auto& r : model.history())
-      std::printf("epoch %lld: loss %.4f, test accuracy %.4f, %.1f s\n", (long long)r.epoch,
-                  r.loss, r.eval.at("Accuracy"), r.seconds);
+      std::printf("epoch %lld: loss %.4f, test accuracy %.4f, %.1f s\n", (long long)r.epoch, r.loss,
+                  r.eval.at("Accuracy"), r.seconds);
     auto result = model.eval(test);
     std::printf("{\"Accuracy\": %.4f}\n", result.at("Accuracy"));
   } catch (const std::exception& e) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: installs dependencies, builds, runs the CTest tests, including
+# The README's test command: installs dependencies, checks the C++ formatting (.clang-format),
+# builds, runs the CTest tests, including
 # those labelled slow (the Fashion-MNIST accuracy run, about a minute on two idle cores);
 # --quick (or ZENITH_QUICK=1) leaves the slow ones out.
 # With ZENITH_ASAN=1 (or --asan) it then runs the unit tests again under AddressSanitizer +
@@ -10,6 +11,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 "$root/scripts/install-deps.sh"
+"$root/scripts/check-format.sh"
 "$root/scripts/build.sh" release
 slow=()
 for arg in "$@"; do [ "$arg" = --quick ] && slow=(-LE slow); done

@@ -167,12 +167,13 @@ Dataset load_dataset(const std::string& name, const std::string& dir, const std:
 // pipelines neither shuffle nor augment.
 struct PipelineOptions {
   int64_t batch_size = 64;
-  bool training = true;     // shuffle, augment, drop the last partial batch
+  bool training = true;  // shuffle, augment, drop the last partial batch
   bool random_crop = false;
   bool random_flip = false;  // ignored where flipping changes the class (digits)
   int num_workers = 1;
-  int64_t limit = 0;        // use only the first `limit` items (0: all)
-  int64_t image_size = 0;   // resize to this square size (0: the dataset's own; image-folder: the first image's)
+  int64_t limit = 0;  // use only the first `limit` items (0: all)
+  int64_t image_size =
+      0;  // resize to this square size (0: the dataset's own; image-folder: the first image's)
   // Data parallelism: this rank's shard (DistributedSampler; training pads, evaluation reads
   // every item once across shards).
   int64_t num_shards = 1;

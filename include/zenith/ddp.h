@@ -29,21 +29,21 @@
 namespace zenith::nn {
 
 struct DistributedDataParallelOptions {
-  double bucket_cap_mb = 25;       // MiB of gradients per all-reduce
+  double bucket_cap_mb = 25;  // MiB of gradients per all-reduce
   // MiB cap of the bucket of the first layers, whose gradients backward produces last: what is
   // left to communicate after backward ends.
   double last_bucket_cap_mb = 1;
-  bool broadcast_buffers = true;   // rank 0's buffers (BN statistics) before each training forward
-  communication::Group group{};    // default: the world
+  bool broadcast_buffers = true;  // rank 0's buffers (BN statistics) before each training forward
+  communication::Group group{};   // default: the world
 };
 
 // Counters since construction (or reset_stats()), for metrics and benchmarks.
 struct DistributedDataParallelStats {
-  int64_t steps = 0;              // backward passes synchronised
+  int64_t steps = 0;  // backward passes synchronised
   int64_t buckets_reduced = 0;
   int64_t buckets_overlapped = 0;  // started during backward, before its last node ran
-  uint64_t bytes_reduced = 0;     // gradient payload all-reduced by this rank
-  double wait_seconds = 0;        // backward blocked at its end waiting for all-reduces
+  uint64_t bytes_reduced = 0;      // gradient payload all-reduced by this rank
+  double wait_seconds = 0;         // backward blocked at its end waiting for all-reduces
 };
 
 class DistributedDataParallelImpl : public Cell {

@@ -25,8 +25,8 @@ std::string concat(const Args&... args) {
 }  // namespace zenith
 
 // ZENITH_CHECK(x.dim() == 4, "[conv2d] expected a 4-d input, got ", x.shape());
-#define ZENITH_CHECK(cond, ...) \
-  do {                          \
+#define ZENITH_CHECK(cond, ...)                                                \
+  do {                                                                         \
     if (!(cond)) throw ::zenith::Error(::zenith::detail::concat(__VA_ARGS__)); \
   } while (0)
 

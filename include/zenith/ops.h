@@ -103,8 +103,9 @@ Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // logits [N, C] (or [N, C, d...]); target int64 class indices [N] or dense probabilities [N, C].
 // reduction: "mean", "sum", "none".
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction =
-                     "mean", int64_t ignore_index = -100, double label_smoothing = 0.0);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     const std::string& reduction = "mean", int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 
 // ---- indexing and joining (src/ops/index.cpp)

@@ -59,9 +59,9 @@ struct TensorImpl {
 
   // Autograd.
   bool requires_grad = false;
-  std::shared_ptr<TensorImpl> grad;            // accumulated gradient of a leaf
-  std::shared_ptr<autograd::Node> grad_fn;     // producer of a non-leaf
-  uint32_t output_nr = 0;                      // which output of grad_fn this is
+  std::shared_ptr<TensorImpl> grad;         // accumulated gradient of a leaf
+  std::shared_ptr<autograd::Node> grad_fn;  // producer of a non-leaf
+  uint32_t output_nr = 0;                   // which output of grad_fn this is
   std::weak_ptr<autograd::Node> grad_accumulator;
   bool retains_grad = false;
 };
@@ -174,14 +174,38 @@ std::ostream& operator<<(std::ostream& os, const Shape& s);
 // Element access to typed data; the element type must match the dtype exactly.
 template <typename T>
 struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
-template <> struct DTypeOf<Half> { static constexpr DType value = DType::f16; };
-template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::bf16; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::i64; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::b8; };
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct DTypeOf<Half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::b8;
+};
 
 template <typename T>
 T* Tensor::data() const {

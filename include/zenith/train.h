@@ -64,8 +64,8 @@ struct EpochRecord {
   double loss = 0;    // mean training loss per sample
   double seconds = 0;
   double images_per_second = 0;
-  double data_wait_seconds = 0;  // time the model waited for the input pipeline
-  double learning_rate = 0;      // at the end of the epoch
+  double data_wait_seconds = 0;        // time the model waited for the input pipeline
+  double learning_rate = 0;            // at the end of the epoch
   std::map<std::string, double> eval;  // validation metrics, when evaluated this epoch
   // Data parallel (DistributedDataParallel): this rank's communication in the epoch.
   int64_t comm_bytes = 0;        // sent + received
@@ -76,19 +76,19 @@ struct EpochRecord {
 // What callbacks see (MindSpore's RunContext / cb_params).
 struct RunContext {
   Model* model = nullptr;
-  int64_t epoch = 0;            // current epoch, 1-based
-  int64_t epochs = 0;           // last epoch of this run
-  int64_t initial_epoch = 0;    // epochs done before this run (resume)
-  int64_t step = 0;             // global step count, across epochs, 1-based once stepping
-  int64_t step_in_epoch = 0;    // 1-based
+  int64_t epoch = 0;          // current epoch, 1-based
+  int64_t epochs = 0;         // last epoch of this run
+  int64_t initial_epoch = 0;  // epochs done before this run (resume)
+  int64_t step = 0;           // global step count, across epochs, 1-based once stepping
+  int64_t step_in_epoch = 0;  // 1-based
   int64_t steps_per_epoch = 0;
-  int64_t batch_size = 0;       // of the current step
-  double loss = 0;              // of the current step
-  double learning_rate = 0;     // used by the current step
-  double step_seconds = 0;      // wall time of the current step, data wait included
-  EpochRecord epoch_record;     // filled at the end of each epoch
+  int64_t batch_size = 0;                      // of the current step
+  double loss = 0;                             // of the current step
+  double learning_rate = 0;                    // used by the current step
+  double step_seconds = 0;                     // wall time of the current step, data wait included
+  EpochRecord epoch_record;                    // filled at the end of each epoch
   std::map<std::string, double> eval_results;  // the latest validation
-  std::string last_checkpoint;  // written by ModelCheckpoint
+  std::string last_checkpoint;                 // written by ModelCheckpoint
   // Data parallel: this rank's communication since the run began (0 without DDP).
   int64_t comm_bytes = 0;
   double comm_seconds = 0;
@@ -188,7 +188,9 @@ class Model {
   void set_architecture(std::string name) { architecture_ = std::move(name); }
   const std::string& architecture() const { return architecture_; }
   // Extra metadata written into every checkpoint (e.g. the command line's settings).
-  void set_checkpoint_metadata(io::Metadata metadata) { checkpoint_metadata_ = std::move(metadata); }
+  void set_checkpoint_metadata(io::Metadata metadata) {
+    checkpoint_metadata_ = std::move(metadata);
+  }
 
   const std::vector<callbacks::EpochRecord>& history() const { return history_; }
   int64_t epochs_done() const { return epochs_done_; }
@@ -212,7 +214,7 @@ class Model {
   int64_t step_ = 0;
   int64_t accumulation_ = 1;
   callbacks::RunContext* context_ = nullptr;  // of the run in progress, for checkpoints
-  double epoch_loss_sum_ = 0;  // of the epoch in progress
+  double epoch_loss_sum_ = 0;                 // of the epoch in progress
   int64_t epoch_samples_ = 0;
   // Set by load_checkpoint() from a mid-epoch checkpoint: where the next run starts.
   int64_t resume_step_in_epoch_ = 0;

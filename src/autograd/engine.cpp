@@ -49,7 +49,8 @@ struct FunctionNode : Node {
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
 
   std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
-    ZENITH_CHECK(fn != nullptr, "[backward] the graph through '", op, "' was already freed by an "
+    ZENITH_CHECK(fn != nullptr, "[backward] the graph through '", op,
+                 "' was already freed by an "
                  "earlier backward(); pass retain_graph=true to backward twice");
     return fn(grads);
   }

@@ -20,9 +20,11 @@ std::string default_data_dir() {
 }
 
 void add_client_options(CLI::App& app, ClientConfig& c) {
-  app.add_option("--server", c.server, "server URL (default $ZENITH_SERVER or http://127.0.0.1:7070)");
+  app.add_option("--server", c.server,
+                 "server URL (default $ZENITH_SERVER or http://127.0.0.1:7070)");
   app.add_option("--token", c.token, "API token (default $ZENITH_TOKEN or <data>/token)");
-  app.add_option("--data", c.data_dir, "the server's data dir, to read its token (default ~/.zenith)");
+  app.add_option("--data", c.data_dir,
+                 "the server's data dir, to read its token (default ~/.zenith)");
 }
 
 platform::ApiClient make_client(ClientConfig c) {
@@ -32,7 +34,8 @@ platform::ApiClient make_client(ClientConfig c) {
   }
   if (c.token.empty()) {
     const char* t = std::getenv("ZENITH_TOKEN");
-    c.token = t && *t ? t : platform::read_token(c.data_dir.empty() ? default_data_dir() : c.data_dir);
+    c.token =
+        t && *t ? t : platform::read_token(c.data_dir.empty() ? default_data_dir() : c.data_dir);
   }
   return platform::ApiClient(c.server, c.token);
 }
@@ -47,8 +50,8 @@ json expect(const platform::HttpResult& r, int ok_status) {
     throw std::runtime_error("[cli] server answered " + std::to_string(r.status) + ": " + r.body);
   }
   if (r.status != ok_status) {
-    std::string msg = body.is_object() && body.contains("error") ? body["error"].get<std::string>()
-                                                                  : r.body;
+    std::string msg =
+        body.is_object() && body.contains("error") ? body["error"].get<std::string>() : r.body;
     throw std::runtime_error(msg);
   }
   return body;
@@ -69,7 +72,8 @@ void print_job_table(const json& jobs, const json& alerts) {
         std::string k = a["kind"];
         if (kinds.find(k) == std::string::npos) kinds += (kinds.empty() ? "" : ",") + k;
       }
-    std::string note = kinds.empty() ? j.value("reason", "") : "[" + kinds + "] " + j.value("reason", "");
+    std::string note =
+        kinds.empty() ? j.value("reason", "") : "[" + kinds + "] " + j.value("reason", "");
     if (note.size() > 70) note = note.substr(0, 67) + "...";
     std::string name = j["name"];
     if (name.size() > 24) name = name.substr(0, 21) + "...";
@@ -84,8 +88,9 @@ void print_job(const json& j) {
   const json& s = j["spec"];
   std::printf("Job %lld: %s\n", j["id"].get<long long>(), j["name"].get<std::string>().c_str());
   std::printf("  state:       %s%s\n", j["state"].get<std::string>().c_str(),
-              j["reason"].get<std::string>().empty() ? ""
-                                                     : (" (" + j["reason"].get<std::string>() + ")").c_str());
+              j["reason"].get<std::string>().empty()
+                  ? ""
+                  : (" (" + j["reason"].get<std::string>() + ")").c_str());
   if (!j["exit_code"].is_null()) std::printf("  exit code:   %d\n", j["exit_code"].get<int>());
   std::printf("  backend:     %s%s\n", j["backend"].get<std::string>().c_str(),
               j["external_id"].get<std::string>().empty()
@@ -96,12 +101,14 @@ void print_job(const json& j) {
   std::printf("  entry:       %s\n", s["entry"].get<std::string>().c_str());
   if (!s["working_dir"].get<std::string>().empty())
     std::printf("  working dir: %s\n", s["working_dir"].get<std::string>().c_str());
-  if (j.contains("job_dir")) std::printf("  job dir:     %s\n", j["job_dir"].get<std::string>().c_str());
+  if (j.contains("job_dir"))
+    std::printf("  job dir:     %s\n", j["job_dir"].get<std::string>().c_str());
   if (s["memory_bytes"].get<long long>() > 0)
     std::printf("  memory:      %s\n", platform::format_size(s["memory_bytes"]).c_str());
   if (s["storage_bytes"].get<long long>() > 0)
     std::printf("  storage:     %s\n", platform::format_size(s["storage_bytes"]).c_str());
-  std::printf("  restarts:    %d of %d\n", j["restart_count"].get<int>(), s["max_restarts"].get<int>());
+  std::printf("  restarts:    %d of %d\n", j["restart_count"].get<int>(),
+              s["max_restarts"].get<int>());
   std::printf("  submitted:   %s\n", format_age(j["submitted_at"]).c_str());
   if (j["started_at"].get<double>() > 0)
     std::printf("  started:     %s\n", format_age(j["started_at"]).c_str());
@@ -111,7 +118,8 @@ void print_job(const json& j) {
     std::printf("  ranks:\n");
     for (const auto& r : j["ranks"])
       std::printf("    rank %-3d device %-3d pid %-8d %s%s\n", r["rank"].get<int>(),
-                  r["device"].get<int>(), r["pid"].get<int>(), r["state"].get<std::string>().c_str(),
+                  r["device"].get<int>(), r["pid"].get<int>(),
+                  r["state"].get<std::string>().c_str(),
                   r["state"] == "running" || r["state"] == "pending"
                       ? ""
                       : (" " + std::to_string(r["exit_code"].get<int>())).c_str());
@@ -132,18 +140,19 @@ void follow_all_ranks(platform::ApiClient&, const ClientConfig& config, long lon
       platform::ApiClient client = make_client(config);
       std::string pending;
       const std::string prefix = ranks > 1 ? "[rank " + std::to_string(r) + "] " : "";
-      client.stream("/api/v1/jobs/" + std::to_string(id) + "/logs?follow=1&rank=" + std::to_string(r),
-                    [&](const char* data, size_t n) {
-                      pending.append(data, n);
-                      std::size_t nl;
-                      std::lock_guard lock(out_mutex);
-                      while ((nl = pending.find('\n')) != std::string::npos) {
-                        std::printf("%s%s\n", prefix.c_str(), pending.substr(0, nl).c_str());
-                        pending.erase(0, nl + 1);
-                      }
-                      std::fflush(stdout);
-                      return true;
-                    });
+      client.stream(
+          "/api/v1/jobs/" + std::to_string(id) + "/logs?follow=1&rank=" + std::to_string(r),
+          [&](const char* data, size_t n) {
+            pending.append(data, n);
+            std::size_t nl;
+            std::lock_guard lock(out_mutex);
+            while ((nl = pending.find('\n')) != std::string::npos) {
+              std::printf("%s%s\n", prefix.c_str(), pending.substr(0, nl).c_str());
+              pending.erase(0, nl + 1);
+            }
+            std::fflush(stdout);
+            return true;
+          });
       std::lock_guard lock(out_mutex);
       if (!pending.empty()) std::printf("%s%s\n", prefix.c_str(), pending.c_str());
     });

@@ -37,21 +37,26 @@ int run_eval(int argc, char** argv) {
 
   // The checkpoint's own settings fill in what was not given.
   io::Metadata meta = io::read_safetensors_metadata(checkpoint);
-  nlohmann::json saved = meta.count("config") ? nlohmann::json::parse(meta["config"])
-                                              : nlohmann::json::object();
+  nlohmann::json saved =
+      meta.count("config") ? nlohmann::json::parse(meta["config"]) : nlohmann::json::object();
   if (model_name.empty()) model_name = saved.value("model", "");
   if (dataset_name.empty()) dataset_name = saved.value("dataset", "");
   if (data_dir.empty() && saved.value("dataset", "") == dataset_name)
     data_dir = saved.value("data-dir", "");
   if (image_size == 0) image_size = saved.value("image-size", int64_t(0));
-  ZENITH_CHECK(!model_name.empty(), "[eval] ", checkpoint, " does not say which model it holds; "
+  ZENITH_CHECK(!model_name.empty(), "[eval] ", checkpoint,
+               " does not say which model it holds; "
                "pass --model (known: seedcnn, lenet, resnet18)");
-  ZENITH_CHECK(!dataset_name.empty(), "[eval] pass --dataset (known: fashion-mnist, mnist, "
+  ZENITH_CHECK(!dataset_name.empty(),
+               "[eval] pass --dataset (known: fashion-mnist, mnist, "
                "cifar10, image-folder)");
   if (threads > 0) context::set_num_threads(int(threads));
 
-  dataset::PipelineOptions opts{.batch_size = batch_size, .training = false,
-                                .num_workers = 1, .limit = limit, .image_size = image_size};
+  dataset::PipelineOptions opts{.batch_size = batch_size,
+                                .training = false,
+                                .num_workers = 1,
+                                .limit = limit,
+                                .image_size = image_size};
   auto data = dataset::classification_pipeline(dataset_name, data_dir, split, opts);
   const auto& info = data.info;
   auto net = models::create(model_name, info.channels, info.image_size, info.num_classes);
@@ -75,8 +80,10 @@ int run_eval(int argc, char** argv) {
       auto classes = metrics::predicted_classes(model.predict(batch[0]));
       auto labels = metrics::label_values(batch[1]);
       for (size_t i = 0; i < classes.size(); ++i)
-        file << nlohmann::json({{"index", index++}, {"label", labels[i]},
-                                {"prediction", classes[i]}}).dump() << "\n";
+        file << nlohmann::json(
+                    {{"index", index++}, {"label", labels[i]}, {"prediction", classes[i]}})
+                    .dump()
+             << "\n";
     }
   }
   return 0;

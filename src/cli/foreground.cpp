@@ -58,15 +58,19 @@ class LogPrinter {
 int run_spec_foreground(const platform::JobSpec& spec, const ForegroundOptions& options) {
   platform::JobRecord job;
   job.id = getpid();  // unique on this host while we run
-  job.backend = !options.backend.empty() ? options.backend : spec.backend.empty() ? "local" : spec.backend;
+  job.backend = !options.backend.empty() ? options.backend
+                : spec.backend.empty()   ? "local"
+                                         : spec.backend;
   auto inventory = platform::detect_devices({options.cpu_devices, spec.device_kind});
   job.device_kind = spec.device_kind.empty() ? platform::default_kind(inventory) : spec.device_kind;
   std::vector<platform::Device> devices;
   for (const auto& d : inventory)
-    if (d.kind == job.device_kind && static_cast<int>(devices.size()) < spec.devices) devices.push_back(d);
+    if (d.kind == job.device_kind && static_cast<int>(devices.size()) < spec.devices)
+      devices.push_back(d);
   int total = 0;
   for (const auto& d : inventory) total += d.kind == job.device_kind;
-  if (auto why = platform::never_fits(spec.devices, job.device_kind, spec.nodes, total, job.backend)) {
+  if (auto why =
+          platform::never_fits(spec.devices, job.device_kind, spec.nodes, total, job.backend)) {
     std::fprintf(stderr, "[scheduler] rejected: %s\n", why->c_str());
     return 2;
   }
@@ -88,8 +92,9 @@ int run_spec_foreground(const platform::JobSpec& spec, const ForegroundOptions& 
     std::fprintf(stderr, "[run] %s\n", line.c_str());
   };
   std::fprintf(stderr, "[run] job '%s': %d rank(s) on %s, logs in %s (isolation: %s)\n",
-               spec.name.c_str(), spec.devices, job.backend == "slurm" ? "slurm" : job.device_kind.c_str(),
-               paths.logs_dir().c_str(), platform::isolation_support().describe().c_str());
+               spec.name.c_str(), spec.devices,
+               job.backend == "slurm" ? "slurm" : job.device_kind.c_str(), paths.logs_dir().c_str(),
+               platform::isolation_support().describe().c_str());
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
 

@@ -9,10 +9,10 @@
 namespace zenith::cli {
 
 struct ForegroundOptions {
-  std::string data_dir;        // logs go to <data_dir>/runs/<id>
-  int cpu_devices = 8;         // logical CPU devices on a host without GPUs
-  double hang_timeout_s = 0;   // 0: no hang alerts
-  std::string backend;         // "local" or "slurm"; empty: the spec's, else local
+  std::string data_dir;       // logs go to <data_dir>/runs/<id>
+  int cpu_devices = 8;        // logical CPU devices on a host without GPUs
+  double hang_timeout_s = 0;  // 0: no hang alerts
+  std::string backend;        // "local" or "slurm"; empty: the spec's, else local
   std::string slurm_partition;
 };
 

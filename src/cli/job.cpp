@@ -16,8 +16,10 @@ int run_job(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   auto client = make_client(config);
   auto job = expect(client.get("/api/v1/jobs/" + id));
-  if (as_json) std::printf("%s\n", job.dump(2).c_str());
-  else print_job(job);
+  if (as_json)
+    std::printf("%s\n", job.dump(2).c_str());
+  else
+    print_job(job);
   return 0;
 }
 

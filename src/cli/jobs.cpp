@@ -10,7 +10,8 @@ int run_jobs(int argc, char** argv) {
   ClientConfig config;
   std::string state;
   bool as_json = false;
-  app.add_option("--state", state, "only jobs in this state (pending, running, succeeded, failed, cancelled, lost)");
+  app.add_option("--state", state,
+                 "only jobs in this state (pending, running, succeeded, failed, cancelled, lost)");
   app.add_flag("--json", as_json, "print the API's JSON");
   add_client_options(app, config);
   CLI11_PARSE(app, argc, argv);

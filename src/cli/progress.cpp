@@ -54,8 +54,8 @@ std::string TrainProgress::status(const callbacks::RunContext& ctx) const {
   double epoch_s = seconds_between(epoch_start_, now);
   double run_s = seconds_between(run_start_, now);
   double per_step = steps_this_run_ ? run_s / double(steps_this_run_) : 0;
-  int64_t remaining = (ctx.epochs - ctx.epoch) * ctx.steps_per_epoch +
-                      (ctx.steps_per_epoch - ctx.step_in_epoch);
+  int64_t remaining =
+      (ctx.epochs - ctx.epoch) * ctx.steps_per_epoch + (ctx.steps_per_epoch - ctx.step_in_epoch);
   char buf[160];
   std::snprintf(buf, sizeof(buf), "loss %.4f  %.0f img/s  ETA %s", loss_ema_,
                 epoch_s > 0 ? double(images_this_epoch_) / epoch_s : 0.0,

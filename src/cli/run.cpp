@@ -16,10 +16,12 @@ int run_job_command(int argc, char** argv) {
   std::string file, data_dir = default_data_dir(), hang = "0", backend, partition;
   int cpu_devices = 8;
   app.add_option("job", file, "the job YAML")->required();
-  app.add_option("--data", data_dir, "where the run's logs go (<data>/runs/<id>)")->capture_default_str();
+  app.add_option("--data", data_dir, "where the run's logs go (<data>/runs/<id>)")
+      ->capture_default_str();
   app.add_option("--cpu-devices", cpu_devices, "logical CPU devices on a host without GPUs")
       ->capture_default_str();
-  app.add_option("--hang-timeout", hang, "alert when the job writes nothing for this long (0 = off)");
+  app.add_option("--hang-timeout", hang,
+                 "alert when the job writes nothing for this long (0 = off)");
   app.add_option("--backend", backend, "local or slurm (default: the spec's, else local)");
   app.add_option("--slurm-partition", partition, "Slurm partition");
   CLI11_PARSE(app, argc, argv);
@@ -43,4 +45,5 @@ int run_job_command(int argc, char** argv) {
 }  // namespace
 }  // namespace zenith::cli
 
-ZENITH_COMMAND("run", "Run a job YAML in the foreground, without a server", zenith::cli::run_job_command);
+ZENITH_COMMAND("run", "Run a job YAML in the foreground, without a server",
+               zenith::cli::run_job_command);

@@ -16,7 +16,8 @@ namespace {
 
 double duration_option(const std::string& text, const char* flag) {
   auto v = platform::parse_duration(text);
-  if (!v) throw std::runtime_error(std::string("[server] bad duration for ") + flag + ": '" + text + "'");
+  if (!v)
+    throw std::runtime_error(std::string("[server] bad duration for ") + flag + ": '" + text + "'");
   return *v;
 }
 
@@ -28,15 +29,19 @@ int run_server(int argc, char** argv) {
   options.data_dir = default_data_dir();
   app.add_option("--port", port, "TCP port (0 = any free port)")->capture_default_str();
   app.add_option("--host", host, "address to listen on")->capture_default_str();
-  app.add_option("--data", options.data_dir, "data dir: store, token, job logs")->capture_default_str();
+  app.add_option("--data", options.data_dir, "data dir: store, token, job logs")
+      ->capture_default_str();
   app.add_option("--cpu-devices", options.inventory.cpu_devices,
-                 "logical CPU devices on a host without GPUs")->capture_default_str();
+                 "logical CPU devices on a host without GPUs")
+      ->capture_default_str();
   app.add_option("--device-kind", options.inventory.kind, "force the device kind: cpu or cuda");
   app.add_option("--backend", options.default_backend, "default backend: local or slurm")
-      ->check(CLI::IsMember({"local", "slurm"}))->capture_default_str();
+      ->check(CLI::IsMember({"local", "slurm"}))
+      ->capture_default_str();
   app.add_option("--hang-timeout", hang, "alert when a job writes nothing for this long (0 = off)")
       ->capture_default_str();
-  app.add_option("--grace", grace, "SIGTERM to SIGKILL delay when stopping a job")->capture_default_str();
+  app.add_option("--grace", grace, "SIGTERM to SIGKILL delay when stopping a job")
+      ->capture_default_str();
   app.add_option("--webhook", options.webhook_url, "POST each alert as JSON to this URL");
   app.add_option("--slurm-partition", options.slurm_partition, "Slurm partition for slurm jobs");
   CLI11_PARSE(app, argc, argv);
@@ -51,11 +56,10 @@ int run_server(int argc, char** argv) {
   const int bound = api.bind(host, port);
   platform.start();
   const std::string url = "http://" + host + ":" + std::to_string(bound);
-  {
-    std::ofstream(options.data_dir + "/server.url") << url << "\n";
-  }
+  { std::ofstream(options.data_dir + "/server.url") << url << "\n"; }
   std::printf("zenith server listening on %s\n", url.c_str());
-  std::printf("  data dir:  %s (token in %s/token)\n", options.data_dir.c_str(), options.data_dir.c_str());
+  std::printf("  data dir:  %s (token in %s/token)\n", options.data_dir.c_str(),
+              options.data_dir.c_str());
   std::printf("  devices:   %zu x %s\n", platform.inventory().size(),
               platform::default_kind(platform.inventory()).c_str());
   std::printf("  isolation: %s\n", platform::isolation_support().describe().c_str());

@@ -30,9 +30,15 @@ int run_smi(int argc, char** argv) {
     // No server: show what this host would offer.
     devices = nlohmann::json::array();
     for (const auto& d : platform::detect_devices({}))
-      devices.push_back({{"index", d.index}, {"kind", d.kind}, {"name", d.name}, {"cores", d.cores},
-                         {"memory_total", d.memory_bytes}, {"job_id", 0}, {"rank", -1},
-                         {"utilization", 0.0}, {"memory_used", 0}});
+      devices.push_back({{"index", d.index},
+                         {"kind", d.kind},
+                         {"name", d.name},
+                         {"cores", d.cores},
+                         {"memory_total", d.memory_bytes},
+                         {"job_id", 0},
+                         {"rank", -1},
+                         {"utilization", 0.0},
+                         {"memory_used", 0}});
   }
   if (as_json) {
     std::printf("%s\n", devices.dump(2).c_str());
@@ -42,13 +48,13 @@ int run_smi(int argc, char** argv) {
   std::printf("| zenith-smi   %-62s|\n",
               live ? "(live, from the server)" : "(no server reachable: this host's inventory)");
   std::printf("+-------+--------+----------+--------+------+--------+-----------------------+\n");
-  std::printf("| %-5s | %-6s | %-8s | %-6s | %-4s | %-6s | %-21s |\n", "DEV", "KIND", "CORES", "JOB",
-              "RANK", "UTIL", "MEMORY USED / SHARE");
+  std::printf("| %-5s | %-6s | %-8s | %-6s | %-4s | %-6s | %-21s |\n", "DEV", "KIND", "CORES",
+              "JOB", "RANK", "UTIL", "MEMORY USED / SHARE");
   std::printf("+-------+--------+----------+--------+------+--------+-----------------------+\n");
   for (const auto& d : devices) {
     long long job = d["job_id"];
-    std::string mem = platform::format_size(d["memory_used"]) + " / " +
-                      platform::format_size(d["memory_total"]);
+    std::string mem =
+        platform::format_size(d["memory_used"]) + " / " + platform::format_size(d["memory_total"]);
     char util[16];
     std::snprintf(util, sizeof util, "%3.0f%%", d["utilization"].get<double>() * 100);
     std::printf("| %-5d | %-6s | %-8s | %-6s | %-4s | %-6s | %-21s |\n", d["index"].get<int>(),
@@ -63,4 +69,5 @@ int run_smi(int argc, char** argv) {
 }  // namespace
 }  // namespace zenith::cli
 
-ZENITH_COMMAND("smi", "Show devices: which job holds each, utilisation, memory", zenith::cli::run_smi);
+ZENITH_COMMAND("smi", "Show devices: which job holds each, utilisation, memory",
+               zenith::cli::run_smi);

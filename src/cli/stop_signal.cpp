@@ -37,18 +37,18 @@ StopSignal::StopSignal(const char* who, const char* note, std::function<void()> 
   signal(SIGPIPE, SIG_IGN);
   set_handler(SIGINT, on_signal);
   set_handler(SIGTERM, on_signal);
-  waiter_ = std::thread([who = std::string(who), note = std::string(note),
-                         on_stop = std::move(on_stop)] {
-    unsigned char sig = 0;
-    ssize_t n;
-    do n = read(g_pipe[0], &sig, 1);
-    while (n < 0 && errno == EINTR);
-    if (n != 1 || sig == 0) return;  // woken by the destructor
-    set_handler(SIGINT, SIG_DFL);     // a second signal ends the process
-    set_handler(SIGTERM, SIG_DFL);
-    std::fprintf(stderr, "[%s] signal %d: stopping%s\n", who.c_str(), int(sig), note.c_str());
-    on_stop();
-  });
+  waiter_ =
+      std::thread([who = std::string(who), note = std::string(note), on_stop = std::move(on_stop)] {
+        unsigned char sig = 0;
+        ssize_t n;
+        do n = read(g_pipe[0], &sig, 1);
+        while (n < 0 && errno == EINTR);
+        if (n != 1 || sig == 0) return;  // woken by the destructor
+        set_handler(SIGINT, SIG_DFL);    // a second signal ends the process
+        set_handler(SIGTERM, SIG_DFL);
+        std::fprintf(stderr, "[%s] signal %d: stopping%s\n", who.c_str(), int(sig), note.c_str());
+        on_stop();
+      });
 }
 
 StopSignal::~StopSignal() {

@@ -23,10 +23,9 @@ int run_submit(int argc, char** argv) {
   if (!in) throw std::runtime_error("[cli] cannot read " + file);
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json body = {
-      {"yaml", text.str()},
-      {"source", file},
-      {"base_dir", std::filesystem::absolute(file).parent_path().string()}};
+  nlohmann::json body = {{"yaml", text.str()},
+                         {"source", file},
+                         {"base_dir", std::filesystem::absolute(file).parent_path().string()}};
   auto client = make_client(config);
   nlohmann::json job;
   try {

@@ -75,7 +75,8 @@ void for_each_setting(S& s, F&& f) {
   f("data-dir", s.data_dir, "dataset directory (default: the dataset's standard location)");
   f("epochs", s.epochs, "total epochs to train");
   f("batch-size", s.batch_size, "training batch size");
-  f("accumulate-steps", s.accumulate_steps, "batches whose gradients make one optimizer step "
+  f("accumulate-steps", s.accumulate_steps,
+    "batches whose gradients make one optimizer step "
     "(gradient accumulation; the effective batch is batch-size x this)");
   f("lr", s.lr, "learning rate (peak rate with a schedule)");
   f("optimizer", s.optimizer, "momentum, sgd, adam or adamw");
@@ -83,10 +84,12 @@ void for_each_setting(S& s, F&& f) {
   f("nesterov", s.nesterov, "Nesterov momentum");
   f("weight-decay", s.weight_decay, "L2 weight decay");
   f("label-smoothing", s.label_smoothing, "cross-entropy label smoothing in [0, 1)");
-  f("schedule", s.schedule, "learning-rate schedule: constant, cosine, step or wsd "
+  f("schedule", s.schedule,
+    "learning-rate schedule: constant, cosine, step or wsd "
     "(warmup, constant, linear decay to 0)");
   f("warmup-epochs", s.warmup_epochs, "cosine and wsd: linear warmup epochs");
-  f("decay-epochs", s.decay_epochs, "wsd: epochs of the final linear decay (0: the last 30%, "
+  f("decay-epochs", s.decay_epochs,
+    "wsd: epochs of the final linear decay (0: the last 30%, "
     "at least 1)");
   f("step-epochs", s.step_epochs, "step schedule: multiply the rate by gamma every N epochs");
   f("gamma", s.gamma, "step schedule factor");
@@ -230,8 +233,8 @@ std::string shell_quote(const std::string& s) {
 // `zenith train --nproc N ...`: this command without the launcher flags, as a job of N ranks run
 // in the foreground by the platform (logs under ZENITH_DATA/runs/<id>/logs).
 int launch_ranks(int argc, char** argv, int nproc, int max_restarts) {
-  std::string entry = shell_quote(std::filesystem::read_symlink("/proc/self/exe").string()) +
-                      " train";
+  std::string entry =
+      shell_quote(std::filesystem::read_symlink("/proc/self/exe").string()) + " train";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--nproc" || a == "--max-restarts") {
@@ -306,9 +309,9 @@ int run_train(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  ZENITH_CHECK(s.augment == "none" || s.augment == "flip" || s.augment == "crop" ||
-                   s.augment == "crop+flip",
-               "[train] unknown augment '", s.augment, "' (known: none, flip, crop, crop+flip)");
+  ZENITH_CHECK(
+      s.augment == "none" || s.augment == "flip" || s.augment == "crop" || s.augment == "crop+flip",
+      "[train] unknown augment '", s.augment, "' (known: none, flip, crop, crop+flip)");
   ZENITH_CHECK(s.epochs > 0 && s.batch_size > 0 && s.accumulate_steps > 0 && s.eval_every > 0 &&
                    s.log_every > 0,
                "[train] epochs, batch-size, accumulate-steps, eval-every and log-every must be "
@@ -323,7 +326,8 @@ int run_train(int argc, char** argv) {
     models::create(s.model, 1, 28, 10);  // throws, listing the known models
   dataset::dataset_info(s.dataset);
   const int world_env = env_world_size();
-  ZENITH_CHECK(nproc >= 1 && max_restarts >= 0, "[train] --nproc must be >= 1 and "
+  ZENITH_CHECK(nproc >= 1 && max_restarts >= 0,
+               "[train] --nproc must be >= 1 and "
                "--max-restarts >= 0");
   ZENITH_CHECK(nproc == 1 || world_env == 1, "[train] --nproc ", nproc, " inside a job of ",
                world_env, " ranks: the platform has already started the ranks; drop --nproc");
@@ -351,12 +355,15 @@ int run_train(int argc, char** argv) {
   }
   manual_seed(uint64_t(s.seed));
   dataset::config::set_seed(uint64_t(s.seed));
-  dataset::PipelineOptions train_opts{.batch_size = s.batch_size, .training = true,
+  dataset::PipelineOptions train_opts{.batch_size = s.batch_size,
+                                      .training = true,
                                       .random_crop = s.augment.find("crop") != std::string::npos,
                                       .random_flip = s.augment.find("flip") != std::string::npos,
                                       .num_workers = int(s.workers),
-                                      .limit = s.limit_train, .image_size = s.image_size,
-                                      .num_shards = world, .shard_id = rank};
+                                      .limit = s.limit_train,
+                                      .image_size = s.image_size,
+                                      .num_shards = world,
+                                      .shard_id = rank};
   auto train = dataset::classification_pipeline(s.dataset, s.data_dir, "train", train_opts);
   dataset::PipelineOptions test_opts = train_opts;
   test_opts.training = false;
@@ -395,12 +402,13 @@ int run_train(int argc, char** argv) {
       s.accumulate_steps > 1 ? " (" + std::to_string(s.accumulate_steps) + " batches of " +
                                    std::to_string(s.batch_size) + " per step)"
                              : "";
-  std::printf("training %s on %s: %lld train / %lld test samples, %lld steps per epoch%s, "
-              "epochs %lld..%lld, %d threads%s; writing %s\n",
-              arch, s.dataset.c_str(), (long long)train.samples, (long long)test.samples,
-              (long long)steps_per_epoch, accumulation_note.c_str(),
-              (long long)initial_epoch + 1, (long long)s.epochs, context::get_num_threads(),
-              ranks_note.c_str(), rank == 0 ? s.out.c_str() : "nothing (rank 0 writes)");
+  std::printf(
+      "training %s on %s: %lld train / %lld test samples, %lld steps per epoch%s, "
+      "epochs %lld..%lld, %d threads%s; writing %s\n",
+      arch, s.dataset.c_str(), (long long)train.samples, (long long)test.samples,
+      (long long)steps_per_epoch, accumulation_note.c_str(), (long long)initial_epoch + 1,
+      (long long)s.epochs, context::get_num_threads(), ranks_note.c_str(),
+      rank == 0 ? s.out.c_str() : "nothing (rank 0 writes)");
   std::fflush(stdout);
   // Only rank 0 shows progress and writes OUT: checkpoints, summaries, metrics, the eval log.
   std::vector<callbacks::CallbackPtr> cbs;
@@ -417,8 +425,11 @@ int run_train(int argc, char** argv) {
   if (s.patience > 0) cbs.push_back(callbacks::EarlyStopping("eval_loss", s.patience - 1));
 
   auto start = std::chrono::steady_clock::now();
-  nlohmann::json log = {{"model", s.model}, {"dataset", s.dataset}, {"architecture", arch},
-                        {"config", to_json(s)}, {"resumed_from", resume}};
+  nlohmann::json log = {{"model", s.model},
+                        {"dataset", s.dataset},
+                        {"architecture", arch},
+                        {"config", to_json(s)},
+                        {"resumed_from", resume}};
   auto write_log = [&](const std::string& status) {
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double epoch_sum = 0;

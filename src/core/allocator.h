@@ -14,9 +14,9 @@ void* cpu_allocate(size_t nbytes);
 void cpu_free(void* p, size_t nbytes);
 
 struct AllocatorStats {
-  int64_t hits = 0;          // allocations served from the cache
-  int64_t misses = 0;        // allocations that went to the system
-  size_t cached_bytes = 0;   // held in the cache now
+  int64_t hits = 0;         // allocations served from the cache
+  int64_t misses = 0;       // allocations that went to the system
+  size_t cached_bytes = 0;  // held in the cache now
 };
 AllocatorStats allocator_stats();
 // Returns every cached block to the system.

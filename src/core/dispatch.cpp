@@ -87,7 +87,8 @@ std::vector<Tensor> call(const char* op, const std::vector<Tensor>& inputs, cons
   auto& r = registry();
   auto it = r.kernels.find(op);
   Kernel kernel = it == r.kernels.end() ? nullptr : it->second[size_t(device.type)];
-  if (!kernel) ZENITH_FAIL("[", op, "] not supported on ", device.type == DeviceType::CPU ? "cpu" : "cuda");
+  if (!kernel)
+    ZENITH_FAIL("[", op, "] not supported on ", device.type == DeviceType::CPU ? "cpu" : "cuda");
   bool has_layout = false;
   for (auto& t : inputs) has_layout = has_layout || (t.defined() && t.has_layout());
   if (has_layout && !r.layout_aware.count(op)) {

@@ -83,10 +83,10 @@ struct KernelRegistrar {
 #define ZENITH_KCONCAT_INNER(a, b) a##b
 #define ZENITH_KCONCAT(a, b) ZENITH_KCONCAT_INNER(a, b)
 // ZENITH_REGISTER_KERNEL("add", CPU, add_kernel);
-#define ZENITH_REGISTER_KERNEL(op, device, fn)                                   \
+#define ZENITH_REGISTER_KERNEL(op, device, fn)                                         \
   static ::zenith::dispatch::KernelRegistrar ZENITH_KCONCAT(zenith_kernel_, __LINE__)( \
       op, ::zenith::DeviceType::device, fn)
 // ZENITH_LAYOUT_AWARE("relu"); next to the kernel that handles layout tensors itself.
-#define ZENITH_LAYOUT_AWARE(op)                                                           \
+#define ZENITH_LAYOUT_AWARE(op)                                                          \
   static ::zenith::dispatch::LayoutAwareDeclaration ZENITH_KCONCAT(zenith_layout_aware_, \
                                                                    __LINE__)(op)

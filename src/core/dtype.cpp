@@ -9,24 +9,40 @@ namespace zenith {
 
 size_t itemsize(DType t) {
   switch (t) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f64: case DType::i64: return 8;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::u8: case DType::b8: return 1;
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::f64:
+    case DType::i64:
+      return 8;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::u8:
+    case DType::b8:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::f16: return "float16";
-    case DType::bf16: return "bfloat16";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
-    case DType::b8: return "bool";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::f16:
+      return "float16";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::u8:
+      return "uint8";
+    case DType::b8:
+      return "bool";
   }
   return "?";
 }
@@ -54,14 +70,22 @@ DType promote_types(DType a, DType b) {
   if (a == b) return a;
   auto rank = [](DType t) {
     switch (t) {
-      case DType::b8: return 0;
-      case DType::u8: return 1;
-      case DType::i32: return 2;
-      case DType::i64: return 3;
-      case DType::f16: return 4;
-      case DType::bf16: return 4;
-      case DType::f32: return 5;
-      case DType::f64: return 6;
+      case DType::b8:
+        return 0;
+      case DType::u8:
+        return 1;
+      case DType::i32:
+        return 2;
+      case DType::i64:
+        return 3;
+      case DType::f16:
+        return 4;
+      case DType::bf16:
+        return 4;
+      case DType::f32:
+        return 5;
+      case DType::f64:
+        return 6;
     }
     return 0;
   };

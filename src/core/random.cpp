@@ -62,9 +62,8 @@ Tensor Tensor::randn(const Shape& shape, DType dtype) {
 Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
   ZENITH_CHECK(high > low, "[randint] empty range [", low, ", ", high, ")");
   uint64_t span = uint64_t(high - low);
-  return random_tensor(shape, dtype, [=](std::mt19937_64& e) {
-    return double(low + int64_t(e() % span));
-  });
+  return random_tensor(shape, dtype,
+                       [=](std::mt19937_64& e) { return double(low + int64_t(e() % span)); });
 }
 
 }  // namespace zenith

@@ -2,8 +2,8 @@
 #include "zenith/tensor.h"
 
 #include <cstdlib>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <ostream>
 #include <sstream>
 
@@ -134,8 +134,10 @@ void* Tensor::raw_data() const {
 }
 
 Tensor& Tensor::requires_grad_(bool value) {
-  ZENITH_CHECK(!value || is_floating(dtype()), "[requires_grad] only floating tensors can require "
-               "gradients, got ", dtype_name(dtype()));
+  ZENITH_CHECK(!value || is_floating(dtype()),
+               "[requires_grad] only floating tensors can require "
+               "gradients, got ",
+               dtype_name(dtype()));
   ZENITH_CHECK(is_leaf(), "[requires_grad] can only be set on leaf tensors");
   impl().requires_grad = value;
   return *this;
@@ -157,13 +159,16 @@ void Tensor::retain_grad() {
 }
 
 void Tensor::backward(const Tensor& gradient) const {
-  ZENITH_CHECK(requires_grad(), "[backward] tensor does not require grad and has no grad_fn: "
+  ZENITH_CHECK(requires_grad(),
+               "[backward] tensor does not require grad and has no grad_fn: "
                "nothing to differentiate (did every input have requires_grad=false, or was it "
                "computed under no_grad?)");
   Tensor g = gradient;
   if (!g.defined()) {
-    ZENITH_CHECK(numel() == 1, "[backward] gradient can be implied only for a scalar output, got "
-                 "shape ", shape_str(shape()));
+    ZENITH_CHECK(numel() == 1,
+                 "[backward] gradient can be implied only for a scalar output, got "
+                 "shape ",
+                 shape_str(shape()));
     g = Tensor::ones(shape(), dtype(), device());
   }
   ZENITH_CHECK(g.shape() == shape(), "[backward] gradient shape ", shape_str(g.shape()),
@@ -216,8 +221,10 @@ std::string Tensor::to_string() const {
   const size_t limit = 6;  // elements shown at each end of a long dimension
   std::function<void(size_t, int64_t)> rec = [&](size_t d, int64_t base) {
     if (d == s.size()) {
-      if (integral) os << int64_t(v[size_t(base)]);
-      else os << v[size_t(base)];
+      if (integral)
+        os << int64_t(v[size_t(base)]);
+      else
+        os << v[size_t(base)];
       return;
     }
     os << '[';

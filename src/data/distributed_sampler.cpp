@@ -15,8 +15,13 @@ class DistributedSamplerNode : public DatasetNode {
  public:
   DistributedSamplerNode(NodePtr parent, int64_t num_shards, int64_t shard_id, bool shuffle,
                          uint64_t seed, uint64_t stream, std::string remainder)
-      : parent_(std::move(parent)), shards_(num_shards), id_(shard_id), shuffle_(shuffle),
-        seed_(seed), stream_(stream), remainder_(std::move(remainder)) {}
+      : parent_(std::move(parent)),
+        shards_(num_shards),
+        id_(shard_id),
+        shuffle_(shuffle),
+        seed_(seed),
+        stream_(stream),
+        remainder_(std::move(remainder)) {}
 
   int64_t size() const override {
     const int64_t n = parent_->size();
@@ -66,12 +71,11 @@ Dataset DistributedSampler(const Dataset& dataset, int64_t num_shards, int64_t s
   ZENITH_CHECK(dataset.defined(), "[DistributedSampler] on an empty dataset");
   ZENITH_CHECK(num_shards > 0, "[DistributedSampler] num_shards must be positive, got ",
                num_shards);
-  ZENITH_CHECK(shard_id >= 0 && shard_id < num_shards, "[DistributedSampler] shard_id ",
-               shard_id, " out of range [0, ", num_shards, ")");
-  ZENITH_CHECK(options.remainder == "pad" || options.remainder == "drop" ||
-                   options.remainder == "none",
-               "[DistributedSampler] unknown remainder '", options.remainder,
-               "' (known: pad, drop, none)");
+  ZENITH_CHECK(shard_id >= 0 && shard_id < num_shards, "[DistributedSampler] shard_id ", shard_id,
+               " out of range [0, ", num_shards, ")");
+  ZENITH_CHECK(
+      options.remainder == "pad" || options.remainder == "drop" || options.remainder == "none",
+      "[DistributedSampler] unknown remainder '", options.remainder, "' (known: pad, drop, none)");
   ZENITH_CHECK(dataset.get_dataset_size() > 0, "[DistributedSampler] the dataset is empty");
   // The stream is the depth, as for shuffle(): one shard of one is exactly shuffle().
   return dataset.derived(std::make_shared<DistributedSamplerNode>(

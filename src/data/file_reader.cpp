@@ -25,22 +25,24 @@ std::string read_maybe_gzip(const std::string& path, const char* component) {
       int code = 0;
       const char* msg = gzerror(f.get(), &code);
       ZENITH_FAIL("[", component, "] ", path, ": corrupt or truncated after ", out.size(),
-                  " uncompressed bytes: ", msg, code == Z_BUF_ERROR ? " (truncated gzip file)" : "");
+                  " uncompressed bytes: ", msg,
+                  code == Z_BUF_ERROR ? " (truncated gzip file)" : "");
     }
     if (n == 0) break;
     out.append(buf, size_t(n));
   }
   int code = 0;
   const char* msg = gzerror(f.get(), &code);
-  ZENITH_CHECK(code == Z_OK, "[", component, "] ", path, ": corrupt or truncated gzip stream after ",
-               out.size(), " uncompressed bytes: ", msg);
+  ZENITH_CHECK(code == Z_OK, "[", component, "] ", path,
+               ": corrupt or truncated gzip stream after ", out.size(),
+               " uncompressed bytes: ", msg);
   return out;
 }
 
 void require_directory(const std::string& dir, const char* component, const std::string& hint) {
   if (std::filesystem::is_directory(dir)) return;
-  ZENITH_FAIL("[", component, "] ", dir, ": no such directory",
-              hint.empty() ? "" : " (", hint, hint.empty() ? "" : ")");
+  ZENITH_FAIL("[", component, "] ", dir, ": no such directory", hint.empty() ? "" : " (", hint,
+              hint.empty() ? "" : ")");
 }
 
 std::string find_file(const std::string& dir, const std::vector<std::string>& names,

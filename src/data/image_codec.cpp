@@ -13,8 +13,9 @@ namespace zenith::vision {
 
 namespace {
 
-bool is_png(const std::string& b) { return b.size() >= 8 && png_sig_cmp(
-    reinterpret_cast<png_const_bytep>(b.data()), 0, 8) == 0; }
+bool is_png(const std::string& b) {
+  return b.size() >= 8 && png_sig_cmp(reinterpret_cast<png_const_bytep>(b.data()), 0, 8) == 0;
+}
 bool is_jpeg(const std::string& b) {
   return b.size() >= 3 && uint8_t(b[0]) == 0xff && uint8_t(b[1]) == 0xd8 && uint8_t(b[2]) == 0xff;
 }
@@ -23,8 +24,8 @@ Tensor decode_png(const std::string& bytes, const std::string& name, int channel
   png_image img;
   std::memset(&img, 0, sizeof(img));
   img.version = PNG_IMAGE_VERSION;
-  ZENITH_CHECK(png_image_begin_read_from_memory(&img, bytes.data(), bytes.size()),
-               "[image] ", name, ": bad PNG: ", img.message);
+  ZENITH_CHECK(png_image_begin_read_from_memory(&img, bytes.data(), bytes.size()), "[image] ", name,
+               ": bad PNG: ", img.message);
   if (channels == 0) channels = (img.format & PNG_FORMAT_FLAG_COLOR) ? 3 : 1;
   img.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
   Tensor out = Tensor::empty({int64_t(img.height), int64_t(img.width), channels}, DType::u8);
@@ -89,9 +90,9 @@ Tensor decode_jpeg(const std::string& bytes, const std::string& name, int channe
 }
 
 Tensor as_hwc_u8(const Tensor& image, const char* what) {
-  ZENITH_CHECK(image.dtype() == DType::u8 && (image.dim() == 2 || image.dim() == 3),
-               "[", what, "] expects an HWC or HW uint8 image, got ", dtype_name(image.dtype()),
-               " ", shape_str(image.shape()));
+  ZENITH_CHECK(image.dtype() == DType::u8 && (image.dim() == 2 || image.dim() == 3), "[", what,
+               "] expects an HWC or HW uint8 image, got ", dtype_name(image.dtype()), " ",
+               shape_str(image.shape()));
   Tensor t = image.dim() == 2 ? image.unsqueeze(2) : image;
   ZENITH_CHECK(t.size(2) == 1 || t.size(2) == 3, "[", what, "] expects 1 or 3 channels, got ",
                t.size(2));
@@ -101,8 +102,10 @@ Tensor as_hwc_u8(const Tensor& image, const char* what) {
 }  // namespace
 
 Tensor decode_image(const std::string& bytes, const std::string& name, int channels) {
-  ZENITH_CHECK(channels == 0 || channels == 1 || channels == 3, "[image] channels must be 0, 1 or "
-               "3, got ", channels);
+  ZENITH_CHECK(channels == 0 || channels == 1 || channels == 3,
+               "[image] channels must be 0, 1 or "
+               "3, got ",
+               channels);
   if (is_png(bytes)) return decode_png(bytes, name, channels);
   if (is_jpeg(bytes)) return decode_jpeg(bytes, name, channels);
   ZENITH_FAIL("[image] ", name, ": neither PNG nor JPEG (bad signature at offset 0)");

@@ -26,8 +26,8 @@ class ImageFolderNode : public DatasetNode {
       : files_(std::move(files)), channels_(channels) {}
   int64_t size() const override { return int64_t(files_.size()); }
   Row get(int64_t index, int64_t) const override {
-    ZENITH_CHECK(index >= 0 && index < size(), "[image-folder] index ", index,
-                 " out of range [0, ", size(), ")");
+    ZENITH_CHECK(index >= 0 && index < size(), "[image-folder] index ", index, " out of range [0, ",
+                 size(), ")");
     const auto& [path, label] = files_[size_t(index)];
     Tensor image = vision::decode_image(io::read_file(path, "image-folder"), path, channels_);
     Tensor l = Tensor::empty({}, DType::i64);

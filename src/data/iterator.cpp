@@ -41,7 +41,8 @@ struct Iterator::State {
       int64_t index;
       {
         std::unique_lock<std::mutex> lock(mutex);
-        space.wait(lock, [&] { return stop || next_index >= size || next_index < consumed + capacity; });
+        space.wait(lock,
+                   [&] { return stop || next_index >= size || next_index < consumed + capacity; });
         if (stop || next_index >= size) return;
         index = next_index++;
       }
@@ -78,8 +79,7 @@ Iterator::Iterator(NodePtr node, int64_t epoch, int num_workers, int prefetch, i
                " out of range [0, ", state_->size, "]");
   state_->next_index = state_->consumed = start;
   state_->capacity = int64_t(num_workers) * prefetch;
-  int threads =
-      int(std::min<int64_t>(num_workers, std::max<int64_t>(state_->size - start, 1)));
+  int threads = int(std::min<int64_t>(num_workers, std::max<int64_t>(state_->size - start, 1)));
   for (int i = 0; i < threads; ++i) state_->workers.emplace_back([s = state_.get()] { s->work(); });
 }
 

@@ -82,8 +82,8 @@ Dataset JsonLinesDataset(const std::string& path, const std::vector<std::string>
       try {
         obj = nlohmann::json::parse(line);
       } catch (const nlohmann::json::exception& e) {
-        ZENITH_FAIL("[jsonl] ", path, ":", line_no, " (offset ", pos, "): invalid JSON: ",
-                    e.what());
+        ZENITH_FAIL("[jsonl] ", path, ":", line_no, " (offset ", pos,
+                    "): invalid JSON: ", e.what());
       }
       ZENITH_CHECK(obj.is_object(), "[jsonl] ", path, ":", line_no, " (offset ", pos,
                    "): expected a JSON object");
@@ -110,8 +110,8 @@ Dataset JsonLinesDataset(const std::string& path, const std::vector<std::string>
   for (const auto& p : parsed) {
     Row row;
     for (size_t c = 0; c < columns.size(); ++c)
-      row.push_back(Tensor::from_vector(p.values[c], p.shapes[c],
-                                        integral[c] ? DType::i64 : DType::f32));
+      row.push_back(
+          Tensor::from_vector(p.values[c], p.shapes[c], integral[c] ? DType::i64 : DType::f32));
     rows.push_back(std::move(row));
   }
   return Dataset(std::make_shared<JsonLinesNode>(std::move(rows), columns));

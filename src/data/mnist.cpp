@@ -29,8 +29,9 @@ std::vector<int64_t> parse_idx_header(const std::string& bytes, const std::strin
   uint32_t magic = detail::read_be32(p);
   ZENITH_CHECK(magic == expected, "[idx] ", path, ": bad magic ", hex32(magic),
                " at offset 0, expected ", hex32(expected));
-  ZENITH_CHECK(bytes.size() >= 4 + 4 * size_t(ndim), "[idx] ", path, ": truncated header: ",
-               bytes.size(), " bytes, the ", ndim, " sizes end at offset ", 4 + 4 * ndim);
+  ZENITH_CHECK(bytes.size() >= 4 + 4 * size_t(ndim), "[idx] ", path,
+               ": truncated header: ", bytes.size(), " bytes, the ", ndim, " sizes end at offset ",
+               4 + 4 * ndim);
   std::vector<int64_t> dims;
   uint64_t total = 1;
   for (uint32_t d = 0; d < ndim; ++d) {

@@ -33,8 +33,8 @@ int get_prefetch_size() { return g_prefetch; }
 namespace {
 
 void check_index(const char* node, int64_t index, int64_t size) {
-  ZENITH_CHECK(index >= 0 && index < size, "[", node, "] index ", index, " out of range [0, ",
-               size, ")");
+  ZENITH_CHECK(index >= 0 && index < size, "[", node, "] index ", index, " out of range [0, ", size,
+               ")");
 }
 
 // Wraps nodes that pass everything but get() through to their parent.
@@ -51,14 +51,17 @@ class ChildNode : public DatasetNode {
 
 class MapNode : public ChildNode {
  public:
-  MapNode(NodePtr parent, std::vector<TransformPtr> ops, size_t column, int workers,
-          uint64_t seed, uint64_t stream)
-      : ChildNode(std::move(parent)), ops_(std::move(ops)), column_(column), workers_(workers),
-        seed_(seed), stream_(stream) {}
+  MapNode(NodePtr parent, std::vector<TransformPtr> ops, size_t column, int workers, uint64_t seed,
+          uint64_t stream)
+      : ChildNode(std::move(parent)),
+        ops_(std::move(ops)),
+        column_(column),
+        workers_(workers),
+        seed_(seed),
+        stream_(stream) {}
   Row get(int64_t index, int64_t epoch) const override {
     Row row = parent_->get(index, epoch);
-    std::mt19937_64 rng(
-        detail::derive_seed({seed_, stream_, uint64_t(epoch), uint64_t(index)}));
+    std::mt19937_64 rng(detail::derive_seed({seed_, stream_, uint64_t(epoch), uint64_t(index)}));
     for (const auto& op : ops_) row[column_] = op->apply(row[column_], rng);
     return row;
   }
@@ -227,8 +230,8 @@ Dataset Dataset::map(std::vector<TransformPtr> operations, const std::string& in
 
 Dataset Dataset::shuffle(std::optional<uint64_t> seed) const {
   ZENITH_CHECK(defined(), "[shuffle] on an empty dataset");
-  return derived(std::make_shared<ShuffleNode>(node_, seed ? *seed : config::get_seed(),
-                                               uint64_t(depth_)));
+  return derived(
+      std::make_shared<ShuffleNode>(node_, seed ? *seed : config::get_seed(), uint64_t(depth_)));
 }
 
 Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
@@ -250,8 +253,8 @@ Dataset Dataset::take(int64_t count) const {
 
 Dataset Dataset::slice(int64_t start, int64_t count) const {
   ZENITH_CHECK(defined(), "[slice] on an empty dataset");
-  ZENITH_CHECK(start >= 0 && count >= 0 && start + count <= node_->size(), "[slice] items [",
-               start, ", ", start + count, ") out of range [0, ", node_->size(), ")");
+  ZENITH_CHECK(start >= 0 && count >= 0 && start + count <= node_->size(), "[slice] items [", start,
+               ", ", start + count, ") out of range [0, ", node_->size(), ")");
   return derived(std::make_shared<SliceNode>(node_, start, count));
 }
 
@@ -280,7 +283,8 @@ Dataset TensorDataset(std::vector<Tensor> columns, std::vector<std::string> name
     ZENITH_CHECK(c.dim() >= 1 && c.size(0) == columns[0].size(0),
                  "[TensorDataset] every column needs the same leading size, got ",
                  shape_str(c.shape()), " and ", shape_str(columns[0].shape()));
-  for (size_t i = names.size(); i < columns.size(); ++i) names.push_back("column_" + std::to_string(i));
+  for (size_t i = names.size(); i < columns.size(); ++i)
+    names.push_back("column_" + std::to_string(i));
   return Dataset(std::make_shared<TensorNode>(std::move(columns), std::move(names)));
 }
 

@@ -11,8 +11,14 @@ namespace {
 const std::vector<DatasetInfo>& infos() {
   // Means and standard deviations of the training images scaled to [0, 1].
   static const std::vector<DatasetInfo> all = {
-      {"fashion-mnist", "/usr/share/datasets/fashion-mnist", "dataset-fashion-mnist", 1, 28, 10,
-       {0.2860}, {0.3530}},
+      {"fashion-mnist",
+       "/usr/share/datasets/fashion-mnist",
+       "dataset-fashion-mnist",
+       1,
+       28,
+       10,
+       {0.2860},
+       {0.3530}},
       {"mnist", "", "", 1, 28, 10, {0.1307}, {0.3081}, /*flip_invariant=*/false},
       {"cifar10", "", "", 3, 32, 10, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}},
       // Channels, size and classes come from the files; the CLI fills them in.
@@ -72,13 +78,13 @@ Pipeline classification_pipeline(const std::string& name, const std::string& dir
     ops.push_back(vision::Resize({p.info.image_size, p.info.image_size}));
   }
   p.samples = raw.get_dataset_size();
-  ZENITH_CHECK(options.num_shards > 0 && options.shard_id >= 0 &&
-                   options.shard_id < options.num_shards,
-               "[dataset] shard ", options.shard_id, " of ", options.num_shards, " is invalid");
+  ZENITH_CHECK(
+      options.num_shards > 0 && options.shard_id >= 0 && options.shard_id < options.num_shards,
+      "[dataset] shard ", options.shard_id, " of ", options.num_shards, " is invalid");
   if (options.num_shards > 1)  // training: shuffled, padded to equal shards (equal step counts)
-    raw = DistributedSampler(raw, options.num_shards, options.shard_id,
-                             {.shuffle = options.training,
-                              .remainder = options.training ? "pad" : "none"});
+    raw = DistributedSampler(
+        raw, options.num_shards, options.shard_id,
+        {.shuffle = options.training, .remainder = options.training ? "pad" : "none"});
   else if (options.training)
     raw = raw.shuffle();
   if (options.training && options.random_crop)
@@ -90,8 +96,8 @@ Pipeline classification_pipeline(const std::string& name, const std::string& dir
   ops.push_back(vision::HWC2CHW());
   p.dataset = raw.map(std::move(ops), "image", std::max(1, options.num_workers))
                   .batch(options.batch_size, /*drop_remainder=*/options.training);
-  ZENITH_CHECK(p.dataset.get_dataset_size() > 0, "[dataset] ", name, " (", usage, "): ",
-               raw.get_dataset_size(), " items make no batch of ", options.batch_size);
+  ZENITH_CHECK(p.dataset.get_dataset_size() > 0, "[dataset] ", name, " (", usage,
+               "): ", raw.get_dataset_size(), " items make no batch of ", options.batch_size);
   return p;
 }
 

@@ -51,8 +51,10 @@ class Normalize final : public Transform {
  public:
   Normalize(std::vector<double> mean, std::vector<double> std, bool is_hwc)
       : mean_(std::move(mean)), std_(std::move(std)), hwc_(is_hwc) {
-    ZENITH_CHECK(!mean_.empty() && mean_.size() == std_.size(), "[Normalize] mean and std need "
-                 "the same, non-zero length, got ", mean_.size(), " and ", std_.size());
+    ZENITH_CHECK(!mean_.empty() && mean_.size() == std_.size(),
+                 "[Normalize] mean and std need "
+                 "the same, non-zero length, got ",
+                 mean_.size(), " and ", std_.size());
     for (double s : std_) ZENITH_CHECK(s > 0, "[Normalize] std must be positive, got ", s);
   }
   Tensor apply(const Tensor& x, std::mt19937_64&) const override {
@@ -118,12 +120,18 @@ void fill_typed(Tensor& t, double value) {
 
 void fill_value(Tensor& t, double value) {
   switch (t.dtype()) {
-    case DType::f32: return fill_typed<float>(t, value);
-    case DType::f64: return fill_typed<double>(t, value);
-    case DType::u8: return fill_typed<uint8_t>(t, value);
-    case DType::i32: return fill_typed<int32_t>(t, value);
-    case DType::i64: return fill_typed<int64_t>(t, value);
-    default: t.fill_(value);
+    case DType::f32:
+      return fill_typed<float>(t, value);
+    case DType::f64:
+      return fill_typed<double>(t, value);
+    case DType::u8:
+      return fill_typed<uint8_t>(t, value);
+    case DType::i32:
+      return fill_typed<int32_t>(t, value);
+    case DType::i64:
+      return fill_typed<int64_t>(t, value);
+    default:
+      t.fill_(value);
   }
 }
 
@@ -134,7 +142,8 @@ class RandomCrop final : public Transform {
     ZENITH_CHECK(size.size() == 1 || size.size() == 2, "[RandomCrop] size is {s} or {h, w}");
     h_ = size[0];
     w_ = size.back();
-    ZENITH_CHECK(h_ > 0 && w_ > 0 && padding >= 0, "[RandomCrop] needs a positive size and a "
+    ZENITH_CHECK(h_ > 0 && w_ > 0 && padding >= 0,
+                 "[RandomCrop] needs a positive size and a "
                  "non-negative padding");
   }
   Tensor apply(const Tensor& x, std::mt19937_64& rng) const override {
@@ -154,8 +163,8 @@ class RandomCrop final : public Transform {
     for (int64_t y = 0; y < h_; ++y) {
       int64_t sy = top + y - padding_;
       if (sy < 0 || sy >= h) continue;
-      int64_t x0 = std::max<int64_t>(0, padding_ - left);            // first column inside
-      int64_t x1 = std::min<int64_t>(w_, w + padding_ - left);       // one past the last
+      int64_t x0 = std::max<int64_t>(0, padding_ - left);       // first column inside
+      int64_t x1 = std::min<int64_t>(w_, w + padding_ - left);  // one past the last
       if (x1 <= x0) continue;
       std::memcpy(dst + (y * w_ + x0) * pixel, src + (sy * w + left + x0 - padding_) * pixel,
                   size_t(x1 - x0) * pixel);

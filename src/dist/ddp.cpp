@@ -139,12 +139,15 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(CellPtr module,
                                                          DistributedDataParallelOptions options)
     : module_(std::move(module)), options_(std::move(options)) {
   ZENITH_CHECK(module_, "[DistributedDataParallel] module is null");
-  ZENITH_CHECK(comm::is_initialized(), "[DistributedDataParallel] communication is not "
+  ZENITH_CHECK(comm::is_initialized(),
+               "[DistributedDataParallel] communication is not "
                "initialized; call communication::init() first");
   ZENITH_CHECK(options_.bucket_cap_mb > 0 && options_.last_bucket_cap_mb > 0,
                "[DistributedDataParallel] bucket_cap_mb and last_bucket_cap_mb must be "
-               "positive, got ", options_.bucket_cap_mb, " and ", options_.last_bucket_cap_mb);
-  ZENITH_CHECK(options_.group.is_member(), "[DistributedDataParallel] this rank is not a member "
+               "positive, got ",
+               options_.bucket_cap_mb, " and ", options_.last_bucket_cap_mb);
+  ZENITH_CHECK(options_.group.is_member(),
+               "[DistributedDataParallel] this rank is not a member "
                "of the group");
   // No name: parameters keep the wrapped cell's names (see Cell::named_parameters).
   register_cell("", module_);
@@ -159,7 +162,8 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(CellPtr module,
     reducer->params.push_back(p);
     reducer->names.push_back(name);
   }
-  ZENITH_CHECK(!reducer->params.empty(), "[DistributedDataParallel] the module has no trainable "
+  ZENITH_CHECK(!reducer->params.empty(),
+               "[DistributedDataParallel] the module has no trainable "
                "parameters");
 
   // Same values everywhere before the first step.
@@ -174,8 +178,7 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(CellPtr module,
   // dtype or device changes, and a parameter larger than the cap gets a bucket of its own. They
   // are then numbered in reverse, the order in which they become ready.
   const int64_t cap = int64_t(options_.bucket_cap_mb * 1024 * 1024);
-  const int64_t last_cap =
-      std::min(cap, int64_t(options_.last_bucket_cap_mb * 1024 * 1024));
+  const int64_t last_cap = std::min(cap, int64_t(options_.last_bucket_cap_mb * 1024 * 1024));
   const size_t n = reducer->params.size();
   reducer->bucket_of.resize(n);
   reducer->slot_of.resize(n);

@@ -61,8 +61,8 @@ void AtomicFile::commit() {
   int rc = ::close(fd_);
   fd_ = -1;
   ZENITH_CHECK(rc == 0, "[io] ", path_, ": close failed: ", errno_text());
-  ZENITH_CHECK(::rename(temp_path_.c_str(), path_.c_str()) == 0, "[io] ", path_,
-               ": rename from ", temp_path_, " failed: ", errno_text());
+  ZENITH_CHECK(::rename(temp_path_.c_str(), path_.c_str()) == 0, "[io] ", path_, ": rename from ",
+               temp_path_, " failed: ", errno_text());
   committed_ = true;
   std::filesystem::path dir = std::filesystem::path(path_).parent_path();
   fsync_dir(dir.empty() ? "." : dir.string());

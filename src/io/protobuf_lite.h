@@ -86,10 +86,18 @@ class Reader {
   std::string_view length_delimited() { return bytes(size_t(varint())); }
   void skip(WireType type) {
     switch (type) {
-      case kVarint: varint(); return;
-      case kFixed64: bytes(8); return;
-      case kLengthDelimited: length_delimited(); return;
-      case kFixed32: bytes(4); return;
+      case kVarint:
+        varint();
+        return;
+      case kFixed64:
+        bytes(8);
+        return;
+      case kLengthDelimited:
+        length_delimited();
+        return;
+      case kFixed32:
+        bytes(4);
+        return;
     }
     ZENITH_FAIL("[protobuf] ", what_, ": unsupported wire type ", int(type), " at offset ", pos_);
   }

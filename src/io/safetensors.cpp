@@ -25,14 +25,22 @@ constexpr const char* kMetadataKey = "__metadata__";
 
 const char* st_dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::f16: return "F16";
-    case DType::bf16: return "BF16";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::u8: return "U8";
-    case DType::b8: return "BOOL";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::u8:
+      return "U8";
+    case DType::b8:
+      return "BOOL";
   }
   return "?";
 }
@@ -235,9 +243,9 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path, Metadata
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const Entry& a = *by_offset[i - 1];
     const Entry& b = *by_offset[i];
-    ZENITH_CHECK(b.begin >= a.end || a.begin == a.end || b.begin == b.end, "[safetensors] ",
-                 path, ": tensors '", a.name, "' [", a.begin, ", ", a.end, ") and '", b.name,
-                 "' [", b.begin, ", ", b.end, ") overlap");
+    ZENITH_CHECK(b.begin >= a.end || a.begin == a.end || b.begin == b.end, "[safetensors] ", path,
+                 ": tensors '", a.name, "' [", a.begin, ", ", a.end, ") and '", b.name, "' [",
+                 b.begin, ", ", b.end, ") overlap");
   }
 
   std::map<std::string, Tensor> out;

@@ -35,8 +35,7 @@ const std::array<uint32_t, 256>& crc32c_table() {
 }
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string event(double wall_time, int64_t step) {
@@ -121,8 +120,8 @@ void SummaryWriter::add_scalar(const std::string& tag, double value, int64_t ste
 }
 
 void SummaryWriter::flush() {
-  ZENITH_CHECK(std::fflush(file_) == 0, "[tensorboard] ", path_, ": flush failed: ",
-               std::strerror(errno));
+  ZENITH_CHECK(std::fflush(file_) == 0, "[tensorboard] ", path_,
+               ": flush failed: ", std::strerror(errno));
 }
 
 std::vector<std::string> read_tfrecords(const std::string& path) {
@@ -130,15 +129,16 @@ std::vector<std::string> read_tfrecords(const std::string& path) {
   std::vector<std::string> records;
   size_t pos = 0;
   while (pos < bytes.size()) {
-    ZENITH_CHECK(bytes.size() - pos >= 12, "[tensorboard] ", path, ": truncated record header at "
-                 "offset ", pos);
+    ZENITH_CHECK(bytes.size() - pos >= 12, "[tensorboard] ", path,
+                 ": truncated record header at "
+                 "offset ",
+                 pos);
     uint64_t n;
     std::memcpy(&n, bytes.data() + pos, 8);
     ZENITH_CHECK(read_le32(bytes.data() + pos + 8) == masked_crc32c(bytes.data() + pos, 8),
                  "[tensorboard] ", path, ": bad length CRC at offset ", pos + 8);
-    ZENITH_CHECK(n <= bytes.size() - pos - 12 && bytes.size() - pos - 12 - n >= 4,
-                 "[tensorboard] ", path, ": record of ", n, " bytes at offset ", pos,
-                 " is truncated");
+    ZENITH_CHECK(n <= bytes.size() - pos - 12 && bytes.size() - pos - 12 - n >= 4, "[tensorboard] ",
+                 path, ": record of ", n, " bytes at offset ", pos, " is truncated");
     const char* data = bytes.data() + pos + 12;
     ZENITH_CHECK(read_le32(data + n) == masked_crc32c(data, n), "[tensorboard] ", path,
                  ": bad data CRC at offset ", pos + 12 + n);

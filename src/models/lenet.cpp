@@ -35,8 +35,10 @@ class LeNet5 : public nn::Cell {
 nn::CellPtr lenet5(int64_t in_channels, int64_t image_size, int64_t num_classes) {
   ZENITH_CHECK(image_size == 28 || image_size == 32, "[lenet5] image_size must be 28 or 32, got ",
                image_size);
-  ZENITH_CHECK(in_channels > 0 && num_classes > 0, "[lenet5] in_channels and num_classes must "
-               "be positive, got ", in_channels, " and ", num_classes);
+  ZENITH_CHECK(in_channels > 0 && num_classes > 0,
+               "[lenet5] in_channels and num_classes must "
+               "be positive, got ",
+               in_channels, " and ", num_classes);
   return std::make_shared<LeNet5>(in_channels, image_size, num_classes);
 }
 

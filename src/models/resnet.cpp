@@ -19,8 +19,8 @@ class BasicBlock : public nn::Cell {
     bn2_ = register_cell("bn2", nn::BatchNorm2d(out));
     if (stride != 1 || in != out)
       downsample_ = register_cell(
-          "downsample", nn::SequentialCell({nn::Conv2d(in, out, 1, stride, "valid"),
-                                            nn::BatchNorm2d(out)}));
+          "downsample",
+          nn::SequentialCell({nn::Conv2d(in, out, 1, stride, "valid"), nn::BatchNorm2d(out)}));
   }
   Tensor forward(const Tensor& x) override {
     Tensor y = ops::relu(bn1_->forward(conv1_->forward(x)));
@@ -72,8 +72,10 @@ class ResNet : public nn::Cell {
 }  // namespace
 
 nn::CellPtr resnet18(int64_t in_channels, int64_t num_classes) {
-  ZENITH_CHECK(in_channels > 0 && num_classes > 0, "[resnet18] in_channels and num_classes must "
-               "be positive, got ", in_channels, " and ", num_classes);
+  ZENITH_CHECK(in_channels > 0 && num_classes > 0,
+               "[resnet18] in_channels and num_classes must "
+               "be positive, got ",
+               in_channels, " and ", num_classes);
   return std::make_shared<ResNet>(in_channels, num_classes, std::vector<int64_t>{2, 2, 2, 2});
 }
 

@@ -58,8 +58,7 @@ std::shared_ptr<Cell> SiLU() {
 }
 
 std::shared_ptr<Cell> Sigmoid() {
-  return std::make_shared<FunctionCell>("Sigmoid",
-                                        [](const Tensor& x) { return ops::sigmoid(x); });
+  return std::make_shared<FunctionCell>("Sigmoid", [](const Tensor& x) { return ops::sigmoid(x); });
 }
 
 std::shared_ptr<Cell> Tanh() {

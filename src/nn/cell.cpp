@@ -4,8 +4,8 @@
 #include <set>
 #include <sstream>
 
-#include "zenith/autograd.h"
 #include "nn/state_match.h"
+#include "zenith/autograd.h"
 #include "zenith/nn.h"
 
 namespace zenith::nn {
@@ -25,8 +25,8 @@ void walk(const Cell& cell, const std::string& prefix, F&& f) {
 }
 
 void check_name(const std::string& name, const char* what) {
-  ZENITH_CHECK(!name.empty() && name.find('.') == std::string::npos, "[Cell] ", what,
-               " name '", name, "' must be non-empty and contain no '.'");
+  ZENITH_CHECK(!name.empty() && name.find('.') == std::string::npos, "[Cell] ", what, " name '",
+               name, "' must be non-empty and contain no '.'");
 }
 
 }  // namespace

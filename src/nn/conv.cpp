@@ -11,12 +11,19 @@ class Conv2dCell : public Cell {
  public:
   Conv2dCell(int64_t in, int64_t out, int64_t k, int64_t stride, const std::string& pad_mode,
              int64_t padding, int64_t dilation, int64_t group, bool has_bias)
-      : in_(in), out_(out), k_(k), stride_(stride), pad_mode_(pad_mode), padding_(padding),
-        dilation_(dilation), group_(group) {
+      : in_(in),
+        out_(out),
+        k_(k),
+        stride_(stride),
+        pad_mode_(pad_mode),
+        padding_(padding),
+        dilation_(dilation),
+        group_(group) {
     ZENITH_CHECK(in > 0 && out > 0 && k > 0 && stride > 0 && dilation > 0 && group > 0,
                  "[Conv2d] channels, kernel_size, stride, dilation and group must be positive, "
-                 "got in ", in, ", out ", out, ", kernel ", k, ", stride ", stride, ", dilation ",
-                 dilation, ", group ", group);
+                 "got in ",
+                 in, ", out ", out, ", kernel ", k, ", stride ", stride, ", dilation ", dilation,
+                 ", group ", group);
     ZENITH_CHECK(in % group == 0 && out % group == 0, "[Conv2d] in_channels ", in,
                  " and out_channels ", out, " must be divisible by group ", group);
     ZENITH_CHECK(pad_mode == "same" || pad_mode == "valid" || pad_mode == "pad",

@@ -22,8 +22,8 @@ class DenseCell : public Cell {
   }
 
   Tensor forward(const Tensor& x) override {
-    ZENITH_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[Dense] expected input [..., ", in_,
-                 "], got ", shape_str(x.shape()));
+    ZENITH_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[Dense] expected input [..., ", in_, "], got ",
+                 shape_str(x.shape()));
     return ops::linear(x, weight_, bias_);
   }
   std::string type_name() const override { return "Dense"; }

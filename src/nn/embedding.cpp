@@ -9,8 +9,10 @@ namespace {
 class EmbeddingCell : public Cell {
  public:
   EmbeddingCell(int64_t vocab, int64_t dim) : vocab_(vocab), dim_(dim) {
-    ZENITH_CHECK(vocab > 0 && dim > 0, "[Embedding] vocab_size and embedding_size must be "
-                 "positive, got ", vocab, " and ", dim);
+    ZENITH_CHECK(vocab > 0 && dim > 0,
+                 "[Embedding] vocab_size and embedding_size must be "
+                 "positive, got ",
+                 vocab, " and ", dim);
     weight_ = register_parameter("weight", Tensor::empty({vocab, dim}));
     init::normal_(weight_, 0.0, 1.0);
   }

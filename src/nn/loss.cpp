@@ -12,26 +12,32 @@ void check_reduction(const std::string& reduction, const char* cell) {
 class SoftmaxCrossEntropyCell : public LossCell {
  public:
   SoftmaxCrossEntropyCell(bool sparse, std::string reduction, double smoothing, int64_t ignore)
-      : sparse_(sparse), reduction_(std::move(reduction)), smoothing_(smoothing),
+      : sparse_(sparse),
+        reduction_(std::move(reduction)),
+        smoothing_(smoothing),
         ignore_index_(ignore) {
     check_reduction(reduction_, "SoftmaxCrossEntropyWithLogits");
-    ZENITH_CHECK(smoothing >= 0.0 && smoothing <= 1.0, "[SoftmaxCrossEntropyWithLogits] "
-                 "label_smoothing must be in [0, 1], got ", smoothing);
+    ZENITH_CHECK(smoothing >= 0.0 && smoothing <= 1.0,
+                 "[SoftmaxCrossEntropyWithLogits] "
+                 "label_smoothing must be in [0, 1], got ",
+                 smoothing);
   }
 
   Tensor forward(const Tensor& logits, const Tensor& labels) override {
     Tensor target = labels;
     if (sparse_) {
-      ZENITH_CHECK(!is_floating(labels.dtype()), "[SoftmaxCrossEntropyWithLogits] sparse=true "
-                   "expects integer class indices, got ", dtype_name(labels.dtype()),
+      ZENITH_CHECK(!is_floating(labels.dtype()),
+                   "[SoftmaxCrossEntropyWithLogits] sparse=true "
+                   "expects integer class indices, got ",
+                   dtype_name(labels.dtype()),
                    " labels (use sparse=false for one-hot or probability labels)");
       if (labels.dtype() != DType::i64) target = labels.to(DType::i64);
     } else {
       ZENITH_CHECK(is_floating(labels.dtype()) && labels.shape() == logits.shape(),
                    "[SoftmaxCrossEntropyWithLogits] sparse=false expects float labels shaped "
-                   "like the logits ", shape_str(logits.shape()), ", got ",
-                   dtype_name(labels.dtype()), " ", shape_str(labels.shape()),
-                   " (use sparse=true for class indices)");
+                   "like the logits ",
+                   shape_str(logits.shape()), ", got ", dtype_name(labels.dtype()), " ",
+                   shape_str(labels.shape()), " (use sparse=true for class indices)");
       if (labels.dtype() != logits.dtype()) target = labels.to(logits.dtype());
     }
     return ops::cross_entropy(logits, target, reduction_, ignore_index_, smoothing_);

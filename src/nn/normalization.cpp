@@ -12,8 +12,10 @@ class BatchNorm2dCell : public Cell {
   BatchNorm2dCell(int64_t c, double eps, double momentum, bool affine)
       : c_(c), eps_(eps), momentum_(momentum) {
     ZENITH_CHECK(c > 0, "[BatchNorm2d] num_features must be positive, got ", c);
-    ZENITH_CHECK(momentum >= 0.0 && momentum <= 1.0, "[BatchNorm2d] momentum must be in [0, 1], "
-                 "got ", momentum);
+    ZENITH_CHECK(momentum >= 0.0 && momentum <= 1.0,
+                 "[BatchNorm2d] momentum must be in [0, 1], "
+                 "got ",
+                 momentum);
     if (affine) {
       weight_ = register_parameter("weight", Tensor::ones({c}));
       bias_ = register_parameter("bias", Tensor::zeros({c}));
@@ -96,8 +98,7 @@ class RMSNormCell : public Cell {
 
 }  // namespace
 
-std::shared_ptr<Cell> BatchNorm2d(int64_t num_features, double eps, double momentum,
-                                  bool affine) {
+std::shared_ptr<Cell> BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine) {
   return std::make_shared<BatchNorm2dCell>(num_features, eps, momentum, affine);
 }
 

@@ -13,7 +13,8 @@ std::vector<int64_t> pair_option(const std::vector<int64_t>& v, const char* name
   ZENITH_CHECK(v.size() == 1 || v.size() == 2, "[conv2d] ", name, " needs 1 or 2 values, got ",
                shape_str(v));
   std::vector<int64_t> out = v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
-  for (auto x : out) ZENITH_CHECK(x >= min, "[conv2d] ", name, " must be >= ", min, ", got ", shape_str(v));
+  for (auto x : out)
+    ZENITH_CHECK(x >= min, "[conv2d] ", name, " must be >= ", min, ", got ", shape_str(v));
   return out;
 }
 
@@ -66,9 +67,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const Shape& xs = x.shape();
   const Shape& ws = weight.shape();
   ZENITH_CHECK(xs[1] == ws[1] * groups, "[conv2d] input has ", xs[1], " channels, weight expects ",
-               ws[1] * groups, groups > 1 ? " (" + std::to_string(ws[1]) + " per group x " +
-                                                std::to_string(groups) + " groups)"
-                                          : std::string(),
+               ws[1] * groups,
+               groups > 1 ? " (" + std::to_string(ws[1]) + " per group x " +
+                                std::to_string(groups) + " groups)"
+                          : std::string(),
                " (input ", shape_str(xs), ", weight ", shape_str(ws), ")");
   ZENITH_CHECK(ws[0] % groups == 0, "[conv2d] ", ws[0], " output channels are not divisible by ",
                groups, " groups (weight ", shape_str(ws), ")");
@@ -92,9 +94,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
   if (shape_numel(out_shape) == 0 || xs[1] == 0)
     return Tensor::zeros(out_shape, x.dtype());  // nothing to convolve; no kernel handles it
 
-  dispatch::Attrs attrs = {{"stride", stride},     {"pad_l", pad.begin},
-                           {"pad_r", pad.end},     {"dilation", dilation},
-                           {"groups", groups},     {"bias", bias.defined()}};
+  dispatch::Attrs attrs = {{"stride", stride},     {"pad_l", pad.begin}, {"pad_r", pad.end},
+                           {"dilation", dilation}, {"groups", groups},   {"bias", bias.defined()}};
   Tensor out = dispatch::call1("conv2d", {x, weight, bias}, attrs);
   if (autograd::needs_grad({x, weight, bias})) {
     bool gx = x.requires_grad(), gw = weight.requires_grad();

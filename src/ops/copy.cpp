@@ -6,9 +6,7 @@
 namespace zenith {
 
 namespace {
-Tensor plain(const Tensor& x) {
-  return x.has_layout() ? dispatch::call1("to_plain", {x}) : x;
-}
+Tensor plain(const Tensor& x) { return x.has_layout() ? dispatch::call1("to_plain", {x}) : x; }
 }  // namespace
 
 Tensor Tensor::contiguous() const {

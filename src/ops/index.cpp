@@ -85,8 +85,8 @@ Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
     out_shape[size_t(dim)] += t.shape()[size_t(dim)];
     dtype = promote_types(dtype, t.dtype());
   }
-  Tensor out = dispatch::call1("cat", tensors, {{"dim", dim}, {"dtype", dtype},
-                                                {"out_shape", out_shape}});
+  Tensor out =
+      dispatch::call1("cat", tensors, {{"dim", dim}, {"dtype", dtype}, {"out_shape", out_shape}});
   if (autograd::needs_grad(tensors)) {
     std::vector<int64_t> sizes;
     std::vector<DType> dtypes;
@@ -119,8 +119,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim_in) {
   std::vector<Tensor> parts;
   for (size_t i = 0; i < tensors.size(); ++i) {
     ZENITH_CHECK(tensors[i].defined(), "[stack] tensor ", i, " is undefined");
-    ZENITH_CHECK(tensors[i].shape() == shape, "[stack] all tensors must have one shape: tensor 0 "
-                 "is ", shape_str(shape), ", tensor ", i, " is ", shape_str(tensors[i].shape()));
+    ZENITH_CHECK(tensors[i].shape() == shape,
+                 "[stack] all tensors must have one shape: tensor 0 "
+                 "is ",
+                 shape_str(shape), ", tensor ", i, " is ", shape_str(tensors[i].shape()));
     parts.push_back(tensors[i].unsqueeze(dim));
   }
   return cat(parts, dim);
@@ -139,16 +141,19 @@ Tensor index_select(const Tensor& x_in, int64_t dim_in, const Tensor& index) {
     out_shape[size_t(dim)] = index.numel();
     view_shape[size_t(dim)] = index.numel();
   }
-  ZENITH_CHECK(x.dim() > 0 || index.numel() == 1, "[index_select] a 0-d input takes one index, "
-               "got index of shape ", shape_str(index.shape()));
+  ZENITH_CHECK(x.dim() > 0 || index.numel() == 1,
+               "[index_select] a 0-d input takes one index, "
+               "got index of shape ",
+               shape_str(index.shape()));
   Tensor idx = plain(index).reshape(view_shape).expand(out_shape);
-  Tensor out = dispatch::call1("gather", {x, idx}, {{"dim", dim},
-                                                    {"op", std::string("index_select")}});
+  Tensor out =
+      dispatch::call1("gather", {x, idx}, {{"dim", dim}, {"op", std::string("index_select")}});
   if (autograd::needs_grad({x})) {
     Shape in_shape = x.shape();
-    autograd::record("index_select", {x}, {out}, [idx, dim, in_shape](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{scatter_add_into(g[0], idx, dim, in_shape)};
-    });
+    autograd::record("index_select", {x}, {out},
+                     [idx, dim, in_shape](const std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{scatter_add_into(g[0], idx, dim, in_shape)};
+                     });
   }
   return out;
 }

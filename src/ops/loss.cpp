@@ -19,15 +19,15 @@ void check_reduction(const std::string& reduction, const char* op) {
 // row, 0 where ignored).
 Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                           double eps, const std::string& reduction) {
-  dispatch::Attrs attrs{{"ignore_index", ignore_index}, {"label_smoothing", eps},
-                        {"reduction", reduction}};
+  dispatch::Attrs attrs{
+      {"ignore_index", ignore_index}, {"label_smoothing", eps}, {"reduction", reduction}};
   auto outs = dispatch::call("cross_entropy_rows", {logits, target}, attrs);
   if (autograd::needs_grad({logits})) {
     Tensor x = logits.detach(), t = target.detach(), log_sums = outs[1];
     autograd::record("cross_entropy", {logits}, {outs[0]},
                      [x, t, log_sums, attrs](const std::vector<Tensor>& g) {
-                       return std::vector<Tensor>{dispatch::call1(
-                           "cross_entropy_rows_backward", {g[0], x, t, log_sums}, attrs)};
+                       return std::vector<Tensor>{dispatch::call1("cross_entropy_rows_backward",
+                                                                  {g[0], x, t, log_sums}, attrs)};
                      });
   }
   return outs[0];
@@ -44,8 +44,8 @@ Tensor classes_last(const Tensor& x) {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in,
-                     const std::string& reduction, int64_t ignore_index, double label_smoothing) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const std::string& reduction,
+                     int64_t ignore_index, double label_smoothing) {
   ZENITH_CHECK(logits_in.defined() && target_in.defined(), "[cross_entropy] undefined input");
   check_reduction(reduction, "cross_entropy");
   ZENITH_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,

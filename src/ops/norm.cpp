@@ -27,8 +27,8 @@ void check_param(const Tensor& p, const Tensor& x, const Shape& shape, const cha
 // Number of elements in the trailing `normalized_shape` of x (validated).
 int64_t normalized_size(const Tensor& x, const Shape& normalized_shape, const char* op) {
   const int64_t k = int64_t(normalized_shape.size());
-  ZENITH_CHECK(k >= 1 && x.dim() >= k, "[", op, "] normalized_shape ",
-               shape_str(normalized_shape), " does not fit input ", shape_str(x.shape()));
+  ZENITH_CHECK(k >= 1 && x.dim() >= k, "[", op, "] normalized_shape ", shape_str(normalized_shape),
+               " does not fit input ", shape_str(x.shape()));
   Shape tail(x.shape().end() - k, x.shape().end());
   ZENITH_CHECK(tail == normalized_shape, "[", op, "] normalized_shape ",
                shape_str(normalized_shape), " does not match the trailing dims of input ",
@@ -61,13 +61,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     Tensor mean = outs[1], var = outs[2];
     bool gx = x.requires_grad(), gw = weight.defined() && weight.requires_grad();
     bool gb = bias.defined() && bias.requires_grad();
-    autograd::record("batch_norm", {x, weight, bias}, {outs[0]},
-                     [=](const std::vector<Tensor>& g) {
-                       auto d = dispatch::call("batch_norm_backward", {g[0], x, weight, mean, var},
-                                               attrs);
-                       return std::vector<Tensor>{gx ? d[0] : Tensor(), gw ? d[1] : Tensor(),
-                                                  gb ? d[2] : Tensor()};
-                     });
+    autograd::record("batch_norm", {x, weight, bias}, {outs[0]}, [=](const std::vector<Tensor>& g) {
+      auto d = dispatch::call("batch_norm_backward", {g[0], x, weight, mean, var}, attrs);
+      return std::vector<Tensor>{gx ? d[0] : Tensor(), gw ? d[1] : Tensor(), gb ? d[2] : Tensor()};
+    });
   }
   return outs[0];
 }
@@ -84,14 +81,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     Tensor mean = outs[1], rstd = outs[2];
     bool gw = weight.defined() && weight.requires_grad();
     bool gb = bias.defined() && bias.requires_grad();
-    autograd::record("layer_norm", {x, weight, bias}, {outs[0]},
-                     [=](const std::vector<Tensor>& g) {
-                       auto d = dispatch::call("layer_norm_backward",
-                                               {g[0], x, weight, mean, rstd}, attrs);
-                       return std::vector<Tensor>{
-                           d[0], gw ? d[1].reshape(normalized_shape) : Tensor(),
-                           gb ? d[2].reshape(normalized_shape) : Tensor()};
-                     });
+    autograd::record("layer_norm", {x, weight, bias}, {outs[0]}, [=](const std::vector<Tensor>& g) {
+      auto d = dispatch::call("layer_norm_backward", {g[0], x, weight, mean, rstd}, attrs);
+      return std::vector<Tensor>{d[0], gw ? d[1].reshape(normalized_shape) : Tensor(),
+                                 gb ? d[2].reshape(normalized_shape) : Tensor()};
+    });
   }
   return outs[0];
 }

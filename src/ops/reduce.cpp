@@ -18,8 +18,7 @@ std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t nd
   }
   for (auto d : dims) {
     int64_t n = std::max<int64_t>(ndim, 1);
-    ZENITH_CHECK(d >= -n && d < n, "[", op, "] dim ", d, " out of range for ", ndim,
-                 "-d tensor");
+    ZENITH_CHECK(d >= -n && d < n, "[", op, "] dim ", d, " out of range for ", ndim, "-d tensor");
     out.push_back(d < 0 ? d + n : d);
   }
   std::sort(out.begin(), out.end());
@@ -32,8 +31,10 @@ Shape reduced_shape(const Shape& s, const std::vector<int64_t>& dims, bool keepd
   Shape out;
   for (int64_t d = 0; d < int64_t(s.size()); ++d) {
     bool r = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!r) out.push_back(s[size_t(d)]);
-    else if (keepdim) out.push_back(1);
+    if (!r)
+      out.push_back(s[size_t(d)]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -68,8 +69,8 @@ std::vector<Tensor> minmax_dim(const char* op, const char* kernel, const Tensor&
     Tensor idx = outs[1].reshape(kept);
     autograd::record(op, {x}, {outs[0]}, [in_shape, kept, idx, dim](const std::vector<Tensor>& g) {
       Tensor gk = g[0].reshape(kept);
-      return std::vector<Tensor>{dispatch::call1("scatter_add", {gk, idx},
-                                                 {{"dim", dim}, {"shape", in_shape}})};
+      return std::vector<Tensor>{
+          dispatch::call1("scatter_add", {gk, idx}, {{"dim", dim}, {"shape", in_shape}})};
     });
   }
   return outs;
@@ -118,18 +119,18 @@ Tensor var(const Tensor& x_in, const std::vector<int64_t>& dims_in, bool unbiase
   int64_t count = 1;
   for (auto d : dims) count *= x.shape()[size_t(d)];
   int64_t correction = unbiased ? 1 : 0;
-  Tensor out = dispatch::call1("var", {x}, {{"dims", dims}, {"out_shape", out_shape},
-                                            {"correction", correction}});
+  Tensor out = dispatch::call1(
+      "var", {x}, {{"dims", dims}, {"out_shape", out_shape}, {"correction", correction}});
   if (autograd::needs_grad({x})) {
     Shape kept = kept_shape(x.shape(), dims);
     Tensor xd = x.detach();
-    autograd::record("var", {x}, {out}, [xd, dims, kept, count, correction](
-                                            const std::vector<Tensor>& g) {
-      // d var / dx = 2 (x - mean) / (n - correction)
-      Tensor centered = sub(xd, mean(xd, dims, true));
-      Tensor scale = div(g[0].reshape(kept), double(count - correction) / 2.0);
-      return std::vector<Tensor>{mul(centered, scale)};
-    });
+    autograd::record("var", {x}, {out},
+                     [xd, dims, kept, count, correction](const std::vector<Tensor>& g) {
+                       // d var / dx = 2 (x - mean) / (n - correction)
+                       Tensor centered = sub(xd, mean(xd, dims, true));
+                       Tensor scale = div(g[0].reshape(kept), double(count - correction) / 2.0);
+                       return std::vector<Tensor>{mul(centered, scale)};
+                     });
   }
   return out;
 }

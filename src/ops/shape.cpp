@@ -44,8 +44,8 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t d = int64_t(os.size()) - 1; d >= 0; --d) {
     tensor_numel *= os[size_t(d)];
-    if (d == 0 || (os[size_t(d - 1)] != 1 &&
-                   ost[size_t(d - 1)] != tensor_numel * chunk_base_stride)) {
+    if (d == 0 ||
+        (os[size_t(d - 1)] != 1 && ost[size_t(d - 1)] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[size_t(view_d)] == 1)) {
         st[size_t(view_d)] = view_numel * chunk_base_stride;
         view_numel *= shape[size_t(view_d)];
@@ -91,8 +91,10 @@ Tensor Tensor::view(const Shape& requested) const {
   Tensor x = plain(*this);
   Shape s = infer_shape(requested, numel(), "view");
   auto st = view_strides(x, s);
-  ZENITH_CHECK(st.has_value(), "[view] shape ", shape_str(s), " is not compatible with the "
-               "strides of a ", shape_str(shape()), " view; use reshape()");
+  ZENITH_CHECK(st.has_value(), "[view] shape ", shape_str(s),
+               " is not compatible with the "
+               "strides of a ",
+               shape_str(shape()), " view; use reshape()");
   Shape in_shape = shape();
   return make_view(x, s, *st, x.offset(), "view", [in_shape](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].reshape(in_shape)};
@@ -175,8 +177,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 Tensor Tensor::select(int64_t d, int64_t index) const {
   d = wrap_dim(d, dim(), "select");
   int64_t size = shape()[size_t(d)];
-  ZENITH_CHECK(index >= -size && index < size, "[select] index ", index,
-               " out of range for dim ", d, " of size ", size);
+  ZENITH_CHECK(index >= -size && index < size, "[select] index ", index, " out of range for dim ",
+               d, " of size ", size);
   if (index < 0) index += size;
   return slice(d, index, index + 1).squeeze(d);
 }

@@ -47,9 +47,8 @@ Tensor neg(const Tensor& x_in) {
   Tensor x = checked(x_in, "neg");
   Tensor out = dispatch::call1("neg", {x});
   if (autograd::needs_grad({x}))
-    autograd::record("neg", {x}, {out}, [](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{neg(g[0])};
-    });
+    autograd::record("neg", {x}, {out},
+                     [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
   return out;
 }
 

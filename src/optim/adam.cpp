@@ -10,8 +10,11 @@ class AdamOptimizer : public Optimizer {
  public:
   AdamOptimizer(bool decoupled, std::vector<Tensor> params, LRSchedule lr, double beta1,
                 double beta2, double eps, double weight_decay)
-      : Optimizer(std::move(params), std::move(lr), weight_decay), decoupled_(decoupled),
-        beta1_(beta1), beta2_(beta2), eps_(eps) {
+      : Optimizer(std::move(params), std::move(lr), weight_decay),
+        decoupled_(decoupled),
+        beta1_(beta1),
+        beta2_(beta2),
+        eps_(eps) {
     const char* name = decoupled ? "[AdamW]" : "[Adam]";
     ZENITH_CHECK(beta1 >= 0.0 && beta1 < 1.0 && beta2 >= 0.0 && beta2 < 1.0, name,
                  " betas must be in [0, 1), got ", beta1, " and ", beta2);
@@ -40,8 +43,8 @@ class AdamOptimizer : public Optimizer {
 
 }  // namespace
 
-OptimizerPtr Adam(std::vector<Tensor> params, LRSchedule learning_rate, double beta1,
-                  double beta2, double eps, double weight_decay) {
+OptimizerPtr Adam(std::vector<Tensor> params, LRSchedule learning_rate, double beta1, double beta2,
+                  double eps, double weight_decay) {
   return std::make_shared<AdamOptimizer>(false, std::move(params), std::move(learning_rate), beta1,
                                          beta2, eps, weight_decay);
 }
@@ -51,8 +54,8 @@ OptimizerPtr Adam(std::vector<Tensor> params, double learning_rate, double beta1
   return Adam(std::move(params), constant_lr(learning_rate), beta1, beta2, eps, weight_decay);
 }
 
-OptimizerPtr AdamW(std::vector<Tensor> params, LRSchedule learning_rate, double beta1,
-                   double beta2, double eps, double weight_decay) {
+OptimizerPtr AdamW(std::vector<Tensor> params, LRSchedule learning_rate, double beta1, double beta2,
+                   double eps, double weight_decay) {
   return std::make_shared<AdamOptimizer>(true, std::move(params), std::move(learning_rate), beta1,
                                          beta2, eps, weight_decay);
 }

@@ -26,8 +26,8 @@ LRSchedule warmup_cosine_lr(double base_lr, int64_t warmup_steps, int64_t total_
                "[warmup_cosine_lr] expected 0 <= warmup_steps <= total_steps, got ", warmup_steps,
                " and ", total_steps);
   std::ostringstream os;
-  os << "warmup_cosine(base " << base_lr << ", warmup " << warmup_steps << ", total "
-     << total_steps << ", min " << min_lr << ")";
+  os << "warmup_cosine(base " << base_lr << ", warmup " << warmup_steps << ", total " << total_steps
+     << ", min " << min_lr << ")";
   return {[=](int64_t step) {
             if (step < warmup_steps) return base_lr * double(step) / double(warmup_steps);
             double span = double(std::max<int64_t>(1, total_steps - warmup_steps));
@@ -44,7 +44,8 @@ LRSchedule warmup_stable_decay_lr(double base_lr, int64_t warmup_steps, int64_t 
                ", min_lr ", min_lr);
   ZENITH_CHECK(0 <= warmup_steps && warmup_steps <= decay_start && decay_start <= total_steps,
                "[warmup_stable_decay_lr] expected 0 <= warmup_steps <= decay_start <= "
-               "total_steps, got ", warmup_steps, ", ", decay_start, ", ", total_steps);
+               "total_steps, got ",
+               warmup_steps, ", ", decay_start, ", ", total_steps);
   std::ostringstream os;
   os << "warmup_stable_decay(base " << base_lr << ", warmup " << warmup_steps << ", decay from "
      << decay_start << " to " << total_steps << ", min " << min_lr << ")";
@@ -59,8 +60,10 @@ LRSchedule warmup_stable_decay_lr(double base_lr, int64_t warmup_steps, int64_t 
 }
 
 LRSchedule step_lr(double base_lr, int64_t step_size, double gamma) {
-  ZENITH_CHECK(base_lr >= 0.0 && step_size > 0 && gamma > 0.0, "[step_lr] expected base_lr >= 0,"
-               " step_size > 0 and gamma > 0, got ", base_lr, ", ", step_size, ", ", gamma);
+  ZENITH_CHECK(base_lr >= 0.0 && step_size > 0 && gamma > 0.0,
+               "[step_lr] expected base_lr >= 0,"
+               " step_size > 0 and gamma > 0, got ",
+               base_lr, ", ", step_size, ", ", gamma);
   std::ostringstream os;
   os << "step(base " << base_lr << ", every " << step_size << " x" << gamma << ")";
   return {[=](int64_t step) { return base_lr * std::pow(gamma, double(step / step_size)); },
@@ -72,8 +75,10 @@ LRSchedule piecewise_constant_lr(std::vector<int64_t> milestones, std::vector<do
                milestones.size() + 1, " values for ", milestones.size(), " milestones, got ",
                values.size());
   for (size_t i = 1; i < milestones.size(); ++i)
-    ZENITH_CHECK(milestones[i] > milestones[i - 1], "[piecewise_constant_lr] milestones must "
-                 "increase, got ", milestones[i - 1], " then ", milestones[i]);
+    ZENITH_CHECK(milestones[i] > milestones[i - 1],
+                 "[piecewise_constant_lr] milestones must "
+                 "increase, got ",
+                 milestones[i - 1], " then ", milestones[i]);
   std::ostringstream os;
   os << "piecewise(" << values.size() << " pieces)";
   return {[milestones, values](int64_t step) {

@@ -9,8 +9,10 @@ class MomentumOptimizer : public Optimizer {
  public:
   MomentumOptimizer(std::string name, std::vector<Tensor> params, LRSchedule lr, double momentum,
                     double weight_decay, bool nesterov)
-      : Optimizer(std::move(params), std::move(lr), weight_decay), name_(std::move(name)),
-        momentum_(momentum), nesterov_(nesterov) {
+      : Optimizer(std::move(params), std::move(lr), weight_decay),
+        name_(std::move(name)),
+        momentum_(momentum),
+        nesterov_(nesterov) {
     ZENITH_CHECK(momentum >= 0.0, "[", name_, "] momentum must be >= 0, got ", momentum);
     ZENITH_CHECK(!nesterov || momentum > 0.0, "[", name_, "] Nesterov needs momentum > 0");
     // Plain SGD keeps no velocity.
@@ -51,9 +53,8 @@ OptimizerPtr Momentum(std::vector<Tensor> params, double learning_rate, double m
 
 OptimizerPtr SGD(std::vector<Tensor> params, double learning_rate, double momentum,
                  double weight_decay, bool nesterov) {
-  return std::make_shared<MomentumOptimizer>("SGD", std::move(params),
-                                             constant_lr(learning_rate), momentum, weight_decay,
-                                             nesterov);
+  return std::make_shared<MomentumOptimizer>("SGD", std::move(params), constant_lr(learning_rate),
+                                             momentum, weight_decay, nesterov);
 }
 
 }  // namespace zenith::nn

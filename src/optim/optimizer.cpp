@@ -2,8 +2,8 @@
 #include <set>
 #include <sstream>
 
-#include "zenith/autograd.h"
 #include "nn/state_match.h"
+#include "zenith/autograd.h"
 #include "zenith/optim.h"
 
 namespace zenith::nn {

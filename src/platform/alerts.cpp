@@ -45,7 +45,8 @@ void WebhookSender::send(const Alert& alert, const std::string& job_name) {
 void WebhookSender::loop() {
   std::string origin, path;
   if (!split_url(url_, &origin, &path)) {
-    fprintf(stderr, "[alerts] webhook URL '%s' is not http(s)://host[:port]/path; alerts are not sent\n",
+    fprintf(stderr,
+            "[alerts] webhook URL '%s' is not http(s)://host[:port]/path; alerts are not sent\n",
             url_.c_str());
   }
   for (;;) {

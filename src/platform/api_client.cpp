@@ -31,7 +31,8 @@ HttpResult to_result(const httplib::Result& r, const std::string& server) {
 
 }  // namespace
 
-ApiClient::ApiClient(const std::string& server, std::string token) : impl_(std::make_unique<Impl>()) {
+ApiClient::ApiClient(const std::string& server, std::string token)
+    : impl_(std::make_unique<Impl>()) {
   std::string origin, path;
   if (!split_url(server, &origin, &path))
     throw std::runtime_error("[cli] server URL '" + server + "' is not http(s)://host:port");

@@ -8,9 +8,9 @@
 namespace zenith::platform {
 
 struct HttpResult {
-  int status = 0;        // 0 when no response came back
+  int status = 0;  // 0 when no response came back
   std::string body;
-  std::string error;     // transport error, when status is 0
+  std::string error;  // transport error, when status is 0
 };
 
 class ApiClient {
@@ -23,7 +23,8 @@ class ApiClient {
   HttpResult post(const std::string& path, const std::string& json_body);
   // Streams a response body chunk by chunk; `on_data` returns false to stop. Gives up when no
   // byte arrives for `idle_timeout_s`.
-  HttpResult stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_data,
+  HttpResult stream(const std::string& path,
+                    const std::function<bool(const char*, size_t)>& on_data,
                     int idle_timeout_s = 24 * 3600);
 
  private:

@@ -26,7 +26,7 @@ struct ApiServer::Impl {
   std::string token;
   httplib::Server server;
   std::unique_ptr<ServiceRoutes> services;  // online services, model registry, service tokens
-  std::unique_ptr<Dashboard> dashboard;  // the web UI at / and its metrics
+  std::unique_ptr<Dashboard> dashboard;     // the web UI at / and its metrics
 
   Impl(Platform& p, std::string t) : platform(p), token(std::move(t)) {}
 
@@ -72,8 +72,9 @@ struct ApiServer::Impl {
       return error(res, 400, std::string("[api] malformed JSON body: ") + e.what());
     }
     if (!body.is_object())
-      return error(res, 400, "[api] the body must be a JSON object: {\"yaml\": \"...\"} or "
-                             "{\"job\": {...}}");
+      return error(res, 400,
+                   "[api] the body must be a JSON object: {\"yaml\": \"...\"} or "
+                   "{\"job\": {...}}");
     std::string yaml, source = "<request>", base_dir;
     if (body.contains("yaml")) {
       if (!body["yaml"].is_string()) return error(res, 400, "[api] 'yaml' must be a string");
@@ -85,8 +86,9 @@ struct ApiServer::Impl {
       yaml = json{{"job", body["job"]}}.dump(2);
       source = "<request body>";
     } else {
-      return error(res, 400, "[api] the body must be {\"yaml\": \"<job yaml>\"} or a spec "
-                             "{\"job\": {...}}");
+      return error(res, 400,
+                   "[api] the body must be {\"yaml\": \"<job yaml>\"} or a spec "
+                   "{\"job\": {...}}");
     }
     JobSpec spec;
     try {
@@ -101,8 +103,9 @@ struct ApiServer::Impl {
       spec.working_dir = base_dir;  // empty: the job's own work dir
     } else if (fs::path(spec.working_dir).is_relative()) {
       if (base_dir.empty())
-        return error(res, 400, "[job_spec] " + source + ": 'job.working_dir' is relative ('" +
-                                   spec.working_dir + "') and the request names no base_dir");
+        return error(res, 400,
+                     "[job_spec] " + source + ": 'job.working_dir' is relative ('" +
+                         spec.working_dir + "') and the request names no base_dir");
       spec.working_dir = (fs::path(base_dir) / spec.working_dir).lexically_normal().string();
     }
     try {
@@ -125,9 +128,9 @@ struct ApiServer::Impl {
       }
     }
     if (rank < 0 || rank >= job->spec.devices)
-      return error(res, 404, "[api] job " + std::to_string(job->id) + " has no rank " +
-                                 std::to_string(rank) + " (ranks 0.." +
-                                 std::to_string(job->spec.devices - 1) + ")");
+      return error(res, 404,
+                   "[api] job " + std::to_string(job->id) + " has no rank " + std::to_string(rank) +
+                       " (ranks 0.." + std::to_string(job->spec.devices - 1) + ")");
     const std::string path = platform.paths(job->id).rank_log(rank);
     const bool follow = req.has_param("follow") && req.get_param_value("follow") != "0";
     if (!follow) {
@@ -166,32 +169,35 @@ struct ApiServer::Impl {
             return true;
           }
           auto j = p->get(id);
-          if (!j || is_terminal(j->state)) *finished = true;  // one more read, then done
-          else std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          if (!j || is_terminal(j->state))
+            *finished = true;  // one more read, then done
+          else
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
           return sink.is_writable();
         });
   }
 
   void routes() {
     server.set_payload_max_length(4 * 1024 * 1024);
-    server.set_exception_handler([](const httplib::Request&, httplib::Response& res,
-                                    std::exception_ptr ep) {
-      std::string what = "unknown error";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      error(res, 500, "[api] internal error: " + what);
-    });
+    server.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "unknown error";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          error(res, 500, "[api] internal error: " + what);
+        });
     server.Get("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
       std::optional<JobState> state;
       if (req.has_param("state")) {
         state = job_state_from_string(req.get_param_value("state"));
         if (!state)
-          return error(res, 400, "[api] unknown state '" + req.get_param_value("state") +
-                                     "' (pending, running, succeeded, failed, cancelled, lost)");
+          return error(res, 400,
+                       "[api] unknown state '" + req.get_param_value("state") +
+                           "' (pending, running, succeeded, failed, cancelled, lost)");
       }
       json out = json::array();
       for (const auto& j : platform.list(state)) out.push_back(job_to_json(j));
@@ -199,37 +205,43 @@ struct ApiServer::Impl {
     });
     server.Post("/api/v1/jobs",
                 [this](const httplib::Request& req, httplib::Response& res) { submit(req, res); });
-    server.Get(R"(/api/v1/jobs/([^/]+))", [this](const httplib::Request& req,
-                                                 httplib::Response& res) {
-      auto job = job_from_path(req, res);
-      if (!job) return;
-      json out = job_to_json(*job);
-      out["alerts"] = json::array();
-      for (const auto& a : platform.alerts(job->id)) out["alerts"].push_back(alert_to_json(a));
-      out["job_dir"] = platform.paths(job->id).job_dir;
-      reply(res, 200, out);
-    });
-    server.Post(R"(/api/v1/jobs/([^/]+)/cancel)", [this](const httplib::Request& req,
-                                                         httplib::Response& res) {
-      if (!authorized(req, res)) return;
-      auto job = job_from_path(req, res);
-      if (!job) return;
-      auto after = platform.cancel(job->id);
-      reply(res, 200, job_to_json(after ? *after : *job));
-    });
-    server.Get(R"(/api/v1/jobs/([^/]+)/metrics)", [this](const httplib::Request& req,
-                                                          httplib::Response& res) {
-      auto job = job_from_path(req, res);
-      if (!job) return;
-      json devices = json::array();
-      for (const auto& d : platform.devices()) {
-        if (d.job_id != job->id) continue;
-        devices.push_back({{"index", d.device.index}, {"rank", d.rank},
-                           {"utilization", d.utilization}, {"memory_used", d.memory_bytes}});
-      }
-      reply(res, 200, {{"job_id", job->id}, {"state", to_string(job->state)},
-                       {"restart_count", job->restart_count}, {"devices", devices}});
-    });
+    server.Get(R"(/api/v1/jobs/([^/]+))",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 auto job = job_from_path(req, res);
+                 if (!job) return;
+                 json out = job_to_json(*job);
+                 out["alerts"] = json::array();
+                 for (const auto& a : platform.alerts(job->id))
+                   out["alerts"].push_back(alert_to_json(a));
+                 out["job_dir"] = platform.paths(job->id).job_dir;
+                 reply(res, 200, out);
+               });
+    server.Post(R"(/api/v1/jobs/([^/]+)/cancel)",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  if (!authorized(req, res)) return;
+                  auto job = job_from_path(req, res);
+                  if (!job) return;
+                  auto after = platform.cancel(job->id);
+                  reply(res, 200, job_to_json(after ? *after : *job));
+                });
+    server.Get(R"(/api/v1/jobs/([^/]+)/metrics)",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 auto job = job_from_path(req, res);
+                 if (!job) return;
+                 json devices = json::array();
+                 for (const auto& d : platform.devices()) {
+                   if (d.job_id != job->id) continue;
+                   devices.push_back({{"index", d.device.index},
+                                      {"rank", d.rank},
+                                      {"utilization", d.utilization},
+                                      {"memory_used", d.memory_bytes}});
+                 }
+                 reply(res, 200,
+                       {{"job_id", job->id},
+                        {"state", to_string(job->state)},
+                        {"restart_count", job->restart_count},
+                        {"devices", devices}});
+               });
     server.Get(R"(/api/v1/jobs/([^/]+)/logs)",
                [this](const httplib::Request& req, httplib::Response& res) { logs(req, res); });
     server.Get("/api/v1/devices", [this](const httplib::Request&, httplib::Response& res) {

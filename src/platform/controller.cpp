@@ -56,8 +56,10 @@ void JobController::launch() {
   oom_kills_seen_ = 0;
   job_.state = JobState::Running;
   try {
-    if (job_.backend == "slurm") run_ = start_slurm_run(job_, paths_, options_.slurm_partition);
-    else run_ = start_local_run(job_, paths_, devices_);
+    if (job_.backend == "slurm")
+      run_ = start_slurm_run(job_, paths_, options_.slurm_partition);
+    else
+      run_ = start_local_run(job_, paths_, devices_);
   } catch (const std::exception& e) {
     run_.reset();
     finish(JobState::Failed, e.what(), std::nullopt);
@@ -68,8 +70,10 @@ void JobController::launch() {
 
 void JobController::attach() {
   attempt_started_ = job_.started_at;
-  if (job_.backend == "slurm") run_ = attach_slurm_run(job_, paths_);
-  else run_ = attach_local_run(job_, paths_);
+  if (job_.backend == "slurm")
+    run_ = attach_slurm_run(job_, paths_);
+  else
+    run_ = attach_local_run(job_, paths_);
   if (hooks_.info) hooks_.info(job_, "re-attached to job " + std::to_string(job_.id));
 }
 
@@ -96,7 +100,8 @@ void JobController::check_oom_kills() {
   raise("oom", "job " + std::to_string(job_.id) + " '" + job_.spec.name + "': the kernel's OOM " +
                    "killer killed a process of the job (" + std::to_string(kills) +
                    " so far; memory limit " +
-                   (job_.spec.memory_bytes > 0 ? format_size(job_.spec.memory_bytes) : "none") + ")");
+                   (job_.spec.memory_bytes > 0 ? format_size(job_.spec.memory_bytes) : "none") +
+                   ")");
 }
 
 void JobController::check_hang() {
@@ -136,7 +141,8 @@ bool JobController::tick() {
   check_oom_kills();
   if (out.status == RunOutcome::Running) {
     if (job_.spec.timeout_s > 0 && now_seconds() - job_.started_at > job_.spec.timeout_s) {
-      std::string reason = "timeout: the job ran longer than " + format_duration(job_.spec.timeout_s);
+      std::string reason =
+          "timeout: the job ran longer than " + format_duration(job_.spec.timeout_s);
       run_->stop(job_, options_.grace_s);
       run_.reset();
       finish(JobState::Failed, reason, std::nullopt);
@@ -166,7 +172,8 @@ bool JobController::tick() {
     return true;
   }
   // An OOM kill already reported for this attempt covers the rank it failed.
-  if (out.oom && oom_kills_seen_ == 0) raise("oom", who + out.reason + (lines.empty() ? "" : "; last log lines:" + lines));
+  if (out.oom && oom_kills_seen_ == 0)
+    raise("oom", who + out.reason + (lines.empty() ? "" : "; last log lines:" + lines));
   raise("abnormal_exit", who + out.reason + (lines.empty() ? "" : "; last log lines:" + lines));
   int code = out.signaled ? 128 + out.exit_code : out.exit_code;
   if (job_.restart_count < job_.spec.max_restarts) {

@@ -9,16 +9,16 @@
 namespace zenith::platform {
 
 struct Device {
-  int index = 0;             // DEVICE_ID within its kind
-  std::string kind;          // "cpu" | "cuda"
-  std::string name;          // "cpu:3", "cuda:0"
-  std::vector<int> cores;    // CPU affinity of a rank on this device
+  int index = 0;                  // DEVICE_ID within its kind
+  std::string kind;               // "cpu" | "cuda"
+  std::string name;               // "cpu:3", "cuda:0"
+  std::vector<int> cores;         // CPU affinity of a rank on this device
   std::int64_t memory_bytes = 0;  // the device's share of host memory (cpu) or its own (cuda)
 };
 
 struct InventoryOptions {
-  int cpu_devices = 8;       // logical CPU devices when the host has no GPU
-  std::string kind;          // force "cpu" or "cuda"; empty = detect
+  int cpu_devices = 8;  // logical CPU devices when the host has no GPU
+  std::string kind;     // force "cpu" or "cuda"; empty = detect
 };
 
 // Cores this process may run on (sched_getaffinity), ascending.

@@ -15,8 +15,12 @@ namespace zenith::platform {
 struct JobPaths {
   std::string job_dir;
   std::string logs_dir() const { return job_dir + "/logs"; }
-  std::string rank_log(int rank) const { return logs_dir() + "/rank_" + std::to_string(rank) + ".log"; }
-  std::string rank_exit(int rank) const { return logs_dir() + "/rank_" + std::to_string(rank) + ".exit"; }
+  std::string rank_log(int rank) const {
+    return logs_dir() + "/rank_" + std::to_string(rank) + ".log";
+  }
+  std::string rank_exit(int rank) const {
+    return logs_dir() + "/rank_" + std::to_string(rank) + ".exit";
+  }
   std::string rank_table() const { return job_dir + "/rank_table.json"; }
   std::string work_dir() const { return job_dir + "/work"; }
   std::string heartbeat() const { return job_dir + "/heartbeat"; }
@@ -24,12 +28,12 @@ struct JobPaths {
 
 struct RunOutcome {
   enum Status { Running, Succeeded, Failed } status = Running;
-  int rank = -1;            // the first rank that failed
-  int exit_code = 0;        // its exit code, or signal number when `signaled`
+  int rank = -1;      // the first rank that failed
+  int exit_code = 0;  // its exit code, or signal number when `signaled`
   bool signaled = false;
   bool oom = false;
-  bool lost = false;         // the rank ended unseen, with no exit status
-  std::string reason;       // for the job record and alerts
+  bool lost = false;   // the rank ended unseen, with no exit status
+  std::string reason;  // for the job record and alerts
 };
 
 class JobRun {

@@ -56,8 +56,8 @@ std::string own_cgroup(const std::string& controller) {
     auto a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     std::string ctrls = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (controller.empty() ? ctrls.empty() : ("," + ctrls + ",").find("," + controller + ",") !=
-                                                 std::string::npos)
+    if (controller.empty() ? ctrls.empty()
+                           : ("," + ctrls + ",").find("," + controller + ",") != std::string::npos)
       return path;
   }
   return "";

@@ -7,12 +7,18 @@ namespace zenith::platform {
 
 const char* to_string(JobState s) {
   switch (s) {
-    case JobState::Pending: return "pending";
-    case JobState::Running: return "running";
-    case JobState::Succeeded: return "succeeded";
-    case JobState::Failed: return "failed";
-    case JobState::Cancelled: return "cancelled";
-    case JobState::Lost: return "lost";
+    case JobState::Pending:
+      return "pending";
+    case JobState::Running:
+      return "running";
+    case JobState::Succeeded:
+      return "succeeded";
+    case JobState::Failed:
+      return "failed";
+    case JobState::Cancelled:
+      return "cancelled";
+    case JobState::Lost:
+      return "lost";
   }
   return "unknown";
 }

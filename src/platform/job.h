@@ -4,11 +4,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "platform/job_spec.h"
 
@@ -22,18 +21,18 @@ bool is_terminal(JobState state);
 
 struct RankRecord {
   int rank = 0;
-  int device = 0;              // DEVICE_ID
+  int device = 0;  // DEVICE_ID
   std::string host = "127.0.0.1";
-  pid_t pid = 0;               // the rank's shim (local backend)
-  long long start_time = 0;    // guards against pid reuse when re-attaching
+  pid_t pid = 0;                  // the rank's shim (local backend)
+  long long start_time = 0;       // guards against pid reuse when re-attaching
   std::string state = "pending";  // pending, running, exited, signaled, lost
-  int exit_code = 0;           // exit code, or signal number when signaled
+  int exit_code = 0;              // exit code, or signal number when signaled
 };
 
 struct Alert {
   std::int64_t id = 0;
   std::int64_t job_id = 0;
-  std::string kind;            // oom, abnormal_exit, hang, over_quota, lost
+  std::string kind;  // oom, abnormal_exit, hang, over_quota, lost
   std::string message;
   double created_at = 0;
 };
@@ -41,17 +40,17 @@ struct Alert {
 struct JobRecord {
   std::int64_t id = 0;
   JobSpec spec;
-  std::string yaml;            // as submitted, for the record
+  std::string yaml;  // as submitted, for the record
   JobState state = JobState::Pending;
   std::string backend = "local";
-  std::vector<int> devices;    // device indices held while running
+  std::vector<int> devices;  // device indices held while running
   std::string device_kind = "cpu";
   int restart_count = 0;
   std::optional<int> exit_code;
-  std::string reason;          // why it failed / was cancelled / was lost
+  std::string reason;  // why it failed / was cancelled / was lost
   double submitted_at = 0, started_at = 0, finished_at = 0;
-  std::string external_id;     // Slurm job id
-  std::string cgroup;          // the job's cgroup path, re-opened after a restart
+  std::string external_id;  // Slurm job id
+  std::string cgroup;       // the job's cgroup path, re-opened after a restart
   int master_port = 0;
   std::vector<RankRecord> ranks;
 };

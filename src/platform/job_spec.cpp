@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "platform/quantity.h"
 
@@ -38,8 +38,10 @@ class Validator {
  public:
   void add(const YAML::Node& node, const std::string& message) {
     const YAML::Mark m = node.Mark();
-    if (m.is_null()) issues_.push_back({0, 0, message});
-    else issues_.push_back({m.line + 1, m.column + 1, message});
+    if (m.is_null())
+      issues_.push_back({0, 0, message});
+    else
+      issues_.push_back({m.line + 1, m.column + 1, message});
   }
   void add_at(const YAML::Mark& m, const std::string& message) {
     issues_.push_back({m.line + 1, m.column + 1, message});
@@ -209,7 +211,8 @@ JobSpec parse_job_spec(const std::string& text, const std::string& source) {
   Validator v;
   JobSpec spec;
   if (!root || root.IsNull()) throw SpecError(source, {{0, 0, "empty job spec"}});
-  if (!root.IsMap()) throw SpecError(source, {{1, 1, "the spec must be a mapping with a 'job' key"}});
+  if (!root.IsMap())
+    throw SpecError(source, {{1, 1, "the spec must be a mapping with a 'job' key"}});
   v.check_keys(root, {"job"}, "the top level");
   const YAML::Node job = root["job"];
   if (!job) {
@@ -241,7 +244,8 @@ JobSpec parse_job_spec(const std::string& text, const std::string& source) {
       for (const auto& kv : n) {
         std::string key = kv.first.Scalar();
         bool valid = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0]));
-        for (char c : key) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+        for (char c : key)
+          valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
         if (!valid) {
           v.add(kv.first, "'" + key + "' is not a valid environment variable name");
           continue;
@@ -270,7 +274,8 @@ JobSpec parse_job_spec(const std::string& text, const std::string& source) {
     v.duration(n, "job.hang_timeout", &spec.hang_timeout_s);
   if (const YAML::Node n = job["priority"])
     v.integer(n, "job.priority", -1000000, 1000000, &spec.priority);
-  if (const YAML::Node n = job["backend"]) v.choice(n, "job.backend", {"local", "slurm"}, &spec.backend);
+  if (const YAML::Node n = job["backend"])
+    v.choice(n, "job.backend", {"local", "slurm"}, &spec.backend);
 
   if (!v.issues().empty()) {
     auto& issues = v.issues();
@@ -289,7 +294,8 @@ JobSpec load_job_spec_file(const std::string& path) {
   ss << in.rdbuf();
   JobSpec spec = parse_job_spec(ss.str(), path);
   fs::path dir = fs::absolute(fs::path(path)).parent_path();
-  if (spec.working_dir.empty()) spec.working_dir = dir.string();
+  if (spec.working_dir.empty())
+    spec.working_dir = dir.string();
   else if (fs::path(spec.working_dir).is_relative())
     spec.working_dir = (dir / spec.working_dir).lexically_normal().string();
   return spec;

@@ -4,30 +4,29 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace zenith::platform {
 
 struct JobSpec {
   std::string name = "job";
-  std::string framework;               // informational: mindspore, pytorch, ...
-  int devices = 1;                     // resources.npu (alias gpu, devices)
-  std::string device_kind;             // "cpu" | "cuda"; empty = what the host has
-  std::int64_t memory_bytes = 0;       // resources.memory; 0 = no limit
-  std::int64_t storage_bytes = 0;      // resources.storage; 0 = no quota
+  std::string framework;           // informational: mindspore, pytorch, ...
+  int devices = 1;                 // resources.npu (alias gpu, devices)
+  std::string device_kind;         // "cpu" | "cuda"; empty = what the host has
+  std::int64_t memory_bytes = 0;   // resources.memory; 0 = no limit
+  std::int64_t storage_bytes = 0;  // resources.storage; 0 = no quota
   int nodes = 1;
   std::map<std::string, std::string> env;
-  std::string working_dir;             // empty = the job's own directory
-  std::string entry;                   // run through /bin/sh -c
+  std::string working_dir;  // empty = the job's own directory
+  std::string entry;        // run through /bin/sh -c
   int max_restarts = 0;
-  double timeout_s = 0;                // 0 = none
-  double hang_timeout_s = 0;           // 0 = the server's default
-  int priority = 0;                    // higher runs first
-  std::string backend;                 // "local" | "slurm"; empty = the server's default
+  double timeout_s = 0;       // 0 = none
+  double hang_timeout_s = 0;  // 0 = the server's default
+  int priority = 0;           // higher runs first
+  std::string backend;        // "local" | "slurm"; empty = the server's default
 };
 
 // One problem in a spec, positions 1-based (0 when unknown).

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -43,9 +43,9 @@ std::vector<std::string> tail_lines(const std::string& path, int n) {
 }
 
 bool looks_like_oom(const std::vector<std::string>& lines) {
-  static const char* patterns[] = {"out of memory", "Out of memory", "OutOfMemory", "MemoryError",
-                                   "std::bad_alloc", "Cannot allocate memory", "CUDA out of memory",
-                                   "OOM"};
+  static const char* patterns[] = {
+      "out of memory",  "Out of memory",          "OutOfMemory",        "MemoryError",
+      "std::bad_alloc", "Cannot allocate memory", "CUDA out of memory", "OOM"};
   for (const auto& l : lines)
     for (const char* p : patterns)
       if (l.find(p) != std::string::npos) return true;
@@ -86,8 +86,10 @@ class LocalRun : public JobRun {
         describe_failure(job, r, out);
       }
     }
-    if (!all_ok) out.status = RunOutcome::Failed;
-    else if (all_done) out.status = RunOutcome::Succeeded;
+    if (!all_ok)
+      out.status = RunOutcome::Failed;
+    else if (all_done)
+      out.status = RunOutcome::Succeeded;
     return out;
   }
 

@@ -75,9 +75,7 @@ MetricsStore::MetricsStore(const std::string& path) : path_(path) {
 
 MetricsStore::~MetricsStore() = default;
 
-void MetricsStore::exec(const char* sql) {
-  sqlite_exec(db_.get(), sql, "metrics_store", path_);
-}
+void MetricsStore::exec(const char* sql) { sqlite_exec(db_.get(), sql, "metrics_store", path_); }
 
 void MetricsStore::add_points(std::int64_t job_id, int rank, const std::vector<MetricPoint>& points,
                               std::int64_t file_offset) {

@@ -115,9 +115,8 @@ void Platform::loop() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      wake_.wait_for(lock, std::chrono::duration<double>(options_.tick_s), [&] {
-        return stop_ || !cancel_requests_.empty();
-      });
+      wake_.wait_for(lock, std::chrono::duration<double>(options_.tick_s),
+                     [&] { return stop_ || !cancel_requests_.empty(); });
       if (stop_) return;
     }
     try {
@@ -181,7 +180,8 @@ void Platform::schedule_pending() {
       running_[j.id] = std::move(c);
       continue;
     }
-    queue.push_back({j.id, j.spec.priority, j.id, j.spec.devices, j.device_kind, now - j.submitted_at});
+    queue.push_back(
+        {j.id, j.spec.priority, j.id, j.spec.devices, j.device_kind, now - j.submitted_at});
   }
   std::vector<FreeDevice> free;
   {

@@ -41,7 +41,8 @@ struct PlatformOptions {
 // Submit refused: `status` is the HTTP status to answer with (400 malformed, 422 never fits).
 class SubmitError : public std::runtime_error {
  public:
-  SubmitError(int status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  SubmitError(int status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
   int status() const { return status_; }
 
  private:
@@ -50,9 +51,9 @@ class SubmitError : public std::runtime_error {
 
 struct DeviceStatus {
   Device device;
-  std::int64_t job_id = 0;     // 0 = free
+  std::int64_t job_id = 0;  // 0 = free
   int rank = -1;
-  double utilization = 0;      // CPU time of the rank's processes / the device's cores, 0..1
+  double utilization = 0;         // CPU time of the rank's processes / the device's cores, 0..1
   std::int64_t memory_bytes = 0;  // resident memory of the rank's processes
 };
 
@@ -99,7 +100,7 @@ class Platform {
   std::condition_variable wake_;
   std::condition_variable done_;
   std::set<std::int64_t> cancel_requests_;
-  std::map<int, std::pair<std::int64_t, int>> holders_;  // device index → (job, rank)
+  std::map<int, std::pair<std::int64_t, int>> holders_;   // device index → (job, rank)
   std::map<int, std::pair<double, std::int64_t>> usage_;  // device index → (util, memory)
   bool stop_ = false;
   std::thread thread_;

@@ -43,10 +43,19 @@ std::optional<std::int64_t> parse_size(const std::string& raw) {
     const char* name;
     double factor;
   };
-  static const Unit units[] = {
-      {"", 1},     {"B", 1},     {"k", 1e3},   {"K", 1e3},   {"M", 1e6},  {"G", 1e9},
-      {"T", 1e12}, {"P", 1e15},  {"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0},
-      {"Ti", 1099511627776.0}, {"Pi", 1125899906842624.0}};
+  static const Unit units[] = {{"", 1},
+                               {"B", 1},
+                               {"k", 1e3},
+                               {"K", 1e3},
+                               {"M", 1e6},
+                               {"G", 1e9},
+                               {"T", 1e12},
+                               {"P", 1e15},
+                               {"Ki", 1024.0},
+                               {"Mi", 1048576.0},
+                               {"Gi", 1073741824.0},
+                               {"Ti", 1099511627776.0},
+                               {"Pi", 1125899906842624.0}};
   for (const auto& u : units) {
     if (suffix == u.name) {
       double bytes = value * u.factor;
@@ -64,8 +73,7 @@ std::optional<double> parse_duration(const std::string& raw) {
   std::size_t pos = 0;
   while (pos < text.size()) {
     std::size_t i = pos;
-    while (i < text.size() &&
-           (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
       ++i;
     if (i == pos) return std::nullopt;
     double value = std::strtod(text.substr(pos, i - pos).c_str(), nullptr);
@@ -73,12 +81,18 @@ std::optional<double> parse_duration(const std::string& raw) {
     while (j < text.size() && std::isalpha(static_cast<unsigned char>(text[j]))) ++j;
     std::string unit = text.substr(i, j - i);
     double factor;
-    if (unit.empty() || unit == "s") factor = 1;
-    else if (unit == "ms") factor = 1e-3;
-    else if (unit == "m" || unit == "min") factor = 60;
-    else if (unit == "h") factor = 3600;
-    else if (unit == "d") factor = 86400;
-    else return std::nullopt;
+    if (unit.empty() || unit == "s")
+      factor = 1;
+    else if (unit == "ms")
+      factor = 1e-3;
+    else if (unit == "m" || unit == "min")
+      factor = 60;
+    else if (unit == "h")
+      factor = 3600;
+    else if (unit == "d")
+      factor = 86400;
+    else
+      return std::nullopt;
     // A bare number is only allowed alone ("90"), not inside "1h30".
     if (unit.empty() && pos != 0) return std::nullopt;
     total += value * factor;
@@ -96,18 +110,24 @@ std::string format_size(std::int64_t bytes) {
     ++u;
   }
   char buf[64];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%lldB", static_cast<long long>(bytes));
-  else if (v == std::floor(v)) std::snprintf(buf, sizeof buf, "%.0f%s", v, units[u]);
-  else std::snprintf(buf, sizeof buf, "%.1f%s", v, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%lldB", static_cast<long long>(bytes));
+  else if (v == std::floor(v))
+    std::snprintf(buf, sizeof buf, "%.0f%s", v, units[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f%s", v, units[u]);
   return buf;
 }
 
 std::string format_duration(double seconds) {
   long s = static_cast<long>(seconds + 0.5);
   char buf[64];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", s / 3600, s / 60 % 60, s % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", s);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", s / 3600, s / 60 % 60, s % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", s);
   return buf;
 }
 

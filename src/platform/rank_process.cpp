@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <map>
 #include <cerrno>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -34,7 +34,7 @@ struct ShimArgs {
   const char* argv[4] = {nullptr, nullptr, nullptr, nullptr};
   cpu_set_t cores;
   bool has_cores = false;
-  int sync_fd = -1;            // the shim waits for one byte before starting the entry
+  int sync_fd = -1;  // the shim waits for one byte before starting the entry
   int sync_write_fd = -1;
   std::string exit_tmp;
 };
@@ -43,8 +43,10 @@ volatile sig_atomic_t g_entry_pid = 0;
 volatile sig_atomic_t g_pending_signal = 0;
 
 void forward_signal(int sig) {
-  if (g_entry_pid > 0) kill(-g_entry_pid, sig);
-  else g_pending_signal = sig;
+  if (g_entry_pid > 0)
+    kill(-g_entry_pid, sig);
+  else
+    g_pending_signal = sig;
 }
 
 // Formats the current UTC time into buf (at least 32 bytes) without locks or allocation.

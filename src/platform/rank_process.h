@@ -16,12 +16,12 @@ namespace zenith::platform {
 
 struct RankLaunch {
   int rank = 0;
-  std::string device_name;     // for the "Rank N started" line
-  std::vector<int> cores;      // CPU affinity; empty = inherit
+  std::string device_name;  // for the "Rank N started" line
+  std::vector<int> cores;   // CPU affinity; empty = inherit
   std::string working_dir;
-  std::string command;         // run as /bin/sh -c command
+  std::string command;                     // run as /bin/sh -c command
   std::map<std::string, std::string> env;  // the complete environment
-  std::string log_path;        // appended, one timestamped line per output line
+  std::string log_path;                    // appended, one timestamped line per output line
   std::string exit_path;       // written when the entry ends: "exited N" or "signaled N"
   std::int64_t rlimit_as = 0;  // 0 = none
   std::string cgroup_procs;    // cgroup.procs to join before running anything; "" = none
@@ -30,15 +30,15 @@ struct RankLaunch {
 };
 
 struct RankProcess {
-  pid_t pid = 0;               // the shim: leader of the rank's session
-  long long start_time = 0;    // /proc/<pid>/stat starttime, guards against pid reuse
+  pid_t pid = 0;             // the shim: leader of the rank's session
+  long long start_time = 0;  // /proc/<pid>/stat starttime, guards against pid reuse
   bool pid_namespace = false;
 };
 
 // How an entry ended, read back from the exit file.
 struct RankExit {
   bool signaled = false;
-  int code = 0;                // exit code, or the signal number
+  int code = 0;  // exit code, or the signal number
 };
 
 RankProcess launch_rank(const RankLaunch& launch);

@@ -42,8 +42,8 @@ std::optional<std::string> never_fits(int devices, const std::string& kind, int 
     return "the job asks for " + std::to_string(nodes) +
            " nodes but the local backend runs on one host (use backend: slurm)";
   if (devices > total_of_kind)
-    return "the job asks for " + std::to_string(devices) + " " + kind + " devices but this host has " +
-           std::to_string(total_of_kind);
+    return "the job asks for " + std::to_string(devices) + " " + kind +
+           " devices but this host has " + std::to_string(total_of_kind);
   return std::nullopt;
 }
 

@@ -13,10 +13,10 @@ namespace zenith::platform {
 struct QueuedJob {
   std::int64_t id = 0;
   int priority = 0;
-  std::int64_t seq = 0;      // submit order
+  std::int64_t seq = 0;  // submit order
   int devices = 1;
-  std::string kind;          // device kind wanted
-  double waited_s = 0;       // time in the queue
+  std::string kind;     // device kind wanted
+  double waited_s = 0;  // time in the queue
 };
 
 struct FreeDevice {

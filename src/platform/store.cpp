@@ -76,8 +76,10 @@ void bind_job(Statement& s, const JobRecord& j) {
   s.bind(6, nlohmann::json(j.devices).dump());
   s.bind(7, j.device_kind);
   s.bind(8, j.restart_count);
-  if (j.exit_code) s.bind(9, *j.exit_code);
-  else s.bind_null(9);
+  if (j.exit_code)
+    s.bind(9, *j.exit_code);
+  else
+    s.bind_null(9);
   s.bind(10, j.reason);
   s.bind(11, j.submitted_at);
   s.bind(12, j.started_at);
@@ -109,9 +111,7 @@ Store::Store(const std::string& path) : path_(path) {
 
 Store::~Store() = default;
 
-void Store::exec(const char* sql) {
-  sqlite_exec(db_.get(), sql, "store", path_);
-}
+void Store::exec(const char* sql) { sqlite_exec(db_.get(), sql, "store", path_); }
 
 void Store::insert_job(JobRecord& job) {
   std::lock_guard lock(mutex_);
@@ -159,8 +159,7 @@ std::vector<JobRecord> Store::list_jobs(std::optional<JobState> state) {
 
 void Store::add_alert(Alert& alert) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
-              "INSERT INTO alerts (job_id, kind, message, created_at) VALUES (?,?,?,?)");
+  Statement s(db_.get(), "INSERT INTO alerts (job_id, kind, message, created_at) VALUES (?,?,?,?)");
   s.bind(1, alert.job_id);
   s.bind(2, alert.kind);
   s.bind(3, alert.message);
@@ -177,8 +176,7 @@ std::vector<Alert> Store::list_alerts(std::int64_t job_id) {
                                   " ORDER BY id");
   if (job_id) s.bind(1, job_id);
   std::vector<Alert> out;
-  while (s.step())
-    out.push_back({s.integer(0), s.integer(1), s.text(2), s.text(3), s.real(4)});
+  while (s.step()) out.push_back({s.integer(0), s.integer(1), s.text(2), s.text(3), s.real(4)});
   return out;
 }
 

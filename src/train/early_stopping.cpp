@@ -46,8 +46,8 @@ class EarlyStoppingImpl final : public Callback {
     if (++wait_ > patience_) {
       char reason[200];
       std::snprintf(reason, sizeof(reason),
-                    "EarlyStopping: %s has not improved on %.6g for %lld epochs",
-                    monitor_.c_str(), best_, (long long)wait_);
+                    "EarlyStopping: %s has not improved on %.6g for %lld epochs", monitor_.c_str(),
+                    best_, (long long)wait_);
       ctx.request_stop(reason);
     }
   }

@@ -84,7 +84,9 @@ void update_comm_counters(callbacks::RunContext& ctx, const nn::DistributedDataP
 
 Model::Model(nn::CellPtr network, nn::LossPtr loss_fn, nn::OptimizerPtr optimizer,
              std::map<std::string, metrics::MetricPtr> metrics)
-    : net_(std::move(network)), loss_(std::move(loss_fn)), opt_(std::move(optimizer)),
+    : net_(std::move(network)),
+      loss_(std::move(loss_fn)),
+      opt_(std::move(optimizer)),
       metrics_(std::move(metrics)) {
   ZENITH_CHECK(net_, "[Model] network is null");
   for (const auto& [name, m] : metrics_) ZENITH_CHECK(m, "[Model] metric '", name, "' is null");
@@ -139,10 +141,13 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
   ctx.steps_per_epoch = steps_per_epoch(train_dataset);
   // A checkpoint taken mid-epoch resumes at its step, with that epoch's loss so far.
   int64_t resume_at = initial_epoch == epochs_done_ ? resume_step_in_epoch_ : 0;
-  ZENITH_CHECK(resume_at == 0 || resume_accumulation_ == accumulation_, "[Model] the checkpoint "
-               "was taken mid-epoch with ", resume_accumulation_, " accumulation steps; resume "
-               "with the same (set_accumulation_steps(", resume_accumulation_, ")), not ",
-               accumulation_);
+  ZENITH_CHECK(resume_at == 0 || resume_accumulation_ == accumulation_,
+               "[Model] the checkpoint "
+               "was taken mid-epoch with ",
+               resume_accumulation_,
+               " accumulation steps; resume "
+               "with the same (set_accumulation_steps(",
+               resume_accumulation_, ")), not ", accumulation_);
   for (auto& cb : cbs) cb->on_train_begin(ctx);
 
   for (int64_t e = initial_epoch + 1; e <= epoch && !ctx.stop_requested; ++e) {
@@ -347,8 +352,9 @@ io::Metadata Model::load_checkpoint(const std::string& path) {
   resume_step_in_epoch_ = number("step_in_epoch", 0);
   resume_samples_ = number("epoch_samples", 0);
   resume_accumulation_ = number("accumulation_steps", 1);
-  resume_loss_sum_ =
-      meta.count("epoch_loss_sum") ? nlohmann::json::parse(meta["epoch_loss_sum"]).get<double>() : 0;
+  resume_loss_sum_ = meta.count("epoch_loss_sum")
+                         ? nlohmann::json::parse(meta["epoch_loss_sum"]).get<double>()
+                         : 0;
   if (meta.count("rng_state")) default_generator().set_state(meta["rng_state"]);
   if (meta.count("history")) {
     try {

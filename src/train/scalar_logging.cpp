@@ -17,8 +17,7 @@ namespace {
 class ScalarLogger : public Callback {
  public:
   explicit ScalarLogger(int64_t collect_freq) : freq_(collect_freq) {
-    ZENITH_CHECK(collect_freq > 0, "[callbacks] collect_freq must be positive, got ",
-                 collect_freq);
+    ZENITH_CHECK(collect_freq > 0, "[callbacks] collect_freq must be positive, got ", collect_freq);
   }
   void on_train_step_end(RunContext& ctx) override {
     if (ctx.step % freq_ != 0) return;
@@ -104,10 +103,10 @@ class MetricsLoggerImpl final : public ScalarLogger {
  protected:
   void emit(const std::string& name, double value, const RunContext& ctx) override {
     if (!file_) return;
-    double now = std::chrono::duration<double>(
-                     std::chrono::system_clock::now().time_since_epoch()).count();
-    nlohmann::json j = {{"step", ctx.step}, {"epoch", ctx.epoch}, {"name", name},
-                        {"value", value},   {"time", now}};
+    double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    nlohmann::json j = {
+        {"step", ctx.step}, {"epoch", ctx.epoch}, {"name", name}, {"value", value}, {"time", now}};
     std::string line = j.dump() + "\n";
     std::fwrite(line.data(), 1, line.size(), file_);
     std::fflush(file_);  // a dashboard tails this file

@@ -2,14 +2,14 @@
 //   build/<dir>/tests/backend_tests --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
 // Shapes: SeedCNN (batch 64, 1x28x28) and ResNet-18 basic blocks (batch 32, 32x32 CIFAR stem).
 // The PyTorch side: tests/backend/onednn_bench_torch.py (same shapes, same clocks).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <map>
-
-#include <sys/resource.h>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/onednn_layout.h"
@@ -102,11 +102,12 @@ void bench_model(const char* name, nn::CellPtr net, const Tensor& x, int reps) {
     train_step(net, loss, opt, x, labels);
     getrusage(RUSAGE_SELF, &after);
     cpu::OnednnStats s = cpu::onednn_stats();
-    std::printf("%s train step, layouts %s: %.2f ms (%.0f img/s); %lld reorders/step (%.2f ms), "
-                "cache %lld hits %lld misses, %ld page faults/step\n",
-                name, keep ? "kept" : "plain", ms, double(x.size(0)) / ms * 1e3,
-                (long long)s.reorders, s.reorder_ms, (long long)s.cache_hits,
-                (long long)s.cache_misses, after.ru_minflt - before.ru_minflt);
+    std::printf(
+        "%s train step, layouts %s: %.2f ms (%.0f img/s); %lld reorders/step (%.2f ms), "
+        "cache %lld hits %lld misses, %ld page faults/step\n",
+        name, keep ? "kept" : "plain", ms, double(x.size(0)) / ms * 1e3, (long long)s.reorders,
+        s.reorder_ms, (long long)s.cache_hits, (long long)s.cache_misses,
+        after.ru_minflt - before.ru_minflt);
   }
   cpu::set_keep_layout(true);
   OpProfile prof;
@@ -144,9 +145,12 @@ TEST(OnednnBench, DISABLED_Sgemm) {
     double t[2];
     for (int i = 0; i < 2; ++i) {
       cpu::set_sgemm_backend(i == 0 ? "onednn" : "openblas");
-      t[i] = median_ms([&] {
-        cpu::gemm(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
-      }, 50, 5);
+      t[i] = median_ms(
+          [&] {
+            cpu::gemm(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(),
+                      s.n);
+          },
+          50, 5);
     }
     std::printf("sgemm %-36s onednn %8.4f ms  openblas %8.4f ms\n", s.what, t[0], t[1]);
   }
@@ -196,7 +200,8 @@ TEST(OnednnBench, DISABLED_SeedCnnLayers) {
 }
 
 TEST(OnednnBench, DISABLED_ResNetBlockLayers) {
-  for (auto [C, H] : std::vector<std::pair<int64_t, int64_t>>{{64, 32}, {128, 16}, {256, 8}, {512, 4}}) {
+  for (auto [C, H] :
+       std::vector<std::pair<int64_t, int64_t>>{{64, 32}, {128, 16}, {256, 8}, {512, 4}}) {
     Tensor x = Tensor::randn({32, C, H, H}).requires_grad_();
     Tensor w = (Tensor::randn({C, C, 3, 3}) * 0.05).detach().requires_grad_();
     Tensor g = Tensor::ones({C}).requires_grad_(), b = Tensor::zeros({C}).requires_grad_();
@@ -208,20 +213,24 @@ TEST(OnednnBench, DISABLED_ResNetBlockLayers) {
       NoGradGuard ng;
       fwd = median_ms([&] { ops::conv2d(x, w, Tensor(), o); }, 10);
     }
-    double block = median_ms([&] {
-      Tensor y = ops::relu(ops::batch_norm(ops::conv2d(x, w, Tensor(), o), g, b, rm, rv, true));
-      y.backward(Tensor::ones(y.shape()));
-    }, 10);
+    double block = median_ms(
+        [&] {
+          Tensor y = ops::relu(ops::batch_norm(ops::conv2d(x, w, Tensor(), o), g, b, rm, rv, true));
+          y.backward(Tensor::ones(y.shape()));
+        },
+        10);
     // Batch norm alone on a plain input: oneDNN vs the channel loops.
     Tensor xp = Tensor::randn({32, C, H, H}), dy = Tensor::randn({32, C, H, H});
     double bn[2];
     for (int i = 0; i < 2; ++i) {
       dispatch::Attrs a = {{"training", true}, {"momentum", 0.1}, {"eps", 1e-5}};
       a.set("impl", std::string(i == 0 ? "onednn" : "loops"));
-      bn[i] = median_ms([&] {
-        auto o = dispatch::call("batch_norm", {xp, g.detach(), b.detach(), rm, rv}, a);
-        dispatch::call("batch_norm_backward", {dy, xp, g.detach(), o[1], o[2]}, a);
-      }, 10);
+      bn[i] = median_ms(
+          [&] {
+            auto o = dispatch::call("batch_norm", {xp, g.detach(), b.detach(), rm, rv}, a);
+            dispatch::call("batch_norm_backward", {dy, xp, g.detach(), o[1], o[2]}, a);
+          },
+          10);
     }
     // ... and on the blocked conv output, as in the network.
     Tensor xb, dyb;
@@ -234,23 +243,28 @@ TEST(OnednnBench, DISABLED_ResNetBlockLayers) {
     for (int i = 0; i < 2; ++i) {
       dispatch::Attrs a = {{"training", true}, {"momentum", 0.1}, {"eps", 1e-5}};
       a.set("impl", std::string(i == 0 ? "onednn" : "loops"));
-      bn_blocked[i] = median_ms([&] {
-        auto o = dispatch::call("batch_norm", {xb, g.detach(), b.detach(), rm, rv}, a);
-        dispatch::call("batch_norm_backward", {dyb, xb, g.detach(), o[1], o[2]}, a);
-      }, 10);
+      bn_blocked[i] = median_ms(
+          [&] {
+            auto o = dispatch::call("batch_norm", {xb, g.detach(), b.detach(), rm, rv}, a);
+            dispatch::call("batch_norm_backward", {dyb, xb, g.detach(), o[1], o[2]}, a);
+          },
+          10);
     }
-    std::printf("resnet C=%lld H=%lld b32: conv fwd %.2f ms; conv+bn+relu fwd+bwd %.2f ms; "
-                "bn fwd+bwd: plain onednn %.2f ms, plain loops %.2f ms, blocked%s onednn %.2f ms, "
-                "blocked loops %.2f ms\n",
-                (long long)C, (long long)H, fwd, block, bn[0], bn[1],
-                xb.has_layout() ? "" : "(not!)", bn_blocked[0], bn_blocked[1]);
+    std::printf(
+        "resnet C=%lld H=%lld b32: conv fwd %.2f ms; conv+bn+relu fwd+bwd %.2f ms; "
+        "bn fwd+bwd: plain onednn %.2f ms, plain loops %.2f ms, blocked%s onednn %.2f ms, "
+        "blocked loops %.2f ms\n",
+        (long long)C, (long long)H, fwd, block, bn[0], bn[1], xb.has_layout() ? "" : "(not!)",
+        bn_blocked[0], bn_blocked[1]);
   }
 }
 
 TEST(OnednnBench, DISABLED_SeedCnnTrainStep) {
   manual_seed(0);
-  bench_model("seedcnn 1x28x28 b64", models::seed_cnn(1, 28, 10), Tensor::randn({64, 1, 28, 28}), 20);
-  bench_model("seedcnn 3x32x32 b64", models::seed_cnn(3, 32, 10), Tensor::randn({64, 3, 32, 32}), 20);
+  bench_model("seedcnn 1x28x28 b64", models::seed_cnn(1, 28, 10), Tensor::randn({64, 1, 28, 28}),
+              20);
+  bench_model("seedcnn 3x32x32 b64", models::seed_cnn(3, 32, 10), Tensor::randn({64, 3, 32, 32}),
+              20);
 }
 
 TEST(OnednnBench, DISABLED_ResNet18TrainStep) {

@@ -145,7 +145,8 @@ TEST_F(TrainCli, WarmupStableDecaySchedule) {
   r = zenith(train_args("bad") + " --epochs 2 --schedule wsd --warmup-epochs 2 --decay-epochs 1");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("wsd schedule: warmup-epochs (2) + decay-epochs (1) exceed epochs (2)"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_FALSE(fs::exists(root_ / "bad"));
 }
 
@@ -162,7 +163,8 @@ TEST_F(TrainCli, AccumulateStepsTrainsLikeTheCombinedBatch) {
   EXPECT_EQ(acc["config"]["accumulate-steps"], 2);
   for (int e = 0; e < 2; ++e)
     EXPECT_NEAR(acc["history"][e]["train_loss"].get<double>(),
-                plain["history"][e]["train_loss"].get<double>(), 1e-5) << "epoch " << e + 1;
+                plain["history"][e]["train_loss"].get<double>(), 1e-5)
+        << "epoch " << e + 1;
   EXPECT_NEAR(acc["final"]["Loss"].get<double>(), plain["final"]["Loss"].get<double>(), 1e-5);
   r = zenith(train_args("bad") + " --epochs 1 --accumulate-steps 0");
   EXPECT_NE(r.code, 0);
@@ -175,7 +177,8 @@ TEST_F(TrainCli, ImageSizeResizesAnyDataset) {
   auto r = zenith(train_args("r32") + " --epochs 1 --image-size 32");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("seedcnn(in_channels=1, image_size=32, num_classes=10)"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   auto log = nlohmann::json::parse(read((root_ / "r32/eval_log.json").string()));
   EXPECT_EQ(log["config"]["image-size"], 32);
   auto e = zenith("eval --dataset mnist --data-dir " + data_.string() + " --checkpoint " +

@@ -1,9 +1,10 @@
+#include "core/allocator.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 
-#include "core/allocator.h"
 #include "zenith/tensor.h"
 
 using namespace zenith;
@@ -17,7 +18,7 @@ TEST(Allocator, LargeBlocksAreReusedAndAligned) {
   core::cpu_free(a, 1 << 20);
   auto before = core::allocator_stats();
   void* b = core::cpu_allocate((1 << 20) - 100);  // same size class
-#if !defined(__SANITIZE_ADDRESS__)  // sanitizer builds bypass the cache
+#if !defined(__SANITIZE_ADDRESS__)                // sanitizer builds bypass the cache
   EXPECT_GE(before.cached_bytes, size_t(1) << 20);
   EXPECT_EQ(b, a);
   EXPECT_EQ(core::allocator_stats().hits, before.hits + 1);

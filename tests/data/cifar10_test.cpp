@@ -74,8 +74,9 @@ TEST(Cifar10, BadFilesGiveErrorsWithFileAndOffset) {
   bad.resize(bad.size() - 100);
   zt::write_bytes(dir / "data_batch_3.bin", bad);
   EXPECT_TRUE(zt::throws_with([&] { Cifar10Dataset(dir.str(), "train"); },
-                              dir / "data_batch_3.bin" + ": 9119 bytes is not a whole number of "
-                              "3073-byte records: record 2 at offset 6146 is truncated"));
+                              dir / "data_batch_3.bin" +
+                                  ": 9119 bytes is not a whole number of "
+                                  "3073-byte records: record 2 at offset 6146 is truncated"));
   std::string labels = cifar_batch(3, 0);
   labels[3073] = char(11);
   zt::write_bytes(dir / "data_batch_3.bin", labels);

@@ -100,8 +100,8 @@ TEST(DistributedSampler, RemainderPadDropOrNone) {
   EXPECT_EQ(items(pad3, 0), (std::vector<int64_t>{3, 7, 1}));
   std::multiset<int64_t> none;
   for (int64_t id = 0; id < 4; ++id)
-    for (auto v : items(DistributedSampler(numbers(10), 4, id, {.shuffle = false,
-                                                                 .remainder = "none"}), 0))
+    for (auto v :
+         items(DistributedSampler(numbers(10), 4, id, {.shuffle = false, .remainder = "none"}), 0))
       none.insert(v);
   EXPECT_EQ(none.size(), 10u);
   EXPECT_EQ(std::set<int64_t>(none.begin(), none.end()).size(), 10u);  // each item once
@@ -116,12 +116,14 @@ TEST(DistributedSampler, BadArgumentsAreClearErrors) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([] { DistributedSampler(numbers(4), 0, 0); }).find("num_shards must be "
-                                                                        "positive"),
+  EXPECT_NE(message([] { DistributedSampler(numbers(4), 0, 0); })
+                .find("num_shards must be "
+                      "positive"),
             std::string::npos);
   EXPECT_NE(message([] { DistributedSampler(numbers(4), 2, 2); }).find("shard_id 2 out of range"),
             std::string::npos);
-  EXPECT_NE(message([] { DistributedSampler(numbers(4), 2, 0, {.remainder = "wrap"}); })
-                .find("unknown remainder 'wrap'"),
+  EXPECT_NE(message([] {
+              DistributedSampler(numbers(4), 2, 0, {.remainder = "wrap"});
+            }).find("unknown remainder 'wrap'"),
             std::string::npos);
 }

@@ -14,9 +14,7 @@ using zenith::dataset::MnistDataset;
 
 namespace {
 
-std::string be32(uint32_t v) {
-  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-}
+std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
 
 std::string idx_images(int n, int rows, int cols, uint32_t magic = 0x803) {
   std::string s = be32(magic) + be32(n) + be32(rows) + be32(cols);
@@ -62,8 +60,9 @@ TEST(Idx, BadFilesGiveErrorsWithFileAndOffset) {
   std::string images = dir / "train-images-idx3-ubyte.gz";
   write_split(dir, "train", idx_images(3, 4, 5, 0x802), idx_labels({1, 2, 3}), true);
   EXPECT_TRUE(zt::throws_with([&] { MnistDataset(dir.str(), "train"); },
-                              "[idx] " + images + ": bad magic 0x00000802 at offset 0, expected "
-                              "0x00000803"));
+                              "[idx] " + images +
+                                  ": bad magic 0x00000802 at offset 0, expected "
+                                  "0x00000803"));
 
   std::string truncated = idx_images(3, 4, 5);
   truncated.resize(truncated.size() - 7);
@@ -91,8 +90,8 @@ TEST(Idx, BadFilesGiveErrorsWithFileAndOffset) {
 TEST(Idx, MissingDirectoryNamesTheDebianPackage) {
   EXPECT_TRUE(zt::throws_with([] { FashionMnistDataset("/nonexistent/fmnist"); },
                               "/nonexistent/fmnist: no such directory"));
-  EXPECT_TRUE(zt::throws_with([] { FashionMnistDataset("/nonexistent/fmnist"); },
-                              "dataset-fashion-mnist"));
+  EXPECT_TRUE(
+      zt::throws_with([] { FashionMnistDataset("/nonexistent/fmnist"); }, "dataset-fashion-mnist"));
   EXPECT_TRUE(zt::throws_with([] { zenith::dataset::load_dataset("fashion-mnst", "", "train"); },
                               "unknown dataset 'fashion-mnst' (known: fashion-mnist, mnist, "
                               "cifar10, image-folder)"));

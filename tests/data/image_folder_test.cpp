@@ -55,7 +55,7 @@ TEST(ImageFolder, ClassesAreSortedSubFolders) {
   zt::write_bytes(dir / "ant/notes.txt", "not an image");
   auto ds = zenith::dataset::ImageFolderDataset(dir.str());
   ASSERT_EQ(ds.get_dataset_size(), 3);
-  EXPECT_EQ(ds.get(0)[1].item(), 0);  // ant
+  EXPECT_EQ(ds.get(0)[1].item(), 0);                          // ant
   EXPECT_EQ(ds.get(0)[0].shape(), (zenith::Shape{8, 8, 3}));  // gray decoded as RGB
   EXPECT_EQ(ds.get(1)[1].item(), 1);
   EXPECT_EQ(ds.get(2)[1].item(), 1);
@@ -101,7 +101,9 @@ TEST(JsonLines, ColumnsFromKeys) {
                               "bad.jsonl:2 (offset 17): invalid JSON"));
   zt::write_bytes(dir / "miss.jsonl", "{\"x\": 1}\n");
   EXPECT_TRUE(zt::throws_with(
-      [&] { zenith::dataset::JsonLinesDataset(dir / "miss.jsonl", {"x", "y"}); },
+      [&] {
+        zenith::dataset::JsonLinesDataset(dir / "miss.jsonl", {"x", "y"});
+      },
       "miss.jsonl:1 (offset 0): missing key 'y'"));
   zt::write_bytes(dir / "ragged.jsonl", "{\"x\": [[1, 2], [3]]}\n");
   EXPECT_TRUE(zt::throws_with(

@@ -23,10 +23,9 @@ Dataset numbers(int64_t n) {
     for (int k = 0; k < 4; ++k) images.push_back(double(i));
     labels.push_back(double(i));
   }
-  return zenith::dataset::TensorDataset(
-      {Tensor::from_vector(images, {n, 2, 2, 1}, DType::f32),
-       Tensor::from_vector(labels, {n}, DType::i64)},
-      {"image", "label"});
+  return zenith::dataset::TensorDataset({Tensor::from_vector(images, {n, 2, 2, 1}, DType::f32),
+                                         Tensor::from_vector(labels, {n}, DType::i64)},
+                                        {"image", "label"});
 }
 
 std::vector<std::vector<float>> drain(const Dataset& ds, int64_t epoch, int workers) {

@@ -30,8 +30,9 @@ TEST(Transforms, RescaleNormalizeHwc2chw) {
   Tensor img = Tensor::from_vector(std::vector<double>{0, 255, 51, 102}, {2, 1, 2}, DType::u8);
   Tensor r = vision::Rescale(1.0 / 255.0, -0.5)->apply(img, rng);
   EXPECT_EQ(r.dtype(), DType::f32);
-  EXPECT_TRUE(zt::all_close(r, Tensor::from_vector(std::vector<float>{-0.5f, 0.5f, -0.3f, -0.1f},
-                                                   {2, 1, 2}), 1e-6, 1e-6));
+  EXPECT_TRUE(zt::all_close(
+      r, Tensor::from_vector(std::vector<float>{-0.5f, 0.5f, -0.3f, -0.1f}, {2, 1, 2}), 1e-6,
+      1e-6));
   Tensor n = vision::Normalize({1, 2}, {2, 4})->apply(coded(1, 2, 2), rng);
   // values 0, 1, 10, 11 -> (0-1)/2, (1-2)/4, (10-1)/2, (11-2)/4
   EXPECT_EQ(n.to_float_vector(), (std::vector<float>{-0.5f, -0.25f, 4.5f, 2.25f}));
@@ -41,8 +42,11 @@ TEST(Transforms, RescaleNormalizeHwc2chw) {
                                                        1, 11, 21, 101, 111, 121}));
   Tensor nc = vision::Normalize({1, 2}, {2, 4}, /*is_hwc=*/false)->apply(chw.to(DType::f32), rng);
   EXPECT_FLOAT_EQ(nc.to_float_vector()[6], (1 - 2) / 4.0f);
-  EXPECT_TRUE(zt::throws_with([] { vision::Normalize({1, 2, 3}, {1, 1, 1})->apply(
-                                       coded(2, 2, 2), rng); }, "3 mean values"));
+  EXPECT_TRUE(zt::throws_with(
+      [] {
+        vision::Normalize({1, 2, 3}, {1, 1, 1})->apply(coded(2, 2, 2), rng);
+      },
+      "3 mean values"));
   Tensor cast = zenith::transforms::TypeCast(DType::i32)->apply(coded(1, 2, 1), rng);
   EXPECT_EQ(cast.dtype(), DType::i32);
 }
@@ -99,8 +103,7 @@ TEST(Transforms, ResizeBilinear) {
   EXPECT_EQ(same.dtype(), DType::u8);
   EXPECT_EQ(same.to_int_vector(), u8.to_int_vector());
   // One value: the smaller edge.
-  EXPECT_EQ(vision::Resize({16})->apply(coded(8, 12, 1), rng).shape(),
-            (zenith::Shape{16, 24, 1}));
+  EXPECT_EQ(vision::Resize({16})->apply(coded(8, 12, 1), rng).shape(), (zenith::Shape{16, 24, 1}));
 }
 
 }  // namespace

@@ -74,11 +74,11 @@ void train_seed_cnn(int rank, int world, int64_t global_batch, const std::string
   if (ddp) {
     const auto& st = ddp->stats();
     expect(st.steps == kSteps, "ddp synchronised ", st.steps, " steps");
-    expect(st.buckets_reduced == kSteps * int64_t(ddp->bucket_layout().size()),
-           "buckets reduced ", st.buckets_reduced);
+    expect(st.buckets_reduced == kSteps * int64_t(ddp->bucket_layout().size()), "buckets reduced ",
+           st.buckets_reduced);
     if (ddp->bucket_layout().size() > 1)
-      expect(st.buckets_overlapped >= kSteps, "no bucket started during backward: ",
-             st.buckets_overlapped);
+      expect(st.buckets_overlapped >= kSteps,
+             "no bucket started during backward: ", st.buckets_overlapped);
   }
   write_params(out, world == 0 ? *net : *ddp->module());
   if (world) comm::release();
@@ -97,14 +97,17 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
 void check_equivalence(int world, int64_t per_rank_batch, double bucket_cap_mb) {
   test::TempDir dir;
   const int64_t global = world * per_rank_batch;
-  auto ref = test::run_ranks(1, [&](int) {
-    train_seed_cnn(0, 0, global, "", dir.path() + "/single.bin", bucket_cap_mb);
-  }, 240);
+  auto ref = test::run_ranks(
+      1, [&](int) { train_seed_cnn(0, 0, global, "", dir.path() + "/single.bin", bucket_cap_mb); },
+      240);
   ASSERT_TRUE(ref[0].ok()) << test::describe(ref);
-  auto results = test::run_ranks(world, [&](int rank) {
-    train_seed_cnn(rank, world, global, "file://" + dir.path() + "/store",
-                   dir.path() + "/rank" + std::to_string(rank) + ".bin", bucket_cap_mb);
-  }, 240);
+  auto results = test::run_ranks(
+      world,
+      [&](int rank) {
+        train_seed_cnn(rank, world, global, "file://" + dir.path() + "/store",
+                       dir.path() + "/rank" + std::to_string(rank) + ".bin", bucket_cap_mb);
+      },
+      240);
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << test::describe(results);
   auto single = read_floats(dir.path() + "/single.bin");
   ASSERT_GT(single.size(), 30000u);
@@ -150,7 +153,8 @@ void train_accumulating(int rank, int world, int64_t global_batch, int64_t micro
     comm::init(test::rank_options(rank, world, store));
     ddp = nn::DistributedDataParallel(net);
     net = ddp;
-    train = dataset::DistributedSampler(data, world, rank).batch(global_batch / world / micro, true);
+    train =
+        dataset::DistributedSampler(data, world, rank).batch(global_batch / world / micro, true);
   }
   auto opt = nn::Momentum(net->trainable_params(), 0.05, 0.9);
   auto loss_fn = nn::SoftmaxCrossEntropyWithLogits(true);
@@ -183,10 +187,12 @@ void train_accumulating(int rank, int world, int64_t global_batch, int64_t micro
   if (ddp) {
     expect(ddp->require_sync(), "the no_sync() guard did not restore synchronisation");
     const auto& st = ddp->stats();
-    expect(st.steps == kSteps, "ddp synchronised ", st.steps, " backward passes, expected one "
-           "per step (", kSteps, ")");
-    expect(st.buckets_reduced == kSteps * int64_t(ddp->bucket_layout().size()),
-           "buckets reduced ", st.buckets_reduced);
+    expect(st.steps == kSteps, "ddp synchronised ", st.steps,
+           " backward passes, expected one "
+           "per step (",
+           kSteps, ")");
+    expect(st.buckets_reduced == kSteps * int64_t(ddp->bucket_layout().size()), "buckets reduced ",
+           st.buckets_reduced);
   }
   write_params(out, world == 0 ? *net : *ddp->module());
   if (world) comm::release();
@@ -198,14 +204,20 @@ void check_accumulation(bool via_model) {
   test::TempDir dir;
   const int world = 2;
   const int64_t global = 16, micro = 2;
-  auto ref = test::run_ranks(1, [&](int) {
-    train_accumulating(0, 0, global, micro, "", dir.path() + "/single.bin", via_model);
-  }, 240);
+  auto ref = test::run_ranks(
+      1,
+      [&](int) {
+        train_accumulating(0, 0, global, micro, "", dir.path() + "/single.bin", via_model);
+      },
+      240);
   ASSERT_TRUE(ref[0].ok()) << test::describe(ref);
-  auto results = test::run_ranks(world, [&](int rank) {
-    train_accumulating(rank, world, global, micro, "file://" + dir.path() + "/store",
-                       dir.path() + "/rank" + std::to_string(rank) + ".bin", via_model);
-  }, 240);
+  auto results = test::run_ranks(
+      world,
+      [&](int rank) {
+        train_accumulating(rank, world, global, micro, "file://" + dir.path() + "/store",
+                           dir.path() + "/rank" + std::to_string(rank) + ".bin", via_model);
+      },
+      240);
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << test::describe(results);
   auto single = read_floats(dir.path() + "/single.bin");
   for (int r = 0; r < world; ++r) {
@@ -245,7 +257,8 @@ TEST(DistributedDataParallel, BroadcastsRankZeroAndKeepsTheModulesNames) {
     expect(layout[0][0] == inner->trainable_params().size() - 1, "first bucket starts at ",
            layout[0][0]);
     // A small bucket for the first layer (produced last by backward), the rest in one.
-    auto ddp2 = nn::DistributedDataParallel(inner, {.bucket_cap_mb = 25, .last_bucket_cap_mb = 0.01});
+    auto ddp2 =
+        nn::DistributedDataParallel(inner, {.bucket_cap_mb = 25, .last_bucket_cap_mb = 0.01});
     const std::vector<std::vector<size_t>> expected = {{3, 2, 1}, {0}};
     expect(ddp2->bucket_layout() == expected, "unexpected layout with a small last bucket");
     auto w = inner->named_parameters()[0].second;
@@ -253,8 +266,7 @@ TEST(DistributedDataParallel, BroadcastsRankZeroAndKeepsTheModulesNames) {
     auto v0 = all.select(0, 0).to_float_vector(), v1 = all.select(0, 1).to_float_vector();
     expect(v0 == v1, "parameters differ across ranks after the broadcast");
     if (rank == 1)
-      expect(own_start != v1,
-             "rank 1 started equal to rank 0: the test proves nothing");
+      expect(own_start != v1, "rank 1 started equal to rank 0: the test proves nothing");
     comm::release();
   });
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << test::describe(results);
@@ -312,7 +324,8 @@ TEST(DistributedDataParallel, EvalMetricsAreReducedOverUnevenShards) {
     auto ddp = nn::DistributedDataParallel(net);
     Model model(ddp, nn::SoftmaxCrossEntropyWithLogits(true), nullptr,
                 {{"Accuracy", metrics::Accuracy()}});
-    auto shard = dataset::DistributedSampler(data, 3, rank, {.shuffle = false, .remainder = "none"});
+    auto shard =
+        dataset::DistributedSampler(data, 3, rank, {.shuffle = false, .remainder = "none"});
     auto got = model.eval(shard.batch(2));
     for (const auto& [k, v] : expected)
       expect(std::fabs(got.at(k) - v) < 1e-6 * std::max(1.0, std::fabs(v)), k, ": ", got.at(k),
@@ -325,35 +338,38 @@ TEST(DistributedDataParallel, EvalMetricsAreReducedOverUnevenShards) {
 TEST(DistributedDataParallel, KilledRankStopsTheOthersWithAClearErrorWithinTheTimeout) {
   test::TempDir dir;
   const auto timeout = std::chrono::seconds(4);
-  auto results = test::run_ranks(3, [&](int rank) {
-    context::set_num_threads(1);
-    comm::init(test::rank_options(rank, 3, "file://" + dir.path(), timeout));
-    auto ddp = nn::DistributedDataParallel(models::seed_cnn(1, 28, 10));
-    auto opt = nn::Momentum(ddp->trainable_params(), 0.01, 0.9);
-    Model model(ddp, nn::SoftmaxCrossEntropyWithLogits(true), opt);
-    struct KillAt : callbacks::Callback {
-      int rank;
-      explicit KillAt(int r) : rank(r) {}
-      void on_train_step_end(callbacks::RunContext& ctx) override {
-        if (rank == 1 && ctx.step == 3) raise(SIGKILL);
-      }
-    };
-    auto data = dataset::DistributedSampler(synthetic_data(3 * 4 * 40), 3, rank).batch(4, true);
-    std::chrono::steady_clock::time_point died_around = std::chrono::steady_clock::now();
-    try {
-      model.train(1, data, {std::make_shared<KillAt>(rank)});
-      expect(false, "training finished with rank 1 dead");
-    } catch (const Error& e) {
-      std::string msg = e.what();
-      double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - died_around)
-                        .count();
-      expect(contains(msg, "[communication]"), msg);
-      expect(contains(msg, "timed out after 4 s") || contains(msg, "lost ("), msg);
-      expect(model.global_step() <= 4, "kept training to step ", model.global_step());
-      std::fprintf(stderr, "rank %d stopped after %.2f s: %s\n", rank, took, msg.c_str());
-      expect(took < 4.0 + 20.0, "took ", took, " s");
-    }
-  }, 120);
+  auto results = test::run_ranks(
+      3,
+      [&](int rank) {
+        context::set_num_threads(1);
+        comm::init(test::rank_options(rank, 3, "file://" + dir.path(), timeout));
+        auto ddp = nn::DistributedDataParallel(models::seed_cnn(1, 28, 10));
+        auto opt = nn::Momentum(ddp->trainable_params(), 0.01, 0.9);
+        Model model(ddp, nn::SoftmaxCrossEntropyWithLogits(true), opt);
+        struct KillAt : callbacks::Callback {
+          int rank;
+          explicit KillAt(int r) : rank(r) {}
+          void on_train_step_end(callbacks::RunContext& ctx) override {
+            if (rank == 1 && ctx.step == 3) raise(SIGKILL);
+          }
+        };
+        auto data = dataset::DistributedSampler(synthetic_data(3 * 4 * 40), 3, rank).batch(4, true);
+        std::chrono::steady_clock::time_point died_around = std::chrono::steady_clock::now();
+        try {
+          model.train(1, data, {std::make_shared<KillAt>(rank)});
+          expect(false, "training finished with rank 1 dead");
+        } catch (const Error& e) {
+          std::string msg = e.what();
+          double took =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - died_around).count();
+          expect(contains(msg, "[communication]"), msg);
+          expect(contains(msg, "timed out after 4 s") || contains(msg, "lost ("), msg);
+          expect(model.global_step() <= 4, "kept training to step ", model.global_step());
+          std::fprintf(stderr, "rank %d stopped after %.2f s: %s\n", rank, took, msg.c_str());
+          expect(took < 4.0 + 20.0, "took ", took, " s");
+        }
+      },
+      120);
   EXPECT_EQ(results[1].signal, SIGKILL) << test::describe(results);
   EXPECT_TRUE(results[0].ok()) << test::describe(results);
   EXPECT_TRUE(results[2].ok()) << test::describe(results);
@@ -377,10 +393,12 @@ TEST(DistributedDataParallel, BadUseGivesClearErrors) {
     comm::init(test::rank_options(rank, 1, "file://" + dir.path()));
     expect(contains(message([] { nn::DistributedDataParallel(nullptr); }), "module is null"), "");
     expect(contains(message([] { nn::DistributedDataParallel(nn::ReLU()); }),
-                    "no trainable parameters"), "");
-    expect(contains(message([] {
-             nn::DistributedDataParallel(nn::Dense(2, 2), {.bucket_cap_mb = 0});
-           }), "bucket_cap_mb and last_bucket_cap_mb must be positive"), "");
+                    "no trainable parameters"),
+           "");
+    expect(contains(
+               message([] { nn::DistributedDataParallel(nn::Dense(2, 2), {.bucket_cap_mb = 0}); }),
+               "bucket_cap_mb and last_bucket_cap_mb must be positive"),
+           "");
     comm::release();
   });
   EXPECT_TRUE(results[0].ok()) << test::describe(results);

@@ -30,8 +30,8 @@ class SafetensorsTest : public ::testing::Test {
   std::string file(const std::string& name) const { return (dir_ / name).string(); }
 
   // Writes an 8-byte little-endian header size, the header and the data.
-  std::string write_raw(const std::string& name, const std::string& header,
-                        const std::string& data, int64_t header_size = -1) {
+  std::string write_raw(const std::string& name, const std::string& header, const std::string& data,
+                        int64_t header_size = -1) {
     std::string path = file(name);
     std::ofstream out(path, std::ios::binary);
     uint64_t n = header_size < 0 ? header.size() : uint64_t(header_size);
@@ -43,12 +43,14 @@ class SafetensorsTest : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string bytes_of(const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); }
+std::string bytes_of(const void* p, size_t n) {
+  return std::string(static_cast<const char*>(p), n);
+}
 
 TEST_F(SafetensorsTest, RoundTripsEveryDtype) {
   std::map<std::string, Tensor> tensors;
-  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64,
-                  DType::u8}) {
+  for (DType t :
+       {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8}) {
     tensors[std::string("t_") + zenith::dtype_name(t)] =
         Tensor::from_vector(std::vector<double>{0, 1, 2, 3, 4, 5, 250, 7}, {2, 4}, t);
   }
@@ -176,13 +178,15 @@ TEST_F(SafetensorsTest, FailedSaveLeavesTheOldFileIntact) {
   zenith::io::save_safetensors(path, {{"w", Tensor::ones({2})}});
   // A tensor named like the metadata key is rejected before anything is written.
   EXPECT_TRUE(throws_with(
-      [&] { zenith::io::save_safetensors(path, {{"__metadata__", Tensor::zeros({2})}}); },
+      [&] {
+        zenith::io::save_safetensors(path, {{"__metadata__", Tensor::zeros({2})}});
+      },
       "invalid tensor name"));
   EXPECT_EQ(zenith::io::load_safetensors(path).at("w").to_double_vector(),
             (std::vector<double>{1, 1}));
-  EXPECT_TRUE(throws_with(
-      [&] { zenith::io::save_safetensors(file("no/such/dir/x.safetensors"), {}); },
-      "no/such/dir/x.safetensors"));
+  EXPECT_TRUE(
+      throws_with([&] { zenith::io::save_safetensors(file("no/such/dir/x.safetensors"), {}); },
+                  "no/such/dir/x.safetensors"));
 }
 
 }  // namespace

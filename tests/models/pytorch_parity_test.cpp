@@ -31,8 +31,7 @@ double max_abs(const Tensor& t) {
   return m;
 }
 
-::testing::AssertionResult matches_torch(const Tensor& got, const Tensor& ref,
-                                         double rtol = 1e-4) {
+::testing::AssertionResult matches_torch(const Tensor& got, const Tensor& ref, double rtol = 1e-4) {
   return all_close(got, ref, rtol, 1e-5 * max_abs(ref));
 }
 
@@ -89,10 +88,14 @@ std::vector<double> hash_uniform(int64_t n, uint64_t stream) {
 Tensor resnet_weight(const std::string& name, const Shape& shape, uint64_t k) {
   std::vector<double> v = hash_uniform(shape_numel(shape), k + 1);
   for (double& e : v) {
-    if (shape.size() == 4) e *= std::sqrt(6.0 / double(shape[1] * shape[2] * shape[3]));
-    else if (name == "fc.weight" || name == "fc.bias") e /= std::sqrt(512.0);
-    else if (name.ends_with(".weight")) e = 1.0 + 0.2 * e;
-    else e = 0.2 * e;
+    if (shape.size() == 4)
+      e *= std::sqrt(6.0 / double(shape[1] * shape[2] * shape[3]));
+    else if (name == "fc.weight" || name == "fc.bias")
+      e /= std::sqrt(512.0);
+    else if (name.ends_with(".weight"))
+      e = 1.0 + 0.2 * e;
+    else
+      e = 0.2 * e;
   }
   return Tensor::from_vector(v, shape, DType::f32);
 }
@@ -100,8 +103,10 @@ Tensor resnet_weight(const std::string& name, const Shape& shape, uint64_t k) {
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
   for (char c : s) {
-    if (c == sep) out.emplace_back();
-    else out.back() += c;
+    if (c == sep)
+      out.emplace_back();
+    else
+      out.back() += c;
   }
   return out;
 }

@@ -60,6 +60,7 @@ TEST(Zoo, CreateByName) {
   EXPECT_EQ(models::create("seedcnn", 1, 28, 10)->num_parameters(), 34730);
   EXPECT_EQ(models::create("resnet18", 3, 32, 100)->state_dict().at("fc.bias").shape(),
             (Shape{100}));
-  EXPECT_TRUE(throws_with([] { models::create("vgg16", 3, 32, 10); },
-                          "[models] unknown model 'vgg16'; known models: seedcnn, lenet, resnet18"));
+  EXPECT_TRUE(
+      throws_with([] { models::create("vgg16", 3, 32, 10); },
+                  "[models] unknown model 'vgg16'; known models: seedcnn, lenet, resnet18"));
 }

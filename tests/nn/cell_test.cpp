@@ -24,8 +24,7 @@ TEST(Cell, SequentialNamesAndShapes) {
   EXPECT_EQ(names_of(net->named_parameters()),
             (std::vector<std::string>{"0.weight", "1.weight", "1.bias", "4.weight", "4.bias"}));
   EXPECT_EQ(names_of(net->named_buffers()),
-            (std::vector<std::string>{"1.running_mean", "1.running_var",
-                                      "1.num_batches_tracked"}));
+            (std::vector<std::string>{"1.running_mean", "1.running_var", "1.num_batches_tracked"}));
   auto params = net->named_parameters();
   EXPECT_EQ(params[0].second.shape(), (Shape{4, 1, 3, 3}));
   EXPECT_EQ(params[3].second.shape(), (Shape{3, 64}));
@@ -71,7 +70,8 @@ TEST(Cell, StateDictRoundTripKeepsHandles) {
   auto handles = b->trainable_params();
   EXPECT_FALSE(all_close(a->state_dict().at("0.weight"), b->state_dict().at("0.weight")));
   b->load_state_dict(a->state_dict());
-  for (auto& [name, t] : a->state_dict()) EXPECT_TRUE(all_close(b->state_dict().at(name), t, 0, 0)) << name;
+  for (auto& [name, t] : a->state_dict())
+    EXPECT_TRUE(all_close(b->state_dict().at(name), t, 0, 0)) << name;
   // The optimizer's handles see the loaded values (copied in place, not replaced).
   EXPECT_TRUE(all_close(handles[0], a->state_dict().at("0.weight"), 0, 0));
   // The state dict shares storage with the cell.
@@ -128,12 +128,14 @@ TEST(Cell, Repr) {
                                  nn::Flatten(), nn::Dense(10, 2)});
   std::string r = net->repr();
   EXPECT_NE(r.find("SequentialCell(\n"), std::string::npos) << r;
-  EXPECT_NE(r.find("  (0): Conv2d(3, 32, kernel_size=3, stride=1, pad_mode=valid"), std::string::npos)
+  EXPECT_NE(r.find("  (0): Conv2d(3, 32, kernel_size=3, stride=1, pad_mode=valid"),
+            std::string::npos)
       << r;
   EXPECT_NE(r.find("  (1): ReLU()"), std::string::npos) << r;
   EXPECT_NE(r.find("  (2): MaxPool2d(kernel_size=2, stride=2)"), std::string::npos) << r;
   EXPECT_NE(r.find("  (4): Dense(in_channels=10, out_channels=2, has_bias=true)"),
-            std::string::npos) << r;
+            std::string::npos)
+      << r;
 }
 
 TEST(Cell, ToDtypeKeepsHandles) {

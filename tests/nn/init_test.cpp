@@ -92,10 +92,12 @@ TEST(Init, KaimingNormalAndXavier) {
   expect_uniform(x, std::sqrt(6.0 / 800.0));
   nn::init::constant_(x, 0.25);
   EXPECT_EQ(moments(x).min, 0.25);
-  EXPECT_TRUE(throws_with([] {
-    Tensor v = Tensor::empty({5});
-    nn::init::kaiming_uniform_(v);
-  }, "[fan_in] fan in/out needs a tensor with at least 2 dims"));
+  EXPECT_TRUE(throws_with(
+      [] {
+        Tensor v = Tensor::empty({5});
+        nn::init::kaiming_uniform_(v);
+      },
+      "[fan_in] fan in/out needs a tensor with at least 2 dims"));
 }
 
 TEST(Init, SeedMakesInitDeterministic) {

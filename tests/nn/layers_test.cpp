@@ -63,16 +63,16 @@ TEST(Layers, BatchNormTrainingGradcheckFloat64) {
   manual_seed(4);
   // Training-mode batch norm normalises with batch statistics only, so every perturbed run
   // computes the same function although the running statistics move.
-  auto net = nn::SequentialCell({nn::Conv2d(2, 3, 3, 1, "valid"), nn::BatchNorm2d(3),
-                                 nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Dense(12, 2)});
+  auto net = nn::SequentialCell({nn::Conv2d(2, 3, 3, 1, "valid"), nn::BatchNorm2d(3), nn::ReLU(),
+                                 nn::MaxPool2d(2), nn::Flatten(), nn::Dense(12, 2)});
   net->to(DType::f64);
   check_cell_gradients(net, Tensor::uniform({3, 2, 6, 6}, -1, 1, DType::f64), 1e-4, 1e-6);
 }
 
 TEST(Layers, DenseNormsGradcheckFloat64) {
   manual_seed(5);
-  auto net = nn::SequentialCell({nn::Dense(6, 8), nn::LayerNorm({8}), nn::GELU(),
-                                 nn::Dense(8, 4), nn::RMSNorm(4), nn::Tanh()});
+  auto net = nn::SequentialCell({nn::Dense(6, 8), nn::LayerNorm({8}), nn::GELU(), nn::Dense(8, 4),
+                                 nn::RMSNorm(4), nn::Tanh()});
   net->to(DType::f64);
   check_cell_gradients(net, Tensor::uniform({3, 6}, -1, 1, DType::f64));
 }
@@ -91,8 +91,7 @@ TEST(Layers, ShapesOfTheSeedNetwork) {
   NoGradGuard g;
   EXPECT_EQ(net->forward(Tensor::zeros({2, 3, 32, 32})).shape(), (Shape{2, 10}));
   // MindSpore's default pad_mode is "same".
-  EXPECT_EQ(nn::Conv2d(3, 8, 3)->forward(Tensor::zeros({1, 3, 9, 9})).shape(),
-            (Shape{1, 8, 9, 9}));
+  EXPECT_EQ(nn::Conv2d(3, 8, 3)->forward(Tensor::zeros({1, 3, 9, 9})).shape(), (Shape{1, 8, 9, 9}));
   EXPECT_EQ(nn::Conv2d(3, 8, 3, 2, "pad", 1)->forward(Tensor::zeros({1, 3, 8, 8})).shape(),
             (Shape{1, 8, 4, 4}));
 }
@@ -105,8 +104,11 @@ TEST(Layers, DenseComputesXWtPlusB) {
   dense->load_state_dict(sd);
   Tensor y = dense->forward(Tensor::from_vector(std::vector<float>{1, 1}, {1, 2}));
   EXPECT_EQ(y.to_double_vector(), (std::vector<double>{13, 27}));
-  EXPECT_TRUE(throws_with([&] { dense->forward(Tensor::zeros({1, 3})); },
-                          "[Dense] expected input [..., 2], got [1, 3]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        dense->forward(Tensor::zeros({1, 3}));
+      },
+      "[Dense] expected input [..., 2], got [1, 3]"));
 }
 
 TEST(Layers, DropoutTrainAndEval) {
@@ -116,8 +118,10 @@ TEST(Layers, DropoutTrainAndEval) {
   auto v = drop->forward(x).to_double_vector();
   int64_t zeros = 0;
   for (double e : v) {
-    if (e == 0.0) ++zeros;
-    else EXPECT_NEAR(e, 1.0 / 0.75, 1e-6);
+    if (e == 0.0)
+      ++zeros;
+    else
+      EXPECT_NEAR(e, 1.0 / 0.75, 1e-6);
   }
   EXPECT_NEAR(double(zeros) / double(v.size()), 0.25, 0.01);
   drop->set_train(false);
@@ -158,21 +162,28 @@ TEST(Layers, BatchNormTrainUpdatesRunningStatsEvalUsesThem) {
   auto yev = ye.to_double_vector();
   EXPECT_NEAR(yev[0], (xs[0] - rm[0]) / std::sqrt(rv[0] + 1e-5), 1e-4);
   EXPECT_EQ(bn->state_dict().at("num_batches_tracked").item(), 1.0);  // eval leaves stats alone
-  EXPECT_TRUE(throws_with([&] { bn->forward(Tensor::zeros({1, 3, 2, 2})); },
-                          "[BatchNorm2d] expected input [N, 2, H, W], got [1, 3, 2, 2]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        bn->forward(Tensor::zeros({1, 3, 2, 2}));
+      },
+      "[BatchNorm2d] expected input [N, 2, H, W], got [1, 3, 2, 2]"));
 }
 
 TEST(Layers, ActivationValues) {
   Tensor x = Tensor::from_vector(std::vector<double>{-2, 0, 3}, {3});
-  EXPECT_TRUE(all_close(nn::ReLU()->forward(x), Tensor::from_vector(std::vector<double>{0, 0, 3}, {3})));
-  EXPECT_TRUE(all_close(nn::Sigmoid()->forward(x),
-                        Tensor::from_vector(std::vector<double>{1 / (1 + std::exp(2.0)), 0.5,
-                                                                1 / (1 + std::exp(-3.0))}, {3})));
-  EXPECT_TRUE(all_close(nn::Tanh()->forward(x),
-                        Tensor::from_vector(std::vector<double>{std::tanh(-2.0), 0, std::tanh(3.0)}, {3})));
-  EXPECT_TRUE(all_close(nn::SiLU()->forward(x),
-                        Tensor::from_vector(std::vector<double>{-2 / (1 + std::exp(2.0)), 0,
-                                                                3 / (1 + std::exp(-3.0))}, {3})));
+  EXPECT_TRUE(
+      all_close(nn::ReLU()->forward(x), Tensor::from_vector(std::vector<double>{0, 0, 3}, {3})));
+  EXPECT_TRUE(all_close(
+      nn::Sigmoid()->forward(x),
+      Tensor::from_vector(
+          std::vector<double>{1 / (1 + std::exp(2.0)), 0.5, 1 / (1 + std::exp(-3.0))}, {3})));
+  EXPECT_TRUE(
+      all_close(nn::Tanh()->forward(x),
+                Tensor::from_vector(std::vector<double>{std::tanh(-2.0), 0, std::tanh(3.0)}, {3})));
+  EXPECT_TRUE(all_close(
+      nn::SiLU()->forward(x),
+      Tensor::from_vector(
+          std::vector<double>{-2 / (1 + std::exp(2.0)), 0, 3 / (1 + std::exp(-3.0))}, {3})));
   double g3 = 0.5 * 3 * (1 + std::erf(3 / std::sqrt(2.0)));
   EXPECT_NEAR(nn::GELU()->forward(x).to_double_vector()[2], g3, 1e-9);
   EXPECT_EQ(nn::Flatten()->forward(Tensor::zeros({2, 3, 4})).shape(), (Shape{2, 12}));

@@ -38,8 +38,8 @@ TEST(Loss, SparseSoftmaxCrossEntropy) {
   EXPECT_TRUE(all_close(none, Tensor::from_vector(rows, {4}), 1e-10, 1e-12));
   double mean = (rows[0] + rows[1] + rows[2] + rows[3]) / 4;
   EXPECT_NEAR(nn::SoftmaxCrossEntropyWithLogits(true)->forward(logits, lab).item(), mean, 1e-10);
-  EXPECT_NEAR(nn::SoftmaxCrossEntropyWithLogits(true, "sum")->forward(logits, lab).item(),
-              mean * 4, 1e-10);
+  EXPECT_NEAR(nn::SoftmaxCrossEntropyWithLogits(true, "sum")->forward(logits, lab).item(), mean * 4,
+              1e-10);
   // int32 labels (as datasets produce) are accepted.
   EXPECT_NEAR(nn::SoftmaxCrossEntropyWithLogits(true)->forward(logits, lab.to(DType::i32)).item(),
               mean, 1e-10);
@@ -80,11 +80,13 @@ TEST(Loss, MSE) {
 
 TEST(Loss, Errors) {
   Tensor logits = Tensor::zeros({2, 3});
-  EXPECT_TRUE(throws_with([&] {
-    nn::SoftmaxCrossEntropyWithLogits(true)->forward(logits, Tensor::zeros({2, 3}));
-  }, "sparse=true expects integer class indices"));
-  EXPECT_TRUE(throws_with([&] {
-    nn::SoftmaxCrossEntropyWithLogits(false)->forward(logits, Tensor::arange(2));
-  }, "sparse=false expects float labels"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        nn::SoftmaxCrossEntropyWithLogits(true)->forward(logits, Tensor::zeros({2, 3}));
+      },
+      "sparse=true expects integer class indices"));
+  EXPECT_TRUE(throws_with(
+      [&] { nn::SoftmaxCrossEntropyWithLogits(false)->forward(logits, Tensor::arange(2)); },
+      "sparse=false expects float labels"));
   EXPECT_TRUE(throws_with([] { nn::MSELoss("avg"); }, "[MSELoss] reduction must be"));
 }

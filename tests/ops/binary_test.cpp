@@ -10,9 +10,11 @@ struct BinaryCase {
   bool noncontiguous;
 };
 
-const std::vector<BinaryCase> kCases = {
-    {{3, 4}, {3, 4}, false}, {{3, 4}, {4}, false},    {{2, 1, 5}, {3, 1}, true},
-    {{5}, {}, false},        {{2, 3, 4}, {2, 3, 4}, true}};
+const std::vector<BinaryCase> kCases = {{{3, 4}, {3, 4}, false},
+                                        {{3, 4}, {4}, false},
+                                        {{2, 1, 5}, {3, 1}, true},
+                                        {{5}, {}, false},
+                                        {{2, 3, 4}, {2, 3, 4}, true}};
 
 void check_binary(const OpFn& f, double low = -1, double high = 1) {
   for (auto& c : kCases) {
@@ -28,10 +30,18 @@ void check_binary(const OpFn& f, double low = -1, double high = 1) {
 
 }  // namespace
 
-TEST(Binary, Add) { check_binary([](auto& x) { return ops::add(x[0], x[1]); }); }
-TEST(Binary, Sub) { check_binary([](auto& x) { return ops::sub(x[0], x[1]); }); }
-TEST(Binary, Mul) { check_binary([](auto& x) { return ops::mul(x[0], x[1]); }); }
-TEST(Binary, Div) { check_binary([](auto& x) { return ops::div(x[0], x[1]); }, 0.5, 2.0); }
+TEST(Binary, Add) {
+  check_binary([](auto& x) { return ops::add(x[0], x[1]); });
+}
+TEST(Binary, Sub) {
+  check_binary([](auto& x) { return ops::sub(x[0], x[1]); });
+}
+TEST(Binary, Mul) {
+  check_binary([](auto& x) { return ops::mul(x[0], x[1]); });
+}
+TEST(Binary, Div) {
+  check_binary([](auto& x) { return ops::div(x[0], x[1]); }, 0.5, 2.0);
+}
 
 TEST(Binary, ScalarKeepsDtype) {
   Tensor a = Tensor::ones({3}, DType::f32);
@@ -47,9 +57,15 @@ TEST(Binary, ShapeMismatchNamesOpAndShapes) {
   EXPECT_TRUE(throws_with([&] { ops::add(a, b); }, "[add] shapes [2, 3] and [4]"));
 }
 
-TEST(Binary, Pow) { check_binary([](auto& x) { return ops::pow(x[0], x[1]); }, 0.5, 2.0); }
-TEST(Binary, Maximum) { check_binary([](auto& x) { return ops::maximum(x[0], x[1]); }); }
-TEST(Binary, Minimum) { check_binary([](auto& x) { return ops::minimum(x[0], x[1]); }); }
+TEST(Binary, Pow) {
+  check_binary([](auto& x) { return ops::pow(x[0], x[1]); }, 0.5, 2.0);
+}
+TEST(Binary, Maximum) {
+  check_binary([](auto& x) { return ops::maximum(x[0], x[1]); });
+}
+TEST(Binary, Minimum) {
+  check_binary([](auto& x) { return ops::minimum(x[0], x[1]); });
+}
 
 TEST(Binary, PowScalar) {
   for (double e : {2.0, 3.0, 0.5, -1.0, -0.5, 1.7, 1.0}) {

@@ -28,12 +28,24 @@ void check_compare(const std::function<Tensor(const Tensor&, const Tensor&)>& op
 
 }  // namespace
 
-TEST(Compare, Eq) { check_compare(ops::eq, [](double a, double b) { return a == b; }); }
-TEST(Compare, Ne) { check_compare(ops::ne, [](double a, double b) { return a != b; }); }
-TEST(Compare, Lt) { check_compare(ops::lt, [](double a, double b) { return a < b; }); }
-TEST(Compare, Le) { check_compare(ops::le, [](double a, double b) { return a <= b; }); }
-TEST(Compare, Gt) { check_compare(ops::gt, [](double a, double b) { return a > b; }); }
-TEST(Compare, Ge) { check_compare(ops::ge, [](double a, double b) { return a >= b; }); }
+TEST(Compare, Eq) {
+  check_compare(ops::eq, [](double a, double b) { return a == b; });
+}
+TEST(Compare, Ne) {
+  check_compare(ops::ne, [](double a, double b) { return a != b; });
+}
+TEST(Compare, Lt) {
+  check_compare(ops::lt, [](double a, double b) { return a < b; });
+}
+TEST(Compare, Le) {
+  check_compare(ops::le, [](double a, double b) { return a <= b; });
+}
+TEST(Compare, Gt) {
+  check_compare(ops::gt, [](double a, double b) { return a > b; });
+}
+TEST(Compare, Ge) {
+  check_compare(ops::ge, [](double a, double b) { return a >= b; });
+}
 
 TEST(Compare, PromotesMixedDtypesAndHasNoGradient) {
   Tensor i = Tensor::from_vector(std::vector<int64_t>{1, 2, 3}, {3});
@@ -75,8 +87,8 @@ TEST(Compare, Where) {
 }
 
 TEST(Compare, MaskedFill) {
-  for (auto& [xs, ms] : std::vector<std::pair<Shape, Shape>>{
-           {{3, 4}, {3, 4}}, {{2, 3, 4}, {3, 1}}, {{2, 3}, {}}}) {
+  for (auto& [xs, ms] :
+       std::vector<std::pair<Shape, Shape>>{{{3, 4}, {3, 4}}, {{2, 3, 4}, {3, 1}}, {{2, 3}, {}}}) {
     for (bool nc : {false, true}) {
       SCOPED_TRACE(shape_str(xs) + " mask " + shape_str(ms) + (nc ? " noncontiguous" : ""));
       Tensor mask = ops::gt(Tensor::rand(ms), Tensor::scalar(0.5));
@@ -103,8 +115,11 @@ TEST(Compare, Errors) {
   EXPECT_TRUE(throws_with([&] { ops::where(a, a, a); }, "[where] condition must be bool"));
   EXPECT_TRUE(throws_with([&] { ops::where(c, a, b); },
                           "[where] shapes [2, 3] (condition), [2, 3] and [4]"));
-  EXPECT_TRUE(throws_with([&] { ops::masked_fill(a, Tensor::zeros({3, 3}, DType::b8), 0); },
-                          "[masked_fill] mask of shape [3, 3] does not broadcast to the input's "
-                          "shape [2, 3]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::masked_fill(a, Tensor::zeros({3, 3}, DType::b8), 0);
+      },
+      "[masked_fill] mask of shape [3, 3] does not broadcast to the input's "
+      "shape [2, 3]"));
   EXPECT_TRUE(throws_with([&] { ops::masked_fill(a, a, 0); }, "[masked_fill] mask must be bool"));
 }

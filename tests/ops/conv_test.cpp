@@ -141,34 +141,49 @@ TEST(Conv2d, Errors) {
   EXPECT_TRUE(throws_with([&] { ops::conv2d(x, w); },
                           "[conv2d] input has 3 channels, weight expects 1 (input [64, 3, 32, 32], "
                           "weight [32, 1, 3, 3])"));
-  EXPECT_TRUE(throws_with([&] { ops::conv2d(Tensor::zeros({3, 32, 32}), w); },
-                          "[conv2d] expected a 4-d input [N, C, H, W], got [3, 32, 32]"));
   EXPECT_TRUE(throws_with(
-      [&] { ops::conv2d(Tensor::zeros({1, 4, 8, 8}), Tensor::zeros({6, 2, 3, 3}), Tensor(),
-                        opts({1, 1}, {0, 0}, "explicit", {1, 1}, 3)); },
+      [&] {
+        ops::conv2d(Tensor::zeros({3, 32, 32}), w);
+      },
+      "[conv2d] expected a 4-d input [N, C, H, W], got [3, 32, 32]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::conv2d(Tensor::zeros({1, 4, 8, 8}), Tensor::zeros({6, 2, 3, 3}), Tensor(),
+                    opts({1, 1}, {0, 0}, "explicit", {1, 1}, 3));
+      },
       "[conv2d] input has 4 channels, weight expects 6"));
   EXPECT_TRUE(throws_with(
-      [&] { ops::conv2d(Tensor::zeros({1, 3, 2, 2}), Tensor::zeros({4, 3, 3, 3})); },
+      [&] {
+        ops::conv2d(Tensor::zeros({1, 3, 2, 2}), Tensor::zeros({4, 3, 3, 3}));
+      },
       "is smaller than the kernel"));
   EXPECT_TRUE(throws_with(
-      [&] { ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor(), opts({1, 1}, {}, "full")); },
+      [&] {
+        ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor(), opts({1, 1}, {}, "full"));
+      },
       "[conv2d] unknown padding_mode 'full'"));
   EXPECT_TRUE(throws_with(
-      [&] { ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor(), opts({0, 1}, {0, 0})); },
+      [&] {
+        ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor(), opts({0, 1}, {0, 0}));
+      },
       "[conv2d] stride must be >= 1"));
   EXPECT_TRUE(throws_with(
-      [&] { ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor::zeros({4})); },
+      [&] {
+        ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor::zeros({4}));
+      },
       "[conv2d] expected bias [8], got [4]"));
   EXPECT_TRUE(throws_with(
-      [&] { ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}, DType::f64)); },
+      [&] {
+        ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}, DType::f64));
+      },
       "[conv2d] input is float32 but weight is float64"));
 }
 
 TEST(Conv2d, WinogradMatchesFloat64) {
   // 64 -> 64 channels, 3x3, batch 8: "auto" picks Winograd here; check it (and forced
   // Winograd) against the float64 reference, forward and backward.
-  std::vector<Tensor> in = {random_input({8, 64, 6, 6}), random_input({64, 64, 3, 3}, DType::f64,
-                                                                      false, -0.1, 0.1),
+  std::vector<Tensor> in = {random_input({8, 64, 6, 6}),
+                            random_input({64, 64, 3, 3}, DType::f64, false, -0.1, 0.1),
                             random_input({64})};
   OpFn f = conv_fn(opts({1, 1}, {1, 1}));
   for (const char* algo : {"auto", "winograd"}) {

@@ -16,7 +16,8 @@ TEST(Index, Embedding) {
     in[0].requires_grad_();
     EXPECT_TRUE(gradcheck(f, in));
   }
-  Tensor w = Tensor::from_vector(std::vector<double>{0, 1, 10, 11, 20, 21}, {3, 2}).requires_grad_();
+  Tensor w =
+      Tensor::from_vector(std::vector<double>{0, 1, 10, 11, 20, 21}, {3, 2}).requires_grad_();
   Tensor y = ops::embedding(w, ints({2, 2, 0}, {3}));
   EXPECT_EQ(y.shape(), (Shape{3, 2}));
   EXPECT_EQ(y.to_double_vector(), (std::vector<double>{20, 21, 20, 21, 0, 1}));
@@ -32,8 +33,11 @@ TEST(Index, Embedding) {
 
 TEST(Index, EmbeddingErrors) {
   Tensor w = Tensor::zeros({10, 3});
-  EXPECT_TRUE(throws_with([&] { ops::embedding(w, ints({3, 10}, {2})); },
-                          "[embedding] index 10 is out of range for 10 rows"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::embedding(w, ints({3, 10}, {2}));
+      },
+      "[embedding] index 10 is out of range for 10 rows"));
   EXPECT_TRUE(throws_with([&] { ops::embedding(w, ints({-1}, {1})); },
                           "[embedding] index -1 is out of range for 10 rows"));
   EXPECT_TRUE(throws_with([&] { ops::embedding(Tensor::zeros({10}), ints({0}, {1})); },
@@ -74,9 +78,12 @@ TEST(Index, Cat) {
 
 TEST(Index, CatErrors) {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 4});
-  EXPECT_TRUE(throws_with([&] { ops::cat({a, b}, 0); },
-                          "[cat] sizes must match except in dim 0: tensor 0 is [2, 3], tensor 1 "
-                          "is [3, 4]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::cat({a, b}, 0);
+      },
+      "[cat] sizes must match except in dim 0: tensor 0 is [2, 3], tensor 1 "
+      "is [3, 4]"));
   EXPECT_TRUE(throws_with([&] { ops::cat({a, Tensor::zeros({2})}, 0); }, "tensor 1 is [2]"));
   EXPECT_TRUE(throws_with([&] { ops::cat({}, 0); }, "[cat] expected at least one tensor"));
   EXPECT_TRUE(throws_with([&] { ops::cat({a}, 2); }, "[cat] dim 2 out of range"));
@@ -98,9 +105,12 @@ TEST(Index, Stack) {
   EXPECT_EQ(ops::stack({a, b}, 1).shape(), (Shape{2, 2}));
   EXPECT_EQ(ops::stack({a, b}, 1).to_double_vector(), (std::vector<double>{1, 3, 2, 4}));
   EXPECT_EQ(ops::stack({Tensor::scalar(1), Tensor::scalar(2)}, 0).shape(), (Shape{2}));
-  EXPECT_TRUE(throws_with([&] { ops::stack({a, Tensor::zeros({3})}, 0); },
-                          "[stack] all tensors must have one shape: tensor 0 is [2], tensor 1 is "
-                          "[3]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::stack({a, Tensor::zeros({3})}, 0);
+      },
+      "[stack] all tensors must have one shape: tensor 0 is [2], tensor 1 is "
+      "[3]"));
   EXPECT_TRUE(throws_with([&] { ops::stack({a, b}, 2); }, "[stack] dim 2 out of range"));
 }
 
@@ -119,14 +129,19 @@ TEST(Index, IndexSelect) {
   EXPECT_EQ(y.to_double_vector(), (std::vector<double>{3, 3, 1, 6, 6, 4}));
   ops::sum(y).backward();
   EXPECT_EQ(x.grad().to_double_vector(), (std::vector<double>{1, 0, 2, 1, 0, 2}));
-  EXPECT_EQ(ops::index_select(x.detach(), 0, Tensor::scalar(1, DType::i64)).shape(),
-            (Shape{1, 3}));
-  EXPECT_TRUE(throws_with([&] { ops::index_select(x, 1, ints({0, 3}, {2})); },
-                          "[index_select] index 3 is out of bounds for dim 1 with size 3"));
+  EXPECT_EQ(ops::index_select(x.detach(), 0, Tensor::scalar(1, DType::i64)).shape(), (Shape{1, 3}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::index_select(x, 1, ints({0, 3}, {2}));
+      },
+      "[index_select] index 3 is out of bounds for dim 1 with size 3"));
   EXPECT_TRUE(throws_with([&] { ops::index_select(x, 2, ints({0}, {1})); },
                           "[index_select] dim 2 out of range"));
-  EXPECT_TRUE(throws_with([&] { ops::index_select(x, 0, ints({0, 1}, {1, 2})); },
-                          "[index_select] index must be 0-d or 1-d, got shape [1, 2]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::index_select(x, 0, ints({0, 1}, {1, 2}));
+      },
+      "[index_select] index must be 0-d or 1-d, got shape [1, 2]"));
 }
 
 TEST(Index, Gather) {
@@ -148,10 +163,16 @@ TEST(Index, Gather) {
   EXPECT_EQ(y.to_double_vector(), (std::vector<double>{1, 1, 4, 3}));
   ops::sum(y).backward();
   EXPECT_EQ(x.grad().to_double_vector(), (std::vector<double>{2, 0, 1, 1}));
-  EXPECT_TRUE(throws_with([&] { ops::gather(x, 1, ints({0, 2}, {2, 1})); },
-                          "[gather] index 2 is out of bounds for dim 1 with size 2"));
-  EXPECT_TRUE(throws_with([&] { ops::gather(x, 1, ints({0, 0, 0}, {3, 1})); },
-                          "[gather] index of shape [3, 1] does not fit input of shape [2, 2]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::gather(x, 1, ints({0, 2}, {2, 1}));
+      },
+      "[gather] index 2 is out of bounds for dim 1 with size 2"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::gather(x, 1, ints({0, 0, 0}, {3, 1}));
+      },
+      "[gather] index of shape [3, 1] does not fit input of shape [2, 2]"));
   EXPECT_TRUE(throws_with([&] { ops::gather(x, 0, ints({0}, {1})); },
                           "[gather] index of shape [1] does not fit input of shape [2, 2]"));
 }

@@ -183,29 +183,40 @@ TEST(Loss, CrossEntropyLargeFloat32) {
   // Big enough for the parallel kernel paths; checked against float64.
   Tensor x = Tensor::randn({2048, 100});
   Tensor t = Tensor::randint(0, 100, {2048});
-  auto f = [&](const std::vector<Tensor>& in) { return ops::cross_entropy(in[0], t, "mean", 7, 0.1); };
+  auto f = [&](const std::vector<Tensor>& in) {
+    return ops::cross_entropy(in[0], t, "mean", 7, 0.1);
+  };
   EXPECT_TRUE(forward_matches_f64(f, {x.to(DType::f64)}, 1e-5, 1e-6));
   EXPECT_TRUE(backward_matches_f64(f, {x.to(DType::f64).requires_grad_()}, 1e-4, 1e-8));
 }
 
 TEST(Loss, CrossEntropyErrors) {
   Tensor x = Tensor::zeros({2, 10});
-  EXPECT_TRUE(throws_with([&] { ops::cross_entropy(x, Tensor::from_vector(std::vector<int64_t>{3, 12}, {2})); },
-                          "[cross_entropy] target 12 (sample 1) is out of range for 10 classes"));
-  EXPECT_TRUE(throws_with([&] { ops::cross_entropy(x, Tensor::from_vector(std::vector<int64_t>{-1, 0}, {2})); },
-                          "[cross_entropy] target -1 (sample 0) is out of range for 10 classes"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::cross_entropy(x, Tensor::from_vector(std::vector<int64_t>{3, 12}, {2}));
+      },
+      "[cross_entropy] target 12 (sample 1) is out of range for 10 classes"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::cross_entropy(x, Tensor::from_vector(std::vector<int64_t>{-1, 0}, {2}));
+      },
+      "[cross_entropy] target -1 (sample 0) is out of range for 10 classes"));
   EXPECT_TRUE(throws_with([&] { ops::cross_entropy(x, Tensor::zeros({3}, DType::i64)); },
                           "[cross_entropy] target of shape [3] does not match logits [2, 10]"));
-  EXPECT_TRUE(throws_with([&] { ops::cross_entropy(x, Tensor::zeros({2, 9})); },
-                          "[cross_entropy] probability target of shape [2, 9] must match logits "
-                          "[2, 10]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::cross_entropy(x, Tensor::zeros({2, 9}));
+      },
+      "[cross_entropy] probability target of shape [2, 9] must match logits "
+      "[2, 10]"));
   EXPECT_TRUE(throws_with([&] { ops::cross_entropy(x, Tensor::zeros({2}, DType::i64), "avg"); },
                           "[cross_entropy] reduction must be 'mean', 'sum' or 'none', got 'avg'"));
   EXPECT_TRUE(throws_with([&] { ops::cross_entropy(x, Tensor::zeros({2}, DType::b8)); },
                           "[cross_entropy] class-index target must be int64 or int32"));
-  EXPECT_TRUE(throws_with(
-      [&] { ops::cross_entropy(x, Tensor::zeros({2}, DType::i64), "mean", -100, 1.5); },
-      "[cross_entropy] label_smoothing must be in [0, 1]"));
+  EXPECT_TRUE(
+      throws_with([&] { ops::cross_entropy(x, Tensor::zeros({2}, DType::i64), "mean", -100, 1.5); },
+                  "[cross_entropy] label_smoothing must be in [0, 1]"));
 }
 
 TEST(Loss, MseLoss) {

@@ -12,11 +12,16 @@ struct MatmulCase {
 };
 
 // 1-d, 2-d, batched, broadcast batch dims, and strided operands.
-const std::vector<MatmulCase> kMatmulCases = {
-    {{4}, {4}, false},          {{3, 4}, {4}, false},        {{4}, {4, 5}, false},
-    {{3, 4}, {4, 5}, false},    {{3, 4}, {4, 5}, true},      {{2, 3, 4}, {4, 5}, false},
-    {{3, 4}, {2, 4, 5}, true},  {{2, 1, 3, 4}, {3, 4, 2}, false}, {{2, 3, 4}, {2, 4, 1}, false},
-    {{1, 4}, {4, 1}, false}};
+const std::vector<MatmulCase> kMatmulCases = {{{4}, {4}, false},
+                                              {{3, 4}, {4}, false},
+                                              {{4}, {4, 5}, false},
+                                              {{3, 4}, {4, 5}, false},
+                                              {{3, 4}, {4, 5}, true},
+                                              {{2, 3, 4}, {4, 5}, false},
+                                              {{3, 4}, {2, 4, 5}, true},
+                                              {{2, 1, 3, 4}, {3, 4, 2}, false},
+                                              {{2, 3, 4}, {2, 4, 1}, false},
+                                              {{1, 4}, {4, 1}, false}};
 
 OpFn matmul_fn() {
   return [](const std::vector<Tensor>& x) { return ops::matmul(x[0], x[1]); };
@@ -77,13 +82,19 @@ TEST(Matmul, SgemmBackendsAgree) {
 TEST(Matmul, Errors) {
   Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({5, 6});
   EXPECT_TRUE(throws_with([&] { ops::matmul(a, b); }, "[matmul] shapes [3, 4] and [5, 6]"));
-  EXPECT_TRUE(throws_with([&] { ops::matmul(a, Tensor::zeros({4, 2}, DType::f64)); },
-                          "[matmul] a is float32 but b is float64"));
   EXPECT_TRUE(throws_with(
-      [&] { ops::matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 5})); },
+      [&] {
+        ops::matmul(a, Tensor::zeros({4, 2}, DType::f64));
+      },
+      "[matmul] a is float32 but b is float64"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 5}));
+      },
       "cannot be broadcast"));
-  EXPECT_TRUE(throws_with([&] { ops::matmul(Tensor::zeros({2}, DType::i64), Tensor::zeros({2}, DType::i64)); },
-                          "[matmul] expected float32 or float64"));
+  EXPECT_TRUE(throws_with(
+      [&] { ops::matmul(Tensor::zeros({2}, DType::i64), Tensor::zeros({2}, DType::i64)); },
+      "[matmul] expected float32 or float64"));
 }
 
 TEST(Linear, ForwardAndGradients) {
@@ -91,8 +102,10 @@ TEST(Linear, ForwardAndGradients) {
     Shape x;
     bool bias, noncontiguous;
   };
-  for (auto c : std::vector<Case>{{{5, 4}, true, false}, {{5, 4}, false, true},
-                                  {{2, 3, 4}, true, true}, {{4}, true, false}}) {
+  for (auto c : std::vector<Case>{{{5, 4}, true, false},
+                                  {{5, 4}, false, true},
+                                  {{2, 3, 4}, true, true},
+                                  {{4}, true, false}}) {
     SCOPED_TRACE(shape_str(c.x));
     std::vector<Tensor> in = {random_input(c.x, DType::f64, c.noncontiguous),
                               random_input({3, 4}, DType::f64, c.noncontiguous),
@@ -116,6 +129,9 @@ TEST(Linear, Errors) {
   EXPECT_TRUE(throws_with([&] { ops::linear(x, w); },
                           "[linear] input has 1600 features, weight expects 1024 (input [64, "
                           "1600], weight [10, 1024])"));
-  EXPECT_TRUE(throws_with([&] { ops::linear(x, Tensor::zeros({10, 1600}), Tensor::zeros({9})); },
-                          "[linear] expected bias [10], got [9]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::linear(x, Tensor::zeros({10, 1600}), Tensor::zeros({9}));
+      },
+      "[linear] expected bias [10], got [9]"));
 }

@@ -137,10 +137,13 @@ TEST(BatchNorm, Errors) {
   EXPECT_TRUE(throws_with(
       [&] { ops::batch_norm(x, Tensor::ones({4}), Tensor(), Tensor(), Tensor(), true); },
       "[batch_norm] expected weight [3], got [4] (input [2, 3, 4, 4])"));
-  EXPECT_TRUE(throws_with([&] { ops::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false); },
-                          "[batch_norm] eval mode needs running_mean and running_var"));
+  EXPECT_TRUE(
+      throws_with([&] { ops::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false); },
+                  "[batch_norm] eval mode needs running_mean and running_var"));
   EXPECT_TRUE(throws_with(
-      [&] { ops::batch_norm(Tensor::zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true); },
+      [&] {
+        ops::batch_norm(Tensor::zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true);
+      },
       "[batch_norm] training needs more than 1 value per channel"));
 }
 
@@ -197,8 +200,11 @@ TEST(LayerNorm, Errors) {
                           "input [2, 3, 4]"));
   EXPECT_TRUE(throws_with([&] { ops::layer_norm(x, {4}, Tensor::ones({5})); },
                           "[layer_norm] expected weight [4], got [5]"));
-  EXPECT_TRUE(throws_with([&] { ops::rms_norm(x, {2, 3, 4, 5}); },
-                          "[rms_norm] normalized_shape [2, 3, 4, 5] does not fit input"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::rms_norm(x, {2, 3, 4, 5});
+      },
+      "[rms_norm] normalized_shape [2, 3, 4, 5] does not fit input"));
 }
 
 TEST(Dropout, StatisticsAndScaling) {
@@ -210,8 +216,10 @@ TEST(Dropout, StatisticsAndScaling) {
   int64_t zeros = 0;
   double sum = 0;
   for (double e : v) {
-    if (e == 0) ++zeros;
-    else EXPECT_NEAR(e, 1 / (1 - p), 1e-6);
+    if (e == 0)
+      ++zeros;
+    else
+      EXPECT_NEAR(e, 1 / (1 - p), 1e-6);
     sum += e;
   }
   double frac = double(zeros) / double(v.size());

@@ -58,8 +58,10 @@ TEST(AdaptiveAvgPool2d, ForwardAndGradients) {
     Shape x;
     std::vector<int64_t> out;
   };
-  for (auto c : std::vector<Case>{{{2, 3, 6, 6}, {3}}, {{2, 3, 5, 7}, {3, 2}},
-                                  {{2, 3, 4, 4}, {1, 1}}, {{1, 2, 3, 3}, {5}}}) {
+  for (auto c : std::vector<Case>{{{2, 3, 6, 6}, {3}},
+                                  {{2, 3, 5, 7}, {3, 2}},
+                                  {{2, 3, 4, 4}, {1, 1}},
+                                  {{1, 2, 3, 3}, {5}}}) {
     SCOPED_TRACE(shape_str(c.x) + " -> " + shape_str(c.out));
     OpFn f = [&](const std::vector<Tensor>& x) { return ops::adaptive_avg_pool2d(x[0], c.out); };
     std::vector<Tensor> in = {random_input(c.x, DType::f64)};
@@ -114,15 +116,24 @@ TEST(Pool2d, BackwardOfBlockedPoolMatchesPlain) {
 
 TEST(Pool2d, Errors) {
   Tensor x = Tensor::zeros({1, 2, 4, 4});
-  EXPECT_TRUE(throws_with([&] { ops::max_pool2d(Tensor::zeros({2, 4, 4}), {2}); },
-                          "[max_pool2d] expected a 4-d input [N, C, H, W], got [2, 4, 4]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::max_pool2d(Tensor::zeros({2, 4, 4}), {2});
+      },
+      "[max_pool2d] expected a 4-d input [N, C, H, W], got [2, 4, 4]"));
   EXPECT_TRUE(throws_with([&] { ops::max_pool2d(x, {5}); },
                           "[max_pool2d] input [1, 2, 4, 4] is smaller than the kernel [5, 5]"));
   EXPECT_TRUE(throws_with([&] { ops::avg_pool2d(x, {2}, {2}, {2}); },
                           "[avg_pool2d] padding [2, 2] must be at most half the kernel [2, 2]"));
   EXPECT_TRUE(throws_with([&] { ops::max_pool2d(x, {0}); }, "[max_pool2d] kernel must be >= 1"));
-  EXPECT_TRUE(throws_with([&] { ops::adaptive_avg_pool2d(x, {1, 2, 3}); },
-                          "[adaptive_avg_pool2d] output_size needs 1 or 2 values"));
-  EXPECT_TRUE(throws_with([&] { ops::max_pool2d(Tensor::zeros({1, 1, 4, 4}, DType::i64), {2}); },
-                          "[max_pool2d] expected float32 or float64, got int64"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::adaptive_avg_pool2d(x, {1, 2, 3});
+      },
+      "[adaptive_avg_pool2d] output_size needs 1 or 2 values"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::max_pool2d(Tensor::zeros({1, 1, 4, 4}, DType::i64), {2});
+      },
+      "[max_pool2d] expected float32 or float64, got int64"));
 }

@@ -15,10 +15,10 @@ struct ReduceCase {
 };
 
 const std::vector<ReduceCase> kCases = {
-    {{3, 4}, {}, false, false},        {{3, 4}, {0}, false, true},
-    {{3, 4}, {1}, true, false},        {{2, 3, 4}, {0, 2}, false, true},
-    {{2, 3, 4}, {-1}, true, true},     {{4, 3, 2, 2}, {0, 2, 3}, false, false},
-    {{2, 1, 3}, {1}, false, false},    {{}, {}, false, false},
+    {{3, 4}, {}, false, false},     {{3, 4}, {0}, false, true},
+    {{3, 4}, {1}, true, false},     {{2, 3, 4}, {0, 2}, false, true},
+    {{2, 3, 4}, {-1}, true, true},  {{4, 3, 2, 2}, {0, 2, 3}, false, false},
+    {{2, 1, 3}, {1}, false, false}, {{}, {}, false, false},
     {{5}, {0}, true, true}};
 
 // A reference sum in float64 on the host: sums x over `dims` (row-major, keepdim).
@@ -106,8 +106,7 @@ TEST(Reduce, SumIntegersAndBools) {
   Tensor b = ops::gt(i, Tensor::scalar(2, DType::i64));
   EXPECT_EQ(ops::sum(b).dtype(), DType::i64);
   EXPECT_EQ(ops::sum(b).item(), 4);
-  EXPECT_EQ(ops::sum(Tensor::zeros({0, 3}), {0}).to_float_vector(),
-            (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(ops::sum(Tensor::zeros({0, 3}), {0}).to_float_vector(), (std::vector<float>{0, 0, 0}));
 }
 
 TEST(Reduce, MaxMinOverDim) {
@@ -229,9 +228,15 @@ TEST(Reduce, Errors) {
   EXPECT_TRUE(throws_with([&] { ops::max(x, -3); }, "[max] dim -3 out of range"));
   EXPECT_TRUE(throws_with([&] { ops::argmax(x, 5); }, "[argmax] dim 5 out of range"));
   EXPECT_TRUE(throws_with([&] { ops::var(x, {7}); }, "[var] dim 7 out of range"));
-  EXPECT_TRUE(throws_with([&] { ops::max(Tensor::zeros({0, 3})); },
-                          "[max] cannot reduce an empty tensor of shape [0, 3]"));
-  EXPECT_TRUE(throws_with([&] { ops::min(Tensor::zeros({0, 3}), 0); },
-                          "[min] cannot reduce dim 0 of size 0 in shape [0, 3]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::max(Tensor::zeros({0, 3}));
+      },
+      "[max] cannot reduce an empty tensor of shape [0, 3]"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        ops::min(Tensor::zeros({0, 3}), 0);
+      },
+      "[min] cannot reduce dim 0 of size 0 in shape [0, 3]"));
   EXPECT_TRUE(throws_with([&] { ops::var(Tensor::arange(4)); }, "[var] expected a floating"));
 }

@@ -14,8 +14,8 @@ struct SoftmaxCase {
 };
 
 const std::vector<SoftmaxCase> kCases = {
-    {{3, 5}, 1, false},   {{3, 5}, 0, true},     {{2, 3, 4}, 1, true}, {{2, 3, 4}, -1, false},
-    {{2, 3, 4}, 0, true}, {{7}, 0, false},       {{}, 0, false},       {{4, 1, 3}, 1, false}};
+    {{3, 5}, 1, false},   {{3, 5}, 0, true}, {{2, 3, 4}, 1, true}, {{2, 3, 4}, -1, false},
+    {{2, 3, 4}, 0, true}, {{7}, 0, false},   {{}, 0, false},       {{4, 1, 3}, 1, false}};
 
 void check(bool log) {
   for (auto& c : kCases) {
@@ -93,8 +93,8 @@ TEST(Softmax, HalfPrecisionAndIntegers) {
 
 TEST(Softmax, Errors) {
   Tensor x = Tensor::zeros({2, 3});
-  EXPECT_TRUE(throws_with([&] { ops::softmax(x, 2); },
-                          "[softmax] dim 2 out of range for shape [2, 3]"));
+  EXPECT_TRUE(
+      throws_with([&] { ops::softmax(x, 2); }, "[softmax] dim 2 out of range for shape [2, 3]"));
   EXPECT_TRUE(throws_with([&] { ops::log_softmax(x, -3); },
                           "[log_softmax] dim -3 out of range for shape [2, 3]"));
 }

@@ -49,26 +49,53 @@ double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
 }  // namespace
 
-TEST(Unary, Exp) { check_unary([](auto& x) { return ops::exp(x[0]); }); }
-TEST(Unary, Log) { check_unary([](auto& x) { return ops::log(x[0]); }, 0.2, 3.0); }
-TEST(Unary, Sqrt) { check_unary([](auto& x) { return ops::sqrt(x[0]); }, 0.2, 3.0); }
-TEST(Unary, Rsqrt) { check_unary([](auto& x) { return ops::rsqrt(x[0]); }, 0.2, 3.0); }
-TEST(Unary, Abs) { check_unary([](auto& x) { return ops::abs(x[0]); }); }
-TEST(Unary, Tanh) { check_unary([](auto& x) { return ops::tanh(x[0]); }); }
-TEST(Unary, Sigmoid) { check_unary([](auto& x) { return ops::sigmoid(x[0]); }); }
-TEST(Unary, Relu) { check_unary([](auto& x) { return ops::relu(x[0]); }); }
-TEST(Unary, Gelu) { check_unary([](auto& x) { return ops::gelu(x[0]); }); }
-TEST(Unary, GeluTanh) { check_unary([](auto& x) { return ops::gelu(x[0], true); }); }
-TEST(Unary, Silu) { check_unary([](auto& x) { return ops::silu(x[0]); }); }
-TEST(Unary, Square) { check_unary([](auto& x) { return ops::square(x[0]); }); }
-TEST(Unary, Neg) { check_unary([](auto& x) { return ops::neg(x[0]); }); }
+TEST(Unary, Exp) {
+  check_unary([](auto& x) { return ops::exp(x[0]); });
+}
+TEST(Unary, Log) {
+  check_unary([](auto& x) { return ops::log(x[0]); }, 0.2, 3.0);
+}
+TEST(Unary, Sqrt) {
+  check_unary([](auto& x) { return ops::sqrt(x[0]); }, 0.2, 3.0);
+}
+TEST(Unary, Rsqrt) {
+  check_unary([](auto& x) { return ops::rsqrt(x[0]); }, 0.2, 3.0);
+}
+TEST(Unary, Abs) {
+  check_unary([](auto& x) { return ops::abs(x[0]); });
+}
+TEST(Unary, Tanh) {
+  check_unary([](auto& x) { return ops::tanh(x[0]); });
+}
+TEST(Unary, Sigmoid) {
+  check_unary([](auto& x) { return ops::sigmoid(x[0]); });
+}
+TEST(Unary, Relu) {
+  check_unary([](auto& x) { return ops::relu(x[0]); });
+}
+TEST(Unary, Gelu) {
+  check_unary([](auto& x) { return ops::gelu(x[0]); });
+}
+TEST(Unary, GeluTanh) {
+  check_unary([](auto& x) { return ops::gelu(x[0], true); });
+}
+TEST(Unary, Silu) {
+  check_unary([](auto& x) { return ops::silu(x[0]); });
+}
+TEST(Unary, Square) {
+  check_unary([](auto& x) { return ops::square(x[0]); });
+}
+TEST(Unary, Neg) {
+  check_unary([](auto& x) { return ops::neg(x[0]); });
+}
 
 TEST(Unary, Float64ValuesMatchStd) {
   Tensor x = Tensor::from_vector(std::vector<double>{-2.5, -0.3, 0.0, 0.7, 4.0}, {5});
   auto v = x.to_double_vector();
   auto check = [&](const Tensor& y, const std::function<double(double)>& ref) {
     auto yv = y.to_double_vector();
-    for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(yv[i], ref(v[i]), 1e-15 + 1e-14 * std::abs(ref(v[i])));
+    for (size_t i = 0; i < v.size(); ++i)
+      EXPECT_NEAR(yv[i], ref(v[i]), 1e-15 + 1e-14 * std::abs(ref(v[i])));
   };
   check(ops::exp(x), [](double a) { return std::exp(a); });
   check(ops::tanh(x), [](double a) { return std::tanh(a); });
@@ -85,17 +112,17 @@ TEST(Unary, Float64ValuesMatchStd) {
 
 // The fast float32 kernels start next to their std:: references.
 TEST(Unary, FastFloat32MathMatchesStd) {
-  EXPECT_LT(max_rel_error([](auto& x) { return ops::exp(x); },
-                          [](double a) { return std::exp(a); }, -87, 88.5, 400000),
+  EXPECT_LT(max_rel_error([](auto& x) { return ops::exp(x); }, [](double a) { return std::exp(a); },
+                          -87, 88.5, 400000),
             1e-6);
   EXPECT_LT(max_rel_error([](auto& x) { return ops::tanh(x); },
                           [](double a) { return std::tanh(a); }, -12, 12),
             1e-6);
-  EXPECT_LT(max_rel_error([](auto& x) { return ops::log(x); },
-                          [](double a) { return std::log(a); }, 1e-6, 1e6),
+  EXPECT_LT(max_rel_error([](auto& x) { return ops::log(x); }, [](double a) { return std::log(a); },
+                          1e-6, 1e6),
             1e-6);
-  EXPECT_LT(max_rel_error([](auto& x) { return ops::log(x); },
-                          [](double a) { return std::log(a); }, 0.5, 2.0),
+  EXPECT_LT(max_rel_error([](auto& x) { return ops::log(x); }, [](double a) { return std::log(a); },
+                          0.5, 2.0),
             1e-6);
   EXPECT_LT(max_rel_error([](auto& x) { return ops::tanh(x); },
                           [](double a) { return std::tanh(a); }, -1e-3, 1e-3),
@@ -112,13 +139,14 @@ TEST(Unary, FastFloat32MathMatchesStd) {
             1e-6);
   // The tanh form's cubic argument is rounded in float32 before exp; in the left tail (values
   // below ~1e-4) that alone costs a few 1e-6 of relative accuracy, as in any float32 evaluation.
-  EXPECT_LT(max_rel_error([](auto& x) { return ops::gelu(x, true); },
-                          [](double a) {
-                            return 0.5 * a *
-                                   (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
-                          },
-                          -8, 8, 200000, 1e-7),
-            4e-6);
+  EXPECT_LT(
+      max_rel_error([](auto& x) { return ops::gelu(x, true); },
+                    [](double a) {
+                      return 0.5 * a *
+                             (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+                    },
+                    -8, 8, 200000, 1e-7),
+      4e-6);
 }
 
 TEST(Unary, FastExpEdgeCases) {

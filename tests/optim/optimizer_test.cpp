@@ -48,13 +48,14 @@ Tensor param_of(const Case& c) {
 // The reference gradient sees the float32-rounded values the optimizer sees.
 double f32(double v) { return double(float(v)); }
 
-void expect_trajectory(const std::vector<Tensor>& got, const std::vector<std::vector<double>>& ref) {
+void expect_trajectory(const std::vector<Tensor>& got,
+                       const std::vector<std::vector<double>>& ref) {
   for (size_t s = 0; s < got.size(); ++s)
     EXPECT_TRUE(all_close(got[s], Tensor::from_vector(ref[s], {kN}), 1e-5, 1e-6)) << "step " << s;
 }
 
-std::vector<std::vector<double>> sgd_reference(const Case& c, std::vector<double> lrs,
-                                               double mom, double wd, bool nesterov) {
+std::vector<std::vector<double>> sgd_reference(const Case& c, std::vector<double> lrs, double mom,
+                                               double wd, bool nesterov) {
   std::vector<double> p(c.p0.size()), v(c.p0.size(), 0.0);
   for (size_t i = 0; i < p.size(); ++i) p[i] = f32(c.p0[i]);
   std::vector<std::vector<double>> out;
@@ -81,8 +82,10 @@ std::vector<std::vector<double>> adam_reference(const Case& c, double lr, double
     double t = s + 1;
     for (size_t i = 0; i < p.size(); ++i) {
       double g = f32(c.grads[size_t(s)][i]);
-      if (decoupled) p[i] *= 1 - lr * wd;
-      else g += wd * p[i];
+      if (decoupled)
+        p[i] *= 1 - lr * wd;
+      else
+        g += wd * p[i];
       m[i] = b1 * m[i] + (1 - b1) * g;
       v[i] = b2 * v[i] + (1 - b2) * g * g;
       double mhat = m[i] / (1 - std::pow(b1, t)), vhat = v[i] / (1 - std::pow(b2, t));

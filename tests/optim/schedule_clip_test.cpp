@@ -16,11 +16,11 @@ TEST(Schedule, WarmupCosine) {
   auto s = nn::warmup_cosine_lr(1.0, 10, 110, 0.1);
   EXPECT_DOUBLE_EQ(s(0), 0.0);
   EXPECT_DOUBLE_EQ(s(5), 0.5);
-  EXPECT_DOUBLE_EQ(s(10), 1.0);                   // peak at the end of warmup
-  EXPECT_NEAR(s(60), 0.1 + 0.9 * 0.5, 1e-12);     // halfway: cos(pi/2) = 0
+  EXPECT_DOUBLE_EQ(s(10), 1.0);                // peak at the end of warmup
+  EXPECT_NEAR(s(60), 0.1 + 0.9 * 0.5, 1e-12);  // halfway: cos(pi/2) = 0
   EXPECT_NEAR(s(35), 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.25)), 1e-12);
   EXPECT_NEAR(s(110), 0.1, 1e-12);
-  EXPECT_NEAR(s(1000), 0.1, 1e-12);               // stays at min_lr
+  EXPECT_NEAR(s(1000), 0.1, 1e-12);  // stays at min_lr
   auto nowarm = nn::warmup_cosine_lr(2.0, 0, 100);
   EXPECT_DOUBLE_EQ(nowarm(0), 2.0);
   EXPECT_TRUE(throws_with([] { nn::warmup_cosine_lr(1.0, 20, 10); }, "[warmup_cosine_lr]"));
@@ -31,9 +31,9 @@ TEST(Schedule, WarmupStableDecay) {
   EXPECT_DOUBLE_EQ(s(0), 0.0);
   EXPECT_DOUBLE_EQ(s(5), 0.5);
   EXPECT_DOUBLE_EQ(s(10), 1.0);
-  EXPECT_DOUBLE_EQ(s(49), 1.0);                 // stable until the decay starts
+  EXPECT_DOUBLE_EQ(s(49), 1.0);  // stable until the decay starts
   EXPECT_DOUBLE_EQ(s(50), 1.0);
-  EXPECT_NEAR(s(75), 0.6, 1e-12);               // halfway down to min_lr
+  EXPECT_NEAR(s(75), 0.6, 1e-12);  // halfway down to min_lr
   EXPECT_NEAR(s(99), 1.0 - 0.8 * 49.0 / 50.0, 1e-12);
   EXPECT_DOUBLE_EQ(s(100), 0.2);
   EXPECT_DOUBLE_EQ(s(1000), 0.2);

@@ -39,8 +39,9 @@ class PlatformExecutorTest : public ::testing::Test {
   zp::JobPaths paths(std::int64_t id) { return {dir_.str() + "/jobs/" + std::to_string(id)}; }
 
   // Runs a job to its end (or until `on_tick` returns true, then cancels it).
-  RunResult run(const std::string& yaml, const std::function<bool(const zp::JobRecord&)>& on_tick = {},
-          zp::ControllerOptions options = {}) {
+  RunResult run(const std::string& yaml,
+                const std::function<bool(const zp::JobRecord&)>& on_tick = {},
+                zp::ControllerOptions options = {}) {
     zp::JobRecord job;
     job.id = next_id_++;
     job.spec = zp::parse_job_spec(yaml, "test.yaml");
@@ -70,7 +71,8 @@ class PlatformExecutorTest : public ::testing::Test {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.job = c.job();
     return result;
   }
@@ -167,10 +169,10 @@ TEST_F(PlatformExecutorTest, CancelKillsTheWholeProcessTree) {
   resources: { npu: 2 }
   entry: 'sleep 300 & setsid sleep 300 & trap "" TERM; echo ready; while true; do sleep 1; done'
 )",
-              [&](const zp::JobRecord&) {
-                return read_all(paths(1).rank_log(1)).find("ready") != std::string::npos &&
-                       leftovers(1).size() >= 6;  // per rank: sh and its two sleeps
-              });
+                    [&](const zp::JobRecord&) {
+                      return read_all(paths(1).rank_log(1)).find("ready") != std::string::npos &&
+                             leftovers(1).size() >= 6;  // per rank: sh and its two sleeps
+                    });
   EXPECT_EQ(r.job.state, zp::JobState::Cancelled);
   EXPECT_TRUE(zp::test::wait_for([&] { return leftovers(1).empty(); }, 3))
       << leftovers(1).size() << " processes left";
@@ -228,7 +230,7 @@ TEST_F(PlatformExecutorTest, HeartbeatKeepsAQuietJobFromLookingHung) {
 TEST_F(PlatformExecutorTest, WorkingDirAndEnvFromTheSpec) {
   std::filesystem::create_directories(dir_.path / "wd");
   RunResult r = run("job:\n  working_dir: " + (dir_.path / "wd").string() +
-              "\n  env: { GREETING: hi }\n  entry: echo \"$GREETING\" > out.txt\n");
+                    "\n  env: { GREETING: hi }\n  entry: echo \"$GREETING\" > out.txt\n");
   EXPECT_EQ(r.job.state, zp::JobState::Succeeded);
   EXPECT_EQ(read_all((dir_.path / "wd" / "out.txt").string()), "hi\n");
 }

@@ -98,9 +98,10 @@ TEST(PlatformJobSpec, ReportsEveryProblemAtOnceWithLineAndColumn) {
     zp::parse_job_spec(yaml, "job.yaml");
     FAIL();
   } catch (const zp::SpecError& e) {
-    EXPECT_NE(std::string(e.what()).find(
-                  "[job_spec] job.yaml:3:3: unknown key 'resorces' in job (did you mean 'resources'?)"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "[job_spec] job.yaml:3:3: unknown key 'resorces' in job (did you mean 'resources'?)"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -138,7 +139,8 @@ TEST(PlatformJobSpec, FileWorkingDirDefaultsToTheYamlFolder) {
   std::ofstream(dir / "job.yaml") << kSeed;
   std::ofstream(dir / "rel.yaml") << "job:\n  working_dir: sub\n  entry: x\n";
   EXPECT_EQ(zp::load_job_spec_file((dir / "job.yaml").string()).working_dir, dir.string());
-  EXPECT_EQ(zp::load_job_spec_file((dir / "rel.yaml").string()).working_dir, (dir / "sub").string());
+  EXPECT_EQ(zp::load_job_spec_file((dir / "rel.yaml").string()).working_dir,
+            (dir / "sub").string());
   std::filesystem::remove_all(dir);
 }
 

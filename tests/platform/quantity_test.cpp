@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "platform/quantity.h"
+
+#include <gtest/gtest.h>
 
 namespace zp = zenith::platform;
 

@@ -27,7 +27,8 @@ TEST(PlatformRankTable, MindSporeFormatAllStrings) {
 }
 
 TEST(PlatformRankTable, GroupsRanksByHost) {
-  auto t = zp::make_rank_table({{0, 0, 0, "10.0.0.1"}, {1, 1, 1, "10.0.0.1"}, {2, 0, 0, "10.0.0.2"}});
+  auto t =
+      zp::make_rank_table({{0, 0, 0, "10.0.0.1"}, {1, 1, 1, "10.0.0.1"}, {2, 0, 0, "10.0.0.2"}});
   EXPECT_EQ(t["server_count"], "2");
   EXPECT_EQ(t["server_list"][1]["device"][0]["rank_id"], "2");
 }

@@ -23,7 +23,8 @@ TEST(PlatformScheduler, GangAllOrNothing) {
 }
 
 TEST(PlatformScheduler, HigherPriorityFirstThenFifo) {
-  std::vector<zp::QueuedJob> q = {{1, 0, 1, 2, "cpu", 0}, {2, 5, 2, 2, "cpu", 0}, {3, 5, 3, 2, "cpu", 0}};
+  std::vector<zp::QueuedJob> q = {
+      {1, 0, 1, 2, "cpu", 0}, {2, 5, 2, 2, "cpu", 0}, {3, 5, 3, 2, "cpu", 0}};
   auto p = zp::schedule(q, cpus({0, 1, 2, 3}));
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0].job_id, 2);

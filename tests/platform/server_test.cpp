@@ -1,9 +1,9 @@
 // `zenith server` as a real process: REST API, token, errors, logs, cancel, restart recovery.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstring>
@@ -39,8 +39,7 @@ class ServerProcess {
               "--grace", "1s", "--webhook", webhook.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
-    bool up = zp::test::wait_for(
-        [&] { return !read_all(data_dir + "/server.url").empty(); }, 20);
+    bool up = zp::test::wait_for([&] { return !read_all(data_dir + "/server.url").empty(); }, 20);
     if (!up) ADD_FAILURE() << "server did not start: " << read_all(log);
     url_ = read_all(data_dir + "/server.url");
     while (!url_.empty() && url_.back() == '\n') url_.pop_back();
@@ -58,7 +57,9 @@ class ServerProcess {
     pid_ = 0;
     return status;
   }
-  zp::ApiClient client(bool with_token = true) { return zp::ApiClient(url_, with_token ? token_ : ""); }
+  zp::ApiClient client(bool with_token = true) {
+    return zp::ApiClient(url_, with_token ? token_ : "");
+  }
   const std::string& url() const { return url_; }
 
  private:
@@ -76,10 +77,12 @@ json submit(zp::ApiClient& c, const std::string& yaml) {
 
 json wait_state(zp::ApiClient& c, long long id, const std::string& state, double timeout_s = 30) {
   json job;
-  zp::test::wait_for([&] {
-    job = body_of(c.get("/api/v1/jobs/" + std::to_string(id)));
-    return job.is_object() && job["state"] == state;
-  }, timeout_s);
+  zp::test::wait_for(
+      [&] {
+        job = body_of(c.get("/api/v1/jobs/" + std::to_string(id)));
+        return job.is_object() && job["state"] == state;
+      },
+      timeout_s);
   return job;
 }
 
@@ -136,18 +139,21 @@ TEST_F(PlatformServerTest, SubmitListGetLogsAndMetrics) {
   for (int rank : {0, 5}) {
     auto r = c.get("/api/v1/jobs/" + std::to_string(id) + "/logs?rank=" + std::to_string(rank));
     ASSERT_EQ(r.status, 200);
-    EXPECT_NE(r.body.find("[INFO] Rank " + std::to_string(rank) + " started (pid "), std::string::npos);
+    EXPECT_NE(r.body.find("[INFO] Rank " + std::to_string(rank) + " started (pid "),
+              std::string::npos);
     EXPECT_NE(r.body.find("RANK_ID=" + std::to_string(rank) + " DEVICE_ID=" + std::to_string(rank) +
                           " RANK_SIZE=8"),
               std::string::npos)
         << r.body;
   }
   EXPECT_EQ(c.get("/api/v1/jobs/" + std::to_string(id) + "/logs?rank=8").status, 404);
-  auto table = json::parse(read_all(dir_.str() + "/jobs/" + std::to_string(id) + "/rank_table.json"));
+  auto table =
+      json::parse(read_all(dir_.str() + "/jobs/" + std::to_string(id) + "/rank_table.json"));
   EXPECT_EQ(table["server_list"][0]["device"].size(), 8u);
 
   auto metrics = c.get("/metrics");
-  EXPECT_NE(metrics.body.find("zenith_jobs{state=\"succeeded\"} 1"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("zenith_jobs{state=\"succeeded\"} 1"), std::string::npos)
+      << metrics.body;
   EXPECT_NE(metrics.body.find("zenith_devices{kind=\"cpu\"} 8"), std::string::npos);
   auto devices = body_of(c.get("/api/v1/devices"));
   EXPECT_EQ(devices.size(), 8u);
@@ -158,12 +164,13 @@ TEST_F(PlatformServerTest, FollowStreamsLogsUntilTheJobEnds) {
   auto c = server.client();
   json job = submit(c, "job:\n  entry: for i in 1 2 3; do echo line $i; sleep 0.3; done\n");
   std::string streamed;
-  auto r = c.stream("/api/v1/jobs/" + std::to_string(job["id"].get<long long>()) + "/logs?follow=1",
-                    [&](const char* d, size_t n) {
-                      streamed.append(d, n);
-                      return true;
-                    },
-                    /*idle_timeout_s=*/30);
+  auto r = c.stream(
+      "/api/v1/jobs/" + std::to_string(job["id"].get<long long>()) + "/logs?follow=1",
+      [&](const char* d, size_t n) {
+        streamed.append(d, n);
+        return true;
+      },
+      /*idle_timeout_s=*/30);
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(streamed.find("line 3"), std::string::npos) << streamed;
   EXPECT_NE(streamed.find("[INFO] Job succeeded"), std::string::npos) << streamed;
@@ -181,7 +188,8 @@ TEST_F(PlatformServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
 
   r = c.post("/api/v1/jobs", "{not json");
   EXPECT_EQ(r.status, 400);
-  EXPECT_NE(body_of(r)["error"].get<std::string>().find("[api] malformed JSON body"), std::string::npos);
+  EXPECT_NE(body_of(r)["error"].get<std::string>().find("[api] malformed JSON body"),
+            std::string::npos);
   EXPECT_EQ(c.post("/api/v1/jobs", "[1,2]").status, 400);
   EXPECT_EQ(c.post("/api/v1/jobs", "{\"spec\": 1}").status, 400);
 
@@ -203,7 +211,8 @@ TEST_F(PlatformServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
             std::string::npos);
 
   // The spec as JSON goes through the same validation.
-  r = c.post("/api/v1/jobs", json{{"job", {{"entry", "true"}, {"resources", {{"npu", 2}}}}}}.dump());
+  r = c.post("/api/v1/jobs",
+             json{{"job", {{"entry", "true"}, {"resources", {{"npu", 2}}}}}}.dump());
   EXPECT_EQ(r.status, 201) << r.body;
 
   EXPECT_EQ(c.get("/api/v1/jobs/424242").status, 404);
@@ -235,22 +244,26 @@ TEST_F(PlatformServerTest, CancelLeavesNoProcess) {
   json job = submit(c, "job:\n  resources: { npu: 2 }\n  entry: 'sleep 300 & sleep 300'\n");
   const long long id = job["id"];
   const std::string needle = "ZENITH_JOB_DIR=" + dir_.str() + "/jobs/" + std::to_string(id) + "\n";
-  ASSERT_TRUE(zp::test::wait_for([&] { return zp::test::processes_with_env(needle).size() >= 4; }, 15));
+  ASSERT_TRUE(
+      zp::test::wait_for([&] { return zp::test::processes_with_env(needle).size() >= 4; }, 15));
   auto r = c.post("/api/v1/jobs/" + std::to_string(id) + "/cancel", "{}");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(body_of(r)["state"], "cancelled") << r.body;
   EXPECT_TRUE(zp::test::wait_for([&] { return zp::test::processes_with_env(needle).empty(); }, 3));
   // Devices are free again.
-  EXPECT_TRUE(zp::test::wait_for([&] {
-    for (const auto& d : body_of(c.get("/api/v1/devices")))
-      if (d["job_id"] != 0) return false;
-    return true;
-  }, 5));
+  EXPECT_TRUE(zp::test::wait_for(
+      [&] {
+        for (const auto& d : body_of(c.get("/api/v1/devices")))
+          if (d["job_id"] != 0) return false;
+        return true;
+      },
+      5));
 }
 
 TEST_F(PlatformServerTest, KilledServerRestartsAndRecoversEveryJob) {
   long long done_id = 0, running_id = 0, queued_id = 0;
-  const std::string long_yaml = "job:\n  resources: { npu: 8 }\n  entry: 'echo started; sleep 300'\n";
+  const std::string long_yaml =
+      "job:\n  resources: { npu: 8 }\n  entry: 'echo started; sleep 300'\n";
   {
     ServerProcess server(dir_.str());
     auto c = server.client();
@@ -263,7 +276,8 @@ TEST_F(PlatformServerTest, KilledServerRestartsAndRecoversEveryJob) {
     EXPECT_EQ(body_of(c.get("/api/v1/jobs/" + std::to_string(queued_id)))["state"], "pending");
     server.stop(SIGKILL);  // a crash: no chance to clean up
   }
-  const std::string needle = "ZENITH_JOB_DIR=" + dir_.str() + "/jobs/" + std::to_string(running_id) + "\n";
+  const std::string needle =
+      "ZENITH_JOB_DIR=" + dir_.str() + "/jobs/" + std::to_string(running_id) + "\n";
   EXPECT_FALSE(zp::test::processes_with_env(needle).empty()) << "ranks should outlive the server";
   ServerProcess server(dir_.str());
   auto c = server.client();
@@ -379,6 +393,7 @@ TEST_F(PlatformServerTest, AlertsArePostedToTheWebhook) {
   EXPECT_EQ(body["kind"], "abnormal_exit");
   EXPECT_EQ(body["job_id"], job["id"]);
   EXPECT_NE(body["message"].get<std::string>().find("about to fail"), std::string::npos);
-  auto metrics = body_of(c.get("/api/v1/jobs/" + std::to_string(job["id"].get<long long>()) + "/metrics"));
+  auto metrics =
+      body_of(c.get("/api/v1/jobs/" + std::to_string(job["id"].get<long long>()) + "/metrics"));
   EXPECT_EQ(metrics["state"], "failed");
 }

@@ -133,10 +133,14 @@ TEST_F(PlatformSlurmTest, CancelUsesScancel) {
                      });
   EXPECT_EQ(job.state, zp::JobState::Cancelled);
   EXPECT_TRUE(zp::test::wait_for(
-      [&] { return zp::run_command("squeue -h -j " + job.external_id).output.find("zenith") ==
-                   std::string::npos; },
+      [&] {
+        return zp::run_command("squeue -h -j " + job.external_id).output.find("zenith") ==
+               std::string::npos;
+      },
       15));
-  EXPECT_TRUE(zp::test::wait_for([&] {
-    return zp::test::processes_with_env("ZENITH_JOB_DIR=" + paths(3).job_dir + "\n").empty();
-  }, 15));
+  EXPECT_TRUE(zp::test::wait_for(
+      [&] {
+        return zp::test::processes_with_env("ZENITH_JOB_DIR=" + paths(3).job_dir + "\n").empty();
+      },
+      15));
 }

@@ -38,7 +38,8 @@ TEST(PlatformStore, JobsAndAlertsSurviveReopen) {
     EXPECT_GT(id, 0);
     j.state = zp::JobState::Running;
     j.devices = {3, 4};
-    j.ranks = {{0, 3, "127.0.0.1", 111, 222, "running", 0}, {1, 4, "127.0.0.1", 112, 223, "running", 0}};
+    j.ranks = {{0, 3, "127.0.0.1", 111, 222, "running", 0},
+               {1, 4, "127.0.0.1", 112, 223, "running", 0}};
     j.cgroup = "/sys/fs/cgroup/x";
     store.update_job(j);
     zp::JobRecord k;

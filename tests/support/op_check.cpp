@@ -31,9 +31,9 @@ Tensor random_input(const Shape& shape, DType dtype, bool noncontiguous, double 
     }
   }
   if (worst > 0)
-    return ::testing::AssertionFailure() << "element " << worst_i << ": " << va[worst_i] << " vs "
-                                         << vb[worst_i] << " (rtol " << rtol << ", atol " << atol
-                                         << ", " << va.size() << " elements)";
+    return ::testing::AssertionFailure()
+           << "element " << worst_i << ": " << va[worst_i] << " vs " << vb[worst_i] << " (rtol "
+           << rtol << ", atol " << atol << ", " << va.size() << " elements)";
   return ::testing::AssertionSuccess();
 }
 
@@ -110,7 +110,8 @@ std::vector<Tensor> autograd_grads(const OpFn& f, const std::vector<Tensor>& inp
     }
     Tensor num = Tensor::from_vector(numeric, x.shape());
     auto r = all_close(analytic[gi], num, rtol, atol);
-    if (!r) return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
+    if (!r)
+      return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
     ++gi;
   }
   return ::testing::AssertionSuccess();

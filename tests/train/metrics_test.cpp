@@ -10,8 +10,8 @@ namespace {
 
 // Three samples, four classes: predictions 2, 0, 3.
 Tensor logits() {
-  return Tensor::from_vector(std::vector<float>{0.1f, 0.2f, 0.9f, 0.3f,   //
-                                                0.8f, 0.7f, 0.1f, 0.0f,   //
+  return Tensor::from_vector(std::vector<float>{0.1f, 0.2f, 0.9f, 0.3f,  //
+                                                0.8f, 0.7f, 0.1f, 0.0f,  //
                                                 0.2f, 0.1f, 0.4f, 0.6f},
                              {3, 4});
 }
@@ -46,8 +46,11 @@ TEST(Metrics, ConfusionMatrix) {
   EXPECT_EQ(cm.matrix()[1][0], 1);
   EXPECT_EQ(cm.matrix()[3][3], 1);
   EXPECT_DOUBLE_EQ(cm.eval(), 2.0 / 3.0);
-  EXPECT_TRUE(zenith::testing::throws_with([&] { cm.update(logits(), labels({2, 9, 3}), 0); },
-                                           "out of range"));
+  EXPECT_TRUE(zenith::testing::throws_with(
+      [&] {
+        cm.update(logits(), labels({2, 9, 3}), 0);
+      },
+      "out of range"));
 }
 
 }  // namespace

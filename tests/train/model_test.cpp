@@ -105,13 +105,12 @@ TEST_F(ModelTest, TrainsEvaluatesAndPredicts) {
   ASSERT_EQ(model.history().size(), 5u);
   EXPECT_LT(model.history().back().loss, model.history().front().loss);
   EXPECT_TRUE(model.history()[1].eval.count("Accuracy"));  // epoch 2
-  EXPECT_TRUE(model.history()[2].eval.empty());             // epoch 3
+  EXPECT_TRUE(model.history()[2].eval.empty());            // epoch 3
   EXPECT_TRUE(model.history()[4].eval.count("Accuracy"));  // the last epoch
   EXPECT_EQ(rec->losses.size(), 5u * 10u);
-  std::vector<std::string> expected_start{"train_begin", "epoch_begin 1", "epoch_end 1",
-                                          "epoch_begin 2", "eval", "epoch_end 2"};
-  EXPECT_EQ(std::vector<std::string>(rec->events.begin(), rec->events.begin() + 6),
-            expected_start);
+  std::vector<std::string> expected_start{"train_begin",   "epoch_begin 1", "epoch_end 1",
+                                          "epoch_begin 2", "eval",          "epoch_end 2"};
+  EXPECT_EQ(std::vector<std::string>(rec->events.begin(), rec->events.begin() + 6), expected_start);
   EXPECT_EQ(rec->events.back(), "train_end");
   EXPECT_EQ(model.global_step(), 50);
 
@@ -277,7 +276,8 @@ TEST_F(ModelTest, EarlyStoppingAndCheckpointRetention) {
   auto train = blobs(60, 1).batch(20);
   cb::CheckpointConfig keep2{.keep_checkpoint_max = 2};
   model.fit(50, train, blobs(30, 2).batch(30), 1,
-            {cb::EarlyStopping("eval_loss", /*patience=*/2), cb::ModelCheckpoint(dir.path.string(), keep2)});
+            {cb::EarlyStopping("eval_loss", /*patience=*/2),
+             cb::ModelCheckpoint(dir.path.string(), keep2)});
   EXPECT_EQ(model.epochs_done(), 4);  // best at 1, then 3 epochs without improvement
   EXPECT_FALSE(fs::exists(dir / "checkpoint_epoch_2.safetensors"));
   EXPECT_TRUE(fs::exists(dir / "checkpoint_epoch_3.safetensors"));
@@ -292,8 +292,9 @@ TEST_F(ModelTest, SummaryCollectorAndMetricsLogger) {
   auto p = make_parts();
   Model model(p.net, p.loss, p.opt, {{"Accuracy", zenith::metrics::Accuracy()}});
   auto train = blobs(90, 1).batch(30);  // 3 steps per epoch
-  model.fit(2, train, blobs(30, 2).batch(30), 1,
-            {cb::SummaryCollector(dir / "summary", 2), cb::MetricsLogger(dir / "metrics.jsonl", 2)});
+  model.fit(
+      2, train, blobs(30, 2).batch(30), 1,
+      {cb::SummaryCollector(dir / "summary", 2), cb::MetricsLogger(dir / "metrics.jsonl", 2)});
   std::vector<fs::path> files;
   for (auto& e : fs::directory_iterator(dir / "summary")) files.push_back(e.path());
   ASSERT_EQ(files.size(), 1u);

@@ -2,17 +2,37 @@
 #include <cmath>
 
 #include "backend/cpu/loops.h"
-#include "backend/cpu/onednn_layout.h"
 #include "backend/cpu/math_simd.h"
+#include "backend/cpu/onednn_layout.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
 namespace {
 
-struct Add { template <typename T> T operator()(T a, T b) const { return a + b; } };
-struct Sub { template <typename T> T operator()(T a, T b) const { return a - b; } };
-struct Mul { template <typename T> T operator()(T a, T b) const { return a * b; } };
-struct Div { template <typename T> T operator()(T a, T b) const { return a / b; } };
+struct Add {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Sub {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a - b;
+  }
+};
+struct Mul {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a * b;
+  }
+};
+struct Div {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a / b;
+  }
+};
 
 // a^b for integers by squaring; negative exponents follow integer division (1, -1 or 0).
 template <typename T>
@@ -30,24 +50,31 @@ T int_pow(T a, T b) {
 }
 
 struct Pow {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) return std::pow(a, b);
-    else return int_pow(a, b);
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return std::pow(a, b);
+    else
+      return int_pow(a, b);
   }
 };
 template <typename T>
 inline bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return v != v;
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return v != v;
+  else
+    return false;
 }
 // NaN in either operand propagates, as in PyTorch.
 struct Maximum {
-  template <typename T> T operator()(T a, T b) const {
+  template <typename T>
+  T operator()(T a, T b) const {
     return simd::select(is_nan(a) || a > b, a, b);
   }
 };
 struct Minimum {
-  template <typename T> T operator()(T a, T b) const {
+  template <typename T>
+  T operator()(T a, T b) const {
     return simd::select(is_nan(a) || a < b, a, b);
   }
 };
@@ -56,7 +83,8 @@ struct Minimum {
 template <typename F>
 void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out) {
   const Shape& shape = out.shape();
-  StridedLoop<3> loop(shape, {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)});
+  StridedLoop<3> loop(shape,
+                      {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)});
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;

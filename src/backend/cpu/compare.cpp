@@ -8,12 +8,42 @@
 namespace zenith::cpu {
 namespace {
 
-struct Eq { template <typename T> bool operator()(T a, T b) const { return a == b; } };
-struct Ne { template <typename T> bool operator()(T a, T b) const { return a != b; } };
-struct Lt { template <typename T> bool operator()(T a, T b) const { return a < b; } };
-struct Le { template <typename T> bool operator()(T a, T b) const { return a <= b; } };
-struct Gt { template <typename T> bool operator()(T a, T b) const { return a > b; } };
-struct Ge { template <typename T> bool operator()(T a, T b) const { return a >= b; } };
+struct Eq {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct Ne {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a != b;
+  }
+};
+struct Lt {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct Le {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct Gt {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct Ge {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a >= b;
+  }
+};
 
 Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
 
@@ -24,8 +54,8 @@ std::vector<Tensor> compare_kernel(const std::vector<Tensor>& in, const dispatch
   Tensor a = as_dtype(in[0], dtype), b = as_dtype(in[1], dtype);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), "compare");
   Tensor out = Tensor::empty(shape, DType::b8, a.device());
-  StridedLoop<3> loop(shape, {out.strides(), broadcast_strides(a, shape),
-                              broadcast_strides(b, shape)});
+  StridedLoop<3> loop(shape,
+                      {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)});
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -62,8 +92,8 @@ std::vector<Tensor> where_kernel(const std::vector<Tensor>& in, const dispatch::
   const Tensor& cond = in[0];
   DType dtype = promote_types(in[1].dtype(), in[2].dtype());
   Tensor a = as_dtype(in[1], dtype), b = as_dtype(in[2], dtype);
-  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
-                                 "where");
+  Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = Tensor::empty(shape, dtype, a.device());
   StridedLoop<4> loop(shape, {out.strides(), broadcast_strides(cond, shape),
                               broadcast_strides(a, shape), broadcast_strides(b, shape)});
@@ -90,7 +120,8 @@ std::vector<Tensor> where_kernel(const std::vector<Tensor>& in, const dispatch::
 }
 
 // masked_fill(x, mask; value): x where mask is false, value where true; mask broadcasts to x.
-std::vector<Tensor> masked_fill_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> masked_fill_kernel(const std::vector<Tensor>& in,
+                                       const dispatch::Attrs& attrs) {
   const Tensor& x = in[0];
   const Tensor& mask = in[1];
   const double value = attrs.get<double>("value");
@@ -112,8 +143,10 @@ std::vector<Tensor> masked_fill_kernel(const std::vector<Tensor>& in, const disp
         return;
       }
       if (st[0] == 1 && st[1] == 1 && st[2] == 0) {  // mask broadcast along the row
-        if (mp[0]) std::fill(op, op + n, v);
-        else std::copy(xp, xp + n, op);
+        if (mp[0])
+          std::fill(op, op + n, v);
+        else
+          std::copy(xp, xp + n, op);
         return;
       }
       for (int64_t i = 0; i < n; ++i) op[i * st[0]] = mp[i * st[2]] ? v : xp[i * st[1]];

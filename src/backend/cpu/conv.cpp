@@ -23,8 +23,15 @@ struct ConvGeometry {
   bool bias;
 
   ConvGeometry(const Shape& x, const Shape& w, const dispatch::Attrs& attrs)
-      : N(x[0]), C(x[1]), H(x[2]), W(x[3]), O(w[0]), G(attrs.get<int64_t>("groups")),
-        KH(w[2]), KW(w[3]), stride(attrs.get<std::vector<int64_t>>("stride")),
+      : N(x[0]),
+        C(x[1]),
+        H(x[2]),
+        W(x[3]),
+        O(w[0]),
+        G(attrs.get<int64_t>("groups")),
+        KH(w[2]),
+        KW(w[3]),
+        stride(attrs.get<std::vector<int64_t>>("stride")),
         pad_l(attrs.get<std::vector<int64_t>>("pad_l")),
         pad_r(attrs.get<std::vector<int64_t>>("pad_r")),
         dilation(attrs.get<std::vector<int64_t>>("dilation")),
@@ -98,8 +105,8 @@ struct ConvPrimitive {
 using ConvFwd = ConvPrimitive<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>;
 using ConvBwdData =
     ConvPrimitive<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>;
-using ConvBwdWeights =
-    ConvPrimitive<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>;
+using ConvBwdWeights = ConvPrimitive<dnnl::convolution_backward_weights::primitive_desc,
+                                     dnnl::convolution_backward_weights>;
 
 memory::desc bias_desc(const ConvGeometry& g) {
   return g.bias ? memory::desc({g.O}, memory::data_type::f32, memory::format_tag::a)
@@ -169,8 +176,7 @@ Tensor conv_backward_data_f32(const Tensor& dy, const Tensor& w, const ConvGeome
   Tensor ddst = dn::to_desc(dy, pd.diff_dst_desc());
   Tensor wt = weight_in(w, g, pd.weights_desc());
   Tensor dsrc = dn::empty_in(g.x_shape(), DType::f32, pd.diff_src_desc());
-  e->prim.run({dn::arg(DNNL_ARG_DIFF_DST, ddst),
-               dn::arg(DNNL_ARG_WEIGHTS, wt, pd.weights_desc()),
+  e->prim.run({dn::arg(DNNL_ARG_DIFF_DST, ddst), dn::arg(DNNL_ARG_WEIGHTS, wt, pd.weights_desc()),
                dn::arg(DNNL_ARG_DIFF_SRC, dsrc)});
   return dn::finish_output(dsrc);
 }
@@ -202,8 +208,7 @@ std::vector<Tensor> conv_backward_weights_f32(const Tensor& dy, const Tensor& x,
     args.push_back(dn::arg(DNNL_ARG_DIFF_BIAS, db));
   }
   e->prim.run(args);
-  if (!dw_blocked.is_same(dw))
-    dn::reorder(dw_blocked, dw_desc, dw, plain_w);
+  if (!dw_blocked.is_same(dw)) dn::reorder(dw_blocked, dw_desc, dw, plain_w);
   return {dw, db};
 }
 

@@ -68,8 +68,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   }
   std::optional<SingleThreadScope> single;
   if (m * n * k < kSmallGemm) single.emplace();
-  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
-                                beta, c, ldc);
+  dnnl_status_t st =
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   ZENITH_CHECK(st == dnnl_success, "[gemm] dnnl_sgemm failed with status ", int(st));
 }
 

@@ -11,8 +11,8 @@ namespace {
 
 // How a matrix view [rows, cols] (last two dims of a tensor) is handed to gemm.
 struct MatrixArg {
-  Tensor t;     // the tensor whose data is read (x itself, or a contiguous copy)
-  bool trans;   // stored transposed: element (i, j) at i + j * ld
+  Tensor t;    // the tensor whose data is read (x itself, or a contiguous copy)
+  bool trans;  // stored transposed: element (i, j) at i + j * ld
   int64_t ld;
 };
 
@@ -69,8 +69,8 @@ std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const dispatch:
         oa += idx * sa[size_t(d)];
         ob += idx * sb[size_t(d)];
       }
-      gemm(ma.trans, mb.trans, n, m, k, T(1), pa + oa, ma.ld, pb + ob, mb.ld, T(0),
-           po + i * n * m, m);
+      gemm(ma.trans, mb.trans, n, m, k, T(1), pa + oa, ma.ld, pb + ob, mb.ld, T(0), po + i * n * m,
+           m);
     };
     // Many small matrices: one gemm per thread; otherwise let each gemm use the pool.
     if (count > 1 && n * m * k < 64 * 64 * 64)

@@ -80,7 +80,8 @@ std::vector<Tensor> gather_kernel(const std::vector<Tensor>& in, const dispatch:
 
 // scatter_add(src, index; dim, shape): zeros(shape) with out[.., index[.., j, ..], ..] += src.
 // Loops run with dim innermost, so the rows handled in parallel never write the same element.
-std::vector<Tensor> scatter_add_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> scatter_add_kernel(const std::vector<Tensor>& in,
+                                       const dispatch::Attrs& attrs) {
   const Tensor& src = in[0];
   const int64_t dim = attrs.get<int64_t>("dim");
   const auto& shape = attrs.get<std::vector<int64_t>>("shape");
@@ -95,10 +96,9 @@ std::vector<Tensor> scatter_add_kernel(const std::vector<Tensor>& in, const disp
   Shape src_strides = broadcast_strides(src, index.shape());
   const int64_t d = shape.empty() ? 0 : dim;
   Shape loop_shape = index.shape().empty() ? Shape{} : dim_last(index.shape(), d);
-  StridedLoop<3> loop(loop_shape,
-                      {index.shape().empty() ? Shape{} : dim_last(out_strides, d),
-                       index.shape().empty() ? Shape{} : dim_last(index.strides(), d),
-                       index.shape().empty() ? Shape{} : dim_last(src_strides, d)});
+  StridedLoop<3> loop(loop_shape, {index.shape().empty() ? Shape{} : dim_last(out_strides, d),
+                                   index.shape().empty() ? Shape{} : dim_last(index.strides(), d),
+                                   index.shape().empty() ? Shape{} : dim_last(src_strides, d)});
   const int64_t* ip = index.data<int64_t>();
   visit_dtype(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -108,15 +108,17 @@ std::vector<Tensor> scatter_add_kernel(const std::vector<Tensor>& in, const disp
     } else {
       T* o = out.data<T>();
       const T* sp = src.data<T>();
-      loop.run([&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
-        T* oq = o + off[0];
-        const int64_t* iq = ip + off[1];
-        const T* sq = sp + off[2];
-        for (int64_t i = 0; i < n; ++i) {
-          T& dst = oq[i * st[0] + iq[i * st[1]] * dim_stride];
-          dst = store<T>(C(load(dst)) + C(load(sq[i * st[2]])));
-        }
-      }, kGrain, /*split_rows=*/false);
+      loop.run(
+          [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+            T* oq = o + off[0];
+            const int64_t* iq = ip + off[1];
+            const T* sq = sp + off[2];
+            for (int64_t i = 0; i < n; ++i) {
+              T& dst = oq[i * st[0] + iq[i * st[1]] * dim_stride];
+              dst = store<T>(C(load(dst)) + C(load(sq[i * st[2]])));
+            }
+          },
+          kGrain, /*split_rows=*/false);
     }
   });
   return {out};
@@ -136,10 +138,11 @@ std::vector<Tensor> embedding_kernel(const std::vector<Tensor>& in, const dispat
   const size_t row_bytes = size_t(d) * itemsize(weight.dtype());
   const char* w = static_cast<const char*>(weight.raw_data());
   char* o = static_cast<char*>(out.raw_data());
-  parallel_for(n, std::max<int64_t>(1, kGrain / std::max<int64_t>(d, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      std::memcpy(o + size_t(i) * row_bytes, w + size_t(ip[i]) * row_bytes, row_bytes);
-  });
+  parallel_for(n, std::max<int64_t>(1, kGrain / std::max<int64_t>(d, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t i = b; i < e; ++i)
+                   std::memcpy(o + size_t(i) * row_bytes, w + size_t(ip[i]) * row_bytes, row_bytes);
+               });
   return {out};
 }
 

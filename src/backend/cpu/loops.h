@@ -18,14 +18,22 @@ namespace zenith::cpu {
 template <typename F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    case DType::f16: return f(Half{});
-    case DType::bf16: return f(BFloat16{});
-    case DType::i32: return f(int32_t{});
-    case DType::i64: return f(int64_t{});
-    case DType::u8: return f(uint8_t{});
-    case DType::b8: return f(bool{});
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    case DType::f16:
+      return f(Half{});
+    case DType::bf16:
+      return f(BFloat16{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::i64:
+      return f(int64_t{});
+    case DType::u8:
+      return f(uint8_t{});
+    case DType::b8:
+      return f(bool{});
   }
   ZENITH_FAIL("[cpu] bad dtype");
 }
@@ -34,29 +42,54 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
 template <typename F>
 decltype(auto) visit_float(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    default: ZENITH_FAIL("[", op, "] expected float32 or float64, got ", dtype_name(dtype));
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    default:
+      ZENITH_FAIL("[", op, "] expected float32 or float64, got ", dtype_name(dtype));
   }
 }
 
 // The type arithmetic on T is carried out in: 16-bit floats compute in float.
-template <typename T> struct ComputeOf { using type = T; };
-template <> struct ComputeOf<Half> { using type = float; };
-template <> struct ComputeOf<BFloat16> { using type = float; };
-template <typename T> using compute_t = typename ComputeOf<T>::type;
+template <typename T>
+struct ComputeOf {
+  using type = T;
+};
+template <>
+struct ComputeOf<Half> {
+  using type = float;
+};
+template <>
+struct ComputeOf<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using compute_t = typename ComputeOf<T>::type;
 
 template <typename T>
-inline compute_t<T> load(const T& v) { return v; }
-template <> inline float load<Half>(const Half& v) { return half_to_float(v.bits); }
-template <> inline float load<BFloat16>(const BFloat16& v) { return bf16_to_float(v.bits); }
+inline compute_t<T> load(const T& v) {
+  return v;
+}
+template <>
+inline float load<Half>(const Half& v) {
+  return half_to_float(v.bits);
+}
+template <>
+inline float load<BFloat16>(const BFloat16& v) {
+  return bf16_to_float(v.bits);
+}
 
 template <typename T, typename C>
 inline T store(C v) {
-  if constexpr (std::is_same_v<T, Half>) return Half{float_to_half(float(v))};
-  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bf16(float(v))};
-  else if constexpr (std::is_same_v<T, bool>) return v != C(0);
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, Half>)
+    return Half{float_to_half(float(v))};
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16{float_to_bf16(float(v))};
+  else if constexpr (std::is_same_v<T, bool>)
+    return v != C(0);
+  else
+    return static_cast<T>(v);
 }
 
 // ---- parallelism

@@ -12,8 +12,10 @@ namespace {
 
 template <typename T>
 ZENITH_SIMD_INLINE T exp_of(T x) {
-  if constexpr (std::is_same_v<T, float>) return simd::exp(x);
-  else return std::exp(x);
+  if constexpr (std::is_same_v<T, float>)
+    return simd::exp(x);
+  else
+    return std::exp(x);
 }
 
 // Throws for the first target that is neither a class in [0, C) nor ignore_index.
@@ -103,7 +105,7 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
     T* o = dx.data<T>();
     const T on = T(1 - eps), off = T(eps / double(c));
     const bool per_row = reduction == "none";
-    const T scale = per_row ? T(1)
+    const T scale = per_row               ? T(1)
                     : reduction == "mean" ? T(1.0 / double(count_valid(t, m, ignore_index)))
                                           : T(1);
     parallel_for(m, std::max<int64_t>(1, kGrain / c), [&](int64_t b, int64_t e) {

@@ -17,13 +17,13 @@ namespace zenith::cpu::simd {
 // float arithmetic (-ftrapping-math), which blocks vectorisation; integer selects are fine.
 ZENITH_SIMD_INLINE float select(bool c, float a, float b) {
   int32_t m = -int32_t(c);
-  return __builtin_bit_cast(float, (m & __builtin_bit_cast(int32_t, a)) |
-                                       (~m & __builtin_bit_cast(int32_t, b)));
+  return __builtin_bit_cast(
+      float, (m & __builtin_bit_cast(int32_t, a)) | (~m & __builtin_bit_cast(int32_t, b)));
 }
 ZENITH_SIMD_INLINE double select(bool c, double a, double b) {
   int64_t m = -int64_t(c);
-  return __builtin_bit_cast(double, (m & __builtin_bit_cast(int64_t, a)) |
-                                        (~m & __builtin_bit_cast(int64_t, b)));
+  return __builtin_bit_cast(
+      double, (m & __builtin_bit_cast(int64_t, a)) | (~m & __builtin_bit_cast(int64_t, b)));
 }
 template <typename T>
 ZENITH_SIMD_INLINE T select(bool c, T a, T b) {
@@ -100,7 +100,11 @@ ZENITH_SIMD_INLINE float tanh(float x) {
   float ax = abs(x);
   float s = x * x;
   float small = ((((-5.70498872745e-3f * s + 2.06390887954e-2f) * s - 5.37397155531e-2f) * s +
-                  1.33314422036e-1f) * s - 3.33332819422e-1f) * s * x + x;
+                  1.33314422036e-1f) *
+                     s -
+                 3.33332819422e-1f) *
+                    s * x +
+                x;
   float e = exp(2.0f * ax);
   float big = copysign(1.0f - 2.0f / (e + 1.0f), x);
   return select(ax < 0.625f, small, big);

@@ -2,10 +2,11 @@
 // they beat oneDNN's plain-format batch norm), channel-block loops for oneDNN blocked float32
 // activations (norm_blocked.cpp), oneDNN for other blocked formats or on request. Training mode
 // also updates the running statistics in place.
+#include "backend/cpu/norm.h"
+
 #include <cmath>
 
 #include "backend/cpu/loops.h"
-#include "backend/cpu/norm.h"
 #include "backend/cpu/onednn.h"
 #include "core/dispatch.h"
 
@@ -30,7 +31,8 @@ struct BnFwd {
 };
 
 std::shared_ptr<BnFwd> bn_fwd(const memory::desc& data, bool training, float eps) {
-  std::string key = dn::Key("bn_fwd").add(data).add(int64_t(training)).add(int64_t(eps * 1e12)).str();
+  std::string key =
+      dn::Key("bn_fwd").add(data).add(int64_t(training)).add(int64_t(eps * 1e12)).str();
   return dn::cached<BnFwd>(key, [&] {
     dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_training, data, eps,
                                               flags_for(training));
@@ -56,10 +58,11 @@ std::vector<Tensor> bn_forward_f32(const std::vector<Tensor>& in, bool training,
   Tensor scale = param_or(in[1], g.C, 1.0), shift = param_or(in[2], g.C, 0.0);
   Tensor mean = training ? Tensor::empty({g.C}, DType::f32) : in[3].contiguous();
   Tensor var = training ? Tensor::empty({g.C}, DType::f32) : in[4].contiguous();
-  e->prim.run({dn::arg(DNNL_ARG_SRC, x), dn::arg(DNNL_ARG_DST, y),
-               dn::arg(DNNL_ARG_SCALE, scale), dn::arg(DNNL_ARG_SHIFT, shift),
-               dn::arg(DNNL_ARG_MEAN, mean), dn::arg(DNNL_ARG_VARIANCE, var)});
-  if (training) update_running<float>(in[3], in[4], mean.data<float>(), var.data<float>(), g, momentum);
+  e->prim.run({dn::arg(DNNL_ARG_SRC, x), dn::arg(DNNL_ARG_DST, y), dn::arg(DNNL_ARG_SCALE, scale),
+               dn::arg(DNNL_ARG_SHIFT, shift), dn::arg(DNNL_ARG_MEAN, mean),
+               dn::arg(DNNL_ARG_VARIANCE, var)});
+  if (training)
+    update_running<float>(in[3], in[4], mean.data<float>(), var.data<float>(), g, momentum);
   return {y, mean, var};
 }
 
@@ -73,7 +76,8 @@ std::vector<Tensor> bn_backward_f32(const std::vector<Tensor>& in, bool training
   BnGeometry g(x.shape());
   memory::desc data = dn::desc_of(x);
   auto fwd = bn_fwd(data, training, eps);
-  std::string key = dn::Key("bn_bwd").add(data).add(int64_t(training)).add(int64_t(eps * 1e12)).str();
+  std::string key =
+      dn::Key("bn_bwd").add(data).add(int64_t(training)).add(int64_t(eps * 1e12)).str();
   auto e = dn::cached<BnBwd>(key, [&] {
     dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, data, data, eps,
                                                flags_for(training));
@@ -220,9 +224,12 @@ std::vector<Tensor> batch_norm_kernel(const std::vector<Tensor>& in, const dispa
   bool training = attrs.get<bool>("training");
   double momentum = attrs.get<double>("momentum"), eps = attrs.get<double>("eps");
   switch (bn_impl(in[0], attrs)) {
-    case BnImpl::kOnednn: return bn_forward_f32(in, training, momentum, float(eps));
-    case BnImpl::kBlockedLoops: return bn_forward_blocked(in, training, momentum, eps);
-    case BnImpl::kLoops: break;
+    case BnImpl::kOnednn:
+      return bn_forward_f32(in, training, momentum, float(eps));
+    case BnImpl::kBlockedLoops:
+      return bn_forward_blocked(in, training, momentum, eps);
+    case BnImpl::kLoops:
+      break;
   }
   return visit_float(in[0].dtype(), "batch_norm", [&](auto tag) {
     return bn_forward_ref<decltype(tag)>(in, training, momentum, eps);
@@ -235,13 +242,15 @@ std::vector<Tensor> batch_norm_backward_kernel(const std::vector<Tensor>& in,
   bool training = attrs.get<bool>("training");
   double eps = attrs.get<double>("eps");
   switch (bn_impl(in[1], attrs)) {
-    case BnImpl::kOnednn: return bn_backward_f32(in, training, float(eps));
-    case BnImpl::kBlockedLoops: return bn_backward_blocked(in, training, eps);
-    case BnImpl::kLoops: break;
+    case BnImpl::kOnednn:
+      return bn_backward_f32(in, training, float(eps));
+    case BnImpl::kBlockedLoops:
+      return bn_backward_blocked(in, training, eps);
+    case BnImpl::kLoops:
+      break;
   }
-  return visit_float(in[1].dtype(), "batch_norm_backward", [&](auto tag) {
-    return bn_backward_ref<decltype(tag)>(in, training, eps);
-  });
+  return visit_float(in[1].dtype(), "batch_norm_backward",
+                     [&](auto tag) { return bn_backward_ref<decltype(tag)>(in, training, eps); });
 }
 
 ZENITH_REGISTER_KERNEL("batch_norm", CPU, batch_norm_kernel);

@@ -11,7 +11,8 @@ namespace zenith::cpu {
 // N batch, C channels, S spatial elements per channel and sample (H * W, or 1 for [N, C]).
 struct BnGeometry {
   int64_t N, C, S;
-  explicit BnGeometry(const Shape& x) : N(x[0]), C(x[1]), S(shape_numel(x) / std::max<int64_t>(x[0] * x[1], 1)) {}
+  explicit BnGeometry(const Shape& x)
+      : N(x[0]), C(x[1]), S(shape_numel(x) / std::max<int64_t>(x[0] * x[1], 1)) {}
   int64_t count() const { return N * S; }
 };
 

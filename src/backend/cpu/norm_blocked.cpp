@@ -79,9 +79,8 @@ void forward(const float* x, float* y, float* mean, float* var, const float* w, 
 // dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)) in training, gamma * rstd * dy
 // in eval; dgamma = sum(dy * xhat), dbeta = sum(dy).
 template <int B>
-void backward(const float* dy, const float* x, const float* mean, const float* var,
-              const float* w, float* dx, float* dw, float* db, const BnGeometry& g, bool training,
-              double eps) {
+void backward(const float* dy, const float* x, const float* mean, const float* var, const float* w,
+              float* dx, float* dw, float* db, const BnGeometry& g, bool training, double eps) {
   const int64_t CB = g.C / B;
   parallel_for(CB, 1, [&](int64_t begin, int64_t end) {
     for (int64_t cb = begin; cb < end; ++cb) {
@@ -142,11 +141,13 @@ std::vector<Tensor> bn_forward_blocked(const std::vector<Tensor>& in, bool train
   const float* px = flat_physical(x).data<float>();
   float* py = flat_physical(y).data<float>();
   auto run = [&](auto fn) {
-    fn(px, py, mean.data<float>(), var.data<float>(), data_or_null(w), data_or_null(b), g,
-       training, eps);
+    fn(px, py, mean.data<float>(), var.data<float>(), data_or_null(w), data_or_null(b), g, training,
+       eps);
   };
-  if (channel_block(x) == 16) run(forward<16>);
-  else run(forward<8>);
+  if (channel_block(x) == 16)
+    run(forward<16>);
+  else
+    run(forward<8>);
   if (training)
     update_running<float>(in[3], in[4], mean.data<float>(), var.data<float>(), g, momentum);
   return {y, mean, var};
@@ -165,8 +166,10 @@ std::vector<Tensor> bn_backward_blocked(const std::vector<Tensor>& in, bool trai
        var.data<float>(), data_or_null(w), flat_physical(dx).data<float>(), dw.data<float>(),
        db.data<float>(), g, training, eps);
   };
-  if (channel_block(x) == 16) run(backward<16>);
-  else run(backward<8>);
+  if (channel_block(x) == 16)
+    run(backward<16>);
+  else
+    run(backward<8>);
   return {dx, dw, db};
 }
 

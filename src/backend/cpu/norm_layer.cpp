@@ -37,7 +37,8 @@ template <typename T>
 struct Partials {
   int64_t D, count;
   std::vector<T> buf;
-  Partials(int64_t d, int64_t n) : D(d), count(n), buf(size_t(omp_get_max_threads() * n * d), T(0)) {}
+  Partials(int64_t d, int64_t n)
+      : D(d), count(n), buf(size_t(omp_get_max_threads() * n * d), T(0)) {}
   T* get(int64_t chunk, int64_t which) { return buf.data() + (chunk * count + which) * D; }
   void reduce_into(int64_t chunks, int64_t which, T* out) {
     for (int64_t j = 0; j < D; ++j) out[j] = T(0);
@@ -139,7 +140,8 @@ std::vector<Tensor> layer_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
   return {dx, dw, db};
 }
 
-// rms_norm(x, weight?; D, eps) -> {y, rstd [R]}; y = x * rstd * weight, rstd = 1/sqrt(mean(x^2)+eps)
+// rms_norm(x, weight?; D, eps) -> {y, rstd [R]}; y = x * rstd * weight, rstd =
+// 1/sqrt(mean(x^2)+eps)
 template <typename T>
 std::vector<Tensor> rms_norm_fwd(const std::vector<Tensor>& in, int64_t D, double eps) {
   Tensor x = in[0].contiguous();

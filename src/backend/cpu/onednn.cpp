@@ -46,12 +46,18 @@ std::atomic<bool> g_keep_layout{true};
 
 memory::format_tag plain_tag(size_t ndims) {
   switch (ndims) {
-    case 1: return memory::format_tag::a;
-    case 2: return memory::format_tag::ab;
-    case 3: return memory::format_tag::abc;
-    case 4: return memory::format_tag::abcd;
-    case 5: return memory::format_tag::abcde;
-    case 6: return memory::format_tag::abcdef;
+    case 1:
+      return memory::format_tag::a;
+    case 2:
+      return memory::format_tag::ab;
+    case 3:
+      return memory::format_tag::abc;
+    case 4:
+      return memory::format_tag::abcd;
+    case 5:
+      return memory::format_tag::abcde;
+    case 6:
+      return memory::format_tag::abcdef;
   }
   ZENITH_FAIL("[onednn] unsupported rank ", ndims);
 }
@@ -88,12 +94,18 @@ std::string DnnlLayout::describe() const {
 
 memory::data_type data_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return memory::data_type::f32;
-    case DType::bf16: return memory::data_type::bf16;
-    case DType::f16: return memory::data_type::f16;
-    case DType::i32: return memory::data_type::s32;
-    case DType::u8: return memory::data_type::u8;
-    default: ZENITH_FAIL("[onednn] no oneDNN type for ", dtype_name(dtype));
+    case DType::f32:
+      return memory::data_type::f32;
+    case DType::bf16:
+      return memory::data_type::bf16;
+    case DType::f16:
+      return memory::data_type::f16;
+    case DType::i32:
+      return memory::data_type::s32;
+    case DType::u8:
+      return memory::data_type::u8;
+    default:
+      ZENITH_FAIL("[onednn] no oneDNN type for ", dtype_name(dtype));
   }
 }
 
@@ -143,8 +155,7 @@ Tensor empty_in(const Shape& shape, DType dtype, const memory::desc& desc) {
   return Tensor(std::move(impl));
 }
 
-void reorder(const Tensor& src, const memory::desc& sd, const Tensor& dst,
-             const memory::desc& dd) {
+void reorder(const Tensor& src, const memory::desc& sd, const Tensor& dst, const memory::desc& dd) {
   auto start = std::chrono::steady_clock::now();
   std::string key = Key("reorder").add(sd).add(dd).str();
   auto entry = cached<ReorderEntry>(key, [&] {

@@ -54,8 +54,10 @@ std::vector<Tensor> layout_elementwise(const std::vector<Tensor>& in, const disp
   std::vector<Tensor> args = in;
   for (auto& t : args) {
     if (!t.defined() || t.dim() == 0) continue;
-    if (!flat) t = is_layout(t) ? dispatch::call1("to_plain", {t}) : t;
-    else t = flat_physical(is_layout(t) ? t : to_layout_of(t, *like));
+    if (!flat)
+      t = is_layout(t) ? dispatch::call1("to_plain", {t}) : t;
+    else
+      t = flat_physical(is_layout(t) ? t : to_layout_of(t, *like));
   }
   std::vector<Tensor> out = K(args, a);
   if (flat) out[0] = with_layout_of(out[0], *like);
@@ -64,10 +66,10 @@ std::vector<Tensor> layout_elementwise(const std::vector<Tensor>& in, const disp
 
 // Counters of the oneDNN backend, for tests and benchmarks.
 struct OnednnStats {
-  int64_t cache_hits = 0;    // primitive (descriptor) cache
+  int64_t cache_hits = 0;  // primitive (descriptor) cache
   int64_t cache_misses = 0;
-  int64_t reorders = 0;      // format conversions executed (activations, weights, gradients)
-  double reorder_ms = 0.0;   // time spent in them
+  int64_t reorders = 0;     // format conversions executed (activations, weights, gradients)
+  double reorder_ms = 0.0;  // time spent in them
 };
 OnednnStats onednn_stats();
 void reset_onednn_stats();

@@ -54,8 +54,8 @@ std::shared_ptr<PoolFwd> pool_fwd(dnnl::algorithm alg, bool training, const memo
   return dn::cached<PoolFwd>(key, [&] {
     memory::desc dst(dn::dims_of(g.y_shape()), memory::data_type::f32, memory::format_tag::any);
     dnnl::pooling_forward::desc d(
-        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, alg,
-        src, dst, {g.SH, g.SW}, {g.KH, g.KW}, {g.PH, g.PW}, {g.PH, g.PW});
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, alg, src,
+        dst, {g.SH, g.SW}, {g.KH, g.KW}, {g.PH, g.PW}, {g.PH, g.PW});
     auto e = std::make_shared<PoolFwd>();
     e->pd = dnnl::pooling_forward::primitive_desc(d, dn::engine());
     e->prim = dn::Primitive(dnnl::pooling_forward(e->pd));
@@ -187,8 +187,8 @@ void avg_pool_ref(const T* x, T* y, const T* dy, T* dx, const PoolGeometry& g, b
         Window wh = window(oh, g.SH, g.PH, g.KH, g.H);
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           Window ww = window(ow, g.SW, g.PW, g.KW, g.W);
-          int64_t count = include_pad ? wh.padded * ww.padded
-                                      : (wh.end - wh.begin) * (ww.end - ww.begin);
+          int64_t count =
+              include_pad ? wh.padded * ww.padded : (wh.end - wh.begin) * (ww.end - ww.begin);
           int64_t o = (p * g.OH + oh) * g.OW + ow;
           if (dy) {
             T v = count > 0 ? dy[o] / T(count) : T(0);
@@ -300,8 +300,8 @@ std::vector<Tensor> adaptive_avg_pool2d_kernel(const std::vector<Tensor>& in,
   Tensor y = Tensor::empty({s[0], s[1], os[0], os[1]}, x.dtype());
   visit_float(x.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    adaptive_avg_ref<T>(x.data<T>(), y.data<T>(), nullptr, nullptr, s[0] * s[1], s[2], s[3],
-                        os[0], os[1]);
+    adaptive_avg_ref<T>(x.data<T>(), y.data<T>(), nullptr, nullptr, s[0] * s[1], s[2], s[3], os[0],
+                        os[1]);
   });
   return {y};
 }

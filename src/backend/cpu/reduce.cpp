@@ -122,7 +122,8 @@ void sum_rows(const T* x, O* out, const ReducePlan& p) {
     for (int64_t i = b; i < e; ++i, o.next()) {
       OffsetWalker r(outer_sizes, outer_strides);
       Acc s = 0;
-      for (int64_t k = 0; k < n_rows; ++k, r.next()) s += row_sum<Acc>(x + o.offset() + r.offset(), len);
+      for (int64_t k = 0; k < n_rows; ++k, r.next())
+        s += row_sum<Acc>(x + o.offset() + r.offset(), len);
       out[i] = store<O>(s);
     }
   });
@@ -191,7 +192,8 @@ void sum_columns(const T* x, O* out, const ReducePlan& p) {
   parallel_for(n_rows, std::max<int64_t>(1, kGrain / std::min(k_len, kBlock)),
                [&](int64_t b, int64_t e) {
                  Acc* mine = part.data() + size_t(omp_get_thread_num()) * n_items * kBlock;
-                 for (int64_t item = 0; item < n_items; ++item) sum_item(item, b, e, mine + item * kBlock);
+                 for (int64_t item = 0; item < n_items; ++item)
+                   sum_item(item, b, e, mine + item * kBlock);
                });
   for (int64_t item = 0; item < n_items; ++item) {
     int64_t n = std::min(kBlock, k_len - (item % n_blocks) * kBlock);
@@ -228,8 +230,10 @@ std::vector<Tensor> sum_kernel(const std::vector<Tensor>& in, const dispatch::At
     using T = decltype(tag);
     using Acc = std::conditional_t<std::is_floating_point_v<compute_t<T>>, compute_t<T>, int64_t>;
     using O = std::conditional_t<std::is_floating_point_v<compute_t<T>>, T, int64_t>;
-    if (rows) sum_rows<T, Acc, O>(x.data<T>(), out.data<O>(), p);
-    else sum_columns<T, Acc, O>(x.data<T>(), out.data<O>(), p);
+    if (rows)
+      sum_rows<T, Acc, O>(x.data<T>(), out.data<O>(), p);
+    else
+      sum_columns<T, Acc, O>(x.data<T>(), out.data<O>(), p);
   });
   return {out};
 }

@@ -8,8 +8,10 @@ namespace {
 
 template <typename C>
 inline bool is_nan(C v) {
-  if constexpr (std::is_floating_point_v<C>) return v != v;
-  else return false;
+  if constexpr (std::is_floating_point_v<C>)
+    return v != v;
+  else
+    return false;
 }
 
 // Whether v replaces the current best: strictly better, or the first NaN.
@@ -17,8 +19,10 @@ template <bool kMax, typename C>
 inline bool better(C v, C best) {
   if (is_nan(best)) return false;
   if (is_nan(v)) return true;
-  if constexpr (kMax) return v > best;
-  else return v < best;
+  if constexpr (kMax)
+    return v > best;
+  else
+    return v < best;
 }
 
 // x viewed as [outer, R, inner] (contiguous): values and indices [outer, inner].

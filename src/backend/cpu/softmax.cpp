@@ -12,8 +12,10 @@ namespace {
 
 template <typename T>
 ZENITH_SIMD_INLINE T exp_of(T x) {
-  if constexpr (std::is_same_v<T, float>) return simd::exp(x);
-  else return std::exp(x);
+  if constexpr (std::is_same_v<T, float>)
+    return simd::exp(x);
+  else
+    return std::exp(x);
 }
 
 struct Blocks {
@@ -97,8 +99,8 @@ template <bool kLog>
 std::vector<Tensor> softmax_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
   const int64_t dim = attrs.get<int64_t>("dim");
   const DType dtype = in[0].dtype();
-  Tensor x = (dtype == DType::f16 || dtype == DType::bf16) ? in[0].to(DType::f32)
-                                                           : in[0].contiguous();
+  Tensor x =
+      (dtype == DType::f16 || dtype == DType::bf16) ? in[0].to(DType::f32) : in[0].contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.numel() == 0) return {y.to(dtype)};
   Blocks b = blocks_of(x, dim);
@@ -112,12 +114,13 @@ std::vector<Tensor> softmax_kernel(const std::vector<Tensor>& in, const dispatch
       });
       return;
     }
-    parallel_for(b.outer, std::max<int64_t>(1, kGrain / (b.d * b.inner)), [&](int64_t s, int64_t e) {
-      std::vector<T> m(size_t(b.inner)), sums(size_t(b.inner));
-      for (int64_t o = s; o < e; ++o)
-        softmax_block<kLog>(xp + o * b.d * b.inner, yp + o * b.d * b.inner, b.d, b.inner,
-                            m.data(), sums.data());
-    });
+    parallel_for(b.outer, std::max<int64_t>(1, kGrain / (b.d * b.inner)),
+                 [&](int64_t s, int64_t e) {
+                   std::vector<T> m(size_t(b.inner)), sums(size_t(b.inner));
+                   for (int64_t o = s; o < e; ++o)
+                     softmax_block<kLog>(xp + o * b.d * b.inner, yp + o * b.d * b.inner, b.d,
+                                         b.inner, m.data(), sums.data());
+                 });
   });
   return {y.dtype() == dtype ? y : y.to(dtype)};
 }
@@ -141,55 +144,56 @@ std::vector<Tensor> softmax_backward_kernel(const std::vector<Tensor>& in,
     const T* yp = y.data<T>();
     const T* gp = dy.data<T>();
     T* op = dx.data<T>();
-    parallel_for(b.outer, std::max<int64_t>(1, kGrain / (b.d * b.inner)), [&](int64_t s, int64_t e) {
-      std::vector<T> acc(size_t(b.inner));
-      for (int64_t o = s; o < e; ++o) {
-        const int64_t base = o * b.d * b.inner;
-        const T* yo = yp + base;
-        const T* go = gp + base;
-        T* xo = op + base;
-        if (b.inner == 1) {
-          T sum = 0;
-          if constexpr (kLog) {
+    parallel_for(b.outer, std::max<int64_t>(1, kGrain / (b.d * b.inner)),
+                 [&](int64_t s, int64_t e) {
+                   std::vector<T> acc(size_t(b.inner));
+                   for (int64_t o = s; o < e; ++o) {
+                     const int64_t base = o * b.d * b.inner;
+                     const T* yo = yp + base;
+                     const T* go = gp + base;
+                     T* xo = op + base;
+                     if (b.inner == 1) {
+                       T sum = 0;
+                       if constexpr (kLog) {
 #pragma omp simd reduction(+ : sum)
-            for (int64_t i = 0; i < b.d; ++i) sum += go[i];
+                         for (int64_t i = 0; i < b.d; ++i) sum += go[i];
 #pragma omp simd
-            for (int64_t i = 0; i < b.d; ++i) xo[i] = go[i] - exp_of(yo[i]) * sum;
-          } else {
+                         for (int64_t i = 0; i < b.d; ++i) xo[i] = go[i] - exp_of(yo[i]) * sum;
+                       } else {
 #pragma omp simd reduction(+ : sum)
-            for (int64_t i = 0; i < b.d; ++i) sum += go[i] * yo[i];
+                         for (int64_t i = 0; i < b.d; ++i) sum += go[i] * yo[i];
 #pragma omp simd
-            for (int64_t i = 0; i < b.d; ++i) xo[i] = yo[i] * (go[i] - sum);
-          }
-          continue;
-        }
-        std::fill(acc.begin(), acc.end(), T(0));
-        T* a = acc.data();
-        for (int64_t r = 0; r < b.d; ++r) {
-          const T* yr = yo + r * b.inner;
-          const T* gr = go + r * b.inner;
-          if constexpr (kLog) {
+                         for (int64_t i = 0; i < b.d; ++i) xo[i] = yo[i] * (go[i] - sum);
+                       }
+                       continue;
+                     }
+                     std::fill(acc.begin(), acc.end(), T(0));
+                     T* a = acc.data();
+                     for (int64_t r = 0; r < b.d; ++r) {
+                       const T* yr = yo + r * b.inner;
+                       const T* gr = go + r * b.inner;
+                       if constexpr (kLog) {
 #pragma omp simd
-            for (int64_t j = 0; j < b.inner; ++j) a[j] += gr[j];
-          } else {
+                         for (int64_t j = 0; j < b.inner; ++j) a[j] += gr[j];
+                       } else {
 #pragma omp simd
-            for (int64_t j = 0; j < b.inner; ++j) a[j] += gr[j] * yr[j];
-          }
-        }
-        for (int64_t r = 0; r < b.d; ++r) {
-          const T* yr = yo + r * b.inner;
-          const T* gr = go + r * b.inner;
-          T* xr = xo + r * b.inner;
-          if constexpr (kLog) {
+                         for (int64_t j = 0; j < b.inner; ++j) a[j] += gr[j] * yr[j];
+                       }
+                     }
+                     for (int64_t r = 0; r < b.d; ++r) {
+                       const T* yr = yo + r * b.inner;
+                       const T* gr = go + r * b.inner;
+                       T* xr = xo + r * b.inner;
+                       if constexpr (kLog) {
 #pragma omp simd
-            for (int64_t j = 0; j < b.inner; ++j) xr[j] = gr[j] - exp_of(yr[j]) * a[j];
-          } else {
+                         for (int64_t j = 0; j < b.inner; ++j) xr[j] = gr[j] - exp_of(yr[j]) * a[j];
+                       } else {
 #pragma omp simd
-            for (int64_t j = 0; j < b.inner; ++j) xr[j] = yr[j] * (gr[j] - a[j]);
-          }
-        }
-      }
-    });
+                         for (int64_t j = 0; j < b.inner; ++j) xr[j] = yr[j] * (gr[j] - a[j]);
+                       }
+                     }
+                   }
+                 });
   });
   return {half ? dx.to(dtype) : dx};
 }

@@ -4,37 +4,45 @@
 #include <cmath>
 
 #include "backend/cpu/loops.h"
-#include "backend/cpu/onednn_layout.h"
 #include "backend/cpu/math_simd.h"
+#include "backend/cpu/onednn_layout.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
 namespace {
 
 constexpr double kSqrtHalf = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
 constexpr double kGeluTanhScale = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluTanhCubic = 0.044715;
 
 template <typename T>
 ZENITH_SIMD_INLINE T exp_of(T x) {
-  if constexpr (std::is_same_v<T, float>) return simd::exp(x);
-  else return std::exp(x);
+  if constexpr (std::is_same_v<T, float>)
+    return simd::exp(x);
+  else
+    return std::exp(x);
 }
 template <typename T>
 ZENITH_SIMD_INLINE T tanh_of(T x) {
-  if constexpr (std::is_same_v<T, float>) return simd::tanh(x);
-  else return std::tanh(x);
+  if constexpr (std::is_same_v<T, float>)
+    return simd::tanh(x);
+  else
+    return std::tanh(x);
 }
 template <typename T>
 ZENITH_SIMD_INLINE T sigmoid_of(T x) {
-  if constexpr (std::is_same_v<T, float>) return simd::sigmoid(x);
-  else return T(1) / (T(1) + std::exp(-x));
+  if constexpr (std::is_same_v<T, float>)
+    return simd::sigmoid(x);
+  else
+    return T(1) / (T(1) + std::exp(-x));
 }
 template <typename T>
 ZENITH_SIMD_INLINE T normal_cdf_of(T x) {
-  if constexpr (std::is_same_v<T, float>) return simd::normal_cdf(x);
-  else return T(0.5) * std::erfc(-x * T(kSqrtHalf));
+  if constexpr (std::is_same_v<T, float>)
+    return simd::normal_cdf(x);
+  else
+    return T(0.5) * std::erfc(-x * T(kSqrtHalf));
 }
 // The argument of tanh in gelu's tanh approximation.
 template <typename T>
@@ -45,113 +53,182 @@ ZENITH_SIMD_INLINE T gelu_tanh_arg(T x) {
 // ---- forward functors. kFloatOnly: the op promotes integer inputs to float (done by the op).
 struct Neg {
   static constexpr bool kFloatOnly = false;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return -x; }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return -x;
+  }
 };
 struct Abs {
   static constexpr bool kFloatOnly = false;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const {
-    if constexpr (std::is_same_v<T, float>) return simd::abs(x);
-    else if constexpr (std::is_floating_point_v<T>) return std::abs(x);
-    else if constexpr (std::is_unsigned_v<T>) return x;
-    else return x < 0 ? T(-x) : x;
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    if constexpr (std::is_same_v<T, float>)
+      return simd::abs(x);
+    else if constexpr (std::is_floating_point_v<T>)
+      return std::abs(x);
+    else if constexpr (std::is_unsigned_v<T>)
+      return x;
+    else
+      return x < 0 ? T(-x) : x;
   }
 };
 struct Square {
   static constexpr bool kFloatOnly = false;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return x * x; }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return x * x;
+  }
 };
 struct Relu {
   static constexpr bool kFloatOnly = false;
   // x < 0 ? 0 : x keeps NaN, as PyTorch does.
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return simd::select(x < T(0), T(0), x); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return simd::select(x < T(0), T(0), x);
+  }
 };
 struct Exp {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return exp_of(x); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return exp_of(x);
+  }
 };
 struct Log {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const {
-    if constexpr (std::is_same_v<T, float>) return simd::log(x);
-    else return std::log(x);
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    if constexpr (std::is_same_v<T, float>)
+      return simd::log(x);
+    else
+      return std::log(x);
   }
 };
 struct Sqrt {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return std::sqrt(x); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return std::sqrt(x);
+  }
 };
 struct Rsqrt {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return T(1) / std::sqrt(x); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return T(1) / std::sqrt(x);
+  }
 };
 struct Tanh {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return tanh_of(x); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return tanh_of(x);
+  }
 };
 struct Sigmoid {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return sigmoid_of(x); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return sigmoid_of(x);
+  }
 };
 struct Silu {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return x * sigmoid_of(x); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return x * sigmoid_of(x);
+  }
 };
 // x * Phi(x)
 struct Gelu {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return x * normal_cdf_of(x); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return x * normal_cdf_of(x);
+  }
 };
 // x/2 (1 + tanh(u)) = x sigmoid(2u): the sigmoid form keeps relative accuracy for x << 0.
 struct GeluTanh {
   static constexpr bool kFloatOnly = true;
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T x) const { return x * sigmoid_of(T(2) * gelu_tanh_arg(x)); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return x * sigmoid_of(T(2) * gelu_tanh_arg(x));
+  }
 };
 
 // ---- backward functors: dx = F(dy, saved), saved being the op's input x or output y.
 struct ExpBackward {  // saved y
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T y) const { return dy * y; }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
+    return dy * y;
+  }
 };
 struct LogBackward {  // saved x
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T x) const { return dy / x; }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+    return dy / x;
+  }
 };
 struct SqrtBackward {  // saved y
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T y) const { return dy * T(0.5) / y; }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
+    return dy * T(0.5) / y;
+  }
 };
 struct RsqrtBackward {  // saved y: d(x^-1/2) = -y^3 / 2
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T y) const { return T(-0.5) * dy * y * y * y; }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
+    return T(-0.5) * dy * y * y * y;
+  }
 };
 struct AbsBackward {  // saved x: sign(x), 0 at 0
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
     T sign = simd::select(x > T(0), T(1), simd::select(x < T(0), T(-1), T(0)));
     return dy * sign;
   }
 };
 struct SquareBackward {  // saved x
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T x) const { return T(2) * dy * x; }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+    return T(2) * dy * x;
+  }
 };
 struct ReluBackward {  // saved y
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T y) const { return simd::select(y > T(0), dy, T(0)); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
+    return simd::select(y > T(0), dy, T(0));
+  }
 };
 struct TanhBackward {  // saved y
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T y) const { return dy * (T(1) - y * y); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
+    return dy * (T(1) - y * y);
+  }
 };
 struct SigmoidBackward {  // saved y
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T y) const { return dy * y * (T(1) - y); }
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
+    return dy * y * (T(1) - y);
+  }
 };
 struct SiluBackward {  // saved x: s (1 + x (1 - s))
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
     T s = sigmoid_of(x);
     return dy * s * (T(1) + x * (T(1) - s));
   }
 };
 struct GeluBackward {  // saved x: Phi(x) + x phi(x)
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
     T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
     return dy * (normal_cdf_of(x) + x * pdf);
   }
 };
 struct GeluTanhBackward {  // saved x: (1 + t)/2 + x/2 (1 - t^2) u'
-  template <typename T> ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
     T t = tanh_of(gelu_tanh_arg(x));
     T du = T(kGeluTanhScale) * (T(1) + T(3 * kGeluTanhCubic) * x * x);
     return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
@@ -258,7 +335,8 @@ ZENITH_REGISTER_KERNEL("sqrt_backward", CPU, unary_backward_kernel<SqrtBackward>
 ZENITH_REGISTER_KERNEL("rsqrt_backward", CPU, unary_backward_kernel<RsqrtBackward>);
 ZENITH_REGISTER_KERNEL("abs_backward", CPU, unary_backward_kernel<AbsBackward>);
 ZENITH_REGISTER_KERNEL("square_backward", CPU, unary_backward_kernel<SquareBackward>);
-ZENITH_REGISTER_KERNEL("relu_backward", CPU, layout_elementwise<unary_backward_kernel<ReluBackward>>);
+ZENITH_REGISTER_KERNEL("relu_backward", CPU,
+                       layout_elementwise<unary_backward_kernel<ReluBackward>>);
 ZENITH_LAYOUT_AWARE("relu_backward");
 ZENITH_REGISTER_KERNEL("tanh_backward", CPU, unary_backward_kernel<TanhBackward>);
 ZENITH_REGISTER_KERNEL("sigmoid_backward", CPU, unary_backward_kernel<SigmoidBackward>);
