@@ -62,9 +62,10 @@ LoRA (LORA_CASES), PEFT adapter directories on a base case above:
                              .lora_B.weight [out, r]; B is random (PEFT initialises it to 0)
   reference.safetensors      input_ids, labels, logits, loss (adapter applied unmerged, as
                              y = W x + b + B A x * scaling), grad.base_model.model.<module>.lora_A
-                             / lora_B.weight (base frozen), merged.logits (W + B A scaling merged;
-                             asserted equal to unmerged within 1e-6, 1.4e-15 here), merged.<module>.weight
-                             F32 for every target (not rounded to the base's BF16), greedy.*.
+                             / lora_B.weight (base frozen), merged.logits (W + B A scaling
+                             merged; asserted equal to unmerged within 1e-6, 1.4e-15 here),
+                             merged.<module>.weight F32 for every target (not rounded to the
+                             base's BF16), greedy.*.
 Recommended test tolerance, per tensor: max|x - ref| <= 1e-4 * max|ref| (logits over valid
 positions, loss, each grad); PyTorch's own float32 run uses at most 0.03 of it (metadata
 f32_tol_used). Greedy tokens: equal. Each case's feature (rope scaling, theta, biases, mask,
