@@ -1,5 +1,5 @@
 // Service tokens in the store: 256-bit secrets kept only as SHA-256, scoped to one service,
-// expiry and revocation (src/platform/service_store.cpp).
+// expiry and revocation (src/platform/services/service_store.cpp).
 #include <gtest/gtest.h>
 
 #include <fstream>

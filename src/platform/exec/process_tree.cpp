@@ -7,26 +7,62 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 
 namespace zenith::platform {
 
-long long process_start_time(pid_t pid) {
+namespace {
+
+// The fields of /proc/<pid>/stat the functions below need.
+struct ProcStat {
+  pid_t pid = 0;
+  std::string state;  // "Z": a zombie, which has ended
+  pid_t ppid = 0;
+  pid_t session = 0;
+  long long start_time = 0;  // field 22, in clock ticks since boot
+};
+
+std::optional<ProcStat> read_stat(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string text;
-  if (!std::getline(in, text)) return 0;
+  if (!std::getline(in, text)) return std::nullopt;
   // The command name may hold spaces and parentheses: fields start after the last ')'.
-  auto close_paren = text.rfind(')');
-  if (close_paren == std::string::npos) return 0;
-  std::istringstream rest(text.substr(close_paren + 2));
-  std::string field;
-  long long start = 0;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 3 && field == "Z") return 0;  // a zombie has ended
-    if (i == 22) start = std::atoll(field.c_str());
+  const auto close_paren = text.rfind(')');
+  if (close_paren == std::string::npos) return std::nullopt;
+  std::istringstream rest(text.substr(close_paren + 1));
+  ProcStat s;
+  s.pid = pid;
+  long ppid = 0, pgrp = 0, session = 0;
+  if (!(rest >> s.state >> ppid >> pgrp >> session)) return std::nullopt;  // fields 3 to 6
+  s.ppid = static_cast<pid_t>(ppid);
+  s.session = static_cast<pid_t>(session);
+  std::string skipped;
+  for (int field = 7; field < 22 && rest >> skipped; ++field) {
   }
-  return start;
+  if (!(rest >> s.start_time)) s.start_time = 0;
+  return s;
+}
+
+// Every process that has not ended, from /proc.
+std::vector<ProcStat> live_processes() {
+  std::vector<ProcStat> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    auto s = read_stat(static_cast<pid_t>(std::atol(name.c_str())));
+    if (s && s->state != "Z") out.push_back(*s);
+  }
+  return out;
+}
+
+}  // namespace
+
+long long process_start_time(pid_t pid) {
+  auto s = read_stat(pid);
+  return s && s->state != "Z" ? s->start_time : 0;
 }
 
 bool process_alive(pid_t pid, long long start_time) {
@@ -38,41 +74,14 @@ bool process_alive(pid_t pid, long long start_time) {
 std::vector<pid_t> session_processes(pid_t sid) {
   std::vector<pid_t> out;
   if (sid <= 0) return out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string text;
-    if (!std::getline(in, text)) continue;
-    auto close_paren = text.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    std::istringstream rest(text.substr(close_paren + 2));
-    std::string state;
-    long ppid = 0, pgrp = 0, session = 0;
-    if (!(rest >> state >> ppid >> pgrp >> session)) continue;
-    if (session == sid && state != "Z") out.push_back(static_cast<pid_t>(std::atol(name.c_str())));
-  }
+  for (const ProcStat& s : live_processes())
+    if (s.session == sid) out.push_back(s.pid);
   return out;
 }
 
 std::vector<pid_t> descendants(pid_t root) {
   std::map<pid_t, std::vector<pid_t>> children;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string text;
-    if (!std::getline(in, text)) continue;
-    auto close_paren = text.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    std::istringstream rest(text.substr(close_paren + 2));
-    std::string state;
-    long ppid = 0;
-    if (!(rest >> state >> ppid) || state == "Z") continue;
-    children[static_cast<pid_t>(ppid)].push_back(static_cast<pid_t>(std::atol(name.c_str())));
-  }
+  for (const ProcStat& s : live_processes()) children[s.ppid].push_back(s.pid);
   std::vector<pid_t> out, todo = {root};
   while (!todo.empty()) {
     pid_t p = todo.back();

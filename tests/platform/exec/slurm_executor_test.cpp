@@ -19,9 +19,10 @@ using zt::read_all;
 
 namespace {
 
-// Beside this file: tests/platform/exec/data/slurm_cluster.sh.
+// Beside this file. (Not from __FILE__: Ninja compiles with relative paths, which did not
+// resolve from the test's working directory, so the suite skipped itself everywhere.)
 const std::string kCluster =
-    (std::filesystem::path(__FILE__).parent_path() / "data" / "slurm_cluster.sh").string();
+    std::string(ZENITH_SOURCE_DIR) + "/tests/platform/exec/data/slurm_cluster.sh";
 
 class PlatformSlurmTest : public ::testing::Test {
  protected:
