@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "platform/service_store.h"
+#include "platform/services/service_store.h"
 #include "serve/package.h"
 #include "zenith/zenith.h"
 

@@ -86,7 +86,7 @@ class DistributedDataParallelImpl : public Cell {
   [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
   bool require_sync() const { return require_sync_; }
 
-  struct Reducer;  // the per-backward bucket state (src/dist/ddp.cpp)
+  struct Reducer;  // the per-backward bucket state (src/distributed/ddp.cpp)
 
  private:
   CellPtr module_;

@@ -5,9 +5,9 @@
 #include <mutex>
 #include <thread>
 
-#include "platform/job.h"
-#include "platform/quantity.h"
-#include "platform/token.h"
+#include "platform/http/api_token.h"
+#include "platform/jobs/job.h"
+#include "platform/jobs/quantity.h"
 
 namespace zenith::cli {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "platform/api_client.h"
+#include "platform/http/api_client.h"
 
 namespace zenith::cli {
 

@@ -12,11 +12,11 @@
 #include <fstream>
 #include <thread>
 
-#include "platform/controller.h"
-#include "platform/device_inventory.h"
-#include "platform/isolation.h"
-#include "platform/quantity.h"
-#include "platform/scheduler.h"
+#include "platform/exec/isolation.h"
+#include "platform/jobs/controller.h"
+#include "platform/jobs/device_inventory.h"
+#include "platform/jobs/quantity.h"
+#include "platform/jobs/scheduler.h"
 
 namespace zenith::cli {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "platform/job_spec.h"
+#include "platform/jobs/job_spec.h"
 
 namespace zenith::cli {
 

@@ -5,8 +5,8 @@
 #include "cli/client.h"
 #include "cli/command.h"
 #include "cli/foreground.h"
-#include "platform/job_spec.h"
-#include "platform/quantity.h"
+#include "platform/jobs/job_spec.h"
+#include "platform/jobs/quantity.h"
 
 namespace zenith::cli {
 namespace {

@@ -12,8 +12,8 @@
 #include "cli/client.h"
 #include "cli/command.h"
 #include "cli/stop_signal.h"
-#include "platform/quantity.h"
-#include "platform/service_store.h"
+#include "platform/jobs/quantity.h"
+#include "platform/services/service_store.h"
 #include "serve/inference_server.h"
 
 namespace zenith::cli {

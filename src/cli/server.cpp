@@ -5,11 +5,11 @@
 #include "cli/client.h"
 #include "cli/command.h"
 #include "cli/stop_signal.h"
-#include "platform/api_server.h"
-#include "platform/isolation.h"
-#include "platform/platform.h"
-#include "platform/quantity.h"
-#include "platform/token.h"
+#include "platform/exec/isolation.h"
+#include "platform/http/api_server.h"
+#include "platform/http/api_token.h"
+#include "platform/jobs/job_manager.h"
+#include "platform/jobs/quantity.h"
 
 namespace zenith::cli {
 namespace {
@@ -23,7 +23,7 @@ double duration_option(const std::string& text, const char* flag) {
 
 int run_server(int argc, char** argv) {
   CLI::App app{"Run the job server: REST API, scheduler, executors, alerts", "zenith server"};
-  platform::PlatformOptions options;
+  platform::JobManagerOptions options;
   std::string host = "127.0.0.1", hang = "10m", grace = "3s";
   int port = 7070;
   options.data_dir = default_data_dir();
@@ -51,7 +51,7 @@ int run_server(int argc, char** argv) {
 
   std::filesystem::create_directories(options.data_dir);
   const std::string token = platform::load_or_create_token(options.data_dir);
-  platform::Platform platform(options);
+  platform::JobManager platform(options);
   platform::ApiServer api(platform, token);
   const int bound = api.bind(host, port);
   platform.start();

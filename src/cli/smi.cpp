@@ -1,8 +1,8 @@
 // `zenith smi`: devices, which job holds each, utilisation and memory (like npu-smi).
 #include "cli/client.h"
 #include "cli/command.h"
-#include "platform/device_inventory.h"
-#include "platform/quantity.h"
+#include "platform/jobs/device_inventory.h"
+#include "platform/jobs/quantity.h"
 
 namespace zenith::cli {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "cli/client.h"
 #include "cli/command.h"
-#include "platform/quantity.h"
-#include "platform/service_store.h"
+#include "platform/jobs/quantity.h"
+#include "platform/services/service_store.h"
 
 namespace zenith::cli {
 namespace {

@@ -26,8 +26,8 @@
 #include "cli/command.h"
 #include "cli/foreground.h"
 #include "cli/progress.h"
-#include "io/atomic_file.h"
-#include "platform/job_spec.h"
+#include "core/atomic_file.h"
+#include "platform/jobs/job_spec.h"
 #include "zenith/zenith.h"
 
 namespace zenith::cli {
@@ -443,7 +443,7 @@ int run_train(int argc, char** argv) {
                       model.history().empty() ? 0.0 : epoch_sum / double(model.history().size())},
                      {"threads", context::get_num_threads()},
                      {"ranks", world}};
-    io::write_file_atomic(s.out + "/eval_log.json", log.dump(2) + "\n");
+    core::write_file_atomic(s.out + "/eval_log.json", log.dump(2) + "\n");
   };
   try {
     model.fit(s.epochs, train.dataset, test.dataset, s.eval_every, cbs, false, initial_epoch);

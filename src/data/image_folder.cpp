@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/atomic_file.h"
 #include "data/file_reader.h"
 #include "data/image_codec.h"
-#include "io/atomic_file.h"
 #include "zenith/data.h"
 
 namespace zenith::dataset {
@@ -29,7 +29,7 @@ class ImageFolderNode : public DatasetNode {
     ZENITH_CHECK(index >= 0 && index < size(), "[image-folder] index ", index, " out of range [0, ",
                  size(), ")");
     const auto& [path, label] = files_[size_t(index)];
-    Tensor image = vision::decode_image(io::read_file(path, "image-folder"), path, channels_);
+    Tensor image = vision::decode_image(core::read_file(path, "image-folder"), path, channels_);
     Tensor l = Tensor::empty({}, DType::i64);
     *l.data<int64_t>() = label;
     return {image, l};

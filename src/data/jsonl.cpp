@@ -2,7 +2,7 @@
 // int64 when every value in the file is an integer, else float32.
 #include <nlohmann/json.hpp>
 
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "zenith/data.h"
 
 namespace zenith::dataset {
@@ -63,7 +63,7 @@ class JsonLinesNode : public DatasetNode {
 
 Dataset JsonLinesDataset(const std::string& path, const std::vector<std::string>& columns) {
   ZENITH_CHECK(!columns.empty(), "[jsonl] ", path, ": no columns requested");
-  std::string text = io::read_file(path, "jsonl");
+  std::string text = core::read_file(path, "jsonl");
   struct Parsed {
     std::vector<std::vector<double>> values;
     std::vector<Shape> shapes;

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "zenith/autograd.h"
 #include "zenith/io.h"
 
@@ -166,7 +166,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   unsigned char size_le[8];
   for (int i = 0; i < 8; ++i) size_le[i] = uint8_t(n >> (8 * i));
 
-  AtomicFile out(path);
+  core::AtomicFile out(path);
   out.write(size_le, 8);
   out.write(json);
   for (const auto& t : plain)

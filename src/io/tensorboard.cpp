@@ -12,7 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/protobuf_lite.h"
 #include "zenith/io.h"
 
@@ -125,7 +125,7 @@ void SummaryWriter::flush() {
 }
 
 std::vector<std::string> read_tfrecords(const std::string& path) {
-  std::string bytes = read_file(path, "tensorboard");
+  std::string bytes = core::read_file(path, "tensorboard");
   std::vector<std::string> records;
   size_t pos = 0;
   while (pos < bytes.size()) {

@@ -8,8 +8,9 @@
 #include <random>
 
 #include "data/image_codec.h"
-#include "platform/service_store.h"
-#include "platform/tls_cert.h"
+#include "platform/http/reply.h"
+#include "platform/services/service_store.h"
+#include "platform/services/tls_cert.h"
 #include "serve/metrics.h"
 #include "zenith/autograd.h"
 #include "zenith/data.h"
@@ -26,13 +27,6 @@ struct HttpError {
   int status;
   std::string message;
 };
-
-void reply(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  // Messages may quote the request's bytes: invalid UTF-8 is replaced, never thrown on.
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n",
-                  "application/json");
-}
 
 // Appends the numbers of a (possibly nested) JSON array; false on anything else.
 bool flatten(const json& v, std::vector<double>& out, size_t limit) {
@@ -260,7 +254,7 @@ struct InferenceServer::Impl {
           {{"name", "label"}, {"datatype", "BYTES"}, {"shape", {n}}, {"data", labels}}}}};
     if (body.contains("id")) out["id"] = body["id"];
     out["parameters"] = {{"batch_size", r.batch_size}, {"queue_ms", r.queue_seconds * 1e3}};
-    reply(res, 200, out);
+    platform::reply_json(res, 200, out);
   }
 
   void classify(const httplib::Request& req, httplib::Response& res) {
@@ -307,10 +301,10 @@ struct InferenceServer::Impl {
       predictions.push_back(
           {{"label", spec.labels[size_t(k)]}, {"class", k}, {"probability", probs[size_t(k)]}});
     }
-    reply(res, 200,
-          {{"model_name", options.name},
-           {"model_version", std::to_string(options.version)},
-           {"predictions", predictions}});
+    platform::reply_json(res, 200,
+                         {{"model_name", options.name},
+                          {"model_version", std::to_string(options.version)},
+                          {"predictions", predictions}});
   }
 
   // Wraps a handler: HttpError and other exceptions become {"error": ...}; every answer is
@@ -323,9 +317,9 @@ struct InferenceServer::Impl {
         fn(req, res);
       } catch (const HttpError& e) {
         if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-        reply(res, e.status, {{"error", e.message}});
+        platform::reply_error(res, e.status, e.message);
       } catch (const std::exception& e) {
-        reply(res, 500, {{"error", std::string("[serve] internal error: ") + e.what()}});
+        platform::reply_error(res, 500, std::string("[serve] internal error: ") + e.what());
       }
       metrics.request(endpoint, res.status,
                       std::chrono::duration<double>(Clock::now() - start).count());
@@ -349,29 +343,30 @@ struct InferenceServer::Impl {
         message = "[serve] request body too large (limit " +
                   std::to_string(options.max_body_bytes) + " bytes)";
       if (res.status == 404) message = "[serve] no such endpoint: " + req.method + " " + req.path;
-      reply(res, res.status, {{"error", message}});
+      platform::reply_error(res, res.status, message);
       metrics.request("other", res.status, 0);
     });
     s.Get("/v2/health/live", handle("health", [](auto&, auto& res) {
-            reply(res, 200, {{"live", true}});
+            platform::reply_json(res, 200, {{"live", true}});
           }));
     s.Get("/v2/health/ready", handle("health", [](auto&, auto& res) {
-            reply(res, 200, {{"ready", true}});
+            platform::reply_json(res, 200, {{"ready", true}});
           }));
     s.Get("/v2", handle("metadata", [](auto&, auto& res) {
-            reply(res, 200,
-                  {{"name", "zenith"}, {"version", "0.1.0"}, {"extensions", json::array()}});
+            platform::reply_json(
+                res, 200,
+                {{"name", "zenith"}, {"version", "0.1.0"}, {"extensions", json::array()}});
           }));
     const std::string model = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
     s.Get(model, handle("metadata", [this](auto& req, auto& res) {
             authorize(req);
             check_model(req);
-            reply(res, 200, metadata());
+            platform::reply_json(res, 200, metadata());
           }));
     s.Get(model + "/ready", handle("metadata", [this](auto& req, auto& res) {
             authorize(req);
             check_model(req);
-            reply(res, 200, {{"name", options.name}, {"ready", true}});
+            platform::reply_json(res, 200, {{"name", options.name}, {"ready", true}});
           }));
     s.Post(model + "/infer", handle("infer", [this](auto& req, auto& res) { infer(req, res); }));
     s.Post(model + "/classify",

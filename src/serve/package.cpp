@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "platform/service_store.h"
+#include "platform/services/service_store.h"
 #include "zenith/data.h"
 #include "zenith/io.h"
 #include "zenith/models.h"

@@ -11,7 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/cli_test_util.h"
+#include "support/files.h"
+#include "support/mnist.h"
+#include "support/run_zenith.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -22,28 +25,19 @@ using zenith::testing::write_mnist;
 
 CliResult zenith(const std::string& args) { return zenith::testing::run_zenith(args); }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 class TrainCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::temp_directory_path() /
-            ("zenith_cli_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
     data_ = root_ / "mnist";
     write_mnist(data_, "train", 320);
     write_mnist(data_, "t10k", 100);
   }
-  void TearDown() override { fs::remove_all(root_); }
   std::string train_args(const std::string& out) const {
     return "train --dataset mnist --data-dir " + data_.string() + " --batch-size 32 --out " +
            (root_ / out).string() + " --threads 1 --progress plain --log-every 5";
   }
-  fs::path root_, data_;
+  zenith::testing::TempDir dir_{"cli"};
+  fs::path root_ = dir_.path(), data_;
 };
 
 TEST_F(TrainCli, TrainsWritesOutputsAndEvaluates) {
@@ -54,12 +48,12 @@ TEST_F(TrainCli, TrainsWritesOutputsAndEvaluates) {
   fs::path out = root_ / "run";
   EXPECT_TRUE(fs::exists(out / "checkpoint_epoch_1.safetensors"));
   EXPECT_TRUE(fs::exists(out / "checkpoint_epoch_2.safetensors"));
-  auto log = nlohmann::json::parse(read((out / "eval_log.json").string()));
+  auto log = nlohmann::json::parse(zenith::testing::read_all((out / "eval_log.json").string()));
   EXPECT_EQ(log["status"], "finished");
   EXPECT_EQ(log["history"].size(), 2u);
   EXPECT_GT(log["final"]["Accuracy"].get<double>(), 0.5);  // bands are easy
   EXPECT_TRUE(log["timing"].contains("mean_epoch_seconds"));
-  std::istringstream metrics(read((out / "metrics.jsonl").string()));
+  std::istringstream metrics(zenith::testing::read_all((out / "metrics.jsonl").string()));
   std::string line;
   int losses = 0;
   while (std::getline(metrics, line)) losses += nlohmann::json::parse(line)["name"] == "loss";
@@ -87,8 +81,10 @@ TEST_F(TrainCli, ResumeRepeatsTheUninterruptedRun) {
         .output;
   };
   EXPECT_EQ(eval("full"), eval("resumed"));
-  auto a = nlohmann::json::parse(read((root_ / "full/eval_log.json").string()))["history"];
-  auto b = nlohmann::json::parse(read((root_ / "resumed/eval_log.json").string()))["history"];
+  auto a = nlohmann::json::parse(
+      zenith::testing::read_all((root_ / "full/eval_log.json").string()))["history"];
+  auto b = nlohmann::json::parse(
+      zenith::testing::read_all((root_ / "resumed/eval_log.json").string()))["history"];
   ASSERT_EQ(b.size(), 3u);  // the resumed log carries the first epoch's record too
   for (int i = 1; i < 3; ++i) EXPECT_EQ(a[i]["train_loss"], b[i]["train_loss"]) << i;
 }
@@ -100,7 +96,8 @@ TEST_F(TrainCli, YamlConfig) {
                       << "\nprogress: none\n";
   auto r = zenith("train --config " + yaml + " --limit-train 64");
   ASSERT_EQ(r.code, 0) << r.output;
-  auto log = nlohmann::json::parse(read((root_ / "yaml/eval_log.json").string()));
+  auto log =
+      nlohmann::json::parse(zenith::testing::read_all((root_ / "yaml/eval_log.json").string()));
   EXPECT_EQ(log["config"]["model"], "lenet");
   EXPECT_EQ(log["config"]["lr"], 0.05);
   EXPECT_EQ(log["config"]["limit-train"], 64);  // flags override the file
@@ -117,7 +114,8 @@ TEST_F(TrainCli, NesterovAndLabelSmoothing) {
   auto first_loss = [&](const std::string& out, const std::string& extra) {
     auto r = zenith(train_args(out) + " --epochs 1 --limit-train 64 " + extra);
     EXPECT_EQ(r.code, 0) << r.output;
-    auto log = nlohmann::json::parse(read((root_ / out / "eval_log.json").string()));
+    auto log =
+        nlohmann::json::parse(zenith::testing::read_all((root_ / out / "eval_log.json").string()));
     return std::pair{log["history"][0]["train_loss"].get<double>(), log["config"]};
   };
   auto [plain, plain_cfg] = first_loss("plain", "");
@@ -136,7 +134,8 @@ TEST_F(TrainCli, NesterovAndLabelSmoothing) {
 TEST_F(TrainCli, WarmupStableDecaySchedule) {
   auto r = zenith(train_args("wsd") + " --epochs 4 --lr 0.02 --schedule wsd --decay-epochs 2");
   ASSERT_EQ(r.code, 0) << r.output;
-  auto h = nlohmann::json::parse(read((root_ / "wsd/eval_log.json").string()))["history"];
+  auto h = nlohmann::json::parse(
+      zenith::testing::read_all((root_ / "wsd/eval_log.json").string()))["history"];
   ASSERT_EQ(h.size(), 4u);
   EXPECT_DOUBLE_EQ(h[0]["learning_rate"].get<double>(), 0.02);
   EXPECT_DOUBLE_EQ(h[1]["learning_rate"].get<double>(), 0.02);  // the decay starts here
@@ -158,8 +157,10 @@ TEST_F(TrainCli, AccumulateStepsTrainsLikeTheCombinedBatch) {
   EXPECT_NE(r.output.find("10 steps per epoch (2 batches of 16 per step)"), std::string::npos)
       << r.output;
   ASSERT_EQ(zenith(train_args("plain") + " --epochs 2").code, 0);
-  auto acc = nlohmann::json::parse(read((root_ / "acc/eval_log.json").string()));
-  auto plain = nlohmann::json::parse(read((root_ / "plain/eval_log.json").string()));
+  auto acc =
+      nlohmann::json::parse(zenith::testing::read_all((root_ / "acc/eval_log.json").string()));
+  auto plain =
+      nlohmann::json::parse(zenith::testing::read_all((root_ / "plain/eval_log.json").string()));
   EXPECT_EQ(acc["config"]["accumulate-steps"], 2);
   for (int e = 0; e < 2; ++e)
     EXPECT_NEAR(acc["history"][e]["train_loss"].get<double>(),
@@ -179,7 +180,8 @@ TEST_F(TrainCli, ImageSizeResizesAnyDataset) {
   EXPECT_NE(r.output.find("seedcnn(in_channels=1, image_size=32, num_classes=10)"),
             std::string::npos)
       << r.output;
-  auto log = nlohmann::json::parse(read((root_ / "r32/eval_log.json").string()));
+  auto log =
+      nlohmann::json::parse(zenith::testing::read_all((root_ / "r32/eval_log.json").string()));
   EXPECT_EQ(log["config"]["image-size"], 32);
   auto e = zenith("eval --dataset mnist --data-dir " + data_.string() + " --checkpoint " +
                   (root_ / "r32/checkpoint_epoch_1.safetensors").string());
@@ -228,7 +230,7 @@ TEST_F(TrainCli, BadInputIsAClearErrorAndWritesNothing) {
 TEST_F(TrainCli, MismatchedCheckpointListsTensorsAndIsNotOverwritten) {
   ASSERT_EQ(zenith(train_args("run") + " --epochs 1 --limit-train 64").code, 0);
   std::string ckpt = (root_ / "run/checkpoint_epoch_1.safetensors").string();
-  std::string before = read(ckpt);
+  std::string before = zenith::testing::read_all(ckpt);
   auto r = zenith("eval --model lenet --checkpoint " + ckpt);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("does not fit the model (the checkpoint is a 'seedcnn("),
@@ -240,7 +242,7 @@ TEST_F(TrainCli, MismatchedCheckpointListsTensorsAndIsNotOverwritten) {
   r = zenith("train --resume " + ckpt + " --model lenet --epochs 3");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("does not fit the model"), std::string::npos) << r.output;
-  EXPECT_EQ(read(ckpt), before);
+  EXPECT_EQ(zenith::testing::read_all(ckpt), before);
   EXPECT_FALSE(fs::exists(root_ / "run/checkpoint_epoch_2.safetensors"));
   // A corrupt checkpoint names the file.
   std::ofstream(ckpt, std::ios::binary) << before.substr(0, 100);

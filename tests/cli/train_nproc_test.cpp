@@ -11,7 +11,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_test_util.h"
+#include "support/mnist.h"
+#include "support/run_zenith.h"
+#include "support/temp_dir.h"
 #include "zenith/io.h"
 
 namespace fs = std::filesystem;
@@ -31,20 +33,18 @@ void write_mnist(const fs::path& dir, const std::string& prefix, int n) {
 class TrainNproc : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("zenith_nproc_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
     write_mnist(root_ / "mnist", "train", 640);
     write_mnist(root_ / "mnist", "t10k", 90);
     ::setenv("ZENITH_DATA", (root_ / "platform").c_str(), 1);  // the job's logs
   }
-  void TearDown() override { fs::remove_all(root_); }
   // 20 steps of SeedCNN with the global batch 32, momentum SGD.
   std::string args(const std::string& out, int batch) const {
     return "train --model seedcnn --dataset mnist --data-dir " + (root_ / "mnist").string() +
            " --epochs 1 --lr 0.05 --threads 1 --progress plain --log-every 5 --batch-size " +
            std::to_string(batch) + " --out " + (root_ / out).string();
   }
-  fs::path root_;
+  zenith::testing::TempDir dir_{"nproc"};
+  fs::path root_ = dir_.path();
 };
 
 TEST_F(TrainNproc, RanksMatchOneProcessWithTheCombinedBatch) {

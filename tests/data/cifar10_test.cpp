@@ -2,8 +2,9 @@
 // byte then R, G, B planes of 32x32.
 #include <gtest/gtest.h>
 
-#include "data/temp_dir.h"
+#include "support/files.h"
 #include "support/op_check.h"
+#include "support/temp_dir.h"
 #include "zenith/data.h"
 
 namespace zt = zenith::testing;

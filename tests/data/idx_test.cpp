@@ -4,17 +4,19 @@
 
 #include <filesystem>
 
-#include "data/temp_dir.h"
+#include "support/files.h"
+#include "support/gzip.h"
+#include "support/mnist.h"
 #include "support/op_check.h"
+#include "support/temp_dir.h"
 #include "zenith/data.h"
 
 namespace zt = zenith::testing;
 using zenith::dataset::FashionMnistDataset;
 using zenith::dataset::MnistDataset;
+using zenith::testing::be32;
 
 namespace {
-
-std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
 
 std::string idx_images(int n, int rows, int cols, uint32_t magic = 0x803) {
   std::string s = be32(magic) + be32(n) + be32(rows) + be32(cols);

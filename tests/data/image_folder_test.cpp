@@ -2,8 +2,9 @@
 #include <gtest/gtest.h>
 
 #include "data/image_codec.h"
-#include "data/temp_dir.h"
+#include "support/files.h"
 #include "support/op_check.h"
+#include "support/temp_dir.h"
 #include "zenith/data.h"
 
 namespace zt = zenith::testing;

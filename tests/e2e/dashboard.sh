@@ -9,14 +9,8 @@ build=$(dirname "$ZENITH")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 modules="$build/web-npm/node_modules"
 artifacts="$build/test-artifacts/dashboard"
-work=$(mktemp -d /tmp/zenith_e2e_dashboard.XXXXXX)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  for p in $(grep -lsa "ZENITH_JOB_DIR=$work" /proc/[0-9]*/environ | cut -d/ -f3); do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$here/../support/e2e_work.bash"
+e2e_work dashboard
 fail() {
   echo "FAIL: $*"
   [ -f "$work/server.log" ] && tail -20 "$work/server.log" && cp "$work/server.log" "$artifacts/" 2>/dev/null

@@ -8,13 +8,8 @@ set -u
 ZENITH=$(realpath "$1")
 data=/usr/share/datasets/fashion-mnist
 [ -d "$data" ] || { echo "missing $data: apt-get install dataset-fashion-mnist" >&2; exit 1; }
-work=$(mktemp -d /tmp/zenith_e2e_ddp.XXXXXX)
-cleanup() {
-  # Nothing of ours may outlive the test.
-  for p in $(grep -lsa "ZENITH_JOB_DIR=$work" /proc/[0-9]*/environ | cut -d/ -f3); do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_work.bash"
+e2e_work ddp
 fail() { echo "FAIL: $*"; exit 1; }
 cd "$work"
 export ZENITH_DATA="$work/data" ZENITH_COMM_TIMEOUT=20

@@ -3,15 +3,8 @@
 # cancel/smi, including bad input. $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")
-work=$(mktemp -d /tmp/zenith_e2e_platform.XXXXXX)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  # Nothing of ours may outlive the test.
-  for p in $(grep -lsa "ZENITH_JOB_DIR=$work" /proc/[0-9]*/environ | cut -d/ -f3); do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_work.bash"
+e2e_work platform
 fail() { echo "FAIL: $*"; exit 1; }
 cd "$work"
 

@@ -2,13 +2,11 @@
 // refused with every mismatch listed and the model left untouched.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "support/op_check.h"
+#include "support/temp_dir.h"
 #include "zenith/io.h"
 #include "zenith/optim.h"
 
-namespace fs = std::filesystem;
 using zenith::Tensor;
 using zenith::testing::throws_with;
 
@@ -26,15 +24,12 @@ class Toy : public zenith::nn::Cell {
   std::string type_name() const override { return "Toy"; }
 };
 
-std::string temp_file(const std::string& name) {
-  return (fs::temp_directory_path() / (std::to_string(::getpid()) + "_" + name)).string();
-}
-
 TEST(Checkpoint, RoundTripsModelOptimizerAndMetadata) {
   zenith::manual_seed(1);
   auto net = std::make_shared<Toy>(3, 2);
   auto opt = zenith::nn::Momentum(net->trainable_params(), 0.1, 0.9);
-  std::string path = temp_file("ckpt.safetensors");
+  zenith::testing::TempDir dir("checkpoint");
+  const std::string path = dir / "ckpt.safetensors";
   zenith::io::save_checkpoint(path, *net, opt.get(), {{"epoch", "4"}, {"architecture", "toy"}});
 
   zenith::manual_seed(2);
@@ -48,12 +43,12 @@ TEST(Checkpoint, RoundTripsModelOptimizerAndMetadata) {
   auto raw = zenith::io::load_safetensors(path);
   EXPECT_TRUE(raw.count("optimizer.step"));
   EXPECT_TRUE(raw.count("count"));
-  fs::remove(path);
 }
 
 TEST(Checkpoint, DifferentArchitectureListsMismatchesAndChangesNothing) {
   auto net = std::make_shared<Toy>(3, 2);
-  std::string path = temp_file("arch.safetensors");
+  zenith::testing::TempDir dir("checkpoint");
+  const std::string path = dir / "arch.safetensors";
   zenith::io::save_checkpoint(path, *net, nullptr, {{"architecture", "toy-3-2"}});
   auto wider = std::make_shared<Toy>(4, 2);
   Tensor before = wider->state_dict().at("weight").clone();
@@ -67,7 +62,6 @@ TEST(Checkpoint, DifferentArchitectureListsMismatchesAndChangesNothing) {
   auto opt = zenith::nn::Momentum(same->trainable_params(), 0.1, 0.9);
   EXPECT_TRUE(throws_with([&] { zenith::io::load_checkpoint(path, *same, opt.get()); },
                           "holds no optimizer state"));
-  fs::remove(path);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/op_check.h"
+#include "support/temp_dir.h"
 #include "zenith/io.h"
 
 namespace fs = std::filesystem;
@@ -19,15 +20,7 @@ namespace {
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("zenith_st_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  std::string file(const std::string& name) const { return dir_ / name; }
 
   // Writes an 8-byte little-endian header size, the header and the data.
   std::string write_raw(const std::string& name, const std::string& header, const std::string& data,
@@ -40,7 +33,7 @@ class SafetensorsTest : public ::testing::Test {
     return path;
   }
 
-  fs::path dir_;
+  zenith::testing::TempDir dir_{"safetensors"};
 };
 
 std::string bytes_of(const void* p, size_t n) {
@@ -85,7 +78,7 @@ TEST_F(SafetensorsTest, RoundTripsEveryDtype) {
   EXPECT_EQ(n % 8, 0u);
   // No temporary file is left behind.
   int files = 0;
-  for (auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
+  for (auto& e : fs::directory_iterator(dir_.path())) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
 }
 

@@ -7,6 +7,7 @@
 
 #include "io/protobuf_lite.h"
 #include "support/op_check.h"
+#include "support/temp_dir.h"
 #include "zenith/io.h"
 
 namespace fs = std::filesystem;
@@ -14,11 +15,7 @@ using zenith::testing::throws_with;
 
 namespace {
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("zenith_tb_" + std::to_string(::getpid()));
-  TempDir() { fs::remove_all(path), fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
+using zenith::testing::TempDir;
 
 TEST(TensorBoard, Crc32cKnownValues) {
   // The CRC-32C check value, and RFC 3720's 32 zero bytes.
@@ -45,10 +42,10 @@ TEST(TensorBoard, VarintsAndFieldsMatchTheWireFormat) {
 }
 
 TEST(TensorBoard, WritesScalarsThatReadBack) {
-  TempDir dir;
+  TempDir dir("tensorboard");
   std::string path;
   {
-    zenith::io::SummaryWriter w((dir.path / "summary").string());
+    zenith::io::SummaryWriter w(dir / "summary");
     path = w.path();
     w.add_scalar("loss", 0.25, 1, 1000.5);
     w.add_scalar("accuracy", 0.875, 2, 1001.0);
@@ -84,10 +81,10 @@ TEST(TensorBoard, WritesScalarsThatReadBack) {
 }
 
 TEST(TensorBoard, CorruptFilesAreDetected) {
-  TempDir dir;
+  TempDir dir("tensorboard");
   std::string path;
   {
-    zenith::io::SummaryWriter w(dir.path.string());
+    zenith::io::SummaryWriter w(dir.str());
     path = w.path();
     w.add_scalar("loss", 1.0, 0);
   }

@@ -9,26 +9,21 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "data/image_codec.h"
 #include "serve_test_util.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
 
 namespace zenith::serve {
 namespace {
 
 using nlohmann::json;
-using test::TempDir;
+using zenith::testing::read_all;
+using zenith::testing::TempDir;
 
 const char* kFashion = "/usr/share/datasets/fashion-mnist";
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Runs a shell command line; returns its exit status, stdout+stderr in *out.
 int run(const std::string& cmd, std::string* out, const std::string& log) {

@@ -10,15 +10,16 @@
 #include <random>
 
 #include "data/image_codec.h"
-#include "platform/service_store.h"
+#include "platform/services/service_store.h"
 #include "serve_test_util.h"
+#include "support/temp_dir.h"
 
 namespace zenith::serve {
 namespace {
 
 using nlohmann::json;
 using test::RunningServer;
-using test::TempDir;
+using zenith::testing::TempDir;
 
 // One package and token store for the whole suite; each test starts its own server.
 class InferenceServerTest : public ::testing::Test {

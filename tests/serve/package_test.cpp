@@ -7,11 +7,12 @@
 #include <fstream>
 
 #include "serve_test_util.h"
+#include "support/temp_dir.h"
 
 namespace zenith::serve {
 namespace {
 
-using test::TempDir;
+using zenith::testing::TempDir;
 
 TEST(Package, FromCheckpointCarriesArchitectureInputSpecLabelsAndHash) {
   TempDir dir("package");

@@ -1,4 +1,5 @@
-// Helpers for the serve tests: temp dirs, a small SeedCNN package, an HTTPS client.
+// Helpers for the serve tests: a small SeedCNN checkpoint, an in-process service and its HTTPS
+// client (temp dirs and files: tests/support/).
 #pragma once
 
 #include <httplib.h>
@@ -10,15 +11,9 @@
 #include <thread>
 
 #include "serve/inference_server.h"
-#include "support/temp_dir.h"
 #include "zenith/zenith.h"
 
 namespace zenith::serve::test {
-
-// temp/zenith_serve_<tag>_<pid>, removed on scope exit.
-struct TempDir : zenith::testing::TempDir {
-  explicit TempDir(const std::string& tag) : zenith::testing::TempDir("serve_" + tag) {}
-};
 
 // A randomly initialised 1x28x28 SeedCNN checkpoint as `zenith train` writes it.
 inline std::string write_seedcnn_checkpoint(const std::string& dir, uint64_t seed = 7) {

@@ -1,18 +1,19 @@
 // Service tokens in the store: 256-bit secrets kept only as SHA-256, scoped to one service,
-// expiry and revocation (src/platform/service_store.cpp).
+// expiry and revocation (src/platform/services/service_store.cpp).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 #include <thread>
 
-#include "platform/service_store.h"
+#include "platform/services/service_store.h"
 #include "serve_test_util.h"
+#include "support/temp_dir.h"
 
 namespace zenith::platform {
 namespace {
 
-using serve::test::TempDir;
+using zenith::testing::TempDir;
 
 TEST(ServiceTokens, SecretIs256BitsAndOnlyItsHashIsStored) {
   TempDir dir("tokens_hash");
@@ -28,7 +29,7 @@ TEST(ServiceTokens, SecretIs256BitsAndOnlyItsHashIsStored) {
     EXPECT_NE(store.create_token("fmnist-api").second, secret);  // fresh randomness each time
   }
   // Nothing in the database files holds the secret's random part.
-  for (const auto& e : std::filesystem::directory_iterator(dir.path)) {
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
     std::ifstream in(e.path(), std::ios::binary);
     std::stringstream s;
     s << in.rdbuf();

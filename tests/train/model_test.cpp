@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/op_check.h"
+#include "support/temp_dir.h"
 #include "zenith/context.h"
 #include "zenith/train.h"
 
@@ -21,18 +22,7 @@ namespace cb = zenith::callbacks;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("zenith_model_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& n) const { return (path / n).string(); }
-};
+using zenith::testing::TempDir;
 
 // Three Gaussian blobs in 4-d: an easy 3-class problem.
 dataset::Dataset blobs(int64_t n, uint64_t seed) {
@@ -121,12 +111,12 @@ TEST_F(ModelTest, TrainsEvaluatesAndPredicts) {
 }
 
 TEST_F(ModelTest, ResumeFromEpochCheckpointRepeatsTheLossesExactly) {
-  TempDir dir;
+  TempDir dir("model");
   auto train = blobs(200, 1).shuffle(5).batch(16);
   auto full = make_parts();
   Model a(full.net, full.loss, full.opt);
   auto rec_a = std::make_shared<Recorder>();
-  a.train(4, train, {rec_a, cb::ModelCheckpoint(dir.path.string())});
+  a.train(4, train, {rec_a, cb::ModelCheckpoint(dir.str())});
   ASSERT_TRUE(fs::exists(dir / "checkpoint_epoch_2.safetensors"));
 
   // A new process would build the model from another seed; the checkpoint restores it all.
@@ -149,13 +139,13 @@ TEST_F(ModelTest, ResumeFromEpochCheckpointRepeatsTheLossesExactly) {
 }
 
 TEST_F(ModelTest, ResumeFromStepCheckpointMidEpoch) {
-  TempDir dir;
+  TempDir dir("model");
   auto train = blobs(200, 1).shuffle(5).batch(16);  // 13 steps per epoch
   auto full = make_parts();
   Model a(full.net, full.loss, full.opt);
   auto rec_a = std::make_shared<Recorder>();
   cb::CheckpointConfig every_20{.save_checkpoint_epochs = 0, .save_checkpoint_steps = 20};
-  a.train(3, train, {rec_a, cb::ModelCheckpoint(dir.path.string(), every_20)});
+  a.train(3, train, {rec_a, cb::ModelCheckpoint(dir.str(), every_20)});
   ASSERT_TRUE(fs::exists(dir / "checkpoint_step_20.safetensors"));
 
   auto resumed = make_parts(0.1, 7);
@@ -201,14 +191,14 @@ TEST_F(ModelTest, AccumulationEqualsTheCombinedBatch) {
 // A step checkpoint taken mid-epoch under accumulation resumes at the same batch: the losses
 // repeat exactly; resuming it with another accumulation count is a clear error.
 TEST_F(ModelTest, ResumeMidEpochWithAccumulation) {
-  TempDir dir;
+  TempDir dir("model");
   auto train = blobs(200, 1).shuffle(5).batch(8);  // 25 batches: 13 steps of 2 per epoch
   auto full = make_parts();
   Model a(full.net, full.loss, full.opt);
   a.set_accumulation_steps(2);
   auto rec_a = std::make_shared<Recorder>();
   cb::CheckpointConfig every_9{.save_checkpoint_epochs = 0, .save_checkpoint_steps = 9};
-  a.train(2, train, {rec_a, cb::ModelCheckpoint(dir.path.string(), every_9)});
+  a.train(2, train, {rec_a, cb::ModelCheckpoint(dir.str(), every_9)});
   ASSERT_EQ(rec_a->losses.size(), 26u);
   ASSERT_TRUE(fs::exists(dir / "checkpoint_step_18.safetensors"));
 
@@ -242,12 +232,12 @@ class Explode : public cb::Callback {
 };
 
 TEST_F(ModelTest, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
-  TempDir dir;
+  TempDir dir("model");
   auto p = make_parts();
   Model model(p.net, p.loss, p.opt);
   auto train = blobs(64, 1).batch(16);
   try {
-    model.train(5, train, {std::make_shared<Explode>(3), cb::ModelCheckpoint(dir.path.string())});
+    model.train(5, train, {std::make_shared<Explode>(3), cb::ModelCheckpoint(dir.str())});
     FAIL() << "expected the NaN guard to stop training";
   } catch (const zenith::Error& e) {
     std::string msg = e.what();
@@ -270,14 +260,14 @@ TEST_F(ModelTest, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
 }
 
 TEST_F(ModelTest, EarlyStoppingAndCheckpointRetention) {
-  TempDir dir;
+  TempDir dir("model");
   auto p = make_parts(/*lr=*/0.0);  // nothing improves
   Model model(p.net, p.loss, p.opt, {{"Accuracy", zenith::metrics::Accuracy()}});
   auto train = blobs(60, 1).batch(20);
   cb::CheckpointConfig keep2{.keep_checkpoint_max = 2};
-  model.fit(50, train, blobs(30, 2).batch(30), 1,
-            {cb::EarlyStopping("eval_loss", /*patience=*/2),
-             cb::ModelCheckpoint(dir.path.string(), keep2)});
+  model.fit(
+      50, train, blobs(30, 2).batch(30), 1,
+      {cb::EarlyStopping("eval_loss", /*patience=*/2), cb::ModelCheckpoint(dir.str(), keep2)});
   EXPECT_EQ(model.epochs_done(), 4);  // best at 1, then 3 epochs without improvement
   EXPECT_FALSE(fs::exists(dir / "checkpoint_epoch_2.safetensors"));
   EXPECT_TRUE(fs::exists(dir / "checkpoint_epoch_3.safetensors"));
@@ -288,7 +278,7 @@ TEST_F(ModelTest, EarlyStoppingAndCheckpointRetention) {
 }
 
 TEST_F(ModelTest, SummaryCollectorAndMetricsLogger) {
-  TempDir dir;
+  TempDir dir("model");
   auto p = make_parts();
   Model model(p.net, p.loss, p.opt, {{"Accuracy", zenith::metrics::Accuracy()}});
   auto train = blobs(90, 1).batch(30);  // 3 steps per epoch

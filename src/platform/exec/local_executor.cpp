@@ -1,0 +1,264 @@
+// The local executor: one shim per rank on this host, with the job's cgroup, affinity per
+// device, PID/mount namespaces where the kernel allows them, and RLIMIT_AS as the fallback.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "platform/exec/executor.h"
+#include "platform/exec/isolation.h"
+#include "platform/exec/log_tail.h"
+#include "platform/exec/process_tree.h"
+#include "platform/exec/rank_shim.h"
+#include "platform/exec/rank_table.h"
+#include "platform/jobs/quantity.h"
+
+extern char** environ;
+
+namespace zenith::platform {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class LocalRun : public JobRun {
+ public:
+  LocalRun(JobPaths paths, std::unique_ptr<JobCgroup> cgroup, std::vector<bool> children)
+      : paths_(std::move(paths)), cgroup_(std::move(cgroup)), children_(std::move(children)) {}
+
+  ~LocalRun() override {
+    // Reap shims that already ended so none lingers as a zombie.
+    for (std::size_t i = 0; i < pids_.size(); ++i)
+      if (children_[i] && pids_[i] > 0) waitpid(pids_[i], nullptr, WNOHANG);
+  }
+
+  void track(const JobRecord& job) {
+    pids_.clear();
+    for (const auto& r : job.ranks) pids_.push_back(r.pid);
+  }
+
+  RunOutcome poll(JobRecord& job) override {
+    RunOutcome out;
+    bool all_done = true, all_ok = true;
+    for (std::size_t i = 0; i < job.ranks.size(); ++i) {
+      RankRecord& r = job.ranks[i];
+      if (r.state == "running") update_rank(r, i);
+      if (r.state == "running") {
+        all_done = false;
+        continue;
+      }
+      bool ok = r.state == "exited" && r.exit_code == 0;
+      if (!ok && all_ok) {
+        all_ok = false;
+        describe_failure(job, r, out);
+      }
+    }
+    if (!all_ok)
+      out.status = RunOutcome::Failed;
+    else if (all_done)
+      out.status = RunOutcome::Succeeded;
+    return out;
+  }
+
+  void stop(JobRecord& job, double grace_s) override {
+    stopping_ = true;
+    for (auto& r : job.ranks)
+      if (r.state == "running") kill(r.pid, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+    while (std::chrono::steady_clock::now() < deadline && any_running(job)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    // Whatever is left: the whole session of each rank, then the cgroup.
+    for (auto& r : job.ranks) {
+      if (r.pid <= 0 || !process_alive(r.pid, r.start_time)) continue;
+      kill_rank_tree(r.pid);
+      kill(r.pid, SIGKILL);
+    }
+    if (cgroup_) cgroup_->kill_all();
+    for (int i = 0; i < 100 && any_running(job); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (auto& r : job.ranks)
+      if (r.state == "running") r.state = "lost", r.exit_code = SIGKILL;
+  }
+
+  void detach() override {
+    if (cgroup_) cgroup_->release();
+    std::fill(children_.begin(), children_.end(), false);
+  }
+
+  std::int64_t memory_usage() const override { return cgroup_ ? cgroup_->memory_usage() : 0; }
+  int oom_kills() const override { return cgroup_ ? cgroup_->oom_kills() : 0; }
+
+ private:
+  bool any_running(JobRecord& job) {
+    bool any = false;
+    for (std::size_t i = 0; i < job.ranks.size(); ++i) {
+      if (job.ranks[i].state == "running") update_rank(job.ranks[i], i);
+      if (job.ranks[i].state == "running") any = true;
+    }
+    return any;
+  }
+
+  // Learns whether a rank's shim has ended, and how its entry ended.
+  void update_rank(RankRecord& r, std::size_t i) {
+    int status = 0;
+    bool ended = false;
+    if (i < children_.size() && children_[i]) {
+      pid_t w = waitpid(r.pid, &status, WNOHANG);
+      if (w == r.pid || (w < 0 && errno == ECHILD)) ended = true;
+      if (w < 0) status = -1;
+    } else {
+      ended = !process_alive(r.pid, r.start_time);
+      status = -1;
+    }
+    if (!ended) return;
+    if (auto ex = read_rank_exit(paths_.rank_exit(r.rank))) {
+      r.state = ex->signaled ? "signaled" : "exited";
+      r.exit_code = ex->code;
+    } else if (status >= 0 && WIFSIGNALED(status)) {
+      // The shim itself was killed (SIGKILL by the OOM killer or an operator).
+      r.state = "signaled";
+      r.exit_code = WTERMSIG(status);
+    } else if (status >= 0 && WIFEXITED(status)) {
+      r.state = "exited";
+      r.exit_code = WEXITSTATUS(status);
+    } else {
+      r.state = "lost";
+      r.exit_code = 0;
+    }
+  }
+
+  void describe_failure(const JobRecord& job, const RankRecord& r, RunOutcome& out) {
+    out.rank = r.rank;
+    out.exit_code = r.exit_code;
+    out.signaled = r.state != "exited";
+    const auto lines = tail_lines(paths_.rank_log(r.rank), 20);
+    const bool cgroup_oom = cgroup_ && cgroup_->oom_kills() > 0;
+    const bool killed_under_limit =
+        job.spec.memory_bytes > 0 && r.state == "signaled" && r.exit_code == SIGKILL && !stopping_;
+    // Under RLIMIT_AS a failed allocation often ends in a crash (SIGSEGV/SIGABRT) instead.
+    const bool crashed_under_rlimit =
+        !cgroup_ && job.spec.memory_bytes > 0 && r.state == "signaled" &&
+        (r.exit_code == SIGSEGV || r.exit_code == SIGABRT || r.exit_code == SIGBUS) && !stopping_;
+    out.oom = cgroup_oom || killed_under_limit || crashed_under_rlimit || looks_like_oom(lines);
+    std::string rank = "rank " + std::to_string(r.rank);
+    if (r.state == "lost") {
+      out.lost = true;
+      out.reason = rank + " ended while no server watched it and left no exit status";
+    } else if (r.state == "signaled") {
+      out.reason = rank + " was killed by signal " + std::to_string(r.exit_code) + " (" +
+                   strsignal(r.exit_code) + ")";
+    } else {
+      out.reason = rank + " exited with code " + std::to_string(r.exit_code);
+    }
+    if (out.oom) {
+      out.reason += job.spec.memory_bytes > 0
+                        ? ": out of memory (limit " + format_size(job.spec.memory_bytes) + ")"
+                        : ": out of memory";
+    }
+  }
+
+  JobPaths paths_;
+  std::unique_ptr<JobCgroup> cgroup_;
+  std::vector<bool> children_;  // per rank: a child of this process (waitpid works)
+  std::vector<pid_t> pids_;
+  bool stopping_ = false;
+};
+
+std::map<std::string, std::string> inherited_env() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+}  // namespace
+
+std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
+                                        const std::vector<Device>& devices) {
+  const IsolationSupport& iso = isolation_support();
+  fs::create_directories(paths.logs_dir());
+  fs::create_directories(paths.work_dir());
+  // The first rank's log is also the job log.
+  std::error_code ec;
+  if (!fs::is_symlink(paths.logs_dir() + "/job.log", ec))
+    fs::create_symlink("rank_0.log", paths.logs_dir() + "/job.log", ec);
+  const int world = static_cast<int>(devices.size());
+
+  std::vector<RankInfo> infos;
+  for (int r = 0; r < world; ++r) infos.push_back({r, r, devices[r].index, "127.0.0.1"});
+  write_rank_table(paths.rank_table(), infos);
+  job.master_port = find_free_port();
+
+  // A fresh cgroup per attempt: a restart must not inherit the last attempt's OOM count.
+  const std::string cg_name = "job-" + std::to_string(job.id) + "-" + std::to_string(getpid()) +
+                              "-" + std::to_string(job.restart_count);
+  std::unique_ptr<JobCgroup> cgroup = JobCgroup::create(cg_name, job.spec.memory_bytes);
+  job.cgroup = cgroup ? cgroup->path() : "";
+
+  RankEnvContext ctx;
+  ctx.job_id = std::to_string(job.id);
+  ctx.job_dir = paths.job_dir;
+  ctx.rank_table_file = paths.rank_table();
+  ctx.master_port = job.master_port;
+  ctx.world_size = world;
+  ctx.restart_count = job.restart_count;
+
+  const auto base_env = inherited_env();
+  job.ranks.clear();
+  auto run = std::make_unique<LocalRun>(paths, std::move(cgroup), std::vector<bool>(world, true));
+  for (int r = 0; r < world; ++r) {
+    RankLaunch l;
+    l.rank = r;
+    l.device_name = devices[r].name;
+    l.cores = devices[r].cores;
+    l.working_dir = job.spec.working_dir.empty() ? paths.work_dir() : job.spec.working_dir;
+    l.command = job.spec.entry;
+    l.env = base_env;
+    for (const auto& [k, v] : job.spec.env) l.env[k] = v;
+    for (const auto& [k, v] : rank_env(ctx, infos[r])) l.env[k] = v;
+    if (devices[r].kind == "cuda") l.env["CUDA_VISIBLE_DEVICES"] = std::to_string(devices[r].index);
+    l.log_path = paths.rank_log(r);
+    l.exit_path = paths.rank_exit(r);
+    l.cgroup_procs = job.cgroup.empty() ? "" : job.cgroup + "/cgroup.procs";
+    // RLIMIT_AS bounds address space, not use: only the fallback when no cgroup exists.
+    if (job.cgroup.empty()) l.rlimit_as = job.spec.memory_bytes;
+    l.pid_namespace = iso.pid_namespace;
+    l.mount_namespace = iso.mount_namespace;
+    RankRecord rec;
+    rec.rank = r;
+    rec.device = devices[r].index;
+    try {
+      RankProcess p = launch_rank(l);
+      rec.pid = p.pid;
+      rec.start_time = p.start_time;
+      rec.state = "running";
+    } catch (...) {
+      job.ranks.push_back(rec);
+      run->track(job);
+      run->stop(job, 0);
+      throw;
+    }
+    job.ranks.push_back(rec);
+  }
+  run->track(job);
+  return run;
+}
+
+std::unique_ptr<JobRun> attach_local_run(JobRecord& job, const JobPaths& paths) {
+  auto run = std::make_unique<LocalRun>(paths, JobCgroup::open(job.cgroup),
+                                        std::vector<bool>(job.ranks.size(), false));
+  run->track(job);
+  return run;
+}
+
+}  // namespace zenith::platform

@@ -1,0 +1,56 @@
+// One rank's process: a small supervisor ("shim") that owns the rank's session, namespaces and
+// log file, and runs the entry through /bin/sh -c. The shim stamps each output line with the
+// time and writes the exit status to a file, so ranks outlive a server restart and a new
+// server can still learn how they ended.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zenith::platform {
+
+struct RankLaunch {
+  int rank = 0;
+  std::string device_name;  // for the "Rank N started" line
+  std::vector<int> cores;   // CPU affinity; empty = inherit
+  std::string working_dir;
+  std::string command;                     // run as /bin/sh -c command
+  std::map<std::string, std::string> env;  // the complete environment
+  std::string log_path;                    // appended, one timestamped line per output line
+  std::string exit_path;       // written when the entry ends: "exited N" or "signaled N"
+  std::int64_t rlimit_as = 0;  // 0 = none
+  std::string cgroup_procs;    // cgroup.procs to join before running anything; "" = none
+  bool pid_namespace = false;
+  bool mount_namespace = false;
+};
+
+struct RankProcess {
+  pid_t pid = 0;             // the shim: leader of the rank's session
+  long long start_time = 0;  // /proc/<pid>/stat starttime, guards against pid reuse
+  bool pid_namespace = false;
+};
+
+// How an entry ended, read back from the exit file.
+struct RankExit {
+  bool signaled = false;
+  int code = 0;  // exit code, or the signal number
+};
+
+// Starts the rank's shim (which starts the entry) and writes the "Rank N started" log line.
+RankProcess launch_rank(const RankLaunch& launch);
+
+// nullopt while the entry runs (or when the shim died before writing the file).
+std::optional<RankExit> read_rank_exit(const std::string& exit_path);
+
+// "2024-05-01T12:00:00.123Z", UTC.
+std::string utc_timestamp();
+
+// Appends one timestamped line to a log (O_APPEND keeps concurrent writers' lines whole).
+void append_log_line(const std::string& path, const std::string& line);
+
+}  // namespace zenith::platform

@@ -1,0 +1,58 @@
+// The monitoring dashboard inside `zenith server`: static pages at / (from the npm-built web
+// dir), the JSON API behind them under /api/v1/dashboard/ (every call needs the bearer token),
+// and the metrics ingestion that feeds it.
+//
+//   GET /                                      the single-page app (web dir's index.html)
+//   GET /ui/<file>                             its scripts, styles and the charting library
+//   GET /api/v1/dashboard/session              200 when the token is right (the login check)
+//   GET /api/v1/dashboard/jobs[?state=S]       jobs, newest first, with duration and last loss
+//   GET /api/v1/dashboard/jobs/{id}            one job with its alerts and spec YAML
+//   GET /api/v1/dashboard/jobs/{id}/series?points=N   every logged scalar per rank, each
+//                                              downsampled on the server to at most N points
+//   GET /api/v1/dashboard/jobs/{id}/usage?points=N    per-rank device samples, downsampled
+//   GET /api/v1/dashboard/jobs/{id}/logs?rank=R&offset=B&tail=N   a rank's log from byte B (or
+//                                              its last N lines): {text, offset, size, ended}
+//   GET /api/v1/dashboard/cluster              devices with holders and use, GPUs, all alerts
+//
+// The web dir is $ZENITH_WEB_DIR, else share/zenith/web next to the zenith binary, else
+// ../share/zenith/web from it (an installed tree).
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace httplib {
+class Server;
+}
+
+namespace zenith::platform {
+
+class JobManager;
+class MetricsStore;
+class MetricsIngest;
+
+// The dashboard's web dir, or "" when none is found.
+std::string find_web_dir();
+
+class Dashboard {
+ public:
+  // Opens the metrics tables in the job store file and starts ingesting.
+  Dashboard(JobManager& jobs, std::string token);
+  ~Dashboard();
+  Dashboard(const Dashboard&) = delete;
+  Dashboard& operator=(const Dashboard&) = delete;
+
+  // Registers the routes above; call before any catch-all route.
+  void add_routes(httplib::Server& server);
+  // Per job, rank and device series for the server's /metrics.
+  std::string metrics_text();
+
+ private:
+  JobManager& jobs_;
+  std::string token_;
+  std::string web_dir_;
+  std::unique_ptr<MetricsStore> store_;
+  std::unique_ptr<MetricsIngest> ingest_;
+};
+
+}  // namespace zenith::platform

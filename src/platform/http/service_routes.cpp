@@ -1,0 +1,196 @@
+#include "platform/http/service_routes.h"
+
+#include <httplib.h>
+#include <unistd.h>
+
+#include <climits>
+#include <nlohmann/json.hpp>
+
+#include "platform/http/reply.h"
+#include "platform/services/service_manager.h"
+
+namespace zenith::platform {
+
+using nlohmann::json;
+
+namespace {
+
+json service_json(const ServiceView& v, const std::string& cert) {
+  const ServiceRecord& r = v.record;
+  return {{"name", r.name},
+          {"version", r.version},
+          {"state", r.state},
+          {"url", r.url},
+          {"port", r.bound_port},
+          {"replicas", r.replicas},
+          {"pid", r.pid},
+          {"reason", r.reason},
+          {"options", r.options.empty() ? json::object() : json::parse(r.options)},
+          {"requests_per_s", v.requests_per_s},
+          {"requests_total", v.requests_total},
+          {"latency_ms", v.latency_ms},
+          {"updated_at", r.updated_at},
+          {"ca_cert", cert}};
+}
+
+json model_json(const ModelVersion& m) {
+  return {{"name", m.name},
+          {"version", m.version},
+          {"package", m.package_dir},
+          {"sha256", m.sha256},
+          {"created_at", m.created_at}};
+}
+
+std::string self_binary() {
+  if (const char* b = std::getenv("ZENITH_SERVE_BINARY"); b && *b) return b;
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : "zenith";
+}
+
+// The JSON object body, or a 400 already written.
+std::optional<json> object_body(const httplib::Request& req, httplib::Response& res) {
+  json body;
+  try {
+    body = req.body.empty() ? json::object() : json::parse(req.body);
+  } catch (const json::exception& e) {
+    reply_error(res, 400, std::string("[api] malformed JSON body: ") + e.what());
+    return std::nullopt;
+  }
+  if (!body.is_object()) {
+    reply_error(res, 400, "[api] the body must be a JSON object");
+    return std::nullopt;
+  }
+  return body;
+}
+
+}  // namespace
+
+ServiceRoutes::ServiceRoutes(const std::string& data_dir, AuthFn authorized)
+    : manager_(std::make_unique<ServiceManager>(data_dir, self_binary())),
+      authorized_(std::move(authorized)) {
+  manager_->start();
+}
+
+ServiceRoutes::~ServiceRoutes() = default;
+
+void ServiceRoutes::add_to(httplib::Server& server) {
+  ServiceManager& m = *manager_;
+  AuthFn auth = authorized_;
+  // Runs `fn`, turning ServiceError and bad JSON types into {"error": ...}.
+  auto guarded = [](auto fn) {
+    return [fn](const httplib::Request& req, httplib::Response& res) {
+      try {
+        fn(req, res);
+      } catch (const ServiceError& e) {
+        reply_error(res, e.status(), e.what());
+      } catch (const json::exception& e) {
+        reply_error(res, 400, std::string("[api] bad field: ") + e.what());
+      }
+    };
+  };
+  server.Get("/api/v1/services", guarded([&m](const auto&, auto& res) {
+               json out = json::array();
+               for (const auto& v : m.list()) out.push_back(service_json(v, m.cert_path()));
+               reply_json(res, 200, out);
+             }));
+  server.Post("/api/v1/services", guarded([&m, auth](const auto& req, auto& res) {
+                if (!auth(req, res)) return;
+                auto body = object_body(req, res);
+                if (!body) return;
+                DeployRequest d;
+                d.name = body->value("name", "");
+                d.package_dir = body->value("package", "");
+                d.replicas = body->value("replicas", 1);
+                d.port = body->value("port", 0);
+                if (body->contains("options") && (*body)["options"].is_object())
+                  d.options = (*body)["options"];
+                auto r = m.deploy(d);
+                json out = service_json({r.service, 0, 0}, m.cert_path());
+                out["model"] = model_json(r.model);
+                if (!r.token.empty()) out["token"] = {{"id", r.token_id}, {"secret", r.token}};
+                reply_json(res, 201, out);
+              }));
+  server.Get(R"(/api/v1/services/([^/]+))", guarded([&m](const auto& req, auto& res) {
+               auto v = m.get(req.matches[1].str());
+               if (!v)
+                 throw ServiceError(404, "[api] no service named '" + req.matches[1].str() + "'");
+               json out = service_json(*v, m.cert_path());
+               out["versions"] = json::array();
+               for (const auto& mv : m.store().model_versions(v->record.name))
+                 out["versions"].push_back(model_json(mv));
+               reply_json(res, 200, out);
+             }));
+  server.Post(
+      R"(/api/v1/services/([^/]+)/undeploy)", guarded([&m, auth](const auto& req, auto& res) {
+        if (!auth(req, res)) return;
+        reply_json(res, 200, service_json({m.undeploy(req.matches[1].str()), 0, 0}, m.cert_path()));
+      }));
+  server.Post(R"(/api/v1/services/([^/]+)/rollback)",
+              guarded([&m, auth](const auto& req, auto& res) {
+                if (!auth(req, res)) return;
+                auto body = object_body(req, res);
+                if (!body) return;
+                auto r = m.rollback(req.matches[1].str(), body->value("version", 0));
+                reply_json(res, 200, service_json({r, 0, 0}, m.cert_path()));
+              }));
+  server.Get("/api/v1/models", guarded([&m](const auto&, auto& res) {
+               json out = json::array();
+               for (const auto& v : m.store().model_versions()) out.push_back(model_json(v));
+               reply_json(res, 200, out);
+             }));
+  server.Get(R"(/api/v1/models/([^/]+))", guarded([&m](const auto& req, auto& res) {
+               auto versions = m.store().model_versions(req.matches[1].str());
+               if (versions.empty())
+                 throw ServiceError(404, "[api] no model named '" + req.matches[1].str() + "'");
+               json out = json::array();
+               for (const auto& v : versions) out.push_back(model_json(v));
+               reply_json(res, 200, out);
+             }));
+  server.Get("/api/v1/tokens", guarded([&m, auth](const auto& req, auto& res) {
+               if (!auth(req, res)) return;
+               json out = json::array();
+               const std::string service =
+                   req.has_param("service") ? req.get_param_value("service") : "";
+               for (const auto& t : m.store().list_tokens(service)) out.push_back(token_json(t));
+               reply_json(res, 200, out);
+             }));
+  server.Post("/api/v1/tokens", guarded([&m, auth](const auto& req, auto& res) {
+                if (!auth(req, res)) return;
+                auto body = object_body(req, res);
+                if (!body) return;
+                const std::string service = body->value("service", "");
+                if (!m.store().get_service(service))
+                  throw ServiceError(404,
+                                     "[api] no service named '" + service + "' (deploy it first)");
+                const double expires = body->value("expires_in_s", 0.0);
+                if (expires < 0) throw ServiceError(400, "[api] expires_in_s must be >= 0");
+                auto [token, secret] = m.store().create_token(service, expires);
+                json out = token_json(token);
+                out["secret"] = secret;
+                reply_json(res, 201, out);
+              }));
+  auto revoke = guarded([&m, auth](const auto& req, auto& res) {
+    if (!auth(req, res)) return;
+    std::int64_t id = 0;
+    try {
+      id = std::stoll(req.matches[1].str());
+    } catch (...) {
+    }
+    if (id <= 0 || !m.store().revoke_token(id))
+      throw ServiceError(404, "[api] no token with id '" + req.matches[1].str() + "'");
+    reply_json(res, 200, token_json(*m.store().get_token(id)));
+  });
+  server.Post(R"(/api/v1/tokens/([^/]+)/revoke)", revoke);
+  server.Delete(R"(/api/v1/tokens/([^/]+))", revoke);
+}
+
+std::unique_ptr<ServiceRoutes> add_service_routes(httplib::Server& server,
+                                                  const std::string& data_dir,
+                                                  ServiceRoutes::AuthFn authorized) {
+  auto routes = std::make_unique<ServiceRoutes>(data_dir, std::move(authorized));
+  routes->add_to(server);
+  return routes;
+}
+
+}  // namespace zenith::platform

@@ -1,0 +1,409 @@
+#include "platform/services/service_manager.h"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "platform/services/tls_cert.h"
+
+extern char** environ;
+
+namespace zenith::platform {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool valid_name(const std::string& name) {
+  static const std::regex re("[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?");
+  return std::regex_match(name, re);
+}
+
+std::string tail_of(const std::string& path, size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() > bytes) text = text.substr(text.size() - bytes);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+// Sum of zenith_serve_requests_total over the infer and classify endpoints.
+std::int64_t model_requests(const std::string& metrics) {
+  std::istringstream lines(metrics);
+  std::int64_t total = 0;
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("zenith_serve_requests_total{", 0) != 0) continue;
+    if (l.find("endpoint=\"infer\"") == std::string::npos &&
+        l.find("endpoint=\"classify\"") == std::string::npos)
+      continue;
+    total += std::atoll(l.substr(l.rfind(' ') + 1).c_str());
+  }
+  return total;
+}
+
+// The value of the first sample line of `metrics` whose name is `name` (any labels); 0 if absent.
+double metric_value(const std::string& metrics, const std::string& name) {
+  std::istringstream lines(metrics);
+  for (std::string l; std::getline(lines, l);)
+    if (l.rfind(name + "{", 0) == 0 || l.rfind(name + " ", 0) == 0)
+      return std::atof(l.substr(l.rfind(' ') + 1).c_str());
+  return 0;
+}
+
+bool process_alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
+
+}  // namespace
+
+ServiceManager::ServiceManager(std::string data_dir, std::string zenith_binary)
+    : data_dir_(std::move(data_dir)),
+      binary_(std::move(zenith_binary)),
+      store_(data_dir_ + "/zenith.db") {
+  fs::create_directories(data_dir_ + "/models");
+  fs::create_directories(data_dir_ + "/services");
+  cert_path_ = ensure_self_signed_cert(data_dir_ + "/tls").cert;
+}
+
+ServiceManager::~ServiceManager() {
+  stop_ = true;
+  wake_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> names;
+  for (const auto& [name, child] : children_) names.push_back(name);
+  for (const auto& name : names) stop_child(name);
+}
+
+void ServiceManager::start() {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto record : store_.list_services()) {
+      if (record.state != "running" && record.state != "starting") continue;
+      // A child of a previous server run (killed without stopping it) holds the port.
+      if (process_alive(record.pid)) {
+        std::ifstream cmd("/proc/" + std::to_string(record.pid) + "/cmdline");
+        std::string line((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+        if (line.find("serve") != std::string::npos) kill(record.pid, SIGTERM);
+      }
+      auto model = store_.model_version(record.name, record.version);
+      if (!model) continue;
+      try {
+        launch(record, *model);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "[services] cannot restart %s: %s\n", record.name.c_str(), e.what());
+      }
+    }
+  }
+  monitor_ = std::thread([this] { monitor(); });
+}
+
+std::vector<std::string> ServiceManager::serve_args(const ServiceRecord& r, const ModelVersion& m,
+                                                    const std::string& port_file) const {
+  std::vector<std::string> args = {binary_,
+                                   "serve",
+                                   m.package_dir,
+                                   "--name",
+                                   r.name,
+                                   "--version",
+                                   std::to_string(m.version),
+                                   "--port",
+                                   std::to_string(r.port),
+                                   "--port-file",
+                                   port_file,
+                                   "--data",
+                                   data_dir_,
+                                   "--replicas",
+                                   std::to_string(r.replicas),
+                                   "--managed"};
+  json options = r.options.empty() ? json::object() : json::parse(r.options);
+  for (const auto& key :
+       {"max-batch", "max-delay-ms", "max-queue", "timeout", "max-body", "host", "http-threads"})
+    if (options.contains(key)) {
+      args.push_back(std::string("--") + key);
+      const auto& v = options[key];
+      args.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+    }
+  if (options.value("insecure-http", false)) args.push_back("--insecure-http");
+  return args;
+}
+
+void ServiceManager::launch(ServiceRecord& r, const ModelVersion& model) {
+  const std::string dir = data_dir_ + "/services/" + r.name;
+  fs::create_directories(dir);
+  const std::string port_file = dir + "/port", log = dir + "/service.log";
+  fs::remove(port_file);
+  std::vector<std::string> args = serve_args(r, model, port_file);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);  // the server blocks SIGTERM; the child must not
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, binary_.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw ServiceError(500, "[services] cannot start " + binary_ + ": " + strerror(rc));
+
+  // Ready when the child has written its bound port (after loading the model and binding).
+  r.pid = pid;
+  r.state = "starting";
+  r.reason.clear();
+  store_.put_service(r);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  int status = 0;
+  while (true) {
+    std::ifstream in(port_file);
+    int port = 0;
+    if (in >> port && port > 0) {
+      r.bound_port = port;
+      json options = r.options.empty() ? json::object() : json::parse(r.options);
+      r.url = std::string(options.value("insecure-http", false) ? "http" : "https") +
+              "://127.0.0.1:" + std::to_string(port);
+      r.state = "running";
+      store_.put_service(r);
+      Child& c = children_[r.name];
+      c = Child{};
+      c.pid = pid;
+      return;
+    }
+    if (waitpid(pid, &status, WNOHANG) == pid || std::chrono::steady_clock::now() > deadline) {
+      if (process_alive(pid)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+      }
+      r.state = "failed";
+      r.pid = 0;
+      r.reason = "did not start: " + tail_of(log, 600);
+      store_.put_service(r);
+      throw ServiceError(500, "[services] " + r.name + " " + r.reason);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void ServiceManager::stop_child(const std::string& name) {
+  auto it = children_.find(name);
+  if (it == children_.end()) return;
+  const pid_t pid = it->second.pid;
+  children_.erase(it);
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+ServiceManager::DeployResult ServiceManager::deploy(const DeployRequest& req) {
+  if (!valid_name(req.name))
+    throw ServiceError(400, "[services] bad service name '" + req.name +
+                                "': lowercase letters, digits and '-', at most 63 characters");
+  if (req.replicas < 1 || req.replicas > 64)
+    throw ServiceError(400, "[services] replicas must be 1..64");
+  if (req.port < 0 || req.port > 65535) throw ServiceError(400, "[services] bad port");
+  if (req.package_dir.empty() || !fs::is_regular_file(req.package_dir + "/package.json"))
+    throw ServiceError(400, "[services] '" + req.package_dir + "' is not a model package");
+  std::string hash;
+  json manifest;
+  try {
+    hash = package_content_hash(req.package_dir);
+    std::ifstream in(req.package_dir + "/package.json");
+    manifest = json::parse(in);
+  } catch (const std::exception& e) {
+    throw ServiceError(400, std::string("[services] ") + e.what());
+  }
+  if (manifest.value("sha256", "") != hash)
+    throw ServiceError(400, "[services] " + req.package_dir +
+                                ": content hash mismatch (the package was modified)");
+
+  std::lock_guard lock(mutex_);
+  const int version = store_.next_model_version(req.name);
+  const std::string dest = data_dir_ + "/models/" + req.name + "/v" + std::to_string(version);
+  fs::remove_all(dest);
+  fs::create_directories(dest);
+  for (const char* f : {"package.json", "weights.safetensors"})
+    fs::copy_file(req.package_dir + "/" + f, dest + "/" + f, fs::copy_options::overwrite_existing);
+  ModelVersion model = store_.add_model_version(req.name, dest, hash);
+
+  ServiceRecord r = store_.get_service(req.name).value_or(ServiceRecord{});
+  stop_child(req.name);
+  r.name = req.name;
+  r.version = model.version;
+  r.port = req.port;
+  r.replicas = req.replicas;
+  r.options = req.options.dump();
+  r.bound_port = 0;
+  r.url.clear();
+  launch(r, model);
+
+  DeployResult out{r, model, "", 0};
+  const auto live = store_.live_tokens();
+  if (std::none_of(live.begin(), live.end(),
+                   [&](const TokenRecord& t) { return t.service == r.name; })) {
+    auto [token, secret] = store_.create_token(r.name);
+    out.token = secret;
+    out.token_id = token.id;
+  }
+  return out;
+}
+
+ServiceRecord ServiceManager::undeploy(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  auto r = store_.get_service(name);
+  if (!r) throw ServiceError(404, "[services] no service named '" + name + "'");
+  stop_child(name);
+  r->state = "undeployed";
+  r->pid = 0;
+  r->bound_port = 0;
+  r->url.clear();
+  store_.put_service(*r);
+  return *r;
+}
+
+ServiceRecord ServiceManager::rollback(const std::string& name, int version) {
+  std::lock_guard lock(mutex_);
+  auto r = store_.get_service(name);
+  if (!r) throw ServiceError(404, "[services] no service named '" + name + "'");
+  std::optional<ModelVersion> target;
+  if (version > 0) {
+    target = store_.model_version(name, version);
+    if (!target)
+      throw ServiceError(404, "[services] " + name + " has no version " + std::to_string(version));
+  } else {
+    for (const auto& v : store_.model_versions(name))  // newest first
+      if (v.version < r->version) {
+        target = v;
+        break;
+      }
+    if (!target)
+      throw ServiceError(409, "[services] " + name + " has no version older than " +
+                                  std::to_string(r->version) + " to roll back to");
+  }
+  stop_child(name);
+  r->version = target->version;
+  launch(*r, *target);
+  return *r;
+}
+
+std::vector<ServiceView> ServiceManager::list() {
+  std::vector<ServiceView> out;
+  std::lock_guard lock(mutex_);
+  for (auto& r : store_.list_services()) {
+    ServiceView v{r, 0, 0, 0};
+    if (auto it = children_.find(r.name); it != children_.end()) {
+      v.requests_per_s = it->second.rate;
+      v.requests_total = it->second.total;
+      v.latency_ms = it->second.latency_ms;
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::optional<ServiceView> ServiceManager::get(const std::string& name) {
+  for (auto& v : list())
+    if (v.record.name == name) return v;
+  return std::nullopt;
+}
+
+void ServiceManager::monitor() {
+  while (!stop_) {
+    {
+      std::unique_lock lock(wake_mutex_);
+      wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_.load(); });
+    }
+    if (stop_) break;
+    // Restart children that died; a service that keeps dying is marked failed.
+    std::vector<std::pair<std::string, std::string>> endpoints;  // name, url
+    {
+      std::lock_guard lock(mutex_);
+      std::vector<std::string> dead;
+      for (auto& [name, child] : children_) {
+        int status = 0;
+        if (waitpid(child.pid, &status, WNOHANG) == child.pid) dead.push_back(name);
+      }
+      for (const auto& name : dead) {
+        const int restarts = children_[name].restarts;
+        children_.erase(name);
+        auto r = store_.get_service(name);
+        if (!r) continue;
+        const std::string log = data_dir_ + "/services/" + name + "/service.log";
+        if (restarts >= 3) {
+          r->state = "failed";
+          r->pid = 0;
+          r->reason = "exited 4 times; last output: " + tail_of(log, 400);
+          store_.put_service(*r);
+          continue;
+        }
+        auto model = store_.model_version(name, r->version);
+        try {
+          if (model) launch(*r, *model);
+          children_[name].restarts = restarts + 1;
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "[services] cannot restart %s: %s\n", name.c_str(), e.what());
+        }
+      }
+      for (const auto& [name, child] : children_)
+        if (auto r = store_.get_service(name); r && !r->url.empty())
+          endpoints.emplace_back(name, r->url);
+    }
+    // Request rates from each service's /metrics (outside the lock: a slow service must not
+    // hold up deploys).
+    for (const auto& [name, url] : endpoints) {
+      httplib::Client client(url);
+      client.enable_server_certificate_verification(true);
+      client.set_ca_cert_path(cert_path_.c_str());
+      client.set_connection_timeout(1);
+      client.set_read_timeout(2);
+      auto res = client.Get("/metrics");
+      if (!res || res->status != 200) continue;
+      const std::int64_t total = model_requests(res->body);
+      const double now = unix_now();
+      std::lock_guard lock(mutex_);
+      auto it = children_.find(name);
+      if (it == children_.end()) continue;
+      Child& c = it->second;
+      if (c.last_total >= 0 && now > c.last_sample_at)
+        c.rate = double(total - c.last_total) / (now - c.last_sample_at);
+      c.last_total = total;
+      c.last_sample_at = now;
+      c.total = total;
+      const double lat_sum = metric_value(res->body, "zenith_serve_request_seconds_sum");
+      const double lat_count = metric_value(res->body, "zenith_serve_request_seconds_count");
+      if (c.last_latency_count >= 0 && lat_count > c.last_latency_count)
+        c.latency_ms = 1e3 * (lat_sum - c.last_latency_sum) / (lat_count - c.last_latency_count);
+      else if (c.last_latency_count >= 0)
+        c.latency_ms = 0;  // no requests in this interval
+      c.last_latency_sum = lat_sum;
+      c.last_latency_count = lat_count;
+    }
+  }
+}
+
+}  // namespace zenith::platform

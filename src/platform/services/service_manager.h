@@ -1,0 +1,105 @@
+// Online services for `zenith server`: registers model packages (versioned by name), runs one
+// `zenith serve` child process per service, restarts one that dies, and samples each service's
+// request rate from its /metrics. Services stop with the server and are started again, at the
+// version they served, when it restarts.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "platform/services/service_store.h"
+
+namespace zenith::platform {
+
+// A deploy error with the HTTP status it should answer.
+class ServiceError : public std::runtime_error {
+ public:
+  ServiceError(int status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+struct DeployRequest {
+  std::string name;
+  std::string package_dir;  // a package made by `zenith deploy`; copied into the registry
+  int replicas = 1;
+  int port = 0;                                       // 0: any free port
+  nlohmann::json options = nlohmann::json::object();  // batching and limits, see serve_args()
+};
+
+struct ServiceView {
+  ServiceRecord record;
+  double requests_per_s = 0;
+  std::int64_t requests_total = 0;
+  double latency_ms = 0;  // mean request latency over the last sampling interval (0: no requests)
+};
+
+class ServiceManager {
+ public:
+  // `zenith_binary`: the program to run as `zenith serve` (this one, normally).
+  ServiceManager(std::string data_dir, std::string zenith_binary);
+  ~ServiceManager();
+  ServiceManager(const ServiceManager&) = delete;
+  ServiceManager& operator=(const ServiceManager&) = delete;
+
+  // Starts the services that were running when the server stopped, and the monitor.
+  void start();
+
+  struct DeployResult {
+    ServiceRecord service;
+    ModelVersion model;
+    std::string token;  // a first token, when the service had no live one
+    std::int64_t token_id = 0;
+  };
+  DeployResult deploy(const DeployRequest& request);
+  ServiceRecord undeploy(const std::string& name);
+  // To `version`, or (0) the newest version older than the one served.
+  ServiceRecord rollback(const std::string& name, int version = 0);
+  std::vector<ServiceView> list();
+  std::optional<ServiceView> get(const std::string& name);
+  ServiceStore& store() { return store_; }
+  const std::string& cert_path() const { return cert_path_; }
+
+ private:
+  struct Child {
+    pid_t pid = 0;
+    int restarts = 0;
+    double last_sample_at = 0;
+    std::int64_t last_total = -1;
+    double rate = 0;
+    std::int64_t total = 0;
+    double last_latency_sum = 0;  // zenith_serve_request_seconds_sum at the last sample
+    double last_latency_count = -1;
+    double latency_ms = 0;
+  };
+  // Copies the package into the registry and starts it; mutex_ held.
+  void launch(ServiceRecord& record, const ModelVersion& model);
+  void stop_child(const std::string& name);
+  void monitor();
+  std::vector<std::string> serve_args(const ServiceRecord& r, const ModelVersion& m,
+                                      const std::string& port_file) const;
+
+  std::string data_dir_, binary_, cert_path_;
+  ServiceStore store_;
+  std::mutex mutex_;  // deploys, undeploys, rollbacks and children_, one at a time
+  std::map<std::string, Child> children_;
+  std::atomic<bool> stop_{false};
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  std::thread monitor_;
+};
+
+}  // namespace zenith::platform

@@ -1,0 +1,62 @@
+#include "platform/jobs/scheduler.h"
+
+#include <gtest/gtest.h>
+
+namespace zp = zenith::platform;
+
+namespace {
+
+std::vector<zp::FreeDevice> cpus(std::vector<int> idx) {
+  std::vector<zp::FreeDevice> out;
+  for (int i : idx) out.push_back({i, "cpu"});
+  return out;
+}
+
+}  // namespace
+
+TEST(PlatformScheduler, GangAllOrNothing) {
+  auto p = zp::schedule({{1, 0, 1, 4, "cpu", 0}}, cpus({0, 1, 2}));
+  EXPECT_TRUE(p.empty());
+  p = zp::schedule({{1, 0, 1, 3, "cpu", 0}}, cpus({5, 1, 2}));
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].devices, (std::vector<int>{1, 2, 5}));
+}
+
+TEST(PlatformScheduler, HigherPriorityFirstThenFifo) {
+  std::vector<zp::QueuedJob> q = {
+      {1, 0, 1, 2, "cpu", 0}, {2, 5, 2, 2, "cpu", 0}, {3, 5, 3, 2, "cpu", 0}};
+  auto p = zp::schedule(q, cpus({0, 1, 2, 3}));
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].job_id, 2);
+  EXPECT_EQ(p[1].job_id, 3);
+}
+
+TEST(PlatformScheduler, SmallJobsBackfillAroundABigOne) {
+  std::vector<zp::QueuedJob> q = {{1, 0, 1, 4, "cpu", 10}, {2, 0, 2, 2, "cpu", 0}};
+  auto p = zp::schedule(q, cpus({0, 1, 2}));
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].job_id, 2);
+}
+
+TEST(PlatformScheduler, AStarvingJobStopsBackfill) {
+  std::vector<zp::QueuedJob> q = {{1, 0, 1, 4, "cpu", 1000}, {2, 0, 2, 2, "cpu", 0}};
+  zp::SchedulerOptions o;
+  o.starvation_s = 600;
+  EXPECT_TRUE(zp::schedule(q, cpus({0, 1, 2}), o).empty());
+}
+
+TEST(PlatformScheduler, MatchesDeviceKind) {
+  std::vector<zp::FreeDevice> free = {{0, "cpu"}, {1, "cuda"}};
+  auto p = zp::schedule({{1, 0, 1, 1, "cuda", 0}}, free);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].devices, std::vector<int>{1});
+}
+
+TEST(PlatformScheduler, RejectsJobsThatCanNeverFit) {
+  auto why = zp::never_fits(64, "cpu", 1, 8, "local");
+  ASSERT_TRUE(why.has_value());
+  EXPECT_EQ(*why, "the job asks for 64 cpu devices but this host has 8");
+  EXPECT_TRUE(zp::never_fits(2, "cpu", 2, 8, "local").has_value());
+  EXPECT_FALSE(zp::never_fits(8, "cpu", 1, 8, "local").has_value());
+  EXPECT_FALSE(zp::never_fits(64, "cpu", 1, 8, "slurm").has_value());
+}
