@@ -69,7 +69,8 @@ CHATML_TEMPLATE = (
     " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\n' }}{% endif %}")
 ALPACA_TEMPLATE = (
-    "{% for message in messages %}{% if message['role'] == 'user' %}"
+    "{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{{ message['content'] + '\n\n' }}{% elif message['role'] == 'user' %}"
     "{{ '### Instruction:\n' + message['content'] + '\n\n' }}"
     "{% elif message['role'] == 'assistant' %}{{ '### Response:\n' + message['content'] + "
     "eos_token + '\n\n' }}{% endif %}{% endfor %}"

@@ -77,7 +77,7 @@ class HfTokenizer : public Tokenizer {
     nlohmann::json j = read_json(path);
     ZENITH_CHECK(j.is_object(), "[tokenizer] ", path, ": expected a JSON object");
     const std::string w = path + ": ";
-    const auto& model = member(j, "model", "object", path);
+    const auto& model = member(j, "model", "object", w);
     std::string type = model.contains("type") ? type_of(model, w + "model") : "BPE";
     ZENITH_CHECK(type == "BPE", "[tokenizer] ", w, "model.type: \"", type,
                  "\" is not supported (supported: BPE; SentencePiece models of other types load "
@@ -93,7 +93,7 @@ class HfTokenizer : public Tokenizer {
     for (const auto& [piece, id] : bpe_->vocab()) size = std::max(size, id + 1);
     std::vector<AddedTokenSpec> raw, normalized;
     if (j.contains("added_tokens")) {
-      const auto& list = member(j, "added_tokens", "array", path);
+      const auto& list = member(j, "added_tokens", "array", w);
       for (size_t i = 0; i < list.size(); ++i) {
         std::string where = w + "added_tokens[" + std::to_string(i) + "]";
         AddedTokenSpec t;

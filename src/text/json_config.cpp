@@ -16,6 +16,11 @@ nlohmann::json read_json(const std::string& path) {
 
 namespace {
 
+// where.key, or where + key when `where` is a file ("DIR/tokenizer.json: ").
+std::string key_path(const std::string& where, const char* key) {
+  return where.ends_with(": ") ? where + key : where + "." + key;
+}
+
 bool is_kind(const nlohmann::json& v, std::string_view kind) {
   if (kind == "string") return v.is_string();
   if (kind == "boolean") return v.is_boolean();
@@ -33,9 +38,9 @@ const nlohmann::json& member(const nlohmann::json& config, const char* key, cons
   ZENITH_CHECK(config.is_object(), "[tokenizer] ", where, ": expected a JSON object, got ",
                config.type_name());
   auto it = config.find(key);
-  ZENITH_CHECK(it != config.end(), "[tokenizer] ", where, ".", key, " is missing");
-  ZENITH_CHECK(is_kind(*it, kind), "[tokenizer] ", where, ".", key, ": expected a ", kind, ", got ",
-               it->type_name());
+  ZENITH_CHECK(it != config.end(), "[tokenizer] ", key_path(where, key), " is missing");
+  ZENITH_CHECK(is_kind(*it, kind), "[tokenizer] ", key_path(where, key), ": expected a ", kind,
+               ", got ", it->type_name());
   return *it;
 }
 

@@ -13,7 +13,8 @@ nlohmann::json read_json(const std::string& path);
 std::string type_of(const nlohmann::json& config, const std::string& where);
 
 // config[key], which must be present and of the JSON kind `kind` ("string", "boolean",
-// "number", "array", "object"); fails naming where.key.
+// "number", "integer", "array", "object"); fails naming where.key (`where` is a key path such
+// as "DIR/tokenizer.json: model", or a file as "DIR/tokenizer.json: ").
 const nlohmann::json& member(const nlohmann::json& config, const char* key, const char* kind,
                              const std::string& where);
 

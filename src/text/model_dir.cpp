@@ -74,12 +74,12 @@ ModelDirConfig read_model_dir_config(const std::string& dir) {
       if (j.contains(key)) *slot = token_of(j, key, path);
     if (std::string_view(name) != "tokenizer_config.json") continue;
     if (j.contains("add_bos_token") && !j["add_bos_token"].is_null())
-      c.add_bos_token = member(j, "add_bos_token", "boolean", path).get<bool>();
+      c.add_bos_token = member(j, "add_bos_token", "boolean", path + ": ").get<bool>();
     if (j.contains("add_eos_token") && !j["add_eos_token"].is_null())
-      c.add_eos_token = member(j, "add_eos_token", "boolean", path).get<bool>();
+      c.add_eos_token = member(j, "add_eos_token", "boolean", path + ": ").get<bool>();
     c.chat_template = chat_template_of(j, path);
     if (j.contains("added_tokens_decoder")) {
-      const auto& decoder = member(j, "added_tokens_decoder", "object", path);
+      const auto& decoder = member(j, "added_tokens_decoder", "object", path + ": ");
       for (const auto& [id, token] : decoder.items()) {
         std::string where = path + ": added_tokens_decoder." + id;
         AddedTokenSpec spec;
