@@ -112,7 +112,7 @@ class Tokenizer {
 // Incremental decoding for streaming generation: push() returns the text that the new token
 // completes. A token may end in the middle of a UTF-8 character (byte-fallback and byte-level
 // tokens): those bytes are held back until the character is complete. The concatenation of all
-// push() results and finish() equals decode() of all the ids.
+// push() results and finish() equals decode() of all the ids. The tokenizer must outlive it.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);

@@ -132,11 +132,13 @@ class Sequence : public PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
 };
 
+// Split, and the splitters built on a fixed regex: Digits, Whitespace, WhitespaceSplit.
 class Split : public PreTokenizer {
  public:
+  // `where` names the pattern in errors.
   Split(const std::string& pattern, bool is_regex, Behavior behavior, bool invert,
         const std::string& where)
-      : matcher_(pattern, is_regex, where + ".pattern"), behavior_(behavior), invert_(invert) {}
+      : matcher_(pattern, is_regex, where), behavior_(behavior), invert_(invert) {}
   void apply(std::vector<Piece>& pieces) const override {
     for_each_piece(pieces, [&](const Piece& piece, std::vector<Piece>& out) {
       split_piece(piece, matcher_.find_all(piece.text), behavior_, invert_, out);
@@ -218,23 +220,6 @@ class Metaspace : public PreTokenizer {
   bool split_;
 };
 
-// Regex-driven splitters: Digits, Whitespace, WhitespaceSplit.
-class RegexSplit : public PreTokenizer {
- public:
-  RegexSplit(const char* pattern, Behavior behavior, bool invert, const std::string& where)
-      : regex_(pattern, where), behavior_(behavior), invert_(invert) {}
-  void apply(std::vector<Piece>& pieces) const override {
-    for_each_piece(pieces, [&](const Piece& piece, std::vector<Piece>& out) {
-      split_piece(piece, regex_.find_all(piece.text), behavior_, invert_, out);
-    });
-  }
-
- private:
-  Regex regex_;
-  Behavior behavior_;
-  bool invert_;
-};
-
 Prepend prepend_scheme(const nlohmann::json& config, const std::string& where) {
   // Older files say add_prefix_space (true: always) instead of prepend_scheme.
   if (!config.contains("prepend_scheme"))
@@ -267,7 +252,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config,
     return std::make_unique<Split>(
         pattern, is_regex,
         behavior_of(member(config, "behavior", "string", where).get<std::string>(), where),
-        bool_or(config, "invert", false, where), where);
+        bool_or(config, "invert", false, where), where + ".pattern");
   }
   if (type == "ByteLevel")
     return std::make_unique<ByteLevel>(bool_or(config, "add_prefix_space", true, where),
@@ -280,14 +265,14 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config,
   }
   if (type == "Digits") {
     bool individual = bool_or(config, "individual_digits", false, where);
-    return std::make_unique<RegexSplit>(individual ? R"(\p{N})" : R"(\p{N}+)",
-                                        individual ? Behavior::kIsolated : Behavior::kContiguous,
-                                        false, where);
+    return std::make_unique<Split>(individual ? R"(\p{N})" : R"(\p{N}+)", true,
+                                   individual ? Behavior::kIsolated : Behavior::kContiguous, false,
+                                   where);
   }
   if (type == "Whitespace")  // keeps the matches: words and punctuation runs
-    return std::make_unique<RegexSplit>(R"(\w+|[^\w\s]+)", Behavior::kRemoved, true, where);
+    return std::make_unique<Split>(R"(\w+|[^\w\s]+)", true, Behavior::kRemoved, true, where);
   if (type == "WhitespaceSplit")
-    return std::make_unique<RegexSplit>(R"(\s+)", Behavior::kRemoved, false, where);
+    return std::make_unique<Split>(R"(\s+)", true, Behavior::kRemoved, false, where);
   ZENITH_FAIL("[tokenizer] ", where, ".type: pre-tokenizer \"", type,
               "\" is not supported (supported: Sequence, Split, ByteLevel, Metaspace, Digits, "
               "Whitespace, WhitespaceSplit)");

@@ -141,15 +141,11 @@ class SentencePieceTokenizer : public Tokenizer {
       ZENITH_CHECK(status.ok(), "[tokenizer] ", path_, ": ", status.ToString());
       ids.insert(ids.end(), part.begin(), part.end());
     };
-    if (!options.parse_special) {
-      encode_part(text);
-    } else {
-      for (const Segment& seg : specials_.split(text, false)) {
-        if (seg.id >= 0)
-          ids.push_back(seg.id);
-        else
-          encode_part(text.substr(seg.begin, seg.end - seg.begin));
-      }
+    for (const Segment& seg : specials_.split(text, /*skip_special=*/!options.parse_special)) {
+      if (seg.id >= 0)
+        ids.push_back(seg.id);
+      else
+        encode_part(text.substr(seg.begin, seg.end - seg.begin));
     }
     if (options.add_special && add_eos_ && eos_id() >= 0) ids.push_back(eos_id());
     return ids;

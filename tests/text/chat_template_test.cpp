@@ -8,6 +8,7 @@
 namespace zenith::text {
 namespace {
 
+using testing::error_of;
 using testing::load_text_fixture;
 using testing::text_fixture;
 
@@ -15,15 +16,6 @@ std::vector<ChatMessage> messages_of(const nlohmann::json& j) {
   std::vector<ChatMessage> messages;
   for (const auto& m : j) messages.push_back({m["role"], m["content"]});
   return messages;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(ChatTemplate, RendersAsJinja) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "text/fixture.h"
+
 namespace zenith::text::detail {
 namespace {
 
@@ -39,14 +41,9 @@ TEST(Decoder, Metaspace) {
 TEST(Decoder, OnlyStripAfterFuse) {
   nlohmann::json config = {{"type", "Sequence"},
                            {"decoders", {{{"type", "Fuse"}}, {{"type", "ByteFallback"}}}}};
-  try {
-    TokenDecoder decoder(config, "DIR/tokenizer.json: decoder");
-    FAIL();
-  } catch (const std::exception& e) {
-    EXPECT_STREQ(e.what(),
-                 "[tokenizer] DIR/tokenizer.json: decoder.decoders[1]: a \"ByteFallback\" decoder "
-                 "after Fuse is not supported (only Strip)");
-  }
+  EXPECT_EQ(testing::error_of([&] { TokenDecoder(config, "DIR/tokenizer.json: decoder"); }),
+            "[tokenizer] DIR/tokenizer.json: decoder.decoders[1]: a \"ByteFallback\" decoder "
+            "after Fuse is not supported (only Strip)");
 }
 
 }  // namespace

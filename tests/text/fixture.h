@@ -2,11 +2,13 @@
 #pragma once
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "zenith/error.h"
 #include "zenith/text.h"
 
 namespace zenith::testing {
@@ -27,6 +29,16 @@ inline nlohmann::json load_text_fixture(const std::string& file) {
 inline const std::vector<std::string> kHfTokenizers = {"llama3_bpe", "qwen2_bpe", "gpt2_bpe",
                                                        "llama2_hf", "metaspace_hf"};
 inline const std::vector<std::string> kSpTokenizers = {"sp_bpe", "sp_unigram"};
+
+// The message of the zenith::Error that fn throws ("" if none).
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 inline std::vector<int32_t> ids_of(const nlohmann::json& j) {
   return j.get<std::vector<int32_t>>();

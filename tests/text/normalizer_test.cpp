@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "text/fixture.h"
+
 namespace zenith::text::detail {
 namespace {
 
@@ -31,14 +33,13 @@ TEST(Normalizer, ReplacePrependLowercaseSequence) {
 }
 
 TEST(Normalizer, UnsupportedType) {
-  try {
+  std::string e = testing::error_of([] {
     make_normalizer({{"type", "Precompiled"}}, "DIR/tokenizer.json: normalizer");
-    FAIL();
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("DIR/tokenizer.json: normalizer.type: normalizer "
-                                         "\"Precompiled\" is not supported"),
-              std::string::npos);
-  }
+  });
+  EXPECT_NE(e.find("DIR/tokenizer.json: normalizer.type: normalizer \"Precompiled\" is not "
+                   "supported"),
+            std::string::npos)
+      << e;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "text/fixture.h"
+
 namespace zenith::text::detail {
 namespace {
 
@@ -73,14 +75,11 @@ TEST(PreTokenizer, ByteLevelAndMetaspace) {
 }
 
 TEST(PreTokenizer, Errors) {
-  try {
-    make_pre_tokenizer(split_on_dash("Sideways"), "DIR/tokenizer.json: pre_tokenizer");
-    FAIL();
-  } catch (const std::exception& e) {
-    EXPECT_STREQ(e.what(),
-                 "[tokenizer] DIR/tokenizer.json: pre_tokenizer.behavior: \"Sideways\" is not one "
-                 "of Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous");
-  }
+  EXPECT_EQ(testing::error_of([] {
+              make_pre_tokenizer(split_on_dash("Sideways"), "DIR/tokenizer.json: pre_tokenizer");
+            }),
+            "[tokenizer] DIR/tokenizer.json: pre_tokenizer.behavior: \"Sideways\" is not one of "
+            "Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous");
 }
 
 }  // namespace

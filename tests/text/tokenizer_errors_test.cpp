@@ -13,18 +13,9 @@ namespace zenith::text {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::error_of;
 using testing::TempDir;
 using testing::text_fixture;
-
-// The message of the zenith::Error that fn throws ("" if none).
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
