@@ -4,17 +4,21 @@
 
 namespace zenith::io {
 
-nlohmann::json read_json_object(const std::string& path, const char* component) {
-  std::string text = read_file(path, component);
+nlohmann::json parse_json_object(const std::string& text, const char* component,
+                                 const std::string& source) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    ZENITH_FAIL("[", component, "] ", path, ": invalid JSON at byte ", e.byte, ": ", e.what());
+    ZENITH_FAIL("[", component, "] ", source, ": invalid JSON at byte ", e.byte, ": ", e.what());
   }
-  ZENITH_CHECK(j.is_object(), "[", component, "] ", path, ": expected a JSON object, got ",
+  ZENITH_CHECK(j.is_object(), "[", component, "] ", source, ": expected a JSON object, got ",
                json_type_phrase(j));
   return j;
+}
+
+nlohmann::json read_json_object(const std::string& path, const char* component) {
+  return parse_json_object(read_file(path, component), component, path);
 }
 
 std::string json_type_phrase(const nlohmann::json& value) {

@@ -14,7 +14,11 @@
 
 namespace zenith::io {
 
-// The JSON object in file `path`; errors name `component`, the path and where parsing failed.
+// The JSON object in `text` read from `source`; errors name `component`, the source and where
+// parsing failed.
+nlohmann::json parse_json_object(const std::string& text, const char* component,
+                                 const std::string& source);
+// The JSON object in file `path`.
 nlohmann::json read_json_object(const std::string& path, const char* component);
 // "a string", "an array", ... for error messages.
 std::string json_type_phrase(const nlohmann::json& value);

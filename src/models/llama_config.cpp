@@ -149,14 +149,7 @@ std::vector<std::string> supported_llama_architectures() {
 }
 
 LlamaConfig parse_llama_config(const std::string& json_text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    ZENITH_FAIL("[", kComponent, "] ", source, ": invalid JSON at byte ", e.byte, ": ", e.what());
-  }
-  ZENITH_CHECK(j.is_object(), "[", kComponent, "] ", source, ": expected a JSON object, got ",
-               io::json_type_phrase(j));
+  const nlohmann::json j = io::parse_json_object(json_text, kComponent, source);
   io::JsonFields f(j, kComponent, source);
   const Family& family = find_family(f, j);
   LlamaConfig c;

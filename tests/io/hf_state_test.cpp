@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "support/files.h"
 #include "support/op_check.h"
 #include "support/temp_dir.h"
 #include "support/tensor_bits.h"
@@ -21,26 +22,18 @@
 namespace fs = std::filesystem;
 using zenith::DType;
 using zenith::Tensor;
+using zenith::testing::read_bytes;
+using zenith::testing::read_json;
 using zenith::testing::same_bits;
 using zenith::testing::same_state;
 using zenith::testing::TempDir;
 using zenith::testing::throws_with;
+using zenith::testing::write_bytes;
 namespace io = zenith::io;
 
 namespace {
 
 const fs::path kFixtures = fs::path(ZENITH_FIXTURE_DIR) / "llm_io";
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(read_bytes(path)); }
 
 std::vector<std::string> files_in(const fs::path& dir) {
   std::vector<std::string> out;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/files.h"
 #include "support/op_check.h"
 #include "support/temp_dir.h"
 #include "support/tensor_bits.h"
@@ -17,6 +18,7 @@
 namespace fs = std::filesystem;
 using zenith::DType;
 using zenith::Tensor;
+using zenith::testing::read_bytes;
 using zenith::testing::same_bits;
 using zenith::testing::same_state;
 using zenith::testing::TempDir;
@@ -37,11 +39,6 @@ std::map<std::string, Tensor> expected_hf() {
   for (auto& [name, t] : all)
     if (name.rfind("bf16.", 0) != 0 && name.rfind("f16.", 0) != 0) out[name] = t;
   return out;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 TEST(Llama2c, ReadsVersion0IntoHfNamesAndRotaryOrder) {
@@ -117,7 +114,7 @@ TEST(Llama2c, ConvertsToAnHfDirectoryInEachDtype) {
       EXPECT_TRUE(same_bits(state.at("lm_head.weight"), want.at("lm_head.weight").to(dtype)));
     }
   }
-  auto j = nlohmann::json::parse(read_bytes((dir.path / "float32" / "config.json").string()));
+  auto j = nlohmann::json::parse(read_bytes(dir.path / "float32" / "config.json"));
   EXPECT_EQ(j["architectures"], nlohmann::json::array({"LlamaForCausalLM"}));
   EXPECT_EQ(j["model_type"], "llama");
   EXPECT_EQ(j["hidden_act"], "silu");

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/files.h"
 #include "support/op_check.h"
 #include "support/temp_dir.h"
 #include "support/tensor_bits.h"
@@ -15,9 +16,11 @@
 namespace fs = std::filesystem;
 using zenith::DType;
 using zenith::Tensor;
+using zenith::testing::read_json;
 using zenith::testing::same_bits;
 using zenith::testing::TempDir;
 using zenith::testing::throws_with;
+using zenith::testing::write_bytes;
 namespace io = zenith::io;
 
 namespace {
@@ -50,16 +53,9 @@ const char* kPeftWritten = R"({
   "use_rslora": false
 })";
 
-void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
 TEST(LoraConfig, ReadsWhatPeftWritesAndWritesItBack) {
   TempDir dir("peft_cfg");
-  write_text(dir.path / "adapter_config.json", kPeftWritten);
+  write_bytes(dir.path / "adapter_config.json", kPeftWritten);
   io::LoraConfig c = io::read_lora_config(dir.str());  // a directory or the file
   EXPECT_EQ(c.r, 8);
   EXPECT_EQ(c.lora_alpha, 16);
@@ -173,7 +169,7 @@ TEST(LoraAdapter, RoundTripsWithPeftsTensorNames) {
 
 TEST(LoraAdapter, ReadsNamesThatKeptTheAdapterName) {
   TempDir dir("peft_default");
-  write_text(dir.path / "adapter_config.json", kPeftWritten);
+  write_bytes(dir.path / "adapter_config.json", kPeftWritten);
   io::save_safetensors((dir.path / "adapter_model.safetensors").string(),
                        {{"base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight",
                          Tensor::randn({8, 16})},
@@ -189,7 +185,7 @@ class LoraErrors : public ::testing::Test {
   std::string config_with(const nlohmann::json& change) {
     auto j = nlohmann::json::parse(kPeftWritten);
     j.merge_patch(change);
-    write_text(dir_.path / "adapter_config.json", j.dump());
+    write_bytes(dir_.path / "adapter_config.json", j.dump());
     return (dir_.path / "adapter_config.json").string();
   }
   void write_weights(const std::map<std::string, Tensor>& t) {
@@ -219,7 +215,7 @@ TEST_F(LoraErrors, ConfigKeysNameTheFileAndTheKey) {
                            "'target_modules' is not a valid regular expression"));
   EXPECT_TRUE(config_fails({{"task_type", "SEQ_CLS"}}, "'task_type' is 'SEQ_CLS'"));
   EXPECT_TRUE(config_fails({{"init_lora_weights", "pissa"}}, "'init_lora_weights' is 'pissa'"));
-  write_text(dir_.path / "adapter_config.json", "[1, 2]");
+  write_bytes(dir_.path / "adapter_config.json", "[1, 2]");
   EXPECT_TRUE(throws_with([&] { io::read_lora_config(dir_.str()); }, "expected a JSON object"));
 }
 
