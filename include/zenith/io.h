@@ -30,6 +30,24 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path,
 // Only the __metadata__ (reads the header, not the data).
 Metadata read_safetensors_metadata(const std::string& path);
 
+// Where one tensor's data lies: `nbytes` at absolute byte `offset` of `file`, little-endian,
+// row-major, in its storage dtype.
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  std::string file;
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+};
+// The tensors of a safetensors file, sorted by name, from its header alone (no data is read);
+// validated as load_safetensors validates them.
+std::vector<TensorInfo> list_safetensors(const std::string& path, Metadata* metadata = nullptr);
+// Reads each listed tensor straight into a new tensor of its storage dtype: one read per tensor,
+// no intermediate buffer.
+std::map<std::string, Tensor> read_tensors(const std::vector<TensorInfo>& infos);
+Tensor read_tensor(const TensorInfo& info);
+
 // ---- checkpoints: a safetensors file with the cell's parameters and buffers by dotted name,
 // the optimizer's state under "optimizer.", and `metadata` (epoch, step, architecture, RNG
 // state...) in __metadata__, plus "format": "zenith-checkpoint".

@@ -17,14 +17,14 @@ namespace zenith::core {
 
 namespace {
 std::string errno_text() { return std::strerror(errno); }
+}  // namespace
 
-void fsync_dir(const std::string& dir) {
+void fsync_directory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;  // some filesystems do not allow it; the rename already happened
   ::fsync(fd);
   ::close(fd);
 }
-}  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   static std::atomic<uint64_t> counter{0};
@@ -65,7 +65,7 @@ void AtomicFile::commit() {
                temp_path_, " failed: ", errno_text());
   committed_ = true;
   std::filesystem::path dir = std::filesystem::path(path_).parent_path();
-  fsync_dir(dir.empty() ? "." : dir.string());
+  fsync_directory(dir.empty() ? "." : dir.string());
 }
 
 void write_file_atomic(const std::string& path, std::string_view contents) {

@@ -30,6 +30,9 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Makes renames and removals in `dir` durable (ignored where the filesystem refuses).
+void fsync_directory(const std::string& dir);
+
 // Writes `contents` to `path` atomically.
 void write_file_atomic(const std::string& path, std::string_view contents);
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -71,6 +72,7 @@ class InputFile {
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
   uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
   void read_at(void* dst, uint64_t size, uint64_t offset) const {
     char* p = static_cast<char*>(dst);
     while (size > 0) {
@@ -89,15 +91,9 @@ class InputFile {
   uint64_t size_ = 0;
 };
 
-struct Entry {
-  std::string name;
-  DType dtype;
-  Shape shape;
-  uint64_t begin, end;
-};
-
-Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j,
-                  uint64_t data_size, uint64_t data_start) {
+// One header entry: `begin`/`end` are relative to the end of the header.
+TensorInfo parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j,
+                       uint64_t data_size, uint64_t data_start) {
   auto bad = [&](const auto&... what) {
     ZENITH_FAIL("[safetensors] ", path, ": tensor '", name, "': ", what...);
   };
@@ -106,8 +102,9 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   if (!j.contains("shape") || !j["shape"].is_array()) bad("missing shape");
   if (!j.contains("data_offsets") || !j["data_offsets"].is_array() || j["data_offsets"].size() != 2)
     bad("missing data_offsets [begin, end]");
-  Entry e;
+  TensorInfo e;
   e.name = name;
+  e.file = path;
   std::string dt = j["dtype"].get<std::string>();
   if (!st_dtype_from_name(dt, &e.dtype))
     bad("unsupported dtype '", dt, "' (supported: F32 F64 F16 BF16 I32 I64 U8 BOOL)");
@@ -121,18 +118,20 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   }
   for (const auto& o : j["data_offsets"])
     if (!o.is_number_unsigned()) bad("data_offsets are not non-negative integers");
-  e.begin = j["data_offsets"][0].get<uint64_t>();
-  e.end = j["data_offsets"][1].get<uint64_t>();
-  if (e.begin > e.end) bad("data_offsets [", e.begin, ", ", e.end, "] are reversed");
-  if (e.end > data_size)
-    bad("data [", e.begin, ", ", e.end, ") ends at file offset ", data_start + e.end,
+  uint64_t begin = j["data_offsets"][0].get<uint64_t>();
+  uint64_t end = j["data_offsets"][1].get<uint64_t>();
+  if (begin > end) bad("data_offsets [", begin, ", ", end, "] are reversed");
+  if (end > data_size)
+    bad("data [", begin, ", ", end, ") ends at file offset ", data_start + end,
         " past the end of the file (", data_start + data_size, " bytes): truncated?");
   uint64_t expected = 0;
   if (__builtin_mul_overflow(numel, uint64_t(itemsize(e.dtype)), &expected))
     bad("shape is too large");
-  if (e.end - e.begin != expected)
-    bad("holds ", e.end - e.begin, " bytes at file offset ", data_start + e.begin, ", but ", dt,
-        " ", shape_str(e.shape), " needs ", expected);
+  if (end - begin != expected)
+    bad("holds ", end - begin, " bytes at file offset ", data_start + begin, ", but ", dt, " ",
+        shape_str(e.shape), " needs ", expected);
+  e.offset = data_start + begin;
+  e.nbytes = expected;
   return e;
 }
 
@@ -221,13 +220,13 @@ Metadata read_safetensors_metadata(const std::string& path) {
   return header.contains(kMetadataKey) ? parse_metadata(header[kMetadataKey], path) : Metadata{};
 }
 
-std::map<std::string, Tensor> load_safetensors(const std::string& path, Metadata* metadata) {
+std::vector<TensorInfo> list_safetensors(const std::string& path, Metadata* metadata) {
   InputFile file(path);
   uint64_t data_start = 0;
   nlohmann::json header = read_header(file, path, &data_start);
   const uint64_t data_size = file.size() - data_start;
-  std::vector<Entry> entries;
-  for (const auto& [name, value] : header.items()) {
+  std::vector<TensorInfo> entries;
+  for (const auto& [name, value] : header.items()) {  // nlohmann's object: sorted by name
     if (name == kMetadataKey) {
       Metadata m = parse_metadata(value, path);
       if (metadata) *metadata = std::move(m);
@@ -235,26 +234,52 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path, Metadata
     }
     entries.push_back(parse_entry(path, name, value, data_size, data_start));
   }
-  std::vector<const Entry*> by_offset;
-  for (const auto& e : entries) by_offset.push_back(&e);
-  std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
-    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
-  });
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& e : entries)
+    if (e.nbytes > 0) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
-    const Entry& a = *by_offset[i - 1];
-    const Entry& b = *by_offset[i];
-    ZENITH_CHECK(b.begin >= a.end || a.begin == a.end || b.begin == b.end, "[safetensors] ", path,
-                 ": tensors '", a.name, "' [", a.begin, ", ", a.end, ") and '", b.name, "' [",
-                 b.begin, ", ", b.end, ") overlap");
+    const TensorInfo& a = *by_offset[i - 1];
+    const TensorInfo& b = *by_offset[i];
+    ZENITH_CHECK(b.offset >= a.offset + a.nbytes, "[safetensors] ", path, ": tensors '", a.name,
+                 "' [", a.offset - data_start, ", ", a.offset - data_start + a.nbytes, ") and '",
+                 b.name, "' [", b.offset - data_start, ", ", b.offset - data_start + b.nbytes,
+                 ") overlap");
   }
+  return entries;
+}
 
+std::map<std::string, Tensor> read_tensors(const std::vector<TensorInfo>& infos) {
+  // File by file, each in offset order: every file is opened once and read front to back.
+  std::vector<const TensorInfo*> order;
+  for (const auto& info : infos) order.push_back(&info);
+  std::sort(order.begin(), order.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->file != b->file ? a->file < b->file : a->offset < b->offset;
+  });
   std::map<std::string, Tensor> out;
-  for (const auto& e : entries) {
-    Tensor t = Tensor::empty(e.shape, e.dtype);
-    if (e.end > e.begin) file.read_at(t.raw_data(), e.end - e.begin, data_start + e.begin);
-    out.emplace(e.name, std::move(t));
+  std::unique_ptr<InputFile> file;
+  for (const TensorInfo* info : order) {
+    ZENITH_CHECK(!out.count(info->name), "[safetensors] tensor '", info->name,
+                 "' is listed twice (", info->file, ")");
+    if (!file || file->path() != info->file) file = std::make_unique<InputFile>(info->file);
+    ZENITH_CHECK(info->offset + info->nbytes <= file->size(), "[safetensors] ", info->file,
+                 ": tensor '", info->name, "' ends at offset ", info->offset + info->nbytes,
+                 " past the end of the file (", file->size(), " bytes): truncated?");
+    Tensor t = Tensor::empty(info->shape, info->dtype);
+    ZENITH_CHECK(t.nbytes() == info->nbytes, "[safetensors] ", info->file, ": tensor '", info->name,
+                 "' has ", info->nbytes, " bytes for ", dtype_name(info->dtype), " ",
+                 shape_str(info->shape));
+    if (info->nbytes > 0) file->read_at(t.raw_data(), info->nbytes, info->offset);
+    out.emplace(info->name, std::move(t));
   }
   return out;
+}
+
+Tensor read_tensor(const TensorInfo& info) { return read_tensors({info}).begin()->second; }
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path, Metadata* metadata) {
+  return read_tensors(list_safetensors(path, metadata));
 }
 
 }  // namespace zenith::io

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_test_util.h"
+#include "support/run_zenith.h"
 
 namespace zenith::testing {
 namespace {

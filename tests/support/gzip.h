@@ -44,7 +44,7 @@ inline std::string gzip_stored(const std::string& bytes) {
   return out;
 }
 
-inline void write_gzip(const std::string& path, const std::string& bytes) {
+inline void write_gzip(const std::filesystem::path& path, const std::string& bytes) {
   write_bytes(path, gzip_stored(bytes));
 }
 

@@ -28,10 +28,10 @@ nlohmann::json read(const fs::path& path) {
 std::string load_edited(const std::string& name, const std::string& file,
                         const std::function<void(nlohmann::json&)>& edit) {
   TempDir dir("text_errors");
-  fs::copy(text_fixture(name), dir.path, fs::copy_options::recursive);
-  nlohmann::json j = read(dir.path / file);
+  fs::copy(text_fixture(name), dir.path(), fs::copy_options::recursive);
+  nlohmann::json j = read(dir.path() / file);
   edit(j);
-  write(dir.path / file, j.dump());
+  write(dir.path() / file, j.dump());
   return error_of([&] { Tokenizer::from_dir(dir.str()); });
 }
 
@@ -45,22 +45,22 @@ TEST(TokenizerErrors, MissingFiles) {
 
 TEST(TokenizerErrors, MalformedFiles) {
   TempDir dir("text_malformed");
-  write(dir.path / "tokenizer.json", "{\"model\": {\"type\": \"BPE\", ");
+  write(dir.path() / "tokenizer.json", "{\"model\": {\"type\": \"BPE\", ");
   std::string e = error_of([&] { Tokenizer::from_dir(dir.str()); });
-  EXPECT_NE(e.find("[tokenizer] " + (dir.path / "tokenizer.json").string() + ": malformed JSON"),
+  EXPECT_NE(e.find("[tokenizer] " + (dir.path() / "tokenizer.json").string() + ": malformed JSON"),
             std::string::npos)
       << e;
 
-  fs::remove(dir.path / "tokenizer.json");
-  write(dir.path / "tokenizer.model", "not a protobuf");
+  fs::remove(dir.path() / "tokenizer.json");
+  write(dir.path() / "tokenizer.model", "not a protobuf");
   e = error_of([&] { Tokenizer::from_dir(dir.str()); });
-  EXPECT_NE(e.find((dir.path / "tokenizer.model").string() + ": not a SentencePiece model"),
+  EXPECT_NE(e.find((dir.path() / "tokenizer.model").string() + ": not a SentencePiece model"),
             std::string::npos)
       << e;
 
-  fs::copy_file(text_fixture("sp_bpe/tokenizer.model"), dir.path / "tokenizer.model",
+  fs::copy_file(text_fixture("sp_bpe/tokenizer.model"), dir.path() / "tokenizer.model",
                 fs::copy_options::overwrite_existing);
-  write(dir.path / "tokenizer_config.json", "[1, 2");
+  write(dir.path() / "tokenizer_config.json", "[1, 2");
   e = error_of([&] { Tokenizer::from_dir(dir.str()); });
   EXPECT_NE(e.find("tokenizer_config.json: malformed JSON"), std::string::npos) << e;
 }

@@ -20,8 +20,8 @@ using testing::text_fixture;
 struct EditedFixture {
   TempDir dir{"text_tokenizer"};
   EditedFixture(const std::string& name, const std::string& file, const nlohmann::json& json) {
-    fs::copy(text_fixture(name), dir.path, fs::copy_options::recursive);
-    std::ofstream(dir.path / file) << json.dump();
+    fs::copy(text_fixture(name), dir.path(), fs::copy_options::recursive);
+    std::ofstream(dir.path() / file) << json.dump();
   }
 };
 
