@@ -55,7 +55,7 @@ void SettingsSchema::apply_yaml_file(const std::string& path) const {
   } catch (const YAML::Exception& e) {
     ZENITH_FAIL("[", command_, "] ", path, ": ", e.what());
   }
-  if (root[command_]) root = root[command_];
+  if (root.IsMap() && root[command_]) root = root[command_];  // (indexing a list makes it a map)
   ZENITH_CHECK(root.IsMap(), "[", command_, "] ", path, ": expected a map of settings");
   std::string known;
   for (const auto& setting : settings_)
