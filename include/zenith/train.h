@@ -145,6 +145,12 @@ CallbackPtr EarlyStopping(const std::string& monitor = "eval_loss", int64_t pati
 
 }  // namespace callbacks
 
+namespace train_detail {  // the training step's strategies (src/train/train_step.h)
+struct Batch;
+struct StepBatches;
+class StepSync;
+}  // namespace train_detail
+
 class Model {
  public:
   Model(nn::CellPtr network, nn::LossPtr loss_fn = nullptr, nn::OptimizerPtr optimizer = nullptr,
@@ -199,9 +205,19 @@ class Model {
   nn::OptimizerPtr optimizer() const { return opt_; }
 
  private:
+  // The training loop (model.cpp): epochs of steps; a step is forward, zero grads, backward and
+  // update, with accumulation, DDP and the NaN check as strategies beside it (train_step.h).
   void run(int64_t epoch, const dataset::Dataset& train_dataset,
            const dataset::Dataset* valid_dataset, int64_t valid_frequency,
            std::vector<callbacks::CallbackPtr> callbacks, int64_t initial_epoch);
+  callbacks::EpochRecord train_epoch(const dataset::Dataset& train_dataset,
+                                     train_detail::StepSync& sync, callbacks::RunContext& ctx,
+                                     const std::vector<callbacks::CallbackPtr>& callbacks);
+  double train_step(const train_detail::StepBatches& step, train_detail::StepSync& sync);
+  Tensor forward(const train_detail::Batch& batch);
+  void zero_grad();
+  void backward(const Tensor& loss, train_detail::StepSync& sync, bool last);
+  void update();
 
   nn::CellPtr net_;
   nn::LossPtr loss_;

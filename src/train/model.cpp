@@ -1,9 +1,12 @@
-// Model: the training loop (forward, loss, backward, optimizer step), evaluation, prediction,
-// and checkpoints that carry the run's position so a resumed run repeats the original exactly.
+// Model: the training loop (epochs of steps; a step is forward, zero grads, backward, update, with
+// gradient accumulation, DDP and the NaN check as strategies in train_step.h), evaluation,
+// prediction, and checkpoints that carry the run's position so a resumed run repeats the original
+// exactly.
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "train/train_step.h"
 #include "zenith/autograd.h"
 #include "zenith/communication.h"
 #include "zenith/ddp.h"
@@ -34,13 +37,6 @@ class ContextScope {
   callbacks::RunContext*& slot_;
 };
 
-// A row's input and label columns.
-std::pair<Tensor, Tensor> split_row(const dataset::Row& row) {
-  ZENITH_CHECK(row.size() >= 2, "[Model] dataset rows need (input, label) columns, got ",
-               row.size(), " column(s)");
-  return {row[0], row[1]};
-}
-
 nlohmann::json history_json(const std::vector<callbacks::EpochRecord>& history) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : history)
@@ -70,14 +66,18 @@ std::vector<callbacks::EpochRecord> history_from_json(const nlohmann::json& j) {
   return out;
 }
 
-// Communication totals since the run began, for the scalar loggers and the epoch record.
-void update_comm_counters(callbacks::RunContext& ctx, const nn::DistributedDataParallelImpl& ddp,
-                          const communication::Stats& at_start, double wait_at_start) {
-  auto now = communication::stats();
-  ctx.comm_bytes = int64_t(now.bytes_sent + now.bytes_received) -
-                   int64_t(at_start.bytes_sent + at_start.bytes_received);
-  ctx.comm_seconds = now.seconds - at_start.seconds;
-  ctx.comm_wait_seconds = ddp.stats().wait_seconds - wait_at_start;
+// Data parallel evaluation: every built-in metric is a mean per sample, so the job's value is the
+// sample-weighted mean of the ranks' values, exactly as if one process had evaluated the whole set.
+void average_over_ranks(std::map<std::string, double>& results, int64_t samples,
+                        const nn::DistributedDataParallelImpl& ddp) {
+  std::vector<double> sums = {double(samples)};
+  for (auto& [_, v] : results) sums.push_back(v * double(samples));
+  Tensor t = Tensor::from_vector(sums, {int64_t(sums.size())});
+  communication::all_reduce(t, communication::ReduceOp::SUM, ddp.group());
+  auto total = t.to_double_vector();
+  ZENITH_CHECK(total[0] > 0, "[Model] the evaluation dataset is empty on every rank");
+  size_t k = 1;
+  for (auto& [_, v] : results) v = total[k++] / total[0];
 }
 
 }  // namespace
@@ -129,10 +129,8 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
                initial_epoch, " is outside [0, ", epoch, "]");
   for (const auto& cb : cbs) ZENITH_CHECK(cb, "[Model] null callback");
 
-  auto* ddp = dynamic_cast<nn::DistributedDataParallelImpl*>(net_.get());
-  const communication::Stats comm_start = ddp ? communication::stats() : communication::Stats{};
-  const double wait_start = ddp ? ddp->stats().wait_seconds : 0.0;
   callbacks::RunContext ctx;
+  auto sync = train_detail::make_step_sync(*net_, ctx);
   ContextScope scope(context_, &ctx);
   ctx.model = this;
   ctx.epochs = epoch;
@@ -140,13 +138,10 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
   ctx.step = step_;
   ctx.steps_per_epoch = steps_per_epoch(train_dataset);
   // A checkpoint taken mid-epoch resumes at its step, with that epoch's loss so far.
-  int64_t resume_at = initial_epoch == epochs_done_ ? resume_step_in_epoch_ : 0;
+  const int64_t resume_at = initial_epoch == epochs_done_ ? resume_step_in_epoch_ : 0;
   ZENITH_CHECK(resume_at == 0 || resume_accumulation_ == accumulation_,
-               "[Model] the checkpoint "
-               "was taken mid-epoch with ",
-               resume_accumulation_,
-               " accumulation steps; resume "
-               "with the same (set_accumulation_steps(",
+               "[Model] the checkpoint was taken mid-epoch with ", resume_accumulation_,
+               " accumulation steps; resume with the same (set_accumulation_steps(",
                resume_accumulation_, ")), not ", accumulation_);
   for (auto& cb : cbs) cb->on_train_begin(ctx);
 
@@ -156,102 +151,8 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
     epoch_loss_sum_ = ctx.step_in_epoch ? resume_loss_sum_ : 0.0;
     epoch_samples_ = ctx.step_in_epoch ? resume_samples_ : 0;
     for (auto& cb : cbs) cb->on_train_epoch_begin(ctx);
-    net_->set_train(true);
-    auto start = Clock::now();
-    int64_t images = 0;
-    const callbacks::RunContext epoch_start = ctx;
-    auto it = train_dataset.create_iterator(
-        e - 1, 0, 0, std::min(train_dataset.get_dataset_size(), ctx.step_in_epoch * accumulation_));
-    std::vector<std::pair<Tensor, Tensor>> batches;  // of one optimizer step
-    for (;;) {
-      auto step_start = Clock::now();
-      batches.clear();
-      while (int64_t(batches.size()) < accumulation_) {
-        auto row = it.next();
-        if (!row) break;
-        batches.push_back(split_row(*row));
-      }
-      if (batches.empty()) break;
-      ctx.step_in_epoch += 1;
-      ctx.batch_size = 0;
-      for (const auto& [x, _] : batches) ctx.batch_size += x.dim() > 0 ? x.size(0) : 1;
-      ctx.learning_rate = opt_->current_lr();
-      for (auto& cb : cbs) cb->on_train_step_begin(ctx);
-
-      auto check_finite = [&](double value) {
-        if (std::isfinite(value)) return;
-        ZENITH_FAIL("[train] loss is ", value, " at epoch ", e, ", step ", ctx.step_in_epoch,
-                    " of ", ctx.steps_per_epoch, " (global step ", step_ + 1,
-                    "); stopped before applying this step (lower the learning rate or check "
-                    "the data). ",
-                    ctx.last_checkpoint.empty()
-                        ? std::string("No checkpoint was written in this run.")
-                        : "The last good checkpoint is " + ctx.last_checkpoint);
-      };
-      opt_->zero_grad();
-      double value = 0, loss_sum = 0;  // the step's mean loss per sample; its running sum
-      communication::Work loss_work;
-      Tensor global_loss;
-      for (size_t b = 0; b < batches.size(); ++b) {
-        const auto& [x, y] = batches[b];
-        const bool last = b + 1 == batches.size();
-        Tensor loss = (*loss_)(net_->forward(x), y);
-        const double batch_loss = loss.item();
-        loss_sum += batch_loss * double(x.dim() > 0 ? x.size(0) : 1);
-        if (last) value = batches.size() == 1 ? batch_loss : loss_sum / double(ctx.batch_size);
-        if (!ddp) check_finite(batch_loss);
-        if (batches.size() > 1) loss = loss * (1.0 / double(batches.size()));
-        if (ddp && !last) {  // only the step's last backward communicates
-          auto local = ddp->no_sync();
-          loss.backward();
-          continue;
-        }
-        // Data parallel: the step's loss is the mean over ranks, reduced while backward runs;
-        // every rank then checks the same value, so a NaN on one rank stops all of them here.
-        if (ddp) {
-          global_loss = Tensor::from_vector(std::vector<double>{value}, {1});
-          loss_work = communication::all_reduce_async(global_loss, communication::ReduceOp::AVG,
-                                                      ddp->group());
-        }
-        loss.backward();
-      }
-      if (ddp) {
-        loss_work.wait();
-        value = global_loss.item();
-        check_finite(value);
-        update_comm_counters(ctx, *ddp, comm_start, wait_start);
-      }
-      opt_->step();
-
-      ctx.step = ++step_;
-      ctx.loss = value;
-      epoch_loss_sum_ += value * double(ctx.batch_size);
-      epoch_samples_ += ctx.batch_size;
-      images += ctx.batch_size;
-      ctx.step_seconds = seconds_since(step_start);
-      for (auto& cb : cbs) cb->on_train_step_end(ctx);
-      if (ctx.stop_requested) break;
-    }
-    bool finished = ctx.step_in_epoch == ctx.steps_per_epoch;
-    callbacks::EpochRecord record;
-    record.epoch = e;
-    record.loss = epoch_samples_ ? epoch_loss_sum_ / double(epoch_samples_) : 0.0;
-    record.seconds = seconds_since(start);
-    if (ddp) {  // throughput of the whole job
-      Tensor n = Tensor::from_vector(std::vector<double>{double(images)}, {1});
-      communication::all_reduce(n, communication::ReduceOp::SUM, ddp->group());
-      images = int64_t(n.item());
-      record.comm_bytes = ctx.comm_bytes - epoch_start.comm_bytes;
-      record.comm_seconds = ctx.comm_seconds - epoch_start.comm_seconds;
-      record.comm_wait_seconds = ctx.comm_wait_seconds - epoch_start.comm_wait_seconds;
-    }
-    record.images_per_second = record.seconds > 0 ? double(images) / record.seconds : 0.0;
-    record.data_wait_seconds = it.wait_seconds();
-    record.learning_rate = opt_->current_lr();
-    if (!finished) {  // stopped mid-epoch: the epoch does not count
-      for (auto& cb : cbs) cb->on_train_end(ctx);
-      return;
-    }
+    callbacks::EpochRecord record = train_epoch(train_dataset, *sync, ctx, cbs);
+    if (ctx.step_in_epoch != ctx.steps_per_epoch) break;  // stopped mid-epoch: it does not count
     epochs_done_ = e;
     resume_step_in_epoch_ = 0;
     if (valid_dataset && (e % valid_frequency == 0 || e == epoch)) {
@@ -265,6 +166,80 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
   }
   for (auto& cb : cbs) cb->on_train_end(ctx);
 }
+
+// The steps of epoch ctx.epoch from ctx.step_in_epoch on, until the data ends or a callback
+// asks to stop; returns the epoch's record (without validation).
+callbacks::EpochRecord Model::train_epoch(const dataset::Dataset& train_dataset,
+                                          train_detail::StepSync& sync, callbacks::RunContext& ctx,
+                                          const std::vector<callbacks::CallbackPtr>& cbs) {
+  net_->set_train(true);
+  const auto start = Clock::now();
+  const callbacks::RunContext epoch_start = ctx;
+  int64_t samples = 0;
+  auto it = train_dataset.create_iterator(
+      ctx.epoch - 1, 0, 0,
+      std::min(train_dataset.get_dataset_size(), ctx.step_in_epoch * accumulation_));
+  for (;;) {
+    const auto step_start = Clock::now();
+    const train_detail::StepBatches step = train_detail::next_step_batches(it, accumulation_);
+    if (step.batches.empty()) break;
+    ctx.step_in_epoch += 1;
+    ctx.batch_size = step.samples;
+    ctx.learning_rate = opt_->current_lr();
+    for (auto& cb : cbs) cb->on_train_step_begin(ctx);
+
+    const double loss = train_step(step, sync);
+
+    ctx.step = ++step_;
+    ctx.loss = loss;
+    epoch_loss_sum_ += loss * double(step.samples);
+    epoch_samples_ += step.samples;
+    samples += step.samples;
+    ctx.step_seconds = seconds_since(step_start);
+    for (auto& cb : cbs) cb->on_train_step_end(ctx);
+    if (ctx.stop_requested) break;
+  }
+  callbacks::EpochRecord record;
+  record.epoch = ctx.epoch;
+  record.loss = epoch_samples_ ? epoch_loss_sum_ / double(epoch_samples_) : 0.0;
+  record.seconds = seconds_since(start);
+  samples = sync.job_samples(samples);  // data parallel: the throughput of the whole job
+  sync.record_communication(record, epoch_start);
+  record.images_per_second = record.seconds > 0 ? double(samples) / record.seconds : 0.0;
+  record.data_wait_seconds = it.wait_seconds();
+  record.learning_rate = opt_->current_lr();
+  return record;
+}
+
+// One optimizer step in llm.c's four calls: zero grads, then forward and backward of each
+// micro-batch (one without gradient accumulation), then update. Returns the step's loss, the
+// mean per sample (under data parallelism over all ranks).
+double Model::train_step(const train_detail::StepBatches& step, train_detail::StepSync& sync) {
+  zero_grad();
+  train_detail::StepLoss step_loss(step.batches.size(), step.samples);
+  for (size_t b = 0; b < step.batches.size(); ++b) {
+    const bool last = b + 1 == step.batches.size();
+    Tensor loss = forward(step.batches[b]);
+    step_loss.add(loss.item(), step.batches[b].samples());
+    sync.after_forward(step_loss, last);
+    backward(train_detail::accumulation_scaled(loss, step.batches.size()), sync, last);
+  }
+  const double loss = sync.step_loss(step_loss);
+  update();
+  return loss;
+}
+
+Tensor Model::forward(const train_detail::Batch& batch) {
+  return (*loss_)(net_->forward(batch.input), batch.labels);
+}
+
+void Model::zero_grad() { opt_->zero_grad(); }
+
+void Model::backward(const Tensor& loss, train_detail::StepSync& sync, bool last) {
+  sync.backward(loss, last);
+}
+
+void Model::update() { opt_->step(); }
 
 std::map<std::string, double> Model::eval(const dataset::Dataset& valid_dataset) {
   auto* ddp = dynamic_cast<nn::DistributedDataParallelImpl*>(net_.get());
@@ -281,30 +256,18 @@ std::map<std::string, double> Model::eval(const dataset::Dataset& valid_dataset)
   int64_t samples = 0;
   auto it = valid_dataset.create_iterator(0);
   while (auto row = it.next()) {
-    auto [x, y] = split_row(*row);
-    Tensor logits = net_->forward(x);
-    double loss = loss_ ? (*loss_)(logits, y).item() : std::nan("");
-    int64_t n = x.dim() > 0 ? x.size(0) : 1;
-    loss_sum += loss * double(n);
-    samples += n;
-    for (auto& [_, m] : metrics_) m->update(logits, y, loss);
+    const train_detail::Batch batch = train_detail::to_batch(*row);
+    Tensor logits = net_->forward(batch.input);
+    double loss = loss_ ? (*loss_)(logits, batch.labels).item() : std::nan("");
+    loss_sum += loss * double(batch.samples());
+    samples += batch.samples();
+    for (auto& [_, m] : metrics_) m->update(logits, batch.labels, loss);
   }
   net_->set_train(was_training);
   std::map<std::string, double> out;
   for (auto& [name, m] : metrics_) out[name] = samples > 0 ? m->eval() : 0.0;
   if (loss_ && !out.count("Loss")) out["Loss"] = samples > 0 ? loss_sum / double(samples) : 0.0;
-  if (ddp) {
-    // Every built-in metric is a mean per sample: the job's value is the sample-weighted mean
-    // of the ranks' values, exactly as if one process had evaluated the whole set.
-    std::vector<double> sums = {double(samples)};
-    for (auto& [_, v] : out) sums.push_back(v * double(samples));
-    Tensor t = Tensor::from_vector(sums, {int64_t(sums.size())});
-    communication::all_reduce(t, communication::ReduceOp::SUM, ddp->group());
-    auto total = t.to_double_vector();
-    ZENITH_CHECK(total[0] > 0, "[Model] the evaluation dataset is empty on every rank");
-    size_t k = 1;
-    for (auto& [_, v] : out) v = total[k++] / total[0];
-  }
+  if (ddp) average_over_ranks(out, samples, *ddp);
   return out;
 }
 
