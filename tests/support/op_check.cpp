@@ -37,7 +37,6 @@ Tensor random_input(const Shape& shape, DType dtype, bool noncontiguous, double 
   return ::testing::AssertionSuccess();
 }
 
-namespace {
 std::vector<Tensor> cast_inputs(const std::vector<Tensor>& inputs, DType dtype) {
   std::vector<Tensor> out;
   for (auto& t : inputs) {
@@ -65,7 +64,6 @@ std::vector<Tensor> autograd_grads(const OpFn& f, const std::vector<Tensor>& inp
       g.push_back(t.grad().defined() ? t.grad() : Tensor::zeros(t.shape(), t.dtype()));
   return g;
 }
-}  // namespace
 
 ::testing::AssertionResult forward_matches_f64(const OpFn& f, const std::vector<Tensor>& inputs,
                                                double rtol, double atol) {
@@ -113,6 +111,83 @@ std::vector<Tensor> autograd_grads(const OpFn& f, const std::vector<Tensor>& inp
     if (!r)
       return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
     ++gi;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+namespace {
+// sum_i sum(v_i * d/dx_i sum(f(x) * w)) over the inputs that require grad, recorded (so it can
+// be differentiated) when create_graph.
+Tensor first_gradient_dot(const OpFn& f, const std::vector<Tensor>& inputs, const Tensor& w,
+                          const std::vector<Tensor>& v, bool create_graph) {
+  std::vector<Tensor> diff;
+  for (auto& t : inputs)
+    if (t.defined() && t.requires_grad()) diff.push_back(t);
+  Tensor y = f(inputs);
+  auto g = autograd::grad({ops::sum(ops::mul(y, w))}, diff, {}, create_graph);
+  Tensor total = Tensor::zeros({}, DType::f64);
+  for (size_t i = 0; i < g.size(); ++i)
+    if (g[i].defined()) total = ops::add(total, ops::sum(ops::mul(g[i], v[i])));
+  return total;
+}
+}  // namespace
+
+::testing::AssertionResult gradgradcheck(const OpFn& f, const std::vector<Tensor>& inputs_in,
+                                         double eps, double rtol, double atol) {
+  std::vector<Tensor> inputs = cast_inputs(inputs_in, DType::f64);
+  Tensor y0;
+  {
+    NoGradGuard g;
+    y0 = f(inputs);
+  }
+  Tensor w = Tensor::uniform(y0.shape(), 0.5, 1.5, DType::f64).requires_grad_();
+  std::vector<Tensor> v;
+  for (auto& t : inputs)
+    if (t.defined() && t.requires_grad()) v.push_back(Tensor::uniform(t.shape(), -1, 1, t.dtype()));
+  // What is differentiated: the inputs that require grad, then w.
+  std::vector<Tensor> wrt;
+  std::vector<size_t> wrt_index;  // into inputs; inputs.size() for w
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].defined() && inputs[k].requires_grad()) {
+      wrt.push_back(inputs[k]);
+      wrt_index.push_back(k);
+    }
+  wrt.push_back(w);
+  wrt_index.push_back(inputs.size());
+  Tensor dot = first_gradient_dot(f, inputs, w, v, /*create_graph=*/true);
+  if (!dot.requires_grad())
+    return ::testing::AssertionFailure() << "the first gradient has no history";
+  std::vector<Tensor> analytic = autograd::grad({dot}, wrt, {}, false);
+  for (size_t j = 0; j < wrt.size(); ++j) {
+    const size_t k = wrt_index[j];
+    Tensor base = wrt[j].detach().contiguous().clone();
+    double* p = base.data<double>();
+    std::vector<double> numeric(size_t(base.numel()));
+    for (int64_t i = 0; i < base.numel(); ++i) {
+      const double orig = p[i];
+      auto eval = [&](double value) {
+        p[i] = value;
+        Tensor leaf = base.clone().requires_grad_();
+        std::vector<Tensor> in2 = inputs;
+        Tensor w2 = w;
+        if (k < inputs.size())
+          in2[k] = leaf;
+        else
+          w2 = leaf;
+        return first_gradient_dot(f, in2, w2.detach(), v, false).item();
+      };
+      double plus = eval(orig + eps), minus = eval(orig - eps);
+      p[i] = orig;
+      numeric[size_t(i)] = (plus - minus) / (2 * eps);
+    }
+    Tensor num = Tensor::from_vector(numeric, wrt[j].shape());
+    Tensor got = analytic[j].defined() ? analytic[j] : Tensor::zeros(wrt[j].shape(), DType::f64);
+    auto r = all_close(got, num, rtol, atol);
+    if (!r)
+      return ::testing::AssertionFailure()
+             << "second derivative with respect to "
+             << (k < inputs.size() ? "input " + std::to_string(k) : std::string("the weights"))
+             << ": " << r.message();
   }
   return ::testing::AssertionSuccess();
 }

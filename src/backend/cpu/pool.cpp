@@ -1,6 +1,7 @@
 // Pooling kernels: float32 max/avg pooling through oneDNN (in the input's own format, so blocked
 // activations stay blocked; max pooling keeps oneDNN's workspace for its backward), float64 and
-// adaptive pooling through reference loops.
+// adaptive pooling through reference loops. The gradient kernels are the fast paths of the
+// decompositions in src/ops/pool.cpp.
 #include <algorithm>
 #include <limits>
 
@@ -15,18 +16,23 @@ namespace dn = onednn;
 using dnnl::memory;
 
 // N batch, C channels, H x W input, KH x KW window, SH x SW stride, PH x PW padding
-// (both sides), OH x OW output.
+// (both sides), OH x OW output: x's shape and the window ops::max_pool2d / avg_pool2d resolved.
 struct PoolGeometry {
   int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, OH, OW;
 
-  PoolGeometry(const Shape& x, const dispatch::Attrs& attrs) : N(x[0]), C(x[1]), H(x[2]), W(x[3]) {
-    auto k = attrs.get<std::vector<int64_t>>("kernel");
-    auto s = attrs.get<std::vector<int64_t>>("stride");
-    auto p = attrs.get<std::vector<int64_t>>("padding");
-    KH = k[0], KW = k[1], SH = s[0], SW = s[1], PH = p[0], PW = p[1];
-    OH = (H + 2 * PH - KH) / SH + 1;
-    OW = (W + 2 * PW - KW) / SW + 1;
-  }
+  PoolGeometry(const Shape& x, const Pool2dAttrs& a)
+      : N(x[0]),
+        C(x[1]),
+        H(x[2]),
+        W(x[3]),
+        KH(a.kernel[0]),
+        KW(a.kernel[1]),
+        SH(a.stride[0]),
+        SW(a.stride[1]),
+        PH(a.padding[0]),
+        PW(a.padding[1]),
+        OH(a.output_size[0]),
+        OW(a.output_size[1]) {}
   Shape x_shape() const { return {N, C, H, W}; }
   Shape y_shape() const { return {N, C, OH, OW}; }
 };
@@ -207,23 +213,23 @@ void avg_pool_ref(const T* x, T* y, const T* dy, T* dx, const PoolGeometry& g, b
 
 // ---- kernels
 
-dnnl::algorithm avg_alg(const dispatch::Attrs& attrs) {
-  return attrs.get<bool>("count_include_pad") ? dnnl::algorithm::pooling_avg_include_padding
-                                              : dnnl::algorithm::pooling_avg_exclude_padding;
+dnnl::algorithm avg_alg(const Pool2dAttrs& attrs) {
+  return attrs.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                 : dnnl::algorithm::pooling_avg_exclude_padding;
 }
 
 // max_pool2d(x; kernel, stride, padding, training) -> {y, workspace or indices}
-std::vector<Tensor> max_pool2d_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> max_pool2d_kernel(const std::vector<Tensor>& in, const Pool2dAttrs& attrs) {
   PoolGeometry g(in[0].shape(), attrs);
   if (in[0].dtype() == DType::f32)
-    return pool_forward_f32(in[0], dnnl::algorithm::pooling_max, attrs.get<bool>("training"), g);
+    return pool_forward_f32(in[0], dnnl::algorithm::pooling_max, attrs.training, g);
   return visit_float(in[0].dtype(), "max_pool2d",
                      [&](auto tag) { return max_pool_ref<decltype(tag)>(in[0], g); });
 }
 
 // max_pool2d_backward(dy, x, workspace) -> dx
 std::vector<Tensor> max_pool2d_backward_kernel(const std::vector<Tensor>& in,
-                                               const dispatch::Attrs& attrs) {
+                                               const Pool2dAttrs& attrs) {
   PoolGeometry g(in[1].shape(), attrs);
   if (in[1].dtype() == DType::f32)
     return {pool_backward_f32(in[0], in[1], in[2], dnnl::algorithm::pooling_max, g)};
@@ -233,23 +239,22 @@ std::vector<Tensor> max_pool2d_backward_kernel(const std::vector<Tensor>& in,
 }
 
 // avg_pool2d(x; kernel, stride, padding, count_include_pad) -> y
-std::vector<Tensor> avg_pool2d_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> avg_pool2d_kernel(const std::vector<Tensor>& in, const Pool2dAttrs& attrs) {
   PoolGeometry g(in[0].shape(), attrs);
   if (in[0].dtype() == DType::f32)
-    return {pool_forward_f32(in[0], avg_alg(attrs), attrs.get<bool>("training"), g)[0]};
+    return {pool_forward_f32(in[0], avg_alg(attrs), attrs.training, g)[0]};
   return visit_float(in[0].dtype(), "avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
     Tensor x = in[0].contiguous();
     Tensor y = Tensor::empty(g.y_shape(), x.dtype());
-    avg_pool_ref<T>(x.data<T>(), y.data<T>(), nullptr, nullptr, g,
-                    attrs.get<bool>("count_include_pad"));
+    avg_pool_ref<T>(x.data<T>(), y.data<T>(), nullptr, nullptr, g, attrs.count_include_pad);
     return std::vector<Tensor>{y};
   });
 }
 
 // avg_pool2d_backward(dy, x) -> dx
 std::vector<Tensor> avg_pool2d_backward_kernel(const std::vector<Tensor>& in,
-                                               const dispatch::Attrs& attrs) {
+                                               const Pool2dAttrs& attrs) {
   PoolGeometry g(in[1].shape(), attrs);
   if (in[1].dtype() == DType::f32)
     return {pool_backward_f32(in[0], in[1], Tensor(), avg_alg(attrs), g)};
@@ -257,8 +262,7 @@ std::vector<Tensor> avg_pool2d_backward_kernel(const std::vector<Tensor>& in,
     using T = decltype(tag);
     Tensor dy = in[0].contiguous();
     Tensor dx = Tensor::zeros(g.x_shape(), dy.dtype());
-    avg_pool_ref<T>(nullptr, nullptr, dy.data<T>(), dx.data<T>(), g,
-                    attrs.get<bool>("count_include_pad"));
+    avg_pool_ref<T>(nullptr, nullptr, dy.data<T>(), dx.data<T>(), g, attrs.count_include_pad);
     return std::vector<Tensor>{dx};
   });
 }
@@ -293,9 +297,9 @@ void adaptive_avg_ref(const T* x, T* y, const T* dy, T* dx, int64_t planes, int6
 
 // adaptive_avg_pool2d(x; output_size) -> y
 std::vector<Tensor> adaptive_avg_pool2d_kernel(const std::vector<Tensor>& in,
-                                               const dispatch::Attrs& attrs) {
+                                               const AdaptivePool2dAttrs& attrs) {
   Tensor x = in[0].contiguous();
-  auto os = attrs.get<std::vector<int64_t>>("output_size");
+  const auto& os = attrs.output_size;
   const Shape& s = x.shape();
   Tensor y = Tensor::empty({s[0], s[1], os[0], os[1]}, x.dtype());
   visit_float(x.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
@@ -308,9 +312,9 @@ std::vector<Tensor> adaptive_avg_pool2d_kernel(const std::vector<Tensor>& in,
 
 // adaptive_avg_pool2d_backward(dy; input_shape) -> dx
 std::vector<Tensor> adaptive_avg_pool2d_backward_kernel(const std::vector<Tensor>& in,
-                                                        const dispatch::Attrs& attrs) {
+                                                        const AdaptivePool2dAttrs& attrs) {
   Tensor dy = in[0].contiguous();
-  auto s = attrs.get<std::vector<int64_t>>("input_shape");
+  const Shape& s = attrs.input_shape;
   Tensor dx = Tensor::zeros(s, dy.dtype());
   visit_float(dy.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
@@ -320,16 +324,16 @@ std::vector<Tensor> adaptive_avg_pool2d_backward_kernel(const std::vector<Tensor
   return {dx};
 }
 
-ZENITH_REGISTER_KERNEL("max_pool2d", CPU, max_pool2d_kernel);
-ZENITH_REGISTER_KERNEL("max_pool2d_backward", CPU, max_pool2d_backward_kernel);
-ZENITH_REGISTER_KERNEL("avg_pool2d", CPU, avg_pool2d_kernel);
-ZENITH_REGISTER_KERNEL("avg_pool2d_backward", CPU, avg_pool2d_backward_kernel);
-ZENITH_REGISTER_KERNEL("adaptive_avg_pool2d", CPU, adaptive_avg_pool2d_kernel);
-ZENITH_REGISTER_KERNEL("adaptive_avg_pool2d_backward", CPU, adaptive_avg_pool2d_backward_kernel);
-ZENITH_LAYOUT_AWARE("max_pool2d");
-ZENITH_LAYOUT_AWARE("max_pool2d_backward");
-ZENITH_LAYOUT_AWARE("avg_pool2d");
-ZENITH_LAYOUT_AWARE("avg_pool2d_backward");
+ZENITH_REGISTER_KERNEL(max_pool2d, CPU, max_pool2d_kernel);
+ZENITH_REGISTER_KERNEL(max_pool2d_backward, CPU, max_pool2d_backward_kernel);
+ZENITH_REGISTER_KERNEL(avg_pool2d, CPU, avg_pool2d_kernel);
+ZENITH_REGISTER_KERNEL(avg_pool2d_backward, CPU, avg_pool2d_backward_kernel);
+ZENITH_REGISTER_KERNEL(adaptive_avg_pool2d, CPU, adaptive_avg_pool2d_kernel);
+ZENITH_REGISTER_KERNEL(adaptive_avg_pool2d_backward, CPU, adaptive_avg_pool2d_backward_kernel);
+ZENITH_LAYOUT_AWARE(max_pool2d);
+ZENITH_LAYOUT_AWARE(max_pool2d_backward);
+ZENITH_LAYOUT_AWARE(avg_pool2d);
+ZENITH_LAYOUT_AWARE(avg_pool2d_backward);
 
 }  // namespace
 }  // namespace zenith::cpu
