@@ -5,6 +5,7 @@
 // reference kernels for them (max pooling's through oneDNN's saved workspace) as fast paths.
 #include <limits>
 
+#include "core/shape.h"
 #include "ops/op_utils.h"
 
 namespace zenith::ops {
@@ -36,7 +37,7 @@ Pool2dAttrs window_attrs(const Tensor& x, const char* op, const std::vector<int6
     int64_t padded = x.shape()[2 + i] + 2 * a.padding[i];
     ZENITH_CHECK(padded >= a.kernel[i], "[", op, "] input ", shape_str(x.shape()),
                  " is smaller than the kernel ", shape_str(a.kernel));
-    a.output_size[i] = (padded - a.kernel[i]) / a.stride[i] + 1;
+    a.output_size[i] = (padded - a.kernel[i]) / a.stride[i] + 1;  // kernels read it from here
   }
   return a;
 }
@@ -64,21 +65,17 @@ WindowTable window_table(const Pool2dAttrs& a, int64_t H, int64_t W) {
   for (int64_t oh = 0; oh < OH; ++oh)
     for (int64_t ow = 0; ow < OW; ++ow) {
       const int64_t o = oh * OW + ow;
+      const PoolWindow wh = pool_window(oh, a.kernel[0], a.stride[0], a.padding[0], H);
+      const PoolWindow ww = pool_window(ow, a.kernel[1], a.stride[1], a.padding[1], W);
       const int64_t h0 = oh * a.stride[0] - a.padding[0], w0 = ow * a.stride[1] - a.padding[1];
-      int64_t inside = 0;
-      for (int64_t kh = 0; kh < a.kernel[0]; ++kh)
-        for (int64_t kw = 0; kw < a.kernel[1]; ++kw) {
-          const int64_t ih = h0 + kh, iw = w0 + kw;
-          const size_t j = size_t((kh * a.kernel[1] + kw) * t.P + o);
-          if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+      for (int64_t ih = wh.begin; ih < wh.end; ++ih)
+        for (int64_t iw = ww.begin; iw < ww.end; ++iw) {
+          const size_t j = size_t(((ih - h0) * a.kernel[1] + (iw - w0)) * t.P + o);
           t.pos[j] = ih * W + iw;
           t.valid[j] = true;
-          ++inside;
         }
-      // count_include_pad counts the padding but not what lies beyond it.
-      const int64_t hp = std::min(h0 + a.kernel[0], H + a.padding[0]) - h0;
-      const int64_t wp = std::min(w0 + a.kernel[1], W + a.padding[1]) - w0;
-      t.count[size_t(o)] = a.count_include_pad ? hp * wp : inside;
+      t.count[size_t(o)] =
+          a.count_include_pad ? wh.padded * ww.padded : (wh.end - wh.begin) * (ww.end - ww.begin);
     }
   return t;
 }
@@ -134,8 +131,7 @@ std::vector<Tensor> max_pool2d_backward_composed(const std::vector<Tensor>& in,
   return {scatter_add_into(dy, at, 3, {N, C, 1, HW}).reshape(xs)};
 }
 
-// adaptive_avg_pool2d_backward(dy): output cell o along a dim of size `n` with `m` outputs
-// averages [floor(o n / m), ceil((o + 1) n / m)).
+// adaptive_avg_pool2d_backward(dy): every cell of an output's window gets dy / its size.
 std::vector<Tensor> adaptive_avg_pool2d_backward_composed(const std::vector<Tensor>& in,
                                                           const AdaptivePool2dAttrs& a) {
   const Shape& xs = a.input_shape;
@@ -143,12 +139,12 @@ std::vector<Tensor> adaptive_avg_pool2d_backward_composed(const std::vector<Tens
   std::vector<int64_t> out, pos;
   std::vector<double> weight;
   for (int64_t oh = 0; oh < OH; ++oh) {
-    const int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+    const PoolWindow wh = adaptive_pool_window(oh, H, OH);
     for (int64_t ow = 0; ow < OW; ++ow) {
-      const int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
-      const double share = 1.0 / double((h1 - h0) * (w1 - w0));
-      for (int64_t ih = h0; ih < h1; ++ih)
-        for (int64_t iw = w0; iw < w1; ++iw) {
+      const PoolWindow ww = adaptive_pool_window(ow, W, OW);
+      const double share = 1.0 / double(wh.padded * ww.padded);
+      for (int64_t ih = wh.begin; ih < wh.end; ++ih)
+        for (int64_t iw = ww.begin; iw < ww.end; ++iw) {
           out.push_back(oh * OW + ow);
           pos.push_back(ih * W + iw);
           weight.push_back(share);

@@ -37,6 +37,27 @@ Tensor random_input(const Shape& shape, DType dtype, bool noncontiguous, double 
   return ::testing::AssertionSuccess();
 }
 
+namespace {
+// (g(x + eps e_i) - g(x - eps e_i)) / 2 eps for every element i of x (float64), g evaluated on a
+// contiguous copy of x perturbed in place: the op sees the same values.
+Tensor central_differences(const Tensor& x, double eps,
+                           const std::function<double(const Tensor&)>& g) {
+  Tensor base = x.detach().contiguous().clone();
+  double* p = base.data<double>();
+  std::vector<double> numeric(size_t(base.numel()));
+  for (int64_t i = 0; i < base.numel(); ++i) {
+    const double orig = p[i];
+    p[i] = orig + eps;
+    const double plus = g(base);
+    p[i] = orig - eps;
+    const double minus = g(base);
+    p[i] = orig;
+    numeric[size_t(i)] = (plus - minus) / (2 * eps);
+  }
+  return Tensor::from_vector(numeric, x.shape());
+}
+}  // namespace
+
 std::vector<Tensor> cast_inputs(const std::vector<Tensor>& inputs, DType dtype) {
   std::vector<Tensor> out;
   for (auto& t : inputs) {
@@ -89,24 +110,12 @@ std::vector<Tensor> autograd_grads(const OpFn& f, const std::vector<Tensor>& inp
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (!inputs[k].defined() || !inputs[k].requires_grad()) continue;
     Tensor x = inputs[k];
-    // Perturb a contiguous copy element by element; the op sees the same values.
-    Tensor base = x.detach().contiguous().clone();
-    std::vector<double> numeric(size_t(base.numel()));
-    double* p = base.data<double>();
-    for (int64_t i = 0; i < base.numel(); ++i) {
-      double orig = p[i];
-      auto eval = [&](double v) {
-        p[i] = v;
-        std::vector<Tensor> in2 = inputs;
-        in2[k] = base;
-        NoGradGuard g;
-        return ops::sum(ops::mul(f(in2), w)).item();
-      };
-      double plus = eval(orig + eps), minus = eval(orig - eps);
-      p[i] = orig;
-      numeric[size_t(i)] = (plus - minus) / (2 * eps);
-    }
-    Tensor num = Tensor::from_vector(numeric, x.shape());
+    Tensor num = central_differences(x, eps, [&](const Tensor& perturbed) {
+      std::vector<Tensor> in2 = inputs;
+      in2[k] = perturbed;
+      NoGradGuard g;
+      return ops::sum(ops::mul(f(in2), w)).item();
+    });
     auto r = all_close(analytic[gi], num, rtol, atol);
     if (!r)
       return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
@@ -160,27 +169,16 @@ Tensor first_gradient_dot(const OpFn& f, const std::vector<Tensor>& inputs, cons
   std::vector<Tensor> analytic = autograd::grad({dot}, wrt, {}, false);
   for (size_t j = 0; j < wrt.size(); ++j) {
     const size_t k = wrt_index[j];
-    Tensor base = wrt[j].detach().contiguous().clone();
-    double* p = base.data<double>();
-    std::vector<double> numeric(size_t(base.numel()));
-    for (int64_t i = 0; i < base.numel(); ++i) {
-      const double orig = p[i];
-      auto eval = [&](double value) {
-        p[i] = value;
-        Tensor leaf = base.clone().requires_grad_();
-        std::vector<Tensor> in2 = inputs;
-        Tensor w2 = w;
-        if (k < inputs.size())
-          in2[k] = leaf;
-        else
-          w2 = leaf;
-        return first_gradient_dot(f, in2, w2.detach(), v, false).item();
-      };
-      double plus = eval(orig + eps), minus = eval(orig - eps);
-      p[i] = orig;
-      numeric[size_t(i)] = (plus - minus) / (2 * eps);
-    }
-    Tensor num = Tensor::from_vector(numeric, wrt[j].shape());
+    Tensor num = central_differences(wrt[j], eps, [&](const Tensor& perturbed) {
+      Tensor leaf = perturbed.clone().requires_grad_();
+      std::vector<Tensor> in2 = inputs;
+      Tensor w2 = w.detach();
+      if (k < inputs.size())
+        in2[k] = leaf;
+      else
+        w2 = leaf.detach();
+      return first_gradient_dot(f, in2, w2, v, false).item();
+    });
     Tensor got = analytic[j].defined() ? analytic[j] : Tensor::zeros(wrt[j].shape(), DType::f64);
     auto r = all_close(got, num, rtol, atol);
     if (!r)

@@ -174,25 +174,15 @@ Tensor max_pool_backward_ref(const Tensor& dyin, const Tensor& idx, const PoolGe
   return dx;
 }
 
-// Window [begin, end) of output index o along one dim, and its divisor contribution.
-struct Window {
-  int64_t begin, end, padded;  // padded: size counting padding (count_include_pad)
-};
-inline Window window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t size) {
-  int64_t start = o * stride - pad;
-  int64_t stop = std::min(start + k, size + pad);
-  return {std::max<int64_t>(start, 0), std::min(stop, size), stop - start};
-}
-
 // Average pooling forward (dy == nullptr) or backward (scatters dy / divisor into dx).
 template <typename T>
 void avg_pool_ref(const T* x, T* y, const T* dy, T* dx, const PoolGeometry& g, bool include_pad) {
   parallel_for(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p)
       for (int64_t oh = 0; oh < g.OH; ++oh) {
-        Window wh = window(oh, g.SH, g.PH, g.KH, g.H);
+        PoolWindow wh = pool_window(oh, g.KH, g.SH, g.PH, g.H);
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          Window ww = window(ow, g.SW, g.PW, g.KW, g.W);
+          PoolWindow ww = pool_window(ow, g.KW, g.SW, g.PW, g.W);
           int64_t count =
               include_pad ? wh.padded * ww.padded : (wh.end - wh.begin) * (ww.end - ww.begin);
           int64_t o = (p * g.OH + oh) * g.OW + ow;
@@ -267,17 +257,18 @@ std::vector<Tensor> avg_pool2d_backward_kernel(const std::vector<Tensor>& in,
   });
 }
 
-// Adaptive average pooling: output cell o along a dim of size `in` and output `out` averages
-// [floor(o * in / out), ceil((o + 1) * in / out)).
+// Adaptive average pooling (windows: core/shape.h).
 template <typename T>
 void adaptive_avg_ref(const T* x, T* y, const T* dy, T* dx, int64_t planes, int64_t H, int64_t W,
                       int64_t OH, int64_t OW) {
   parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p)
       for (int64_t oh = 0; oh < OH; ++oh) {
-        int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+        const PoolWindow wh = adaptive_pool_window(oh, H, OH);
+        const int64_t h0 = wh.begin, h1 = wh.end;
         for (int64_t ow = 0; ow < OW; ++ow) {
-          int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+          const PoolWindow ww = adaptive_pool_window(ow, W, OW);
+          const int64_t w0 = ww.begin, w1 = ww.end;
           T count = T((h1 - h0) * (w1 - w0));
           int64_t o = (p * OH + oh) * OW + ow;
           if (dy) {
