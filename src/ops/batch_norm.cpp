@@ -40,12 +40,6 @@ std::vector<Tensor> batch_norm_backward_composed(const std::vector<Tensor>& in,
 
 ZENITH_REGISTER_DECOMPOSITION(batch_norm_backward, batch_norm_backward_composed);
 
-void check_float(const Tensor& x, const char* op) {
-  ZENITH_CHECK(x.defined(), "[", op, "] undefined input");
-  ZENITH_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "[", op,
-               "] expected float32 or float64, got ", dtype_name(x.dtype()));
-}
-
 // An optional per-channel tensor of x's dtype.
 void check_param(const Tensor& p, const Tensor& x, int64_t C, const char* name) {
   if (!p.defined()) return;
@@ -59,7 +53,7 @@ void check_param(const Tensor& p, const Tensor& x, int64_t C, const char* name) 
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
                   Tensor running_var, bool training, double momentum, double eps) {
-  check_float(x, "batch_norm");
+  detail::check_float(x, "batch_norm");
   ZENITH_CHECK(x.dim() >= 2, "[batch_norm] expected an input [N, C, ...], got ",
                shape_str(x.shape()));
   const int64_t C = x.size(1);

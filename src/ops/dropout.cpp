@@ -5,9 +5,7 @@
 namespace zenith::ops {
 
 Tensor dropout(const Tensor& x, double p, bool training) {
-  ZENITH_CHECK(x.defined(), "[dropout] undefined input");
-  ZENITH_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
-               "[dropout] expected float32 or float64, got ", dtype_name(x.dtype()));
+  detail::check_float(x, "dropout");
   ZENITH_CHECK(p >= 0 && p <= 1, "[dropout] p must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   auto outs = dispatch::call<OpId::dropout>({x}, {.p = p});

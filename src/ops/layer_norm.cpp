@@ -7,11 +7,7 @@
 namespace zenith::ops {
 namespace {
 
-void check_float(const Tensor& x, const char* op) {
-  ZENITH_CHECK(x.defined(), "[", op, "] undefined input");
-  ZENITH_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "[", op,
-               "] expected float32 or float64, got ", dtype_name(x.dtype()));
-}
+using detail::check_float;
 
 // An optional per-feature tensor of `shape` and x's dtype.
 void check_param(const Tensor& p, const Tensor& x, const Shape& shape, const char* op,

@@ -12,6 +12,12 @@ int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
   return d < 0 ? d + n : d;
 }
 
+void check_float(const Tensor& x, const char* op) {
+  ZENITH_CHECK(x.defined(), "[", op, "] undefined input");
+  ZENITH_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "[", op,
+               "] expected float32 or float64, got ", dtype_name(x.dtype()));
+}
+
 std::vector<int64_t> pair_option(const std::vector<int64_t>& v, const char* op, const char* name,
                                  int64_t min) {
   ZENITH_CHECK(v.size() == 1 || v.size() == 2, "[", op, "] ", name, " needs 1 or 2 values, got ",

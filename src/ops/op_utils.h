@@ -14,6 +14,8 @@ namespace zenith::ops::detail {
 Tensor plain(const Tensor& x);
 // d in [-ndim, ndim) as a non-negative dim (a 0-d tensor takes -1 and 0); errors name `op`.
 int64_t wrap_dim(int64_t d, int64_t ndim, const char* op);
+// x is defined and float32 or float64; errors name `op`.
+void check_float(const Tensor& x, const char* op);
 // A 1- or 2-element option of `op` as [h, w], all values >= min.
 std::vector<int64_t> pair_option(const std::vector<int64_t>& v, const char* op, const char* name,
                                  int64_t min);
