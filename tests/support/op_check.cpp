@@ -56,7 +56,13 @@ Tensor central_differences(const Tensor& x, double eps,
   }
   return Tensor::from_vector(numeric, x.shape());
 }
+
 }  // namespace
+
+Tensor output_weights(const OpFn& f, const std::vector<Tensor>& inputs) {
+  NoGradGuard g;
+  return Tensor::uniform(f(inputs).shape(), 0.5, 1.5, DType::f64);
+}
 
 std::vector<Tensor> cast_inputs(const std::vector<Tensor>& inputs, DType dtype) {
   std::vector<Tensor> out;
@@ -99,12 +105,7 @@ std::vector<Tensor> autograd_grads(const OpFn& f, const std::vector<Tensor>& inp
 ::testing::AssertionResult gradcheck(const OpFn& f, const std::vector<Tensor>& inputs_in,
                                      double eps, double rtol, double atol) {
   std::vector<Tensor> inputs = cast_inputs(inputs_in, DType::f64);
-  Tensor y0;
-  {
-    NoGradGuard g;
-    y0 = f(inputs);
-  }
-  Tensor w = Tensor::uniform(y0.shape(), 0.5, 1.5, DType::f64);
+  Tensor w = output_weights(f, inputs);
   std::vector<Tensor> analytic = autograd_grads(f, inputs, w);
   size_t gi = 0;
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -144,12 +145,7 @@ Tensor first_gradient_dot(const OpFn& f, const std::vector<Tensor>& inputs, cons
 ::testing::AssertionResult gradgradcheck(const OpFn& f, const std::vector<Tensor>& inputs_in,
                                          double eps, double rtol, double atol) {
   std::vector<Tensor> inputs = cast_inputs(inputs_in, DType::f64);
-  Tensor y0;
-  {
-    NoGradGuard g;
-    y0 = f(inputs);
-  }
-  Tensor w = Tensor::uniform(y0.shape(), 0.5, 1.5, DType::f64).requires_grad_();
+  Tensor w = output_weights(f, inputs).requires_grad_();
   std::vector<Tensor> v;
   for (auto& t : inputs)
     if (t.defined() && t.requires_grad()) v.push_back(Tensor::uniform(t.shape(), -1, 1, t.dtype()));
@@ -194,12 +190,7 @@ Tensor first_gradient_dot(const OpFn& f, const std::vector<Tensor>& inputs, cons
                                                 double rtol, double atol) {
   std::vector<Tensor> i64 = cast_inputs(inputs, DType::f64);
   std::vector<Tensor> i32 = cast_inputs(inputs, DType::f32);
-  Tensor y;
-  {
-    NoGradGuard g;
-    y = f(i64);
-  }
-  Tensor w = Tensor::uniform(y.shape(), 0.5, 1.5, DType::f64);
+  Tensor w = output_weights(f, i64);
   auto g64 = autograd_grads(f, i64, w);
   auto g32 = autograd_grads(f, i32, w);
   for (size_t i = 0; i < g64.size(); ++i) {

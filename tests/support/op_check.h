@@ -47,6 +47,9 @@ Tensor random_input(const Shape& shape, DType dtype = DType::f64, bool noncontig
 // where the original did); other tensors as they are.
 std::vector<Tensor> cast_inputs(const std::vector<Tensor>& inputs, DType dtype);
 
+// Random float64 weights in [0.5, 1.5) shaped like f's output (the w below).
+Tensor output_weights(const OpFn& f, const std::vector<Tensor>& inputs);
+
 // Autograd gradients of sum(f(inputs) * w), one per input that requires grad (zeros where the
 // input got none).
 std::vector<Tensor> autograd_grads(const OpFn& f, const std::vector<Tensor>& inputs,
