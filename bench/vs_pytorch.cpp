@@ -127,12 +127,12 @@ double median_of(std::vector<double> v) {
   return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
 }
 
-void observe(void* user, const char* op, const std::vector<Tensor>&, const dispatch::Attrs&,
-             const std::vector<Tensor>&) {
+void observe(void* user, const dispatch::OpEvent& event) {
+  if (event.decomposed) return;  // its ops were seen one by one
   auto* p = static_cast<Profile*>(user);
   auto now = Clock::now();
   if (p->active) {
-    auto& e = p->per_op[op];
+    auto& e = p->per_op[op_name(event.op)];
     e.first += std::chrono::duration<double>(now - p->last).count();
     e.second += 1;
   }

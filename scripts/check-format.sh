@@ -6,7 +6,7 @@ cd "$root"
 mapfile -t files < <(git ls-files -- '*.cpp' '*.h' '*.cc' '*.hpp')
 if ! out=$(clang-format --dry-run -Werror "${files[@]}" 2>&1); then
   echo "[check-format] these files differ from .clang-format (run: clang-format -i FILE):"
-  grep -oE '^[^:]+\.(cpp|h|cc|hpp)' <<< "$out" | sort -u | sed 's/^/  /'
+  grep -oE '^[^: ]+\.(cpp|h|cc|hpp):[0-9]+:' <<< "$out" | sed -E 's/:[0-9]+:$//' | sort -u | sed 's/^/  /'
   exit 1
 fi
 echo "[check-format] ${#files[@]} files match .clang-format"

@@ -16,7 +16,7 @@ struct Edge {
 };
 
 // One recorded op: maps gradients of its outputs to gradients of its inputs.
-struct Node {
+struct Node : std::enable_shared_from_this<Node> {
   virtual ~Node() = default;
   // grads[i] is the gradient of output i (undefined when that output got none).
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grads) = 0;
@@ -35,13 +35,40 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Records `op` with `inputs` -> `outputs`: marks the outputs as requiring grad and attaches a
 // node that calls `backward`, which returns one gradient per input (undefined = none).
-// Capture outputs in `backward` only as out.detach(), never the output itself (cycle).
+// `backward` is written with ops, so that a create_graph backward records it in turn. It may
+// capture the inputs themselves; it captures an output only as a SavedOutput, never the output
+// itself (a cycle: the output owns the node).
 void record(const std::string& op, const std::vector<Tensor>& inputs,
             const std::vector<Tensor>& outputs, BackwardFn backward);
 
-// Runs the backward pass from `roots` with their gradients.
+// An op's own output kept for its backward: the data without the history (no cycle), attached
+// again to the op's node when get() runs inside that node's backward with grad mode on (a
+// create_graph backward), so the gradient can be differentiated through it.
+class SavedOutput {
+ public:
+  SavedOutput() = default;
+  explicit SavedOutput(const Tensor& output, uint32_t output_nr = 0)
+      : data_(output.detach()), output_nr_(output_nr) {}
+  Tensor get() const;
+  bool defined() const { return data_.defined(); }
+
+ private:
+  Tensor data_;
+  uint32_t output_nr_ = 0;
+};
+
+// Runs the backward pass from `roots` with their gradients, accumulating into the leaves'
+// grad(). create_graph: the backward ops are recorded too (grad mode stays on), so the
+// gradients have a history of their own; it implies retain_graph.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-              bool retain_graph = false);
+              bool retain_graph = false, bool create_graph = false);
+
+// The gradients of `outputs` with respect to `inputs` (PyTorch's torch.autograd.grad), returned
+// instead of accumulated: no grad() is touched. grad_outputs defaults to ones for scalar
+// outputs; an input the outputs do not depend on gets an undefined tensor. create_graph
+// records the backward so the results can be differentiated again (second derivatives).
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool create_graph = false);
 
 bool grad_enabled();
 void set_grad_enabled(bool enabled);

@@ -1,5 +1,6 @@
 // The public ops. Each validates its inputs (errors name the op and the shapes), then calls the
-// dispatcher; its gradient is defined beside it in src/ops/<family>.cpp.
+// dispatcher with the op's id and typed attributes (src/core/ops.def lists every op); its
+// gradient is defined beside it in src/ops/<family>.cpp, written with ops.
 #pragma once
 
 #include <optional>
@@ -37,6 +38,7 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approx = false);
 Tensor silu(const Tensor& x);
 Tensor square(const Tensor& x);
+Tensor erf(const Tensor& x);
 Tensor cast(const Tensor& x, DType dtype);
 // grad * (out > 0): relu's gradient from its output, one fused kernel (the hot path of CNNs).
 Tensor relu_backward(const Tensor& grad, const Tensor& out);
@@ -87,7 +89,8 @@ Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int6
                   std::vector<int64_t> padding = {0, 0}, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, std::vector<int64_t> output_size);
 
-// ---- normalisation (src/ops/norm.cpp)
+// ---- normalisation (src/ops/batch_norm.cpp, src/ops/layer_norm.cpp) and dropout
+// (src/ops/dropout.cpp)
 // In training mode uses batch statistics and updates running_mean/var in place
 // (running = (1 - momentum) * running + momentum * batch, unbiased variance as in PyTorch).
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
@@ -114,6 +117,17 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+
+// ---- optimizer updates, in place on contiguous tensors of one float dtype, no gradient
+// (src/ops/optimizer_update.cpp)
+// g = grad + weight_decay param; velocity = momentum velocity + g;
+// param -= lr (nesterov ? g + momentum velocity : velocity). Without a velocity: param -= lr g.
+void momentum_update(const Tensor& param, const Tensor& grad, const Tensor& velocity, double lr,
+                     double momentum, double weight_decay, bool nesterov);
+// Adam at 1-based `step` (PyTorch's formulas); decoupled: AdamW's weight decay.
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                 double lr, double beta1, double beta2, double eps, double weight_decay,
+                 bool decoupled, int64_t step);
 
 }  // namespace zenith::ops
 

@@ -140,8 +140,10 @@ class Tensor {
   void set_grad(const Tensor& g);
   void zero_grad();  // drops the accumulated gradient
   void retain_grad();
-  // Backpropagates from this tensor; `gradient` defaults to ones for a scalar.
-  void backward(const Tensor& gradient = Tensor()) const;
+  // Backpropagates from this tensor; `gradient` defaults to ones for a scalar. create_graph
+  // records the backward so the gradients can be differentiated again (see autograd::grad).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false,
+                bool create_graph = false) const;
   Tensor detach() const;  // shares storage, no history
   std::shared_ptr<autograd::Node> grad_fn() const { return impl().grad_fn; }
 

@@ -6,13 +6,15 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/grad_mode.h"
 #include "zenith/autograd.h"
 #include "zenith/ops.h"
 
 namespace zenith::autograd {
 namespace {
 
-thread_local bool g_grad_enabled = true;
+// The node whose backward runs on this thread (SavedOutput::get attaches to it).
+thread_local Node* g_current_node = nullptr;
 
 // Gradient-accumulated hooks by leaf. Keyed by the TensorImpl address; the weak pointer tells a
 // live leaf from a later tensor that reuses a dead one's address.
@@ -99,18 +101,18 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-bool grad_enabled() { return g_grad_enabled; }
-void set_grad_enabled(bool enabled) { g_grad_enabled = enabled; }
+bool grad_enabled() { return core::grad_mode_enabled(); }
+void set_grad_enabled(bool enabled) { core::set_grad_mode_enabled(enabled); }
 
 bool needs_grad(std::initializer_list<Tensor> inputs) {
-  if (!g_grad_enabled) return false;
+  if (!core::grad_mode_enabled()) return false;
   for (auto& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
 }
 
 bool needs_grad(const std::vector<Tensor>& inputs) {
-  if (!g_grad_enabled) return false;
+  if (!core::grad_mode_enabled()) return false;
   for (auto& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
@@ -185,9 +187,33 @@ void queue_callback(std::function<void()> fn) {
   g_final_callbacks->push_back(std::move(fn));
 }
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-              bool retain_graph) {
-  NoGradGuard no_grad;
+Tensor SavedOutput::get() const {
+  if (!data_.defined() || g_current_node == nullptr || !grad_enabled()) return data_;
+  auto impl = std::make_shared<TensorImpl>(data_.impl());
+  impl->grad_fn = g_current_node->shared_from_this();
+  impl->output_nr = output_nr_;
+  impl->requires_grad = true;
+  return Tensor(std::move(impl));
+}
+
+namespace {
+
+// Where grad() wants results: gradient buffer `output_nr` of a node goes to results[index].
+struct Capture {
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> at;
+  std::vector<Tensor> results;
+};
+
+// The engine of backward() and grad(). With a capture, only nodes that lead to a captured one
+// run, and no leaf gradient is accumulated.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph, bool create_graph, Capture* capture) {
+  struct ModeScope {
+    bool previous = core::grad_mode_enabled();
+    ~ModeScope() { core::set_grad_mode_enabled(previous); }
+  } mode_scope;
+  core::set_grad_mode_enabled(create_graph);
+  if (create_graph) retain_graph = true;
   std::vector<std::function<void()>> final_callbacks;
   struct CallbackScope {
     std::vector<std::function<void()>>*& slot;
@@ -195,9 +221,14 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     ~CallbackScope() { slot = previous; }
   } callback_scope{g_final_callbacks, g_final_callbacks};
   g_final_callbacks = &final_callbacks;
+  struct NodeScope {
+    Node* previous = g_current_node;
+    ~NodeScope() { g_current_node = previous; }
+  } node_scope;
   // Discover the graph and count, for each node, the edges that point at it.
   std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, std::shared_ptr<Node>> owner;
+  std::unordered_map<Node*, std::vector<Node*>> parents;  // for grad(): who leads where
   std::vector<Node*> stack;
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
   for (size_t r = 0; r < roots.size(); ++r) {
@@ -219,10 +250,24 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     for (auto& e : n->next) {
       if (!e.fn) continue;
       ++deps[e.fn.get()];
+      if (capture) parents[e.fn.get()].push_back(n);
       if (seen.insert(e.fn.get()).second) {
         owner[e.fn.get()] = e.fn;
         stack.push_back(e.fn.get());
       }
+    }
+  }
+  // With a capture: a node runs only when one of its inputs leads to a captured node.
+  std::unordered_set<Node*> leads;
+  if (capture) {
+    std::vector<Node*> work;
+    for (auto& [n, _] : capture->at)
+      if (leads.insert(n).second) work.push_back(n);
+    while (!work.empty()) {
+      Node* n = work.back();
+      work.pop_back();
+      for (Node* p : parents[n])
+        if (leads.insert(p).second) work.push_back(p);
     }
   }
   std::vector<Node*> ready;
@@ -233,12 +278,24 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     ready.pop_back();
     auto& buf = buffers[n];
     buf.resize(n->num_outputs);
-    if (auto* fn = dynamic_cast<FunctionNode*>(n))
+    bool run = true;
+    if (capture) {
+      if (auto it = capture->at.find(n); it != capture->at.end())
+        for (auto& [output_nr, index] : it->second) capture->results[index] = buf[output_nr];
+      run = false;
+      for (auto& e : n->next) run = run || (e.fn && leads.count(e.fn.get()));
+    } else if (auto* fn = dynamic_cast<FunctionNode*>(n)) {
       for (auto& [i, weak] : fn->retained)
         if (auto impl = weak.lock(); impl && buf[i].defined()) impl->grad = buf[i].impl_ptr();
-    std::vector<Tensor> in_grads = n->apply(buf);
+    }
+    std::vector<Tensor> in_grads;
+    if (run) {
+      g_current_node = n;
+      in_grads = n->apply(buf);
+      g_current_node = node_scope.previous;
+    }
     buffers.erase(n);
-    if (!retain_graph) n->release();
+    if (run && !retain_graph) n->release();
     for (size_t i = 0; i < n->next.size(); ++i) {
       const Edge& e = n->next[i];
       if (!e.fn) continue;
@@ -256,6 +313,53 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     auto fn = std::move(final_callbacks[i]);
     fn();
   }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+              bool create_graph) {
+  run_backward(roots, grads, retain_graph, create_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool create_graph) {
+  ZENITH_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "[grad] ",
+               grad_outputs.size(), " grad_outputs for ", outputs.size(), " outputs");
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    ZENITH_CHECK(out.defined() && out.requires_grad(), "[grad] output ", i,
+                 " does not require grad: nothing to differentiate");
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!g.defined()) {
+      ZENITH_CHECK(out.numel() == 1,
+                   "[grad] grad_outputs can be implied only for scalar "
+                   "outputs, output ",
+                   i, " has shape ", shape_str(out.shape()));
+      g = Tensor::ones(out.shape(), out.dtype(), out.device());
+    }
+    ZENITH_CHECK(g.shape() == out.shape(), "[grad] grad_output ", i, " has shape ",
+                 shape_str(g.shape()), ", output ", shape_str(out.shape()));
+    seeds.push_back(g);
+  }
+  Capture capture;
+  capture.results.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ZENITH_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "[grad] input ", i,
+                 " does not require grad");
+    Edge e = edge_for(inputs[i]);
+    capture.at[e.fn.get()].push_back({e.input_nr, i});
+  }
+  // A leaf's node must stay alive while the graph runs: edge_for may have just created it.
+  std::vector<std::shared_ptr<Node>> keep;
+  for (auto& t : inputs) keep.push_back(edge_for(t).fn);
+  run_backward(outputs, seeds, /*retain_graph=*/create_graph, create_graph, &capture);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor& r = capture.results[i];
+    if (r.defined() && r.dtype() != inputs[i].dtype()) r = r.to(inputs[i].dtype());
+  }
+  return capture.results;
 }
 
 void retain_grad_of(const Tensor& t) {

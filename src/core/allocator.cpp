@@ -1,6 +1,7 @@
 #include "core/allocator.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -98,6 +99,30 @@ void empty_allocator_cache() {
     for (void* p : blocks) std::free(p);
   c.free_blocks.clear();
   c.cached_bytes = 0;
+}
+
+namespace {
+std::array<DeviceAllocator, kDeviceTypeCount>& device_allocators() {
+  static std::array<DeviceAllocator, kDeviceTypeCount> allocators{};
+  return allocators;
+}
+}  // namespace
+
+void set_device_allocator(DeviceType type, DeviceAllocator allocator) {
+  ZENITH_CHECK(type != DeviceType::CPU, "[allocator] the CPU allocator is built in");
+  device_allocators()[size_t(type)] = allocator;
+}
+
+void* device_allocate(DeviceType type, size_t nbytes) {
+  if (type == DeviceType::CPU) return cpu_allocate(nbytes);
+  const DeviceAllocator& a = device_allocators()[size_t(type)];
+  ZENITH_CHECK(a.allocate != nullptr, "[storage] no allocator for ", device_type_name(type));
+  return a.allocate(nbytes);
+}
+
+void device_free(DeviceType type, void* p, size_t nbytes) {
+  if (type == DeviceType::CPU) return cpu_free(p, nbytes);
+  device_allocators()[size_t(type)].free(p, nbytes);
 }
 
 }  // namespace zenith::core

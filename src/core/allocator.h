@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "zenith/device.h"
+
 namespace zenith::core {
 
 void* cpu_allocate(size_t nbytes);
@@ -21,5 +23,16 @@ struct AllocatorStats {
 AllocatorStats allocator_stats();
 // Returns every cached block to the system.
 void empty_allocator_cache();
+
+// The allocator of a non-CPU device type (Storage asks it for that device's memory). A backend
+// registers one when it loads; without one, allocating on the device fails.
+struct DeviceAllocator {
+  void* (*allocate)(size_t nbytes) = nullptr;
+  void (*free)(void* p, size_t nbytes) = nullptr;
+};
+void set_device_allocator(DeviceType type, DeviceAllocator allocator);
+// Memory for `nbytes` on `type`, and its release (cpu_allocate / cpu_free for the CPU).
+void* device_allocate(DeviceType type, size_t nbytes);
+void device_free(DeviceType type, void* p, size_t nbytes);
 
 }  // namespace zenith::core

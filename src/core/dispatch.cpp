@@ -1,17 +1,14 @@
 #include "core/dispatch.h"
 
-#include <array>
-#include <mutex>
-#include <sstream>
-#include <unordered_map>
-#include <unordered_set>
+#include "core/grad_mode.h"
 
 namespace zenith::dispatch {
 namespace {
 
 struct Registry {
-  std::unordered_map<std::string, std::array<Kernel, 2>> kernels;
-  std::unordered_set<std::string> layout_aware;
+  std::array<std::array<ErasedKernel, kDeviceTypeCount>, kOpCount> kernels{};
+  std::array<ErasedKernel, kOpCount> decompositions{};
+  std::array<bool, kOpCount> layout_aware{};
   std::vector<std::pair<int, std::pair<Observer, void*>>> observers;
   int next_observer = 1;
 };
@@ -21,57 +18,47 @@ Registry& registry() {
   return r;
 }
 
-}  // namespace
+thread_local std::array<bool, kOpCount> g_forced{};
 
-Attrs& Attrs::set(const char* key, AttrValue value) {
-  for (auto& [k, v] : items_)
-    if (k == key) {
-      v = std::move(value);
-      return *this;
-    }
-  items_.emplace_back(key, std::move(value));
-  return *this;
-}
-
-bool Attrs::has(const char* key) const {
-  for (auto& [k, v] : items_)
-    if (k == key) return true;
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  for (auto& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
   return false;
 }
 
-std::string Attrs::str() const {
-  std::ostringstream os;
-  for (auto& [k, v] : items_) {
-    os << k << '=';
-    std::visit(
-        [&](const auto& x) {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-            for (auto i : x) os << i << ',';
-          } else if constexpr (std::is_same_v<T, DType>) {
-            os << dtype_name(x);
-          } else {
-            os << x;
-          }
-        },
-        v);
-    os << ';';
-  }
-  return os.str();
+void notify(const Registry& r, OpId op, const std::vector<Tensor>& inputs, const void* attrs,
+            const std::vector<Tensor>& outputs, bool decomposed) {
+  if (r.observers.empty()) return;
+  OpEvent event{op, inputs, AttrsRef(op, attrs), outputs, decomposed};
+  for (auto& [id, obs] : r.observers) obs.first(obs.second, event);
 }
 
-void register_kernel(const char* op, DeviceType device, Kernel kernel) {
-  registry().kernels[op][size_t(device)] = kernel;
+}  // namespace
+
+void register_kernel(OpId op, DeviceType device, ErasedKernel kernel) {
+  registry().kernels[size_t(op)][size_t(device)] = kernel;
 }
 
-void declare_layout_aware(const char* op) { registry().layout_aware.insert(op); }
-
-bool has_kernel(const std::string& op, DeviceType device) {
-  auto it = registry().kernels.find(op);
-  return it != registry().kernels.end() && it->second[size_t(device)] != nullptr;
+void register_decomposition(OpId op, ErasedKernel decomposition) {
+  registry().decompositions[size_t(op)] = decomposition;
 }
 
-std::vector<Tensor> call(const char* op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+bool has_kernel(OpId op, DeviceType device) {
+  return registry().kernels[size_t(op)][size_t(device)] != nullptr;
+}
+
+bool has_decomposition(OpId op) { return registry().decompositions[size_t(op)] != nullptr; }
+
+std::vector<OpInfo> registered_ops() {
+  std::vector<OpInfo> ops;
+  ops.reserve(kOpCount);
+  for (size_t i = 0; i < kOpCount; ++i) ops.push_back({OpId(i), op_name(OpId(i))});
+  return ops;
+}
+
+void declare_layout_aware(OpId op) { registry().layout_aware[size_t(op)] = true; }
+
+std::vector<Tensor> call_erased(OpId op, const std::vector<Tensor>& inputs, const void* attrs) {
   Device device = kCPU;
   bool found = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -80,27 +67,41 @@ std::vector<Tensor> call(const char* op, const std::vector<Tensor>& inputs, cons
       device = inputs[i].device();
       found = true;
     } else if (inputs[i].device() != device) {
-      ZENITH_FAIL("[", op, "] expected all tensors on ", device.str(), ", got ",
+      ZENITH_FAIL("[", op_name(op), "] expected all tensors on ", device.str(), ", got ",
                   inputs[i].device().str(), " for input ", i);
     }
   }
-  auto& r = registry();
-  auto it = r.kernels.find(op);
-  Kernel kernel = it == r.kernels.end() ? nullptr : it->second[size_t(device.type)];
-  if (!kernel)
-    ZENITH_FAIL("[", op, "] not supported on ", device.type == DeviceType::CPU ? "cpu" : "cuda");
-  bool has_layout = false;
-  for (auto& t : inputs) has_layout = has_layout || (t.defined() && t.has_layout());
-  if (has_layout && !r.layout_aware.count(op)) {
-    std::vector<Tensor> plain = inputs;
-    for (auto& t : plain)
-      if (t.defined() && t.has_layout()) t = call1("to_plain", {t});
-    return call(op, plain, attrs);
+  const auto& r = registry();
+  const size_t index = size_t(op);
+  ErasedKernel kernel = r.kernels[index][size_t(device.type)];
+  ErasedKernel decomposition = r.decompositions[index];
+  if (decomposition &&
+      (!kernel || g_forced[index] || (core::grad_mode_enabled() && any_requires_grad(inputs)))) {
+    std::vector<Tensor> outputs = decomposition(inputs, attrs);
+    notify(r, op, inputs, attrs, outputs, true);
+    return outputs;
+  }
+  if (!kernel) ZENITH_FAIL("[", op_name(op), "] not supported on ", device_type_name(device.type));
+  if (!r.layout_aware[index]) {
+    bool has_layout = false;
+    for (auto& t : inputs) has_layout = has_layout || (t.defined() && t.has_layout());
+    if (has_layout) {
+      std::vector<Tensor> plain = inputs;
+      for (auto& t : plain)
+        if (t.defined() && t.has_layout()) t = call1<OpId::to_plain>({t});
+      return call_erased(op, plain, attrs);
+    }
   }
   std::vector<Tensor> outputs = kernel(inputs, attrs);
-  for (auto& [id, obs] : r.observers) obs.first(obs.second, op, inputs, attrs, outputs);
+  notify(r, op, inputs, attrs, outputs, false);
   return outputs;
 }
+
+ForceDecomposition::ForceDecomposition(OpId op) : op_(op), previous_(g_forced[size_t(op)]) {
+  g_forced[size_t(op)] = true;
+}
+
+ForceDecomposition::~ForceDecomposition() { g_forced[size_t(op_)] = previous_; }
 
 int add_observer(Observer observer, void* user) {
   auto& r = registry();

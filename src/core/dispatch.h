@@ -1,92 +1,119 @@
-// The one dispatch entry: (op name, attributes, inputs) -> the kernel registered for the inputs'
-// device. Ops call dispatch::call; kernels register with ZENITH_REGISTER_KERNEL.
+// The one dispatch entry: (op, typed attributes, inputs) -> the kernel registered for the inputs'
+// device, or the op's decomposition into other ops. Ops call dispatch::call<OpId::x>; kernels
+// register with ZENITH_REGISTER_KERNEL, decompositions with ZENITH_REGISTER_DECOMPOSITION. Both
+// are checked at compile time: the op must be in core/ops.def and the function must take that
+// op's attribute struct.
+//
+// Which runs: the backend's kernel when it has one, else the decomposition, else the call fails
+// with "[op] not supported on <device>". A decomposition also runs instead of a kernel while
+// grad mode is on and an input requires grad (a create_graph backward): a fused gradient kernel
+// records nothing, its composed form records every op, so it can be differentiated again.
 #pragma once
 
-#include <cstdint>
-#include <initializer_list>
-#include <string>
-#include <utility>
-#include <variant>
+#include <array>
 #include <vector>
 
+#include "core/op_list.h"
 #include "zenith/tensor.h"
 
 namespace zenith::dispatch {
 
-using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, DType>;
+// A kernel (or decomposition) of `op`.
+template <OpId op>
+using KernelFn = std::vector<Tensor> (*)(const std::vector<Tensor>& inputs,
+                                         const AttrsOf<op>& attrs);
+// The type-erased form the registry stores; attrs points at the op's AttrsOf.
+using ErasedKernel = std::vector<Tensor> (*)(const std::vector<Tensor>& inputs, const void* attrs);
 
-class Attrs {
- public:
-  Attrs() = default;
-  Attrs(std::initializer_list<std::pair<const char*, AttrValue>> items) {
-    for (auto& [k, v] : items) items_.emplace_back(k, v);
-  }
-  Attrs& set(const char* key, AttrValue value);
-  bool has(const char* key) const;
-  template <typename T>
-  const T& get(const char* key) const {
-    for (auto& [k, v] : items_)
-      if (k == key) {
-        if (auto p = std::get_if<T>(&v)) return *p;
-        ZENITH_FAIL("[dispatch] attribute '", key, "' has another type");
-      }
-    ZENITH_FAIL("[dispatch] missing attribute '", key, "'");
-  }
-  template <typename T>
-  T get_or(const char* key, T fallback) const {
-    for (auto& [k, v] : items_)
-      if (k == key)
-        if (auto p = std::get_if<T>(&v)) return *p;
-    return fallback;
-  }
-  std::string str() const;  // stable text form, usable as a cache key
-  const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
+void register_kernel(OpId op, DeviceType device, ErasedKernel kernel);
+void register_decomposition(OpId op, ErasedKernel decomposition);
+bool has_kernel(OpId op, DeviceType device);
+bool has_decomposition(OpId op);
 
- private:
-  std::vector<std::pair<std::string, AttrValue>> items_;
+// Every op of the list, in list order.
+struct OpInfo {
+  OpId id;
+  const char* name;
 };
-
-using Kernel = std::vector<Tensor> (*)(const std::vector<Tensor>& inputs, const Attrs& attrs);
-
-void register_kernel(const char* op, DeviceType device, Kernel kernel);
-bool has_kernel(const std::string& op, DeviceType device);
+std::vector<OpInfo> registered_ops();
 
 // Kernels of ops declared layout-aware receive tensors in a backend layout (TensorImpl::layout)
-// as they are; every other kernel receives such inputs converted by the "to_plain" op first.
-void declare_layout_aware(const char* op);
+// as they are; every other kernel receives such inputs converted by the to_plain op first.
+void declare_layout_aware(OpId op);
 
 // Runs `op` on the device of its (defined) inputs; all must share one device.
-std::vector<Tensor> call(const char* op, const std::vector<Tensor>& inputs,
-                         const Attrs& attrs = {});
-inline Tensor call1(const char* op, const std::vector<Tensor>& inputs, const Attrs& attrs = {}) {
-  return call(op, inputs, attrs)[0];
+std::vector<Tensor> call_erased(OpId op, const std::vector<Tensor>& inputs, const void* attrs);
+
+template <OpId op>
+std::vector<Tensor> call(const std::vector<Tensor>& inputs, const AttrsOf<op>& attrs = {}) {
+  return call_erased(op, inputs, &attrs);
+}
+template <OpId op>
+Tensor call1(const std::vector<Tensor>& inputs, const AttrsOf<op>& attrs = {}) {
+  return call_erased(op, inputs, &attrs)[0];
 }
 
-// Observers see every dispatched op (graph tracing, profiler). Returns an id for removal.
-using Observer = void (*)(void* user, const char* op, const std::vector<Tensor>& inputs,
-                          const Attrs& attrs, const std::vector<Tensor>& outputs);
-int add_observer(Observer observer, void* user);
-void remove_observer(int id);
+// While alive, `op` runs its decomposition even where a kernel exists (tests compare a fused
+// fast path with the composed gradient it must equal).
+class ForceDecomposition {
+ public:
+  explicit ForceDecomposition(OpId op);
+  ~ForceDecomposition();
+  ForceDecomposition(const ForceDecomposition&) = delete;
+  ForceDecomposition& operator=(const ForceDecomposition&) = delete;
 
-struct LayoutAwareDeclaration {
-  explicit LayoutAwareDeclaration(const char* op) { declare_layout_aware(op); }
+ private:
+  OpId op_;
+  bool previous_;
 };
 
+// Observers see every dispatched op (graph tracing, profiler, op coverage). A decomposed op is
+// seen after the ops it decomposed into, with decomposed = true.
+struct OpEvent {
+  OpId op;
+  const std::vector<Tensor>& inputs;
+  AttrsRef attrs;
+  const std::vector<Tensor>& outputs;
+  bool decomposed;
+};
+using Observer = void (*)(void* user, const OpEvent& event);
+int add_observer(Observer observer, void* user);  // returns an id for remove_observer
+void remove_observer(int id);
+
+template <OpId op, KernelFn<op> fn>
+std::vector<Tensor> erase_kernel(const std::vector<Tensor>& inputs, const void* attrs) {
+  return fn(inputs, *static_cast<const AttrsOf<op>*>(attrs));
+}
+
+template <OpId op, KernelFn<op> fn>
 struct KernelRegistrar {
-  KernelRegistrar(const char* op, DeviceType device, Kernel kernel) {
-    register_kernel(op, device, kernel);
+  explicit KernelRegistrar(DeviceType device) {
+    register_kernel(op, device, &erase_kernel<op, fn>);
   }
+};
+
+template <OpId op, KernelFn<op> fn>
+struct DecompositionRegistrar {
+  DecompositionRegistrar() { register_decomposition(op, &erase_kernel<op, fn>); }
+};
+
+struct LayoutAwareDeclaration {
+  explicit LayoutAwareDeclaration(OpId op) { declare_layout_aware(op); }
 };
 
 }  // namespace zenith::dispatch
 
 #define ZENITH_KCONCAT_INNER(a, b) a##b
 #define ZENITH_KCONCAT(a, b) ZENITH_KCONCAT_INNER(a, b)
-// ZENITH_REGISTER_KERNEL("add", CPU, add_kernel);
-#define ZENITH_REGISTER_KERNEL(op, device, fn)                                         \
-  static ::zenith::dispatch::KernelRegistrar ZENITH_KCONCAT(zenith_kernel_, __LINE__)( \
-      op, ::zenith::DeviceType::device, fn)
-// ZENITH_LAYOUT_AWARE("relu"); next to the kernel that handles layout tensors itself.
+// ZENITH_REGISTER_KERNEL(conv2d, CPU, conv2d_kernel); conv2d_kernel takes const Conv2dAttrs&.
+#define ZENITH_REGISTER_KERNEL(op, device, fn)                                       \
+  static ::zenith::dispatch::KernelRegistrar<::zenith::OpId::op, fn> ZENITH_KCONCAT( \
+      zenith_kernel_, __LINE__)(::zenith::DeviceType::device)
+// ZENITH_REGISTER_DECOMPOSITION(sigmoid_backward, sigmoid_backward_composed); in src/ops.
+#define ZENITH_REGISTER_DECOMPOSITION(op, fn)                                               \
+  static ::zenith::dispatch::DecompositionRegistrar<::zenith::OpId::op, fn> ZENITH_KCONCAT( \
+      zenith_decomposition_, __LINE__)
+// ZENITH_LAYOUT_AWARE(relu); next to the kernel that handles layout tensors itself.
 #define ZENITH_LAYOUT_AWARE(op)                                                          \
   static ::zenith::dispatch::LayoutAwareDeclaration ZENITH_KCONCAT(zenith_layout_aware_, \
-                                                                   __LINE__)(op)
+                                                                   __LINE__)(::zenith::OpId::op)

@@ -145,8 +145,21 @@ uint16_t float_to_half(float f) {
   return uint16_t(half);
 }
 
+const char* device_type_name(DeviceType type) {
+  switch (type) {
+    case DeviceType::CPU:
+      return "cpu";
+    case DeviceType::CUDA:
+      return "cuda";
+    case DeviceType::PrivateUse1:
+      return "privateuse1";
+  }
+  return "unknown";
+}
+
 std::string Device::str() const {
-  return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index);
+  if (type == DeviceType::CPU) return "cpu";
+  return std::string(device_type_name(type)) + ":" + std::to_string(index);
 }
 
 }  // namespace zenith

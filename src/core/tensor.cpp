@@ -1,4 +1,7 @@
-// Tensor handle basics: storage, factories, metadata, host copies. Views are in src/ops/shape.cpp.
+// Tensor handle basics: storage, factories, metadata, host copies. Differentiable members are
+// defined by the layers that own them: views in src/ops/shape.cpp, copies in src/ops/copy.cpp,
+// backward() and retain_grad() in src/autograd/tensor_autograd.cpp. What core needs of them
+// (fills, dtype conversions for host copies) it dispatches itself.
 #include "zenith/tensor.h"
 
 #include <cstdlib>
@@ -9,8 +12,6 @@
 
 #include "core/allocator.h"
 #include "core/dispatch.h"
-#include "zenith/autograd.h"
-#include "zenith/ops.h"
 
 namespace zenith {
 
@@ -42,11 +43,20 @@ Shape contiguous_strides(const Shape& s) {
 std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << shape_str(s); }
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  ZENITH_CHECK(device.type == DeviceType::CPU, "[storage] no allocator for ", device.str());
-  data_ = core::cpu_allocate(nbytes);  // 64-byte aligned; large blocks come from a cache
+  // CPU: 64-byte aligned; large blocks come from a cache.
+  data_ = core::device_allocate(device.type, nbytes);
 }
 
-Storage::~Storage() { core::cpu_free(data_, nbytes_); }
+Storage::~Storage() { core::device_free(device_.type, data_, nbytes_); }
+
+namespace {
+// t's values as a plain contiguous tensor of `dtype` (t itself when it already is one).
+Tensor plain_copy(const Tensor& t, DType dtype) {
+  Tensor p = t.has_layout() ? dispatch::call1<OpId::to_plain>({t}) : t;
+  if (p.dtype() == dtype && p.is_contiguous()) return p;
+  return dispatch::call1<OpId::copy>({p}, {.dtype = dtype});
+}
+}  // namespace
 
 TensorImpl& Tensor::impl() const {
   ZENITH_CHECK(impl_ != nullptr, "[tensor] use of an undefined tensor");
@@ -65,6 +75,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  if (device.type != DeviceType::CPU) return full(shape, 0.0, dtype, device);
   Tensor t = empty(shape, dtype, device);
   std::memset(t.raw_data(), 0, t.nbytes());
   return t;
@@ -76,7 +87,7 @@ Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  t.fill_(value);
+  dispatch::call<OpId::fill_>({t}, {.value = value});
   return t;
 }
 
@@ -95,7 +106,7 @@ Tensor from_host(const std::vector<Src>& values, const Shape& shape, DType dtype
                " values do not fill shape ", shape_str(shape));
   Tensor src = Tensor::empty(shape, src_dtype);
   if (!values.empty()) std::memcpy(src.raw_data(), values.data(), values.size() * sizeof(Src));
-  return dtype == src_dtype ? src : src.to(dtype);
+  return plain_copy(src, dtype);
 }
 }  // namespace
 
@@ -149,33 +160,6 @@ void Tensor::set_grad(const Tensor& g) { impl().grad = g.defined() ? g.impl_ptr(
 
 void Tensor::zero_grad() { impl().grad = nullptr; }
 
-namespace autograd {
-void retain_grad_of(const Tensor& t);
-}
-void Tensor::retain_grad() {
-  if (impl().retains_grad || is_leaf()) return;
-  impl().retains_grad = true;
-  autograd::retain_grad_of(*this);
-}
-
-void Tensor::backward(const Tensor& gradient) const {
-  ZENITH_CHECK(requires_grad(),
-               "[backward] tensor does not require grad and has no grad_fn: "
-               "nothing to differentiate (did every input have requires_grad=false, or was it "
-               "computed under no_grad?)");
-  Tensor g = gradient;
-  if (!g.defined()) {
-    ZENITH_CHECK(numel() == 1,
-                 "[backward] gradient can be implied only for a scalar output, got "
-                 "shape ",
-                 shape_str(shape()));
-    g = Tensor::ones(shape(), dtype(), device());
-  }
-  ZENITH_CHECK(g.shape() == shape(), "[backward] gradient shape ", shape_str(g.shape()),
-               " does not match tensor shape ", shape_str(shape()));
-  autograd::backward({*this}, {g});
-}
-
 Tensor Tensor::detach() const {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = this->impl().storage;
@@ -191,23 +175,23 @@ Tensor Tensor::detach() const {
 double Tensor::item() const {
   ZENITH_CHECK(numel() == 1, "[item] expected a one-element tensor, got shape ",
                shape_str(shape()));
-  return contiguous().to(DType::f64).data<double>()[0];
+  return plain_copy(*this, DType::f64).data<double>()[0];
 }
 
 std::vector<double> Tensor::to_double_vector() const {
-  Tensor t = to(DType::f64).contiguous();
+  Tensor t = plain_copy(*this, DType::f64);
   const double* p = t.data<double>();
   return std::vector<double>(p, p + t.numel());
 }
 
 std::vector<float> Tensor::to_float_vector() const {
-  Tensor t = to(DType::f32).contiguous();
+  Tensor t = plain_copy(*this, DType::f32);
   const float* p = t.data<float>();
   return std::vector<float>(p, p + t.numel());
 }
 
 std::vector<int64_t> Tensor::to_int_vector() const {
-  Tensor t = to(DType::i64).contiguous();
+  Tensor t = plain_copy(*this, DType::i64);
   const int64_t* p = t.data<int64_t>();
   return std::vector<int64_t>(p, p + t.numel());
 }
@@ -251,7 +235,5 @@ std::string Tensor::to_string() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
-
-Tensor Tensor::operator-() const { return ops::neg(*this); }
 
 }  // namespace zenith

@@ -1,7 +1,5 @@
 // llama2.c checkpoints (version 0 "legacy" and version 1, float32; see zenith/llama2c.h), read
 // straight into tensors named as Hugging Face names them.
-#include "zenith/llama2c.h"
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +7,7 @@
 
 #include "zenith/autograd.h"
 #include "zenith/io.h"
+#include "zenith/llama2c.h"
 
 namespace zenith::io {
 

@@ -1,38 +1,29 @@
 // Elementwise binary ops with broadcasting; gradients sum back to each input's shape.
 #include <cmath>
 
-#include "backend/cpu/loops.h"
-#include "core/dispatch.h"
-#include "zenith/autograd.h"
-#include "zenith/ops.h"
+#include "core/shape.h"
+#include "ops/op_utils.h"
 
 namespace zenith::ops {
 namespace {
 
-// Backend layouts (e.g. oneDNN blocked) are converted to plain before an elementwise kernel.
-Tensor plain(const Tensor& x) { return x.has_layout() ? x.contiguous() : x; }
+using detail::plain;
+using detail::scalar_like;
 
-// Validates shapes and devices, then dispatches.
-Tensor binary(const char* op, const Tensor& a, const Tensor& b) {
-  ZENITH_CHECK(a.defined() && b.defined(), "[", op, "] undefined input");
-  cpu::broadcast_shapes(a.shape(), b.shape(), op);
+// Validates shapes, then dispatches.
+template <OpId op>
+Tensor binary(const Tensor& a, const Tensor& b) {
+  ZENITH_CHECK(a.defined() && b.defined(), "[", op_name(op), "] undefined input");
+  broadcast_shapes(a.shape(), b.shape(), op_name(op));
   // Layout (oneDNN blocked) operands: the dispatcher makes them plain unless the kernel is
   // layout-aware (add/sub/mul, see backend/cpu/onednn_layout.h).
-  return dispatch::call1(op, {a, b});
-}
-
-// A 0-d tensor holding `v`, typed to combine with `like` without changing its dtype
-// (PyTorch's rule: a Python scalar does not promote a float tensor).
-Tensor scalar_like(double v, const Tensor& like) {
-  DType t = like.dtype();
-  if (!is_floating(t) && v != std::floor(v)) t = DType::f32;
-  return Tensor::scalar(v, t);
+  return dispatch::call1<op>({a, b});
 }
 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary("add", a, b);
+  Tensor out = binary<OpId::add>(a, b);
   if (autograd::needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
     autograd::record("add", {a, b}, {out}, [sa, sb](const std::vector<Tensor>& g) {
@@ -43,7 +34,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary("sub", a, b);
+  Tensor out = binary<OpId::sub>(a, b);
   if (autograd::needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
     autograd::record("sub", {a, b}, {out}, [sa, sb](const std::vector<Tensor>& g) {
@@ -54,7 +45,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary("mul", a, b);
+  Tensor out = binary<OpId::mul>(a, b);
   if (autograd::needs_grad({a, b})) {
     bool ga = a.requires_grad(), gb = b.requires_grad();
     autograd::record("mul", {a, b}, {out}, [a, b, ga, gb](const std::vector<Tensor>& g) {
@@ -66,14 +57,14 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary("div", a, b);
+  Tensor out = binary<OpId::div>(a, b);
   if (autograd::needs_grad({a, b})) {
     bool gb = b.requires_grad();
-    Tensor saved = out.detach();
+    autograd::SavedOutput saved(out);
     autograd::record("div", {a, b}, {out}, [a, b, gb, saved](const std::vector<Tensor>& g) {
       Tensor ga = sum_to(div(g[0], b), a.shape());
       // d(a/b)/db = -(a/b)/b
-      Tensor gbv = gb ? neg(sum_to(div(mul(g[0], saved), b), b.shape())) : Tensor();
+      Tensor gbv = gb ? neg(sum_to(div(mul(g[0], saved.get()), b), b.shape())) : Tensor();
       return std::vector<Tensor>{ga, gbv};
     });
   }
@@ -81,12 +72,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-  Tensor out = binary("pow", a, b);
+  Tensor out = binary<OpId::pow>(a, b);
   if (autograd::needs_grad({a, b})) {
     bool ga = a.requires_grad(), gb = b.requires_grad();
-    Tensor saved = out.detach();
+    autograd::SavedOutput saved(out);
     autograd::record("pow", {a, b}, {out}, [a, b, ga, gb, saved](const std::vector<Tensor>& g) {
-      Tensor zero = Tensor::scalar(0.0, g[0].dtype());
+      Tensor zero = scalar_like(0.0, g[0]);
       Tensor da, db;
       if (ga) {
         // b a^(b-1), defined as 0 where b == 0 (PyTorch's convention, avoids 0 * inf at a = 0)
@@ -95,8 +86,9 @@ Tensor pow(const Tensor& a, const Tensor& b) {
       }
       if (gb) {
         // a^b log(a), defined as 0 where a == 0 and b >= 0
-        Tensor d = mul(g[0], mul(saved, log(a)));
-        Tensor at_zero = where(eq(a, zero), ge(b, zero), Tensor::scalar(0.0, DType::b8));
+        Tensor d = mul(g[0], mul(saved.get(), log(a)));
+        Tensor no = Tensor::full({}, 0.0, DType::b8, a.device());
+        Tensor at_zero = where(eq(a, zero), ge(b, zero), no);
         db = sum_to(where(at_zero, zero, d), b.shape());
       }
       return std::vector<Tensor>{da, db};
@@ -106,10 +98,11 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 // Gradient of maximum/minimum: to the selected operand, split half/half on ties (PyTorch).
-static Tensor select_binary(const char* op, const Tensor& a, const Tensor& b, bool is_max) {
-  Tensor out = binary(op, a, b);
+template <OpId op>
+static Tensor select_binary(const Tensor& a, const Tensor& b, bool is_max) {
+  Tensor out = binary<op>(a, b);
   if (autograd::needs_grad({a, b})) {
-    autograd::record(op, {a, b}, {out}, [a, b, is_max](const std::vector<Tensor>& g) {
+    autograd::record(op_name(op), {a, b}, {out}, [a, b, is_max](const std::vector<Tensor>& g) {
       DType dt = g[0].dtype();
       Tensor a_wins = (is_max ? gt(a, b) : lt(a, b)).to(dt);
       Tensor wa = add(a_wins, mul(eq(a, b).to(dt), 0.5));  // weight of a; b gets 1 - wa
@@ -120,8 +113,12 @@ static Tensor select_binary(const char* op, const Tensor& a, const Tensor& b, bo
   return out;
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return select_binary("maximum", a, b, true); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return select_binary("minimum", a, b, false); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return select_binary<OpId::maximum>(a, b, true);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return select_binary<OpId::minimum>(a, b, false);
+}
 
 Tensor pow(const Tensor& a_in, double exponent) {
   ZENITH_CHECK(a_in.defined(), "[pow] undefined input");
@@ -137,11 +134,12 @@ Tensor pow(const Tensor& a_in, double exponent) {
                    ") cannot be raised to the negative power ", exponent);
     }
   }
-  Tensor out = dispatch::call1("pow_scalar", {a}, {{"exponent", exponent}});
+  Tensor out = dispatch::call1<OpId::pow_scalar>({a}, {.exponent = exponent});
   if (autograd::needs_grad({a})) {
     autograd::record("pow_scalar", {a}, {out}, [a, exponent](const std::vector<Tensor>& g) {
-      if (exponent == 0) return std::vector<Tensor>{Tensor::zeros(a.shape(), g[0].dtype())};
-      return std::vector<Tensor>{mul(g[0], mul(pow(a.detach(), exponent - 1), exponent))};
+      if (exponent == 0)
+        return std::vector<Tensor>{Tensor::zeros(a.shape(), g[0].dtype(), a.device())};
+      return std::vector<Tensor>{mul(g[0], mul(pow(a, exponent - 1), exponent))};
     });
   }
   return out;

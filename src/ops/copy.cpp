@@ -1,17 +1,15 @@
 // Copies and conversions: contiguous, clone, to(dtype), cast, copy_, fill_.
-#include "core/dispatch.h"
-#include "zenith/autograd.h"
-#include "zenith/ops.h"
+#include "ops/op_utils.h"
 
 namespace zenith {
 
 namespace {
-Tensor plain(const Tensor& x) { return x.has_layout() ? dispatch::call1("to_plain", {x}) : x; }
+Tensor plain(const Tensor& x) { return x.has_layout() ? dispatch::call1<OpId::to_plain>({x}) : x; }
 }  // namespace
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  Tensor out = dispatch::call1("copy", {plain(*this)}, {{"dtype", dtype()}});
+  Tensor out = dispatch::call1<OpId::copy>({plain(*this)}, {.dtype = dtype()});
   if (autograd::needs_grad({*this}))
     autograd::record("contiguous", {*this}, {out},
                      [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
@@ -19,7 +17,7 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = dispatch::call1("copy", {plain(*this)}, {{"dtype", dtype()}});
+  Tensor out = dispatch::call1<OpId::copy>({plain(*this)}, {.dtype = dtype()});
   if (autograd::needs_grad({*this}))
     autograd::record("clone", {*this}, {out},
                      [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
@@ -28,7 +26,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  Tensor out = dispatch::call1("copy", {plain(*this)}, {{"dtype", target}});
+  Tensor out = dispatch::call1<OpId::copy>({plain(*this)}, {.dtype = target});
   if (is_floating(target) && autograd::needs_grad({*this})) {
     DType source = dtype();
     autograd::record("cast", {*this}, {out}, [source](const std::vector<Tensor>& g) {
@@ -46,13 +44,13 @@ Tensor Tensor::to(Device device) const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   ZENITH_CHECK(!has_layout(), "[copy_] destination is in a backend layout");
-  dispatch::call("copy_", {*this, plain(src)});
+  dispatch::call<OpId::copy_>({*this, plain(src)});
   return *this;
 }
 
 Tensor& Tensor::fill_(double value) {
   ZENITH_CHECK(!has_layout(), "[fill_] destination is in a backend layout");
-  dispatch::call("fill_", {*this}, {{"value", value}});
+  dispatch::call<OpId::fill_>({*this}, {.value = value});
   return *this;
 }
 

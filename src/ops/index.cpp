@@ -1,19 +1,15 @@
 // Indexing and joining: embedding, cat, stack, index_select, gather. Gradients of the gathers
-// scatter-add back into a zero tensor of the input's shape.
-#include "core/dispatch.h"
-#include "zenith/autograd.h"
-#include "zenith/ops.h"
+// scatter-add back into a zero tensor of the input's shape (detail::scatter_add_into);
+// embedding's gradient is the op embedding_backward, a scatter-add of rows by decomposition
+// with a fused CPU kernel.
+#include "ops/op_utils.h"
 
 namespace zenith::ops {
 namespace {
 
-Tensor plain(const Tensor& x) { return x.has_layout() ? x.contiguous() : x; }
-
-int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
-  int64_t n = std::max<int64_t>(ndim, 1);
-  ZENITH_CHECK(d >= -n && d < n, "[", op, "] dim ", d, " out of range for ", ndim, "-d tensor");
-  return d < 0 ? d + n : d;
-}
+using detail::plain;
+using detail::scatter_add_into;
+using detail::wrap_dim;
 
 void check_index_dtype(const Tensor& index, const char* op) {
   ZENITH_CHECK(index.defined(), "[", op, "] undefined index");
@@ -22,15 +18,22 @@ void check_index_dtype(const Tensor& index, const char* op) {
                shape_str(index.shape()));
 }
 
-// Zeros of `shape` with src added at index along dim (the gradient of gather/index_select).
-Tensor scatter_add_into(const Tensor& src, const Tensor& index, int64_t dim, const Shape& shape) {
-  return dispatch::call1("scatter_add", {src, index}, {{"dim", dim}, {"shape", shape}});
-}
-
 // Whether t is the legacy 1-d empty tensor that cat skips (as PyTorch does).
 bool skipped_by_cat(const Tensor& t, int64_t ndim) {
   return ndim != 1 && t.dim() == 1 && t.numel() == 0;
 }
+
+// embedding_backward(dy [.., D], indices [..]; num_rows) -> [num_rows, D]: the rows of dy
+// added at their indices.
+std::vector<Tensor> embedding_backward_composed(const std::vector<Tensor>& in,
+                                                const EmbeddingBackwardAttrs& a) {
+  const int64_t d = in[0].shape().back(), n = in[1].numel();
+  Tensor rows = in[0].reshape({n, d});
+  Tensor index = in[1].reshape({n, 1}).expand({n, d});
+  return {scatter_add_into(rows, index, 0, {a.num_rows, d})};
+}
+
+ZENITH_REGISTER_DECOMPOSITION(embedding_backward, embedding_backward_composed);
 
 }  // namespace
 
@@ -40,13 +43,13 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices) {
   Tensor weight = plain(weight_in);
   ZENITH_CHECK(weight.dim() == 2, "[embedding] weight must be 2-d [num_embeddings, dim], got ",
                shape_str(weight.shape()));
-  Tensor out = dispatch::call1("embedding", {weight, indices});
+  Tensor out = dispatch::call1<OpId::embedding>({weight, indices});
   if (autograd::needs_grad({weight})) {
     Tensor idx = indices.detach();
     int64_t rows = weight.shape()[0];
     autograd::record("embedding", {weight}, {out}, [idx, rows](const std::vector<Tensor>& g) {
       return std::vector<Tensor>{
-          dispatch::call1("embedding_backward", {g[0], idx}, {{"num_rows", rows}})};
+          dispatch::call1<OpId::embedding_backward>({g[0], idx}, {.num_rows = rows})};
     });
   }
   return out;
@@ -86,7 +89,7 @@ Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
     dtype = promote_types(dtype, t.dtype());
   }
   Tensor out =
-      dispatch::call1("cat", tensors, {{"dim", dim}, {"dtype", dtype}, {"out_shape", out_shape}});
+      dispatch::call1<OpId::cat>(tensors, {.dim = dim, .dtype = dtype, .out_shape = out_shape});
   if (autograd::needs_grad(tensors)) {
     std::vector<int64_t> sizes;
     std::vector<DType> dtypes;
@@ -146,8 +149,7 @@ Tensor index_select(const Tensor& x_in, int64_t dim_in, const Tensor& index) {
                "got index of shape ",
                shape_str(index.shape()));
   Tensor idx = plain(index).reshape(view_shape).expand(out_shape);
-  Tensor out =
-      dispatch::call1("gather", {x, idx}, {{"dim", dim}, {"op", std::string("index_select")}});
+  Tensor out = dispatch::call1<OpId::gather>({x, idx}, {.dim = dim, .index_select = true});
   if (autograd::needs_grad({x})) {
     Shape in_shape = x.shape();
     autograd::record("index_select", {x}, {out},
@@ -169,7 +171,7 @@ Tensor gather(const Tensor& x_in, int64_t dim_in, const Tensor& index) {
   ZENITH_CHECK(ok, "[gather] index of shape ", shape_str(index.shape()),
                " does not fit input of shape ", shape_str(x.shape()), " outside dim ", dim);
   Tensor idx = plain(index);
-  Tensor out = dispatch::call1("gather", {x, idx}, {{"dim", dim}});
+  Tensor out = dispatch::call1<OpId::gather>({x, idx}, {.dim = dim});
   if (autograd::needs_grad({x})) {
     Shape in_shape = x.shape();
     Tensor id = idx.detach();

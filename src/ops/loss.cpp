@@ -1,34 +1,56 @@
 // Losses: cross_entropy (class indices or probabilities, label smoothing, ignore_index) and
-// mse_loss, with PyTorch's reductions. The class-index case runs one fused log-softmax + NLL
-// kernel over [M, C] rows.
-#include "core/dispatch.h"
-#include "zenith/autograd.h"
-#include "zenith/ops.h"
+// mse_loss, with PyTorch's reductions. The class-index case runs one op, cross_entropy_rows
+// (log-softmax and NLL over [M, C] rows); its gradient cross_entropy_rows_backward is defined
+// here by a decomposition into ops, with a fused CPU kernel as the fast path.
+#include "ops/op_utils.h"
 
 namespace zenith::ops {
 namespace {
 
-Tensor plain(const Tensor& x) { return x.has_layout() ? x.contiguous() : x; }
+using detail::plain;
 
-void check_reduction(const std::string& reduction, const char* op) {
-  ZENITH_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none", "[", op,
-               "] reduction must be 'mean', 'sum' or 'none', got '", reduction, "'");
+Reduction parse_reduction(const std::string& reduction, const char* op) {
+  if (reduction == "mean") return Reduction::kMean;
+  if (reduction == "sum") return Reduction::kSum;
+  ZENITH_CHECK(reduction == "none", "[", op, "] reduction must be 'mean', 'sum' or 'none', got '",
+               reduction, "'");
+  return Reduction::kNone;
 }
+
+// cross_entropy_rows_backward(dloss, logits [M, C], target [M], log_sum) -> dlogits:
+// dloss_i (softmax(x)_i - (1 - eps) onehot(t_i) - eps / C), 0 for ignored rows; "mean" divides
+// by the number of rows not ignored.
+std::vector<Tensor> cross_entropy_rows_backward_composed(const std::vector<Tensor>& in,
+                                                         const CrossEntropyAttrs& a) {
+  const Tensor& logits = in[1];
+  const int64_t C = logits.size(1);
+  const DType dt = logits.dtype();
+  Tensor target = in[2].reshape({-1, 1});
+  Tensor valid = ne(target, Tensor::scalar(double(a.ignore_index), target.dtype()));  // [M, 1]
+  Tensor onehot = eq(Tensor::arange(C).reshape({1, C}), target).to(dt);
+  Tensor smoothed = add(mul(onehot, 1.0 - a.label_smoothing), a.label_smoothing / double(C));
+  Tensor dloss = in[0].dtype() == dt ? in[0] : in[0].to(dt);
+  if (a.reduction == Reduction::kNone) dloss = dloss.reshape({-1, 1});
+  if (a.reduction == Reduction::kMean) dloss = div(dloss, sum(valid.to(dt)));
+  Tensor d = mul(sub(softmax(logits, 1), smoothed), dloss);
+  return {where(valid, d, detail::scalar_like(0.0, d))};
+}
+
+ZENITH_REGISTER_DECOMPOSITION(cross_entropy_rows_backward, cross_entropy_rows_backward_composed);
 
 // Losses of logits [M, C] against class indices [M], reduced by one fused kernel ("none": per
 // row, 0 where ignored).
-Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                          double eps, const std::string& reduction) {
-  dispatch::Attrs attrs{
-      {"ignore_index", ignore_index}, {"label_smoothing", eps}, {"reduction", reduction}};
-  auto outs = dispatch::call("cross_entropy_rows", {logits, target}, attrs);
+Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target,
+                          const CrossEntropyAttrs& attrs) {
+  auto outs = dispatch::call<OpId::cross_entropy_rows>({logits, target}, attrs);
   if (autograd::needs_grad({logits})) {
-    Tensor x = logits.detach(), t = target.detach(), log_sums = outs[1];
-    autograd::record("cross_entropy", {logits}, {outs[0]},
-                     [x, t, log_sums, attrs](const std::vector<Tensor>& g) {
-                       return std::vector<Tensor>{dispatch::call1("cross_entropy_rows_backward",
-                                                                  {g[0], x, t, log_sums}, attrs)};
-                     });
+    Tensor t = target.detach(), log_sums = outs[1];
+    autograd::record(
+        "cross_entropy", {logits}, {outs[0]},
+        [logits, t, log_sums, attrs](const std::vector<Tensor>& g) {
+          return std::vector<Tensor>{dispatch::call1<OpId::cross_entropy_rows_backward>(
+              {g[0], logits, t, log_sums}, attrs)};
+        });
   }
   return outs[0];
 }
@@ -47,7 +69,7 @@ Tensor classes_last(const Tensor& x) {
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const std::string& reduction,
                      int64_t ignore_index, double label_smoothing) {
   ZENITH_CHECK(logits_in.defined() && target_in.defined(), "[cross_entropy] undefined input");
-  check_reduction(reduction, "cross_entropy");
+  const Reduction reduce = parse_reduction(reduction, "cross_entropy");
   ZENITH_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
                "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
   Tensor logits = plain(logits_in), target = plain(target_in);
@@ -89,13 +111,15 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const std
   Tensor rows = classes_last(logits);
   Tensor flat_target = target.reshape({-1});
   // "mean" divides by the number of non-ignored targets (NaN when there are none, as in PyTorch).
-  Tensor loss = cross_entropy_rows(rows, flat_target, ignore_index, label_smoothing, reduction);
+  Tensor loss = cross_entropy_rows(
+      rows, flat_target,
+      {.ignore_index = ignore_index, .label_smoothing = label_smoothing, .reduction = reduce});
   return reduction == "none" ? loss.reshape(target.shape()) : loss;
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
   ZENITH_CHECK(input.defined() && target.defined(), "[mse_loss] undefined input");
-  check_reduction(reduction, "mse_loss");
+  parse_reduction(reduction, "mse_loss");
   ZENITH_CHECK(is_floating(input.dtype()), "[mse_loss] input must be floating, got ",
                dtype_name(input.dtype()), " of shape ", shape_str(input.shape()));
   Tensor diff;

@@ -1,8 +1,6 @@
 // matmul (numpy semantics, broadcast batch dims) and linear; gradients are matmuls with
 // transposed views, which the gemm kernels take as transpose flags instead of copies.
-#include "core/dispatch.h"
-#include "zenith/autograd.h"
-#include "zenith/ops.h"
+#include "ops/op_utils.h"
 
 namespace zenith::ops {
 namespace {
@@ -18,7 +16,7 @@ void check_float_pair(const char* op, const Tensor& a, const Tensor& b, const ch
 
 // Both operands at least 2-d with matching inner dims.
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
-  Tensor out = dispatch::call1("matmul", {a, b});
+  Tensor out = dispatch::call1<OpId::matmul>({a, b});
   if (autograd::needs_grad({a, b})) {
     bool ga = a.requires_grad(), gb = b.requires_grad();
     autograd::record("matmul", {a, b}, {out}, [a, b, ga, gb](const std::vector<Tensor>& g) {
@@ -68,7 +66,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                  out_features, "], got ", shape_str(bias.shape()));
   }
   Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in});
-  Tensor out = dispatch::call1("linear", {x2, weight, bias});
+  Tensor out = dispatch::call1<OpId::linear>({x2, weight, bias});
   if (autograd::needs_grad({x2, weight, bias})) {
     bool gx = x2.requires_grad(), gw = weight.requires_grad();
     bool gb = bias.defined() && bias.requires_grad();

@@ -1,12 +1,13 @@
 // Reductions over dims, with keepdim; gradients broadcast back over the reduced dims.
 #include <algorithm>
 
-#include "core/dispatch.h"
-#include "zenith/autograd.h"
-#include "zenith/ops.h"
+#include "ops/op_utils.h"
 
 namespace zenith::ops {
 namespace {
+
+using detail::plain;
+using detail::wrap_dim;
 
 // Sorted, unique, non-negative dims; empty means all.
 std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t ndim,
@@ -44,17 +45,9 @@ Shape kept_shape(const Shape& s, const std::vector<int64_t>& dims) {
   return reduced_shape(s, dims, true);
 }
 
-Tensor plain(const Tensor& x) { return x.has_layout() ? x.contiguous() : x; }
-
-int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
-  int64_t n = std::max<int64_t>(ndim, 1);
-  ZENITH_CHECK(d >= -n && d < n, "[", op, "] dim ", d, " out of range for ", ndim, "-d tensor");
-  return d < 0 ? d + n : d;
-}
-
 // Values (and int64 indices) of the max/min over `dim`. The gradient goes to the selected index.
-std::vector<Tensor> minmax_dim(const char* op, const char* kernel, const Tensor& x_in,
-                               int64_t dim_in, bool keepdim) {
+template <OpId kernel>
+std::vector<Tensor> minmax_dim(const char* op, const Tensor& x_in, int64_t dim_in, bool keepdim) {
   ZENITH_CHECK(x_in.defined(), "[", op, "] undefined input");
   Tensor x = plain(x_in);
   int64_t dim = wrap_dim(dim_in, x.dim(), op);
@@ -63,26 +56,26 @@ std::vector<Tensor> minmax_dim(const char* op, const char* kernel, const Tensor&
   std::vector<int64_t> dims;
   if (x.dim() > 0) dims.push_back(dim);
   Shape out_shape = reduced_shape(x.shape(), dims, keepdim);
-  auto outs = dispatch::call(kernel, {x}, {{"dim", dim}, {"out_shape", out_shape}});
+  auto outs = dispatch::call<kernel>({x}, {.dim = dim, .out_shape = out_shape});
   if (autograd::needs_grad({x})) {
     Shape in_shape = x.shape(), kept = kept_shape(x.shape(), dims);
     Tensor idx = outs[1].reshape(kept);
     autograd::record(op, {x}, {outs[0]}, [in_shape, kept, idx, dim](const std::vector<Tensor>& g) {
       Tensor gk = g[0].reshape(kept);
-      return std::vector<Tensor>{
-          dispatch::call1("scatter_add", {gk, idx}, {{"dim", dim}, {"shape", in_shape}})};
+      return std::vector<Tensor>{detail::scatter_add_into(gk, idx, dim, in_shape)};
     });
   }
   return outs;
 }
 
 // max()/min() over all elements; ties share the gradient evenly (PyTorch's rule).
-Tensor minmax_all(const char* op, const char* kernel, const Tensor& x_in) {
+template <OpId kernel>
+Tensor minmax_all(const char* op, const Tensor& x_in) {
   ZENITH_CHECK(x_in.defined(), "[", op, "] undefined input");
   Tensor x = plain(x_in);
   ZENITH_CHECK(x.numel() > 0, "[", op, "] cannot reduce an empty tensor of shape ",
                shape_str(x.shape()));
-  Tensor out = dispatch::call1(kernel, {x});
+  Tensor out = dispatch::call1<kernel>({x});
   if (autograd::needs_grad({x})) {
     Tensor xd = x.detach(), od = out.detach();
     autograd::record(op, {x}, {out}, [xd, od](const std::vector<Tensor>& g) {
@@ -96,17 +89,17 @@ Tensor minmax_all(const char* op, const char* kernel, const Tensor& x_in) {
 }  // namespace
 
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
-  return minmax_dim("max", "max_dim", x, dim, keepdim)[0];
+  return minmax_dim<OpId::max_dim>("max", x, dim, keepdim)[0];
 }
 Tensor min(const Tensor& x, int64_t dim, bool keepdim) {
-  return minmax_dim("min", "min_dim", x, dim, keepdim)[0];
+  return minmax_dim<OpId::min_dim>("min", x, dim, keepdim)[0];
 }
-Tensor max(const Tensor& x) { return minmax_all("max", "max_all", x); }
-Tensor min(const Tensor& x) { return minmax_all("min", "min_all", x); }
+Tensor max(const Tensor& x) { return minmax_all<OpId::max_all>("max", x); }
+Tensor min(const Tensor& x) { return minmax_all<OpId::min_all>("min", x); }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   NoGradGuard no_grad;
-  return minmax_dim("argmax", "max_dim", x, dim, keepdim)[1];
+  return minmax_dim<OpId::max_dim>("argmax", x, dim, keepdim)[1];
 }
 
 Tensor var(const Tensor& x_in, const std::vector<int64_t>& dims_in, bool unbiased, bool keepdim) {
@@ -119,15 +112,14 @@ Tensor var(const Tensor& x_in, const std::vector<int64_t>& dims_in, bool unbiase
   int64_t count = 1;
   for (auto d : dims) count *= x.shape()[size_t(d)];
   int64_t correction = unbiased ? 1 : 0;
-  Tensor out = dispatch::call1(
-      "var", {x}, {{"dims", dims}, {"out_shape", out_shape}, {"correction", correction}});
+  Tensor out = dispatch::call1<OpId::var>(
+      {x}, {.dims = dims, .out_shape = out_shape, .correction = correction});
   if (autograd::needs_grad({x})) {
     Shape kept = kept_shape(x.shape(), dims);
-    Tensor xd = x.detach();
     autograd::record("var", {x}, {out},
-                     [xd, dims, kept, count, correction](const std::vector<Tensor>& g) {
+                     [x, dims, kept, count, correction](const std::vector<Tensor>& g) {
                        // d var / dx = 2 (x - mean) / (n - correction)
-                       Tensor centered = sub(xd, mean(xd, dims, true));
+                       Tensor centered = sub(x, mean(x, dims, true));
                        Tensor scale = div(g[0].reshape(kept), double(count - correction) / 2.0);
                        return std::vector<Tensor>{mul(centered, scale)};
                      });
@@ -140,7 +132,7 @@ Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims_in, bool keepdim
   Tensor x = plain(x_in);
   auto dims = normalize_dims(dims_in, x.dim(), "sum");
   Shape out_shape = reduced_shape(x.shape(), dims, keepdim);
-  Tensor out = dispatch::call1("sum", {x}, {{"dims", dims}, {"out_shape", out_shape}});
+  Tensor out = dispatch::call1<OpId::sum>({x}, {.dims = dims, .out_shape = out_shape});
   if (autograd::needs_grad({x})) {
     Shape in_shape = x.shape(), kept = kept_shape(x.shape(), dims);
     autograd::record("sum", {x}, {out}, [in_shape, kept](const std::vector<Tensor>& g) {

@@ -3,20 +3,13 @@
 #include <numeric>
 #include <optional>
 
-#include "core/dispatch.h"
-#include "zenith/autograd.h"
-#include "zenith/ops.h"
+#include "ops/op_utils.h"
 
 namespace zenith {
 namespace {
 
-int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
-  int64_t n = std::max<int64_t>(ndim, 1);
-  ZENITH_CHECK(d >= -n && d < n, "[", op, "] dim ", d, " out of range for ", ndim, "-d tensor");
-  return d < 0 ? d + n : d;
-}
-
-Tensor plain(const Tensor& x) { return x.has_layout() ? x.contiguous() : x; }
+using ops::detail::plain;
+using ops::detail::wrap_dim;
 
 // A view of x's storage; records `backward` when x needs a gradient.
 Tensor make_view(const Tensor& x, Shape shape, Shape strides, int64_t offset, const char* op,
@@ -170,6 +163,12 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
                    [=](const std::vector<Tensor>& g) {
                      Tensor gi = Tensor::zeros(in_shape, dtype, g[0].device());
                      gi.slice(d, start, end, step).copy_(g[0]);
+                     // In a create_graph backward this gradient is differentiated in turn.
+                     if (autograd::needs_grad({g[0]}))
+                       autograd::record(
+                           "slice_backward", {g[0]}, {gi}, [=](const std::vector<Tensor>& gg) {
+                             return std::vector<Tensor>{gg[0].slice(d, start, end, step)};
+                           });
                      return std::vector<Tensor>{gi};
                    });
 }

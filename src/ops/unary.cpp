@@ -1,14 +1,21 @@
-// Elementwise unary ops and their gradients. Each gradient is one fused kernel
-// ("<op>_backward"(dy, saved)) rather than a chain of elementwise ops.
-#include "core/dispatch.h"
-#include "zenith/autograd.h"
-#include "zenith/ops.h"
+// Elementwise unary ops and their gradients. Each gradient is an op of the list,
+// <op>_backward(dy, saved), defined here by a decomposition into ops (so every backend
+// differentiates it, twice if needed); a backend may register a fused kernel for it as a fast
+// path (the CPU does for relu_backward, the hot path of CNNs).
+#include <cmath>
+
+#include "ops/op_utils.h"
 
 namespace zenith::ops {
 namespace {
 
-// Backend layouts (e.g. oneDNN blocked) are converted to plain before an elementwise kernel.
-Tensor plain(const Tensor& x) { return x.has_layout() ? x.contiguous() : x; }
+using detail::plain;
+
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2 / sqrt(pi)
+constexpr double kGeluTanhScale = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluTanhCubic = 0.044715;
 
 Tensor checked(const Tensor& x, const char* op) {
   ZENITH_CHECK(x.defined(), "[", op, "] undefined input");
@@ -24,28 +31,124 @@ Tensor float_input(const Tensor& x, const char* op) {
   return is_floating(p.dtype()) ? p : p.to(DType::f32);
 }
 
-Tensor backward_kernel(const char* op, const Tensor& dy, const Tensor& saved) {
-  return dispatch::call1(op, {dy, saved});
-}
-
-// out = op(x); its gradient is `backward_op`(dy, saved), saved = x or out (detached).
+// out = op(x); its gradient is backward_op(dy, x) or backward_op(dy, out).
 enum class Saved { kInput, kOutput };
-Tensor unary(const char* op, const char* backward_op, Saved saved_kind, const Tensor& x) {
-  Tensor out = dispatch::call1(op, {x});
+template <OpId op, OpId backward_op>
+Tensor unary(const Tensor& x, Saved saved) {
+  Tensor out = dispatch::call1<op>({x});
   if (autograd::needs_grad({x})) {
-    Tensor saved = saved_kind == Saved::kInput ? x.detach() : out.detach();
-    autograd::record(op, {x}, {out}, [backward_op, saved](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{backward_kernel(backward_op, g[0], saved)};
-    });
+    if (saved == Saved::kInput) {
+      autograd::record(op_name(op), {x}, {out}, [x](const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{dispatch::call1<backward_op>({g[0], x})};
+      });
+    } else {
+      autograd::SavedOutput y(out);
+      autograd::record(op_name(op), {x}, {out}, [y](const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{dispatch::call1<backward_op>({g[0], y.get()})};
+      });
+    }
   }
   return out;
 }
+
+// ---- the gradients as ops: dx = f(dy, saved), in saved's dtype and shape
+
+Tensor in_dtype_of(const Tensor& dy, const Tensor& saved) {
+  return dy.dtype() == saved.dtype() ? dy : dy.to(saved.dtype());
+}
+
+// dy * sign(x), sign(0) = 0
+std::vector<Tensor> abs_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  const Tensor& x = in[1];
+  Tensor zero = detail::scalar_like(0.0, x);
+  Tensor sign = sub(gt(x, zero).to(x.dtype()), lt(x, zero).to(x.dtype()));
+  return {mul(in_dtype_of(in[0], x), sign)};
+}
+// 2 x dy
+std::vector<Tensor> square_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  return {mul(mul(in_dtype_of(in[0], in[1]), in[1]), 2.0)};
+}
+// dy where y > 0, else 0
+std::vector<Tensor> relu_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  const Tensor& y = in[1];
+  Tensor zero = detail::scalar_like(0.0, y);
+  return {where(gt(y, zero), in_dtype_of(in[0], y), zero)};
+}
+// dy y
+std::vector<Tensor> exp_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  return {mul(in_dtype_of(in[0], in[1]), in[1])};
+}
+// dy / x
+std::vector<Tensor> log_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  return {div(in_dtype_of(in[0], in[1]), in[1])};
+}
+// dy / (2 y)
+std::vector<Tensor> sqrt_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  return {div(mul(in_dtype_of(in[0], in[1]), 0.5), in[1])};
+}
+// -dy y^3 / 2
+std::vector<Tensor> rsqrt_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  const Tensor& y = in[1];
+  return {mul(mul(in_dtype_of(in[0], y), -0.5), mul(y, square(y)))};
+}
+// dy (1 - y^2)
+std::vector<Tensor> tanh_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  const Tensor& y = in[1];
+  return {mul(in_dtype_of(in[0], y), 1.0 - square(y))};
+}
+// dy y (1 - y)
+std::vector<Tensor> sigmoid_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  const Tensor& y = in[1];
+  return {mul(in_dtype_of(in[0], y), mul(y, 1.0 - y))};
+}
+// dy s (1 + x (1 - s)), s = sigmoid(x)
+std::vector<Tensor> silu_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  const Tensor& x = in[1];
+  Tensor s = sigmoid(x);
+  return {mul(in_dtype_of(in[0], x), mul(s, add(mul(x, 1.0 - s), 1.0)))};
+}
+// dy (Phi(x) + x phi(x)), Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi)
+std::vector<Tensor> gelu_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  const Tensor& x = in[1];
+  Tensor cdf = mul(add(erf(mul(x, kInvSqrt2)), 1.0), 0.5);
+  Tensor pdf = mul(exp(mul(square(x), -0.5)), kInvSqrt2Pi);
+  return {mul(in_dtype_of(in[0], x), add(cdf, mul(x, pdf)))};
+}
+// dy ((1 + t) / 2 + x / 2 (1 - t^2) u'), t = tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3)
+std::vector<Tensor> gelu_tanh_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  const Tensor& x = in[1];
+  Tensor x2 = square(x);
+  Tensor u = mul(mul(x, add(mul(x2, kGeluTanhCubic), 1.0)), kGeluTanhScale);
+  Tensor t = tanh(u);
+  Tensor du = mul(add(mul(x2, 3 * kGeluTanhCubic), 1.0), kGeluTanhScale);
+  Tensor d = add(mul(add(t, 1.0), 0.5), mul(mul(mul(x, 0.5), 1.0 - square(t)), du));
+  return {mul(in_dtype_of(in[0], x), d)};
+}
+// dy 2 / sqrt(pi) exp(-x^2)
+std::vector<Tensor> erf_backward_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  const Tensor& x = in[1];
+  return {mul(in_dtype_of(in[0], x), mul(exp(neg(square(x))), kTwoOverSqrtPi))};
+}
+
+ZENITH_REGISTER_DECOMPOSITION(abs_backward, abs_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(square_backward, square_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(relu_backward, relu_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(exp_backward, exp_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(log_backward, log_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(sqrt_backward, sqrt_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(rsqrt_backward, rsqrt_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(tanh_backward, tanh_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(sigmoid_backward, sigmoid_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(silu_backward, silu_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(gelu_backward, gelu_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(gelu_tanh_backward, gelu_tanh_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(erf_backward, erf_backward_composed);
 
 }  // namespace
 
 Tensor neg(const Tensor& x_in) {
   Tensor x = checked(x_in, "neg");
-  Tensor out = dispatch::call1("neg", {x});
+  Tensor out = dispatch::call1<OpId::neg>({x});
   if (autograd::needs_grad({x}))
     autograd::record("neg", {x}, {out},
                      [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
@@ -53,41 +156,44 @@ Tensor neg(const Tensor& x_in) {
 }
 
 Tensor exp(const Tensor& x) {
-  return unary("exp", "exp_backward", Saved::kOutput, float_input(x, "exp"));
+  return unary<OpId::exp, OpId::exp_backward>(float_input(x, "exp"), Saved::kOutput);
 }
 Tensor log(const Tensor& x) {
-  return unary("log", "log_backward", Saved::kInput, float_input(x, "log"));
+  return unary<OpId::log, OpId::log_backward>(float_input(x, "log"), Saved::kInput);
 }
 Tensor sqrt(const Tensor& x) {
-  return unary("sqrt", "sqrt_backward", Saved::kOutput, float_input(x, "sqrt"));
+  return unary<OpId::sqrt, OpId::sqrt_backward>(float_input(x, "sqrt"), Saved::kOutput);
 }
 Tensor rsqrt(const Tensor& x) {
-  return unary("rsqrt", "rsqrt_backward", Saved::kOutput, float_input(x, "rsqrt"));
+  return unary<OpId::rsqrt, OpId::rsqrt_backward>(float_input(x, "rsqrt"), Saved::kOutput);
 }
 Tensor abs(const Tensor& x) {
-  return unary("abs", "abs_backward", Saved::kInput, checked(x, "abs"));
+  return unary<OpId::abs, OpId::abs_backward>(checked(x, "abs"), Saved::kInput);
 }
 Tensor tanh(const Tensor& x) {
-  return unary("tanh", "tanh_backward", Saved::kOutput, float_input(x, "tanh"));
+  return unary<OpId::tanh, OpId::tanh_backward>(float_input(x, "tanh"), Saved::kOutput);
 }
 Tensor sigmoid(const Tensor& x) {
-  return unary("sigmoid", "sigmoid_backward", Saved::kOutput, float_input(x, "sigmoid"));
+  return unary<OpId::sigmoid, OpId::sigmoid_backward>(float_input(x, "sigmoid"), Saved::kOutput);
 }
 Tensor relu(const Tensor& x) {
   // Blocked (oneDNN) activations stay blocked: the relu kernels are layout-aware.
   Tensor in = x.defined() && x.has_layout() ? x : checked(x, "relu");
-  return unary("relu", "relu_backward", Saved::kOutput, in);
+  return unary<OpId::relu, OpId::relu_backward>(in, Saved::kOutput);
 }
 Tensor gelu(const Tensor& x, bool tanh_approx) {
   Tensor in = float_input(x, "gelu");
-  return tanh_approx ? unary("gelu_tanh", "gelu_tanh_backward", Saved::kInput, in)
-                     : unary("gelu", "gelu_backward", Saved::kInput, in);
+  return tanh_approx ? unary<OpId::gelu_tanh, OpId::gelu_tanh_backward>(in, Saved::kInput)
+                     : unary<OpId::gelu, OpId::gelu_backward>(in, Saved::kInput);
 }
 Tensor silu(const Tensor& x) {
-  return unary("silu", "silu_backward", Saved::kInput, float_input(x, "silu"));
+  return unary<OpId::silu, OpId::silu_backward>(float_input(x, "silu"), Saved::kInput);
 }
 Tensor square(const Tensor& x) {
-  return unary("square", "square_backward", Saved::kInput, checked(x, "square"));
+  return unary<OpId::square, OpId::square_backward>(checked(x, "square"), Saved::kInput);
+}
+Tensor erf(const Tensor& x) {
+  return unary<OpId::erf, OpId::erf_backward>(float_input(x, "erf"), Saved::kInput);
 }
 
 Tensor relu_backward(const Tensor& grad, const Tensor& out) {
@@ -103,7 +209,11 @@ Tensor relu_backward(const Tensor& grad, const Tensor& out) {
     ZENITH_CHECK(gs == os || gs == 1, "[relu_backward] grad ", shape_str(g.shape()),
                  " does not broadcast to output ", shape_str(o.shape()));
   }
-  return backward_kernel("relu_backward", g, o);
+  return dispatch::call1<OpId::relu_backward>({g, o});
 }
 
 }  // namespace zenith::ops
+
+namespace zenith {
+Tensor Tensor::operator-() const { return ops::neg(*this); }
+}  // namespace zenith

@@ -1,6 +1,6 @@
 // Adam (L2 weight decay added to the gradient) and AdamW (decoupled decay), one fused
 // `adam_update` op per parameter.
-#include "core/dispatch.h"
+#include "zenith/ops.h"
 #include "zenith/optim.h"
 
 namespace zenith::nn {
@@ -26,14 +26,8 @@ class AdamOptimizer : public Optimizer {
 
  protected:
   void update(size_t index, Tensor& param, const Tensor& grad, double lr) override {
-    dispatch::call("adam_update", {param, grad, slots_["moment1"][index], slots_["moment2"][index]},
-                   {{"lr", lr},
-                    {"beta1", beta1_},
-                    {"beta2", beta2_},
-                    {"eps", eps_},
-                    {"weight_decay", weight_decay_},
-                    {"decoupled", decoupled_},
-                    {"step", step_ + 1}});
+    ops::adam_update(param, grad, slots_["moment1"][index], slots_["moment2"][index], lr, beta1_,
+                     beta2_, eps_, weight_decay_, decoupled_, step_ + 1);
   }
 
  private:

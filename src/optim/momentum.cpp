@@ -1,5 +1,5 @@
 // Momentum (MindSpore) / SGD (PyTorch), one fused `momentum_update` op per parameter.
-#include "core/dispatch.h"
+#include "zenith/ops.h"
 #include "zenith/optim.h"
 
 namespace zenith::nn {
@@ -22,11 +22,8 @@ class MomentumOptimizer : public Optimizer {
 
  protected:
   void update(size_t index, Tensor& param, const Tensor& grad, double lr) override {
-    dispatch::call("momentum_update", {param, grad, velocity_ ? (*velocity_)[index] : Tensor()},
-                   {{"lr", lr},
-                    {"momentum", momentum_},
-                    {"weight_decay", weight_decay_},
-                    {"nesterov", nesterov_}});
+    ops::momentum_update(param, grad, velocity_ ? (*velocity_)[index] : Tensor(), lr, momentum_,
+                         weight_decay_, nesterov_);
   }
 
  private:

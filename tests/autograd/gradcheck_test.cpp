@@ -48,3 +48,25 @@ TEST(Autograd, RetainGradOnIntermediate) {
   EXPECT_EQ(h.grad().to_double_vector(), (std::vector<double>{6, 6, 6}));
   EXPECT_EQ(x.grad().to_double_vector(), (std::vector<double>{18, 18, 18}));
 }
+
+namespace {
+// y = x^3 whose recorded gradient 3 x^2 dy uses x detached: right to first order, but its own
+// gradient with respect to x is lost.
+Tensor cube_with_flat_gradient(const Tensor& x) {
+  Tensor out = ops::mul(ops::square(x.detach()), x.detach());
+  if (autograd::needs_grad({x}))
+    autograd::record("cube", {x}, {out}, [x](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{ops::mul(ops::mul(ops::square(x.detach()), 3.0), g[0])};
+    });
+  return out;
+}
+}  // namespace
+
+TEST(Gradcheck, DetectsWrongSecondDerivative) {
+  Tensor x = random_input({4}, DType::f64).requires_grad_();
+  auto flat = [](const std::vector<Tensor>& in) { return cube_with_flat_gradient(in[0]); };
+  auto cube = [](const std::vector<Tensor>& in) { return ops::mul(ops::square(in[0]), in[0]); };
+  EXPECT_TRUE(gradcheck(flat, {x}));
+  EXPECT_FALSE(gradgradcheck(flat, {x}));
+  EXPECT_TRUE(gradgradcheck(cube, {x}));
+}

@@ -61,11 +61,11 @@ double median_ms(F&& f, int reps = 20, int warmup = 3) {
 struct OpProfile {
   std::map<std::string, std::pair<double, int>> by_op;
   double last = now_ms();
-  static void observe(void* self, const char* op, const std::vector<Tensor>&,
-                      const dispatch::Attrs&, const std::vector<Tensor>&) {
+  static void observe(void* self, const dispatch::OpEvent& event) {
+    if (event.decomposed) return;  // its ops were seen one by one
     auto* p = static_cast<OpProfile*>(self);
     double now = now_ms();
-    auto& e = p->by_op[op];
+    auto& e = p->by_op[op_name(event.op)];
     e.first += now - p->last;
     e.second += 1;
     p->last = now;
@@ -223,12 +223,12 @@ TEST(OnednnBench, DISABLED_ResNetBlockLayers) {
     Tensor xp = Tensor::randn({32, C, H, H}), dy = Tensor::randn({32, C, H, H});
     double bn[2];
     for (int i = 0; i < 2; ++i) {
-      dispatch::Attrs a = {{"training", true}, {"momentum", 0.1}, {"eps", 1e-5}};
-      a.set("impl", std::string(i == 0 ? "onednn" : "loops"));
+      BatchNormAttrs a{.training = true, .momentum = 0.1, .eps = 1e-5};
+      a.impl = i == 0 ? BatchNormImpl::kOnednn : BatchNormImpl::kLoops;
       bn[i] = median_ms(
           [&] {
-            auto o = dispatch::call("batch_norm", {xp, g.detach(), b.detach(), rm, rv}, a);
-            dispatch::call("batch_norm_backward", {dy, xp, g.detach(), o[1], o[2]}, a);
+            auto o = dispatch::call<OpId::batch_norm>({xp, g.detach(), b.detach(), rm, rv}, a);
+            dispatch::call<OpId::batch_norm_backward>({dy, xp, g.detach(), o[1], o[2]}, a);
           },
           10);
     }
@@ -241,12 +241,12 @@ TEST(OnednnBench, DISABLED_ResNetBlockLayers) {
     }
     double bn_blocked[2];
     for (int i = 0; i < 2; ++i) {
-      dispatch::Attrs a = {{"training", true}, {"momentum", 0.1}, {"eps", 1e-5}};
-      a.set("impl", std::string(i == 0 ? "onednn" : "loops"));
+      BatchNormAttrs a{.training = true, .momentum = 0.1, .eps = 1e-5};
+      a.impl = i == 0 ? BatchNormImpl::kOnednn : BatchNormImpl::kLoops;
       bn_blocked[i] = median_ms(
           [&] {
-            auto o = dispatch::call("batch_norm", {xb, g.detach(), b.detach(), rm, rv}, a);
-            dispatch::call("batch_norm_backward", {dyb, xb, g.detach(), o[1], o[2]}, a);
+            auto o = dispatch::call<OpId::batch_norm>({xb, g.detach(), b.detach(), rm, rv}, a);
+            dispatch::call<OpId::batch_norm_backward>({dyb, xb, g.detach(), o[1], o[2]}, a);
           },
           10);
     }

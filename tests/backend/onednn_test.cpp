@@ -40,7 +40,7 @@ TEST(Onednn, ToPlainRoundTrip) {
   Tensor y = blocked_activation();
   EXPECT_FALSE(y.is_contiguous());
   EXPECT_TRUE(throws_with([&] { y.raw_data(); }, "backend layout"));
-  Tensor p = dispatch::call1("to_plain", {y});
+  Tensor p = dispatch::call1<OpId::to_plain>({y});
   EXPECT_FALSE(p.has_layout());
   EXPECT_TRUE(p.is_contiguous());
   EXPECT_EQ(p.shape(), y.shape());

@@ -144,3 +144,14 @@ TEST(Binary, NewOpsNameThemselvesInErrors) {
   EXPECT_TRUE(throws_with([&] { ops::maximum(a, b); }, "[maximum] shapes [2, 3] and [4]"));
   EXPECT_TRUE(throws_with([&] { ops::minimum(a, b); }, "[minimum] shapes [2, 3] and [4]"));
 }
+
+TEST(Binary, SecondDerivatives) {
+  Tensor a = random_input({2, 3}, DType::f64).requires_grad_();
+  Tensor b = random_input({3}, DType::f64, false, 0.5, 2).requires_grad_();
+  EXPECT_TRUE(gradgradcheck([](auto& x) { return ops::mul(x[0], x[1]); }, {a, b}));
+  EXPECT_TRUE(gradgradcheck([](auto& x) { return ops::div(x[0], x[1]); }, {a, b}));
+  EXPECT_TRUE(gradgradcheck([](auto& x) { return ops::sub(ops::add(x[0], x[1]), x[1]); }, {a, b}));
+  Tensor p = random_input({2, 3}, DType::f64, false, 0.5, 2).requires_grad_();
+  EXPECT_TRUE(gradgradcheck([](auto& x) { return ops::pow(x[0], x[1]); }, {p, b}));
+  EXPECT_TRUE(gradgradcheck([](auto& x) { return ops::pow(x[0], 2.5); }, {p}));
+}

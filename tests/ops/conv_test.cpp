@@ -215,3 +215,14 @@ TEST(Conv2d, GroupedConvOnBlockedInputMatchesPlain) {
   EXPECT_TRUE(all_close(outs[0], outs[2], 1e-5, 1e-4));
   EXPECT_TRUE(all_close(outs[1], outs[3], 1e-5, 1e-4));
 }
+
+// conv2d's gradients are conv2d ops (a transposed convolution and a convolution by the output
+// gradient), so they are differentiated again.
+TEST(Conv2d, SecondDerivatives) {
+  Tensor x = random_input({1, 2, 5, 6}, DType::f64).requires_grad_();
+  Tensor w = random_input({4, 1, 3, 2}, DType::f64).requires_grad_();
+  Tensor b = random_input({4}, DType::f64).requires_grad_();
+  ops::Conv2dOptions o{.stride = {2, 1}, .padding = {1, 0, 0, 1}, .groups = 2};
+  EXPECT_TRUE(gradgradcheck(
+      [o](auto& in) { return ops::tanh(ops::conv2d(in[0], in[1], in[2], o)); }, {x, w, b}));
+}

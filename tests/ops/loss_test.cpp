@@ -240,3 +240,15 @@ TEST(Loss, MseLoss) {
                           "broadcast together"));
   EXPECT_TRUE(throws_with([&] { ops::mse_loss(a, b, "max"); }, "[mse_loss] reduction must be"));
 }
+
+TEST(Loss, CrossEntropySecondDerivatives) {
+  Tensor logits = random_input({4, 3}, DType::f64, false, -2, 2).requires_grad_();
+  Tensor target = Tensor::from_vector(std::vector<int64_t>{2, -100, 0, 1}, {4});
+  for (const char* reduction : {"mean", "none"}) {
+    SCOPED_TRACE(reduction);
+    std::string r = reduction;
+    EXPECT_TRUE(gradgradcheck(
+        [target, r](auto& in) { return ops::cross_entropy(in[0], target, r, -100, 0.1); },
+        {logits}));
+  }
+}

@@ -135,3 +135,15 @@ TEST(Linear, Errors) {
       },
       "[linear] expected bias [10], got [9]"));
 }
+
+TEST(Matmul, SecondDerivatives) {
+  Tensor a = random_input({2, 3, 4}, DType::f64).requires_grad_();
+  Tensor b = random_input({4, 2}, DType::f64).requires_grad_();
+  // matmul is bilinear: its second derivative is the cross term between a and b.
+  EXPECT_TRUE(gradgradcheck([](auto& x) { return ops::matmul(x[0], x[1]); }, {a, b}));
+  Tensor x = random_input({3, 4}, DType::f64).requires_grad_();
+  Tensor w = random_input({2, 4}, DType::f64).requires_grad_();
+  Tensor bias = random_input({2}, DType::f64).requires_grad_();
+  EXPECT_TRUE(gradgradcheck([](auto& in) { return ops::tanh(ops::linear(in[0], in[1], in[2])); },
+                            {x, w, bias}));
+}

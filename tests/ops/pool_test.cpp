@@ -137,3 +137,16 @@ TEST(Pool2d, Errors) {
       },
       "[max_pool2d] expected float32 or float64, got int64"));
 }
+
+TEST(Pool, SecondDerivatives) {
+  Tensor x = random_input({1, 2, 5, 5}, DType::f64).requires_grad_();
+  EXPECT_TRUE(gradgradcheck(
+      [](auto& in) { return ops::square(ops::max_pool2d(in[0], {3}, {2}, {1})); }, {x}));
+  EXPECT_TRUE(gradgradcheck(
+      [](auto& in) { return ops::square(ops::avg_pool2d(in[0], {2}, {2}, {1}, false)); }, {x}));
+  EXPECT_TRUE(gradgradcheck(
+      [](auto& in) {
+        return ops::square(ops::adaptive_avg_pool2d(in[0], {3, 2}));
+      },
+      {x}));
+}

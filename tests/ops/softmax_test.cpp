@@ -98,3 +98,9 @@ TEST(Softmax, Errors) {
   EXPECT_TRUE(throws_with([&] { ops::log_softmax(x, -3); },
                           "[log_softmax] dim -3 out of range for shape [2, 3]"));
 }
+
+TEST(Softmax, SecondDerivatives) {
+  Tensor x = random_input({2, 4}, DType::f64, false, -2, 2).requires_grad_();
+  EXPECT_TRUE(gradgradcheck([](auto& in) { return ops::softmax(in[0], 1); }, {x}));
+  EXPECT_TRUE(gradgradcheck([](auto& in) { return ops::log_softmax(in[0], 0); }, {x}));
+}

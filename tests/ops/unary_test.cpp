@@ -221,3 +221,40 @@ TEST(Unary, ErrorsNameTheOp) {
   EXPECT_TRUE(throws_with([&] { ops::abs(Tensor()); }, "[abs] undefined input"));
   EXPECT_TRUE(throws_with([&] { ops::exp(Tensor()); }, "[exp] undefined input"));
 }
+
+// Second derivatives: each gradient is composed of ops, so it is differentiated in turn.
+TEST(Unary, SecondDerivatives) {
+  struct Case {
+    const char* name;
+    OpFn f;
+    double low, high;
+  };
+  const std::vector<Case> cases = {
+      {"tanh", [](auto& x) { return ops::tanh(x[0]); }, -2, 2},
+      {"sigmoid", [](auto& x) { return ops::sigmoid(x[0]); }, -3, 3},
+      {"gelu", [](auto& x) { return ops::gelu(x[0]); }, -3, 3},
+      {"gelu_tanh", [](auto& x) { return ops::gelu(x[0], true); }, -3, 3},
+      {"silu", [](auto& x) { return ops::silu(x[0]); }, -3, 3},
+      {"exp", [](auto& x) { return ops::exp(x[0]); }, -2, 2},
+      {"log", [](auto& x) { return ops::log(x[0]); }, 0.3, 3},
+      {"sqrt", [](auto& x) { return ops::sqrt(x[0]); }, 0.3, 3},
+      {"rsqrt", [](auto& x) { return ops::rsqrt(x[0]); }, 0.3, 3},
+      {"square", [](auto& x) { return ops::square(x[0]); }, -2, 2},
+      {"erf", [](auto& x) { return ops::erf(x[0]); }, -2, 2},
+      // Piecewise: second derivative 0 away from the kinks.
+      {"relu", [](auto& x) { return ops::relu(x[0]); }, -2, 2},
+      {"abs", [](auto& x) { return ops::abs(x[0]); }, -2, 2},
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor x = random_input({2, 3}, DType::f64, true, c.low, c.high).requires_grad_();
+    EXPECT_TRUE(gradgradcheck(c.f, {x}));
+  }
+}
+
+TEST(Unary, ErfMatchesStd) {
+  Tensor x = Tensor::from_vector(std::vector<double>{-2.5, -0.3, 0.0, 0.7, 4.0}, {5});
+  auto y = ops::erf(x).to_double_vector(), xv = x.to_double_vector();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(y[i], std::erf(xv[i]), 1e-15);
+  EXPECT_TRUE(all_close(ops::erf(x.to(DType::f32)), ops::erf(x), 1e-6, 1e-7));
+}

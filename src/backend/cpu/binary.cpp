@@ -126,7 +126,7 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 template <typename F>
-std::vector<Tensor> binary_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> binary_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   DType dtype = promote_types(in[0].dtype(), in[1].dtype());
   Tensor a = in[0].dtype() == dtype ? in[0] : in[0].to(dtype);
   Tensor b = in[1].dtype() == dtype ? in[1] : in[1].to(dtype);
@@ -137,16 +137,16 @@ std::vector<Tensor> binary_kernel(const std::vector<Tensor>& in, const dispatch:
 
 // add/sub/mul also run on oneDNN blocked activations sharing one format (residual adds,
 // gradient sums), keeping them blocked.
-ZENITH_REGISTER_KERNEL("add", CPU, layout_elementwise<binary_kernel<Add>>);
-ZENITH_REGISTER_KERNEL("sub", CPU, layout_elementwise<binary_kernel<Sub>>);
-ZENITH_REGISTER_KERNEL("mul", CPU, layout_elementwise<binary_kernel<Mul>>);
-ZENITH_LAYOUT_AWARE("add");
-ZENITH_LAYOUT_AWARE("sub");
-ZENITH_LAYOUT_AWARE("mul");
-ZENITH_REGISTER_KERNEL("div", CPU, binary_kernel<Div>);
-ZENITH_REGISTER_KERNEL("pow", CPU, binary_kernel<Pow>);
-ZENITH_REGISTER_KERNEL("maximum", CPU, binary_kernel<Maximum>);
-ZENITH_REGISTER_KERNEL("minimum", CPU, binary_kernel<Minimum>);
+ZENITH_REGISTER_KERNEL(add, CPU, layout_elementwise<binary_kernel<Add>>);
+ZENITH_REGISTER_KERNEL(sub, CPU, layout_elementwise<binary_kernel<Sub>>);
+ZENITH_REGISTER_KERNEL(mul, CPU, layout_elementwise<binary_kernel<Mul>>);
+ZENITH_LAYOUT_AWARE(add);
+ZENITH_LAYOUT_AWARE(sub);
+ZENITH_LAYOUT_AWARE(mul);
+ZENITH_REGISTER_KERNEL(div, CPU, binary_kernel<Div>);
+ZENITH_REGISTER_KERNEL(pow, CPU, binary_kernel<Pow>);
+ZENITH_REGISTER_KERNEL(maximum, CPU, binary_kernel<Maximum>);
+ZENITH_REGISTER_KERNEL(minimum, CPU, binary_kernel<Minimum>);
 
 // x^exponent with a scalar exponent; common exponents avoid std::pow.
 template <typename T>
@@ -166,9 +166,9 @@ T pow_scalar(T x, double e) {
 }
 
 // pow_scalar(x; exponent): integer exponents on integer tensors (the op promotes otherwise).
-std::vector<Tensor> pow_scalar_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> pow_scalar_kernel(const std::vector<Tensor>& in, const PowScalarAttrs& attrs) {
   const Tensor& x = in[0];
-  const double e = attrs.get<double>("exponent");
+  const double e = attrs.exponent;
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   StridedLoop<2> loop(x.shape(), {out.strides(), x.strides()});
   visit_dtype(x.dtype(), [&](auto tag) {
@@ -197,7 +197,7 @@ std::vector<Tensor> pow_scalar_kernel(const std::vector<Tensor>& in, const dispa
   return {out};
 }
 
-ZENITH_REGISTER_KERNEL("pow_scalar", CPU, pow_scalar_kernel);
+ZENITH_REGISTER_KERNEL(pow_scalar, CPU, pow_scalar_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -49,7 +49,7 @@ Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : 
 
 // out[i] = F(a[i], b[i]) as bool over the broadcast shape, compared in the promoted dtype.
 template <typename F>
-std::vector<Tensor> compare_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> compare_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   DType dtype = promote_types(in[0].dtype(), in[1].dtype());
   Tensor a = as_dtype(in[0], dtype), b = as_dtype(in[1], dtype);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), "compare");
@@ -88,7 +88,7 @@ std::vector<Tensor> compare_kernel(const std::vector<Tensor>& in, const dispatch
 }
 
 // where(cond, a, b): cond bool; a and b promoted to one dtype; all three broadcast.
-std::vector<Tensor> where_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> where_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   const Tensor& cond = in[0];
   DType dtype = promote_types(in[1].dtype(), in[2].dtype());
   Tensor a = as_dtype(in[1], dtype), b = as_dtype(in[2], dtype);
@@ -120,11 +120,10 @@ std::vector<Tensor> where_kernel(const std::vector<Tensor>& in, const dispatch::
 }
 
 // masked_fill(x, mask; value): x where mask is false, value where true; mask broadcasts to x.
-std::vector<Tensor> masked_fill_kernel(const std::vector<Tensor>& in,
-                                       const dispatch::Attrs& attrs) {
+std::vector<Tensor> masked_fill_kernel(const std::vector<Tensor>& in, const FillAttrs& attrs) {
   const Tensor& x = in[0];
   const Tensor& mask = in[1];
-  const double value = attrs.get<double>("value");
+  const double value = attrs.value;
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   StridedLoop<3> loop(x.shape(), {out.strides(), x.strides(), broadcast_strides(mask, x.shape())});
   visit_dtype(x.dtype(), [&](auto tag) {
@@ -155,14 +154,14 @@ std::vector<Tensor> masked_fill_kernel(const std::vector<Tensor>& in,
   return {out};
 }
 
-ZENITH_REGISTER_KERNEL("eq", CPU, compare_kernel<Eq>);
-ZENITH_REGISTER_KERNEL("ne", CPU, compare_kernel<Ne>);
-ZENITH_REGISTER_KERNEL("lt", CPU, compare_kernel<Lt>);
-ZENITH_REGISTER_KERNEL("le", CPU, compare_kernel<Le>);
-ZENITH_REGISTER_KERNEL("gt", CPU, compare_kernel<Gt>);
-ZENITH_REGISTER_KERNEL("ge", CPU, compare_kernel<Ge>);
-ZENITH_REGISTER_KERNEL("where", CPU, where_kernel);
-ZENITH_REGISTER_KERNEL("masked_fill", CPU, masked_fill_kernel);
+ZENITH_REGISTER_KERNEL(eq, CPU, compare_kernel<Eq>);
+ZENITH_REGISTER_KERNEL(ne, CPU, compare_kernel<Ne>);
+ZENITH_REGISTER_KERNEL(lt, CPU, compare_kernel<Lt>);
+ZENITH_REGISTER_KERNEL(le, CPU, compare_kernel<Le>);
+ZENITH_REGISTER_KERNEL(gt, CPU, compare_kernel<Gt>);
+ZENITH_REGISTER_KERNEL(ge, CPU, compare_kernel<Ge>);
+ZENITH_REGISTER_KERNEL(where, CPU, where_kernel);
+ZENITH_REGISTER_KERNEL(masked_fill, CPU, masked_fill_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -1,5 +1,6 @@
 // conv2d kernels: float32 through oneDNN convolution primitives (blocked layouts chosen by
-// oneDNN, primitives cached per shape), float64 through im2col + dgemm as the reference.
+// oneDNN, primitives cached per shape), float64 through im2col + dgemm as the reference. The
+// two gradient kernels are the fast paths of the decompositions in src/ops/conv.cpp.
 #include <cstring>
 
 #include "backend/cpu/gemm.h"
@@ -16,29 +17,29 @@ using dnnl::memory;
 struct ConvGeometry;
 bool winograd_candidate(const ConvGeometry& g);
 
-// N batch, C in channels, H, W; O out channels, G groups, KH x KW kernel, OH x OW output.
+// N batch, C in channels, H, W; O out channels, G groups, KH x KW kernel, OH x OW output: the
+// geometry ops::conv2d resolved (Conv2dAttrs), unpacked.
 struct ConvGeometry {
   int64_t N, C, H, W, O, G, KH, KW, OH, OW;
   std::vector<int64_t> stride, pad_l, pad_r, dilation;  // dilation as in PyTorch (1 = none)
   bool bias;
 
-  ConvGeometry(const Shape& x, const Shape& w, const dispatch::Attrs& attrs)
-      : N(x[0]),
-        C(x[1]),
-        H(x[2]),
-        W(x[3]),
-        O(w[0]),
-        G(attrs.get<int64_t>("groups")),
-        KH(w[2]),
-        KW(w[3]),
-        stride(attrs.get<std::vector<int64_t>>("stride")),
-        pad_l(attrs.get<std::vector<int64_t>>("pad_l")),
-        pad_r(attrs.get<std::vector<int64_t>>("pad_r")),
-        dilation(attrs.get<std::vector<int64_t>>("dilation")),
-        bias(attrs.get_or<bool>("bias", false)) {
-    OH = (H + pad_l[0] + pad_r[0] - dilation[0] * (KH - 1) - 1) / stride[0] + 1;
-    OW = (W + pad_l[1] + pad_r[1] - dilation[1] * (KW - 1) - 1) / stride[1] + 1;
-  }
+  explicit ConvGeometry(const Conv2dAttrs& a)
+      : N(a.input_shape[0]),
+        C(a.input_shape[1]),
+        H(a.input_shape[2]),
+        W(a.input_shape[3]),
+        O(a.weight_shape[0]),
+        G(a.groups),
+        KH(a.weight_shape[2]),
+        KW(a.weight_shape[3]),
+        OH(a.output_shape[2]),
+        OW(a.output_shape[3]),
+        stride(a.stride),
+        pad_l(a.pad_begin),
+        pad_r(a.pad_end),
+        dilation(a.dilation),
+        bias(a.bias) {}
   Shape x_shape() const { return {N, C, H, W}; }
   Shape w_shape() const { return {O, C / G, KH, KW}; }
   Shape y_shape() const { return {N, O, OH, OW}; }
@@ -327,41 +328,41 @@ std::vector<Tensor> conv_backward_weights_ref(const Tensor& dyin, const Tensor& 
 
 // ---- kernels
 
-// conv2d(x, weight, bias?; stride, pad_l, pad_r, dilation, groups, bias) -> y
-std::vector<Tensor> conv2d_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
-  ConvGeometry g(in[0].shape(), in[1].shape(), attrs);
+// conv2d(x, weight, bias?) -> y
+std::vector<Tensor> conv2d_kernel(const std::vector<Tensor>& in, const Conv2dAttrs& attrs) {
+  ConvGeometry g(attrs);
   if (in[0].dtype() == DType::f32) return {conv_forward_f32(in[0], in[1], in[2], g)};
   return visit_float(in[0].dtype(), "conv2d", [&](auto tag) {
     return std::vector<Tensor>{conv_forward_ref<decltype(tag)>(in[0], in[1], in[2], g)};
   });
 }
 
-// conv2d_backward_data(dy, weight; ..., input_shape) -> dx
+// conv2d_backward_data(dy, weight) -> dx
 std::vector<Tensor> conv2d_backward_data_kernel(const std::vector<Tensor>& in,
-                                                const dispatch::Attrs& attrs) {
-  ConvGeometry g(attrs.get<std::vector<int64_t>>("input_shape"), in[1].shape(), attrs);
+                                                const Conv2dAttrs& attrs) {
+  ConvGeometry g(attrs);
   if (in[0].dtype() == DType::f32) return {conv_backward_data_f32(in[0], in[1], g)};
   return visit_float(in[0].dtype(), "conv2d_backward_data", [&](auto tag) {
     return std::vector<Tensor>{conv_backward_data_ref<decltype(tag)>(in[0], in[1], g)};
   });
 }
 
-// conv2d_backward_weights(dy, x; ..., weight_shape, bias) -> dweight, dbias (undefined if none)
+// conv2d_backward_weights(dy, x) -> dweight, dbias (undefined without a bias)
 std::vector<Tensor> conv2d_backward_weights_kernel(const std::vector<Tensor>& in,
-                                                   const dispatch::Attrs& attrs) {
-  ConvGeometry g(in[1].shape(), attrs.get<std::vector<int64_t>>("weight_shape"), attrs);
+                                                   const Conv2dAttrs& attrs) {
+  ConvGeometry g(attrs);
   if (in[0].dtype() == DType::f32) return conv_backward_weights_f32(in[0], in[1], g);
   return visit_float(in[0].dtype(), "conv2d_backward_weights", [&](auto tag) {
     return conv_backward_weights_ref<decltype(tag)>(in[0], in[1], g);
   });
 }
 
-ZENITH_REGISTER_KERNEL("conv2d", CPU, conv2d_kernel);
-ZENITH_REGISTER_KERNEL("conv2d_backward_data", CPU, conv2d_backward_data_kernel);
-ZENITH_REGISTER_KERNEL("conv2d_backward_weights", CPU, conv2d_backward_weights_kernel);
-ZENITH_LAYOUT_AWARE("conv2d");
-ZENITH_LAYOUT_AWARE("conv2d_backward_data");
-ZENITH_LAYOUT_AWARE("conv2d_backward_weights");
+ZENITH_REGISTER_KERNEL(conv2d, CPU, conv2d_kernel);
+ZENITH_REGISTER_KERNEL(conv2d_backward_data, CPU, conv2d_backward_data_kernel);
+ZENITH_REGISTER_KERNEL(conv2d_backward_weights, CPU, conv2d_backward_weights_kernel);
+ZENITH_LAYOUT_AWARE(conv2d);
+ZENITH_LAYOUT_AWARE(conv2d_backward_data);
+ZENITH_LAYOUT_AWARE(conv2d_backward_weights);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -37,22 +37,23 @@ void strided_convert(const Tensor& dst, const Tensor& src) {
 }
 
 // copy(src; dtype) -> a new contiguous tensor of `dtype`.
-std::vector<Tensor> copy_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> copy_kernel(const std::vector<Tensor>& in, const CopyAttrs& attrs) {
   const Tensor& src = in[0];
-  Tensor out = Tensor::empty(src.shape(), attrs.get_or<DType>("dtype", src.dtype()), src.device());
+  Tensor out = Tensor::empty(src.shape(), attrs.dtype, src.device());
   strided_convert(out, src);
   return {out};
 }
 
 // copy_(dst, src): writes src (broadcast, converted) into dst's elements in place.
-std::vector<Tensor> copy_inplace_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> copy_inplace_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   strided_convert(in[0], in[1]);
   return {in[0]};
 }
 
-std::vector<Tensor> fill_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+// fill_(dst; value): every element of dst set to value, in place.
+std::vector<Tensor> fill_kernel(const std::vector<Tensor>& in, const FillAttrs& attrs) {
   const Tensor& dst = in[0];
-  double value = attrs.get<double>("value");
+  const double value = attrs.value;
   StridedLoop<1> loop(dst.shape(), {dst.strides()});
   visit_dtype(dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -66,9 +67,9 @@ std::vector<Tensor> fill_kernel(const std::vector<Tensor>& in, const dispatch::A
   return {dst};
 }
 
-ZENITH_REGISTER_KERNEL("copy", CPU, copy_kernel);
-ZENITH_REGISTER_KERNEL("copy_", CPU, copy_inplace_kernel);
-ZENITH_REGISTER_KERNEL("fill_", CPU, fill_kernel);
+ZENITH_REGISTER_KERNEL(copy, CPU, copy_kernel);
+ZENITH_REGISTER_KERNEL(copy_, CPU, copy_inplace_kernel);
+ZENITH_REGISTER_KERNEL(fill_, CPU, fill_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

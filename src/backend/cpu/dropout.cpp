@@ -10,9 +10,9 @@ namespace zenith::cpu {
 namespace {
 
 // dropout(x; p) -> {y, mask}: mask = 1/(1-p) where kept, 0 where dropped; y = x * mask.
-std::vector<Tensor> dropout_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> dropout_kernel(const std::vector<Tensor>& in, const DropoutAttrs& attrs) {
   Tensor x = in[0].contiguous();
-  const double p = attrs.get<double>("p");
+  const double p = attrs.p;
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   Tensor mask = Tensor::empty(x.shape(), x.dtype());
   const int64_t n = x.numel();
@@ -45,7 +45,7 @@ std::vector<Tensor> dropout_kernel(const std::vector<Tensor>& in, const dispatch
   return {y, mask};
 }
 
-ZENITH_REGISTER_KERNEL("dropout", CPU, dropout_kernel);
+ZENITH_REGISTER_KERNEL(dropout, CPU, dropout_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -48,13 +48,13 @@ Shape dim_last(const Shape& s, int64_t dim) {
 
 // gather(x, index; dim): out[.., j, ..] = x[.., index[.., j, ..], ..] over index's shape.
 // index may be strided (index_select passes a broadcast 1-d index).
-std::vector<Tensor> gather_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> gather_kernel(const std::vector<Tensor>& in, const GatherAttrs& attrs) {
   const Tensor& x = in[0];
-  const int64_t dim = attrs.get<int64_t>("dim");
-  const std::string op = attrs.get_or<std::string>("op", "gather");
+  const int64_t dim = attrs.dim;
+  const char* op = attrs.index_select ? "index_select" : "gather";
   Tensor index = as_int64(in[1]);
   const int64_t size = x.dim() == 0 ? 1 : x.shape()[size_t(dim)];
-  check_range(index, size, op.c_str(), dim);
+  check_range(index, size, op, dim);
   Tensor out = Tensor::empty(index.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return {out};
   Shape x_strides = x.strides();
@@ -81,10 +81,10 @@ std::vector<Tensor> gather_kernel(const std::vector<Tensor>& in, const dispatch:
 // scatter_add(src, index; dim, shape): zeros(shape) with out[.., index[.., j, ..], ..] += src.
 // Loops run with dim innermost, so the rows handled in parallel never write the same element.
 std::vector<Tensor> scatter_add_kernel(const std::vector<Tensor>& in,
-                                       const dispatch::Attrs& attrs) {
+                                       const ScatterAddAttrs& attrs) {
   const Tensor& src = in[0];
-  const int64_t dim = attrs.get<int64_t>("dim");
-  const auto& shape = attrs.get<std::vector<int64_t>>("shape");
+  const int64_t dim = attrs.dim;
+  const Shape& shape = attrs.shape;
   Tensor index = as_int64(in[1]);
   const int64_t size = shape.empty() ? 1 : shape[size_t(dim)];
   check_range(index, size, "scatter_add", dim);
@@ -125,7 +125,7 @@ std::vector<Tensor> scatter_add_kernel(const std::vector<Tensor>& in,
 }
 
 // embedding(weight [V, D], indices [..]) -> [.., D]: one row copy per index.
-std::vector<Tensor> embedding_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> embedding_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   Tensor weight = in[0].contiguous();
   Tensor index = as_int64(in[1]).contiguous();
   const int64_t v = weight.shape()[0], d = weight.shape()[1];
@@ -149,8 +149,8 @@ std::vector<Tensor> embedding_kernel(const std::vector<Tensor>& in, const dispat
 // embedding_backward(grad [.., D], indices [..]; num_rows) -> [V, D], rows scatter-added.
 // Threads own disjoint column ranges, so repeated indices never race.
 std::vector<Tensor> embedding_backward_kernel(const std::vector<Tensor>& in,
-                                              const dispatch::Attrs& attrs) {
-  const int64_t v = attrs.get<int64_t>("num_rows");
+                                              const EmbeddingBackwardAttrs& attrs) {
+  const int64_t v = attrs.num_rows;
   Tensor index = as_int64(in[1]).contiguous();
   const int64_t n = index.numel();
   const int64_t d = in[0].shape().back();
@@ -185,10 +185,10 @@ std::vector<Tensor> embedding_backward_kernel(const std::vector<Tensor>& in,
 }
 
 // cat(tensors; dim, dtype): copies each input into its slice of the output.
-std::vector<Tensor> cat_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
-  const int64_t dim = attrs.get<int64_t>("dim");
-  const DType dtype = attrs.get<DType>("dtype");
-  const auto& out_shape = attrs.get<std::vector<int64_t>>("out_shape");
+std::vector<Tensor> cat_kernel(const std::vector<Tensor>& in, const CatAttrs& attrs) {
+  const int64_t dim = attrs.dim;
+  const DType dtype = attrs.dtype;
+  const Shape& out_shape = attrs.out_shape;
   Tensor out = Tensor::empty(out_shape, dtype, in[0].device());
   int64_t offset = 0;
   for (const Tensor& t : in) {
@@ -200,11 +200,11 @@ std::vector<Tensor> cat_kernel(const std::vector<Tensor>& in, const dispatch::At
   return {out};
 }
 
-ZENITH_REGISTER_KERNEL("gather", CPU, gather_kernel);
-ZENITH_REGISTER_KERNEL("scatter_add", CPU, scatter_add_kernel);
-ZENITH_REGISTER_KERNEL("embedding", CPU, embedding_kernel);
-ZENITH_REGISTER_KERNEL("embedding_backward", CPU, embedding_backward_kernel);
-ZENITH_REGISTER_KERNEL("cat", CPU, cat_kernel);
+ZENITH_REGISTER_KERNEL(gather, CPU, gather_kernel);
+ZENITH_REGISTER_KERNEL(scatter_add, CPU, scatter_add_kernel);
+ZENITH_REGISTER_KERNEL(embedding, CPU, embedding_kernel);
+ZENITH_REGISTER_KERNEL(embedding_backward, CPU, embedding_backward_kernel);
+ZENITH_REGISTER_KERNEL(cat, CPU, cat_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/shape.h"
 #include "zenith/tensor.h"
 
 namespace zenith::cpu {
@@ -186,7 +187,5 @@ struct StridedLoop {
 
 // Strides of `t` viewed as broadcast to `shape` (0 where t's size is 1 or missing).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
-// The broadcast shape of a and b; `op` names the caller in the error.
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 }  // namespace zenith::cpu

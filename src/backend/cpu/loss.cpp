@@ -1,5 +1,6 @@
 // CPU fused cross-entropy for class-index targets: log-softmax and NLL (with label smoothing and
-// ignore_index) in one pass per row, and the gradient in one more.
+// ignore_index) in one pass per row, and the gradient (the fast path of the one composed in
+// src/ops/loss.cpp) in one more.
 // M rows (samples, after moving the class dim last), C classes.
 #include <cmath>
 
@@ -39,18 +40,19 @@ int64_t count_valid(const int64_t* t, int64_t m, int64_t ignore_index) {
 // log_sum + (1 - eps)(max - x[t]) + eps / C sum_c (max - x[c]) so that large logits lose nothing
 // to rounding at the scale of max. "mean" divides the sum by the number of non-ignored targets.
 std::vector<Tensor> cross_entropy_kernel(const std::vector<Tensor>& in,
-                                         const dispatch::Attrs& attrs) {
+                                         const CrossEntropyAttrs& attrs) {
   Tensor logits = in[0].contiguous();
   Tensor target = in[1].dtype() == DType::i64 ? in[1].contiguous() : in[1].to(DType::i64);
-  const int64_t ignore_index = attrs.get<int64_t>("ignore_index");
-  const double eps = attrs.get<double>("label_smoothing");
-  const std::string& reduction = attrs.get<std::string>("reduction");
+  const int64_t ignore_index = attrs.ignore_index;
+  const double eps = attrs.label_smoothing;
+  const Reduction reduction = attrs.reduction;
   const int64_t m = logits.shape()[0], c = logits.shape()[1];
   const int64_t* t = target.data<int64_t>();
   check_targets(t, m, c, ignore_index);
   Tensor rows = Tensor::empty({m}, logits.dtype(), logits.device());
   Tensor log_sums = Tensor::empty({m}, logits.dtype(), logits.device());
-  Tensor loss = reduction == "none" ? rows : Tensor::empty({}, logits.dtype(), logits.device());
+  Tensor loss =
+      reduction == Reduction::kNone ? rows : Tensor::empty({}, logits.dtype(), logits.device());
   visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
@@ -72,10 +74,10 @@ std::vector<Tensor> cross_entropy_kernel(const std::vector<Tensor>& in,
         lo[i] = t[i] == ignore_index ? T(0) : log_sum + on * (mx - row[t[i]]) + off * below;
       }
     });
-    if (reduction != "none") {
+    if (reduction != Reduction::kNone) {
       double total = 0;
       for (int64_t i = 0; i < m; ++i) total += double(lo[i]);
-      if (reduction == "mean") total /= double(count_valid(t, m, ignore_index));
+      if (reduction == Reduction::kMean) total /= double(count_valid(t, m, ignore_index));
       loss.data<T>()[0] = T(total);
     }
   });
@@ -86,14 +88,14 @@ std::vector<Tensor> cross_entropy_kernel(const std::vector<Tensor>& in,
 // for "none", else 0-d (divided by the non-ignored count for "mean").
 // dx[i, c] = dloss_i (softmax(x)[i, c] - (1 - eps) [c == t_i] - eps / C), 0 for ignored rows.
 std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
-                                                  const dispatch::Attrs& attrs) {
+                                                  const CrossEntropyAttrs& attrs) {
   Tensor logits = in[1].contiguous();
   Tensor dloss = in[0].dtype() == logits.dtype() ? in[0].contiguous() : in[0].to(logits.dtype());
   Tensor target = in[2].dtype() == DType::i64 ? in[2].contiguous() : in[2].to(DType::i64);
   Tensor log_sums = in[3].contiguous();
-  const int64_t ignore_index = attrs.get<int64_t>("ignore_index");
-  const double eps = attrs.get<double>("label_smoothing");
-  const std::string& reduction = attrs.get<std::string>("reduction");
+  const int64_t ignore_index = attrs.ignore_index;
+  const double eps = attrs.label_smoothing;
+  const Reduction reduction = attrs.reduction;
   const int64_t m = logits.shape()[0], c = logits.shape()[1];
   Tensor dx = Tensor::empty({m, c}, logits.dtype(), logits.device());
   visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {
@@ -104,10 +106,9 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
     const int64_t* t = target.data<int64_t>();
     T* o = dx.data<T>();
     const T on = T(1 - eps), off = T(eps / double(c));
-    const bool per_row = reduction == "none";
-    const T scale = per_row               ? T(1)
-                    : reduction == "mean" ? T(1.0 / double(count_valid(t, m, ignore_index)))
-                                          : T(1);
+    const bool per_row = reduction == Reduction::kNone;
+    const T scale =
+        reduction == Reduction::kMean ? T(1.0 / double(count_valid(t, m, ignore_index))) : T(1);
     parallel_for(m, std::max<int64_t>(1, kGrain / c), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         T* orow = o + i * c;
@@ -127,8 +128,8 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
   return {dx};
 }
 
-ZENITH_REGISTER_KERNEL("cross_entropy_rows", CPU, cross_entropy_kernel);
-ZENITH_REGISTER_KERNEL("cross_entropy_rows_backward", CPU, cross_entropy_backward_kernel);
+ZENITH_REGISTER_KERNEL(cross_entropy_rows, CPU, cross_entropy_kernel);
+ZENITH_REGISTER_KERNEL(cross_entropy_rows_backward, CPU, cross_entropy_backward_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

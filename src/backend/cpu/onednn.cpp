@@ -348,14 +348,14 @@ const std::string& conv_algorithm() { return conv_algorithm_setting(); }
 namespace {
 
 // to_plain(x): a layout tensor reordered to a plain contiguous tensor of the same shape.
-std::vector<Tensor> to_plain_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> to_plain_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   const Tensor& x = in[0];
   if (!x.has_layout()) return {x.contiguous()};
   return {onednn::to_desc(x, onednn::plain_desc(x.shape(), x.dtype()))};
 }
 
-ZENITH_REGISTER_KERNEL("to_plain", CPU, to_plain_kernel);
-ZENITH_LAYOUT_AWARE("to_plain");
+ZENITH_REGISTER_KERNEL(to_plain, CPU, to_plain_kernel);
+ZENITH_LAYOUT_AWARE(to_plain);
 
 }  // namespace
 }  // namespace zenith::cpu

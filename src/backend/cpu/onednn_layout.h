@@ -7,12 +7,12 @@
 //
 //   if (cpu::is_layout(x)) return {cpu::with_layout_of(unary(cpu::flat_physical(x)), x)};
 //
-// Such a kernel declares ZENITH_LAYOUT_AWARE("op") (core/dispatch.h); kernels that do not are
+// Such a kernel declares ZENITH_LAYOUT_AWARE(op) (core/dispatch.h); kernels that do not are
 // given plain inputs by the dispatcher. layout_elementwise<kernel> does all of it for a plain
 // elementwise kernel:
 //
-//   ZENITH_REGISTER_KERNEL("relu", CPU, layout_elementwise<unary_kernel<Relu>>);
-//   ZENITH_LAYOUT_AWARE("relu");
+//   ZENITH_REGISTER_KERNEL(relu, CPU, layout_elementwise<unary_kernel<Relu>>);
+//   ZENITH_LAYOUT_AWARE(relu);
 #pragma once
 
 #include <cstdint>
@@ -40,8 +40,9 @@ Tensor to_layout_of(const Tensor& t, const Tensor& like);
 // a layout tensor of one format, a same-shape plain tensor (reordered into that format) or a 0-d
 // scalar, K sees flat physical views and its first output comes back in that format; otherwise
 // layout operands are made plain. Without layout operands it is K itself.
-template <dispatch::Kernel K>
-std::vector<Tensor> layout_elementwise(const std::vector<Tensor>& in, const dispatch::Attrs& a) {
+using ElementwiseKernel = std::vector<Tensor> (*)(const std::vector<Tensor>&, const NoAttrs&);
+template <ElementwiseKernel K>
+std::vector<Tensor> layout_elementwise(const std::vector<Tensor>& in, const NoAttrs& a) {
   const Tensor* like = nullptr;
   for (auto& t : in)
     if (is_layout(t)) like = like ? like : &t;
@@ -55,7 +56,7 @@ std::vector<Tensor> layout_elementwise(const std::vector<Tensor>& in, const disp
   for (auto& t : args) {
     if (!t.defined() || t.dim() == 0) continue;
     if (!flat)
-      t = is_layout(t) ? dispatch::call1("to_plain", {t}) : t;
+      t = is_layout(t) ? dispatch::call1<OpId::to_plain>({t}) : t;
     else
       t = flat_physical(is_layout(t) ? t : to_layout_of(t, *like));
   }

@@ -1,6 +1,7 @@
 // Pooling kernels: float32 max/avg pooling through oneDNN (in the input's own format, so blocked
 // activations stay blocked; max pooling keeps oneDNN's workspace for its backward), float64 and
-// adaptive pooling through reference loops.
+// adaptive pooling through reference loops. The gradient kernels are the fast paths of the
+// decompositions in src/ops/pool.cpp.
 #include <algorithm>
 #include <limits>
 
@@ -15,18 +16,23 @@ namespace dn = onednn;
 using dnnl::memory;
 
 // N batch, C channels, H x W input, KH x KW window, SH x SW stride, PH x PW padding
-// (both sides), OH x OW output.
+// (both sides), OH x OW output: x's shape and the window ops::max_pool2d / avg_pool2d resolved.
 struct PoolGeometry {
   int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, OH, OW;
 
-  PoolGeometry(const Shape& x, const dispatch::Attrs& attrs) : N(x[0]), C(x[1]), H(x[2]), W(x[3]) {
-    auto k = attrs.get<std::vector<int64_t>>("kernel");
-    auto s = attrs.get<std::vector<int64_t>>("stride");
-    auto p = attrs.get<std::vector<int64_t>>("padding");
-    KH = k[0], KW = k[1], SH = s[0], SW = s[1], PH = p[0], PW = p[1];
-    OH = (H + 2 * PH - KH) / SH + 1;
-    OW = (W + 2 * PW - KW) / SW + 1;
-  }
+  PoolGeometry(const Shape& x, const Pool2dAttrs& a)
+      : N(x[0]),
+        C(x[1]),
+        H(x[2]),
+        W(x[3]),
+        KH(a.kernel[0]),
+        KW(a.kernel[1]),
+        SH(a.stride[0]),
+        SW(a.stride[1]),
+        PH(a.padding[0]),
+        PW(a.padding[1]),
+        OH(a.output_size[0]),
+        OW(a.output_size[1]) {}
   Shape x_shape() const { return {N, C, H, W}; }
   Shape y_shape() const { return {N, C, OH, OW}; }
 };
@@ -168,25 +174,15 @@ Tensor max_pool_backward_ref(const Tensor& dyin, const Tensor& idx, const PoolGe
   return dx;
 }
 
-// Window [begin, end) of output index o along one dim, and its divisor contribution.
-struct Window {
-  int64_t begin, end, padded;  // padded: size counting padding (count_include_pad)
-};
-inline Window window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t size) {
-  int64_t start = o * stride - pad;
-  int64_t stop = std::min(start + k, size + pad);
-  return {std::max<int64_t>(start, 0), std::min(stop, size), stop - start};
-}
-
 // Average pooling forward (dy == nullptr) or backward (scatters dy / divisor into dx).
 template <typename T>
 void avg_pool_ref(const T* x, T* y, const T* dy, T* dx, const PoolGeometry& g, bool include_pad) {
   parallel_for(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p)
       for (int64_t oh = 0; oh < g.OH; ++oh) {
-        Window wh = window(oh, g.SH, g.PH, g.KH, g.H);
+        PoolWindow wh = pool_window(oh, g.KH, g.SH, g.PH, g.H);
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          Window ww = window(ow, g.SW, g.PW, g.KW, g.W);
+          PoolWindow ww = pool_window(ow, g.KW, g.SW, g.PW, g.W);
           int64_t count =
               include_pad ? wh.padded * ww.padded : (wh.end - wh.begin) * (ww.end - ww.begin);
           int64_t o = (p * g.OH + oh) * g.OW + ow;
@@ -207,23 +203,23 @@ void avg_pool_ref(const T* x, T* y, const T* dy, T* dx, const PoolGeometry& g, b
 
 // ---- kernels
 
-dnnl::algorithm avg_alg(const dispatch::Attrs& attrs) {
-  return attrs.get<bool>("count_include_pad") ? dnnl::algorithm::pooling_avg_include_padding
-                                              : dnnl::algorithm::pooling_avg_exclude_padding;
+dnnl::algorithm avg_alg(const Pool2dAttrs& attrs) {
+  return attrs.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                 : dnnl::algorithm::pooling_avg_exclude_padding;
 }
 
 // max_pool2d(x; kernel, stride, padding, training) -> {y, workspace or indices}
-std::vector<Tensor> max_pool2d_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> max_pool2d_kernel(const std::vector<Tensor>& in, const Pool2dAttrs& attrs) {
   PoolGeometry g(in[0].shape(), attrs);
   if (in[0].dtype() == DType::f32)
-    return pool_forward_f32(in[0], dnnl::algorithm::pooling_max, attrs.get<bool>("training"), g);
+    return pool_forward_f32(in[0], dnnl::algorithm::pooling_max, attrs.training, g);
   return visit_float(in[0].dtype(), "max_pool2d",
                      [&](auto tag) { return max_pool_ref<decltype(tag)>(in[0], g); });
 }
 
 // max_pool2d_backward(dy, x, workspace) -> dx
 std::vector<Tensor> max_pool2d_backward_kernel(const std::vector<Tensor>& in,
-                                               const dispatch::Attrs& attrs) {
+                                               const Pool2dAttrs& attrs) {
   PoolGeometry g(in[1].shape(), attrs);
   if (in[1].dtype() == DType::f32)
     return {pool_backward_f32(in[0], in[1], in[2], dnnl::algorithm::pooling_max, g)};
@@ -233,23 +229,22 @@ std::vector<Tensor> max_pool2d_backward_kernel(const std::vector<Tensor>& in,
 }
 
 // avg_pool2d(x; kernel, stride, padding, count_include_pad) -> y
-std::vector<Tensor> avg_pool2d_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> avg_pool2d_kernel(const std::vector<Tensor>& in, const Pool2dAttrs& attrs) {
   PoolGeometry g(in[0].shape(), attrs);
   if (in[0].dtype() == DType::f32)
-    return {pool_forward_f32(in[0], avg_alg(attrs), attrs.get<bool>("training"), g)[0]};
+    return {pool_forward_f32(in[0], avg_alg(attrs), attrs.training, g)[0]};
   return visit_float(in[0].dtype(), "avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
     Tensor x = in[0].contiguous();
     Tensor y = Tensor::empty(g.y_shape(), x.dtype());
-    avg_pool_ref<T>(x.data<T>(), y.data<T>(), nullptr, nullptr, g,
-                    attrs.get<bool>("count_include_pad"));
+    avg_pool_ref<T>(x.data<T>(), y.data<T>(), nullptr, nullptr, g, attrs.count_include_pad);
     return std::vector<Tensor>{y};
   });
 }
 
 // avg_pool2d_backward(dy, x) -> dx
 std::vector<Tensor> avg_pool2d_backward_kernel(const std::vector<Tensor>& in,
-                                               const dispatch::Attrs& attrs) {
+                                               const Pool2dAttrs& attrs) {
   PoolGeometry g(in[1].shape(), attrs);
   if (in[1].dtype() == DType::f32)
     return {pool_backward_f32(in[0], in[1], Tensor(), avg_alg(attrs), g)};
@@ -257,23 +252,23 @@ std::vector<Tensor> avg_pool2d_backward_kernel(const std::vector<Tensor>& in,
     using T = decltype(tag);
     Tensor dy = in[0].contiguous();
     Tensor dx = Tensor::zeros(g.x_shape(), dy.dtype());
-    avg_pool_ref<T>(nullptr, nullptr, dy.data<T>(), dx.data<T>(), g,
-                    attrs.get<bool>("count_include_pad"));
+    avg_pool_ref<T>(nullptr, nullptr, dy.data<T>(), dx.data<T>(), g, attrs.count_include_pad);
     return std::vector<Tensor>{dx};
   });
 }
 
-// Adaptive average pooling: output cell o along a dim of size `in` and output `out` averages
-// [floor(o * in / out), ceil((o + 1) * in / out)).
+// Adaptive average pooling (windows: core/shape.h).
 template <typename T>
 void adaptive_avg_ref(const T* x, T* y, const T* dy, T* dx, int64_t planes, int64_t H, int64_t W,
                       int64_t OH, int64_t OW) {
   parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p)
       for (int64_t oh = 0; oh < OH; ++oh) {
-        int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+        const PoolWindow wh = adaptive_pool_window(oh, H, OH);
+        const int64_t h0 = wh.begin, h1 = wh.end;
         for (int64_t ow = 0; ow < OW; ++ow) {
-          int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+          const PoolWindow ww = adaptive_pool_window(ow, W, OW);
+          const int64_t w0 = ww.begin, w1 = ww.end;
           T count = T((h1 - h0) * (w1 - w0));
           int64_t o = (p * OH + oh) * OW + ow;
           if (dy) {
@@ -293,9 +288,9 @@ void adaptive_avg_ref(const T* x, T* y, const T* dy, T* dx, int64_t planes, int6
 
 // adaptive_avg_pool2d(x; output_size) -> y
 std::vector<Tensor> adaptive_avg_pool2d_kernel(const std::vector<Tensor>& in,
-                                               const dispatch::Attrs& attrs) {
+                                               const AdaptivePool2dAttrs& attrs) {
   Tensor x = in[0].contiguous();
-  auto os = attrs.get<std::vector<int64_t>>("output_size");
+  const auto& os = attrs.output_size;
   const Shape& s = x.shape();
   Tensor y = Tensor::empty({s[0], s[1], os[0], os[1]}, x.dtype());
   visit_float(x.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
@@ -308,9 +303,9 @@ std::vector<Tensor> adaptive_avg_pool2d_kernel(const std::vector<Tensor>& in,
 
 // adaptive_avg_pool2d_backward(dy; input_shape) -> dx
 std::vector<Tensor> adaptive_avg_pool2d_backward_kernel(const std::vector<Tensor>& in,
-                                                        const dispatch::Attrs& attrs) {
+                                                        const AdaptivePool2dAttrs& attrs) {
   Tensor dy = in[0].contiguous();
-  auto s = attrs.get<std::vector<int64_t>>("input_shape");
+  const Shape& s = attrs.input_shape;
   Tensor dx = Tensor::zeros(s, dy.dtype());
   visit_float(dy.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
@@ -320,16 +315,16 @@ std::vector<Tensor> adaptive_avg_pool2d_backward_kernel(const std::vector<Tensor
   return {dx};
 }
 
-ZENITH_REGISTER_KERNEL("max_pool2d", CPU, max_pool2d_kernel);
-ZENITH_REGISTER_KERNEL("max_pool2d_backward", CPU, max_pool2d_backward_kernel);
-ZENITH_REGISTER_KERNEL("avg_pool2d", CPU, avg_pool2d_kernel);
-ZENITH_REGISTER_KERNEL("avg_pool2d_backward", CPU, avg_pool2d_backward_kernel);
-ZENITH_REGISTER_KERNEL("adaptive_avg_pool2d", CPU, adaptive_avg_pool2d_kernel);
-ZENITH_REGISTER_KERNEL("adaptive_avg_pool2d_backward", CPU, adaptive_avg_pool2d_backward_kernel);
-ZENITH_LAYOUT_AWARE("max_pool2d");
-ZENITH_LAYOUT_AWARE("max_pool2d_backward");
-ZENITH_LAYOUT_AWARE("avg_pool2d");
-ZENITH_LAYOUT_AWARE("avg_pool2d_backward");
+ZENITH_REGISTER_KERNEL(max_pool2d, CPU, max_pool2d_kernel);
+ZENITH_REGISTER_KERNEL(max_pool2d_backward, CPU, max_pool2d_backward_kernel);
+ZENITH_REGISTER_KERNEL(avg_pool2d, CPU, avg_pool2d_kernel);
+ZENITH_REGISTER_KERNEL(avg_pool2d_backward, CPU, avg_pool2d_backward_kernel);
+ZENITH_REGISTER_KERNEL(adaptive_avg_pool2d, CPU, adaptive_avg_pool2d_kernel);
+ZENITH_REGISTER_KERNEL(adaptive_avg_pool2d_backward, CPU, adaptive_avg_pool2d_backward_kernel);
+ZENITH_LAYOUT_AWARE(max_pool2d);
+ZENITH_LAYOUT_AWARE(max_pool2d_backward);
+ZENITH_LAYOUT_AWARE(avg_pool2d);
+ZENITH_LAYOUT_AWARE(avg_pool2d_backward);
 
 }  // namespace
 }  // namespace zenith::cpu

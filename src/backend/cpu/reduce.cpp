@@ -207,10 +207,10 @@ void sum_columns(const T* x, O* out, const ReducePlan& p) {
 }
 
 // sum(x; dims, out_shape): dims sorted and unique; integers and bools sum to int64.
-std::vector<Tensor> sum_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> sum_kernel(const std::vector<Tensor>& in, const ReduceAttrs& attrs) {
   Tensor x = in[0];
-  const auto& dims = attrs.get<std::vector<int64_t>>("dims");
-  const auto& out_shape = attrs.get<std::vector<int64_t>>("out_shape");
+  const auto& dims = attrs.dims;
+  const Shape& out_shape = attrs.out_shape;
   DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   if (x.numel() == 0) return {Tensor::zeros(out_shape, out_dtype, x.device())};
   Tensor out = Tensor::empty(out_shape, out_dtype, x.device());
@@ -240,11 +240,11 @@ std::vector<Tensor> sum_kernel(const std::vector<Tensor>& in, const dispatch::At
 
 // var(x; dims, correction, out_shape): two passes per output (mean, then squared deviations)
 // over a copy with the reduced dims moved innermost.
-std::vector<Tensor> var_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> var_kernel(const std::vector<Tensor>& in, const VarAttrs& attrs) {
   const Tensor& x = in[0];
-  const auto& dims = attrs.get<std::vector<int64_t>>("dims");
-  const auto& out_shape = attrs.get<std::vector<int64_t>>("out_shape");
-  const int64_t correction = attrs.get<int64_t>("correction");
+  const auto& dims = attrs.dims;
+  const Shape& out_shape = attrs.out_shape;
+  const int64_t correction = attrs.correction;
   std::vector<int64_t> order;
   std::vector<bool> reduced(size_t(x.dim()), false);
   for (auto d : dims) reduced[size_t(d)] = true;
@@ -288,8 +288,8 @@ std::vector<Tensor> var_kernel(const std::vector<Tensor>& in, const dispatch::At
   return {out};
 }
 
-ZENITH_REGISTER_KERNEL("sum", CPU, sum_kernel);
-ZENITH_REGISTER_KERNEL("var", CPU, var_kernel);
+ZENITH_REGISTER_KERNEL(sum, CPU, sum_kernel);
+ZENITH_REGISTER_KERNEL(var, CPU, var_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

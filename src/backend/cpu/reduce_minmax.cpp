@@ -27,10 +27,10 @@ inline bool better(C v, C best) {
 
 // x viewed as [outer, R, inner] (contiguous): values and indices [outer, inner].
 template <bool kMax>
-std::vector<Tensor> minmax_dim_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
+std::vector<Tensor> minmax_dim_kernel(const std::vector<Tensor>& in, const ReduceDimAttrs& attrs) {
   Tensor x = in[0].contiguous();
-  const int64_t dim = attrs.get<int64_t>("dim");
-  const auto& out_shape = attrs.get<std::vector<int64_t>>("out_shape");
+  const int64_t dim = attrs.dim;
+  const Shape& out_shape = attrs.out_shape;
   int64_t outer = 1, inner = 1;
   const int64_t r_len = x.dim() == 0 ? 1 : x.shape()[size_t(dim)];
   for (int64_t d = 0; d < dim; ++d) outer *= x.shape()[size_t(d)];
@@ -92,7 +92,7 @@ std::vector<Tensor> minmax_dim_kernel(const std::vector<Tensor>& in, const dispa
 
 // The max (min) of all elements as a 0-d tensor.
 template <bool kMax>
-std::vector<Tensor> minmax_all_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> minmax_all_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   Tensor x = in[0].contiguous();
   Tensor out = Tensor::empty({}, x.dtype(), x.device());
   visit_dtype(x.dtype(), [&](auto tag) {
@@ -117,10 +117,10 @@ std::vector<Tensor> minmax_all_kernel(const std::vector<Tensor>& in, const dispa
   return {out};
 }
 
-ZENITH_REGISTER_KERNEL("max_dim", CPU, minmax_dim_kernel<true>);
-ZENITH_REGISTER_KERNEL("min_dim", CPU, minmax_dim_kernel<false>);
-ZENITH_REGISTER_KERNEL("max_all", CPU, minmax_all_kernel<true>);
-ZENITH_REGISTER_KERNEL("min_all", CPU, minmax_all_kernel<false>);
+ZENITH_REGISTER_KERNEL(max_dim, CPU, minmax_dim_kernel<true>);
+ZENITH_REGISTER_KERNEL(min_dim, CPU, minmax_dim_kernel<false>);
+ZENITH_REGISTER_KERNEL(max_all, CPU, minmax_all_kernel<true>);
+ZENITH_REGISTER_KERNEL(min_all, CPU, minmax_all_kernel<false>);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -1,6 +1,7 @@
 // CPU softmax and log_softmax over one dim, numerically stable (the row max is subtracted),
-// with fused backward kernels. x is viewed as [outer, D, inner] with D the softmax dim: rows
-// (inner == 1) are processed one at a time, otherwise whole [D, inner] blocks vectorise over inner.
+// with fused backward kernels (fast paths of the gradients composed in src/ops/softmax.cpp). x is
+// viewed as [outer, D, inner] with D the softmax dim: rows (inner == 1) are processed one at a
+// time, otherwise whole [D, inner] blocks vectorise over inner.
 #include <cmath>
 
 #include "backend/cpu/loops.h"
@@ -96,8 +97,8 @@ void softmax_block(const T* x, T* y, int64_t d, int64_t inner, T* m, T* s) {
 
 // softmax(x; dim) / log_softmax(x; dim); 16-bit floats compute through float32.
 template <bool kLog>
-std::vector<Tensor> softmax_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
-  const int64_t dim = attrs.get<int64_t>("dim");
+std::vector<Tensor> softmax_kernel(const std::vector<Tensor>& in, const SoftmaxAttrs& attrs) {
+  const int64_t dim = attrs.dim;
   const DType dtype = in[0].dtype();
   Tensor x =
       (dtype == DType::f16 || dtype == DType::bf16) ? in[0].to(DType::f32) : in[0].contiguous();
@@ -129,8 +130,8 @@ std::vector<Tensor> softmax_kernel(const std::vector<Tensor>& in, const dispatch
 // log_softmax: dx = dy - exp(y) sum_D(dy)
 template <bool kLog>
 std::vector<Tensor> softmax_backward_kernel(const std::vector<Tensor>& in,
-                                            const dispatch::Attrs& attrs) {
-  const int64_t dim = attrs.get<int64_t>("dim");
+                                            const SoftmaxAttrs& attrs) {
+  const int64_t dim = attrs.dim;
   const DType dtype = in[1].dtype();
   const bool half = dtype == DType::f16 || dtype == DType::bf16;
   const DType compute = half ? DType::f32 : dtype;
@@ -198,10 +199,10 @@ std::vector<Tensor> softmax_backward_kernel(const std::vector<Tensor>& in,
   return {half ? dx.to(dtype) : dx};
 }
 
-ZENITH_REGISTER_KERNEL("softmax", CPU, softmax_kernel<false>);
-ZENITH_REGISTER_KERNEL("log_softmax", CPU, softmax_kernel<true>);
-ZENITH_REGISTER_KERNEL("softmax_backward", CPU, softmax_backward_kernel<false>);
-ZENITH_REGISTER_KERNEL("log_softmax_backward", CPU, softmax_backward_kernel<true>);
+ZENITH_REGISTER_KERNEL(softmax, CPU, softmax_kernel<false>);
+ZENITH_REGISTER_KERNEL(log_softmax, CPU, softmax_kernel<true>);
+ZENITH_REGISTER_KERNEL(softmax_backward, CPU, softmax_backward_kernel<false>);
+ZENITH_REGISTER_KERNEL(log_softmax_backward, CPU, softmax_backward_kernel<true>);
 
 }  // namespace
 }  // namespace zenith::cpu

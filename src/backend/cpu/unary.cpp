@@ -1,6 +1,7 @@
-// CPU unary elementwise kernels and their fused backward kernels: one functor per op, one loop
-// for all of them. float32 uses the vectorisable math of math_simd.h; float64 is the reference
-// and uses std::.
+// CPU unary elementwise kernels: one functor per op, one loop for all of them. float32 uses the
+// vectorisable math of math_simd.h; float64 is the reference and uses std::. The gradients are
+// ops composed in src/ops/unary.cpp; relu_backward also has a fused kernel here (the hot path of
+// CNNs, on oneDNN blocked activations too).
 #include <cmath>
 
 #include "backend/cpu/loops.h"
@@ -12,7 +13,6 @@ namespace zenith::cpu {
 namespace {
 
 constexpr double kSqrtHalf = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
 constexpr double kGeluTanhScale = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluTanhCubic = 0.044715;
 
@@ -155,89 +155,24 @@ struct GeluTanh {
     return x * sigmoid_of(T(2) * gelu_tanh_arg(x));
   }
 };
+struct Erf {
+  static constexpr bool kFloatOnly = true;
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T x) const {
+    return std::erf(x);
+  }
+};
 
-// ---- backward functors: dx = F(dy, saved), saved being the op's input x or output y.
-struct ExpBackward {  // saved y
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
-    return dy * y;
-  }
-};
-struct LogBackward {  // saved x
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
-    return dy / x;
-  }
-};
-struct SqrtBackward {  // saved y
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
-    return dy * T(0.5) / y;
-  }
-};
-struct RsqrtBackward {  // saved y: d(x^-1/2) = -y^3 / 2
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
-    return T(-0.5) * dy * y * y * y;
-  }
-};
-struct AbsBackward {  // saved x: sign(x), 0 at 0
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
-    T sign = simd::select(x > T(0), T(1), simd::select(x < T(0), T(-1), T(0)));
-    return dy * sign;
-  }
-};
-struct SquareBackward {  // saved x
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
-    return T(2) * dy * x;
-  }
-};
+// ---- fused gradient: dx = F(dy, y), y being the op's output.
 struct ReluBackward {  // saved y
   template <typename T>
   ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
     return simd::select(y > T(0), dy, T(0));
   }
 };
-struct TanhBackward {  // saved y
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
-    return dy * (T(1) - y * y);
-  }
-};
-struct SigmoidBackward {  // saved y
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
-    return dy * y * (T(1) - y);
-  }
-};
-struct SiluBackward {  // saved x: s (1 + x (1 - s))
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
-    T s = sigmoid_of(x);
-    return dy * s * (T(1) + x * (T(1) - s));
-  }
-};
-struct GeluBackward {  // saved x: Phi(x) + x phi(x)
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
-    T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
-    return dy * (normal_cdf_of(x) + x * pdf);
-  }
-};
-struct GeluTanhBackward {  // saved x: (1 + t)/2 + x/2 (1 - t^2) u'
-  template <typename T>
-  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
-    T t = tanh_of(gelu_tanh_arg(x));
-    T du = T(kGeluTanhScale) * (T(1) + T(3 * kGeluTanhCubic) * x * x);
-    return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
-  }
-};
-
 // out = F(x) elementwise; out is contiguous with x's shape and dtype.
 template <typename F>
-std::vector<Tensor> unary_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> unary_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   const Tensor& x = in[0];
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   StridedLoop<2> loop(x.shape(), {out.strides(), x.strides()});
@@ -272,7 +207,7 @@ std::vector<Tensor> unary_kernel(const std::vector<Tensor>& in, const dispatch::
 // dx = F(dy, saved) over saved's shape; dy may be strided or broadcast (e.g. from sum's
 // backward), and is converted to saved's dtype when it differs.
 template <typename F>
-std::vector<Tensor> unary_backward_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> unary_backward_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   const Tensor& saved = in[1];
   Tensor dy = in[0].dtype() == saved.dtype() ? in[0] : in[0].to(saved.dtype());
   const Shape& shape = saved.shape();
@@ -313,36 +248,26 @@ std::vector<Tensor> unary_backward_kernel(const std::vector<Tensor>& in, const d
   return {dx};
 }
 
-ZENITH_REGISTER_KERNEL("neg", CPU, unary_kernel<Neg>);
-ZENITH_REGISTER_KERNEL("abs", CPU, unary_kernel<Abs>);
-ZENITH_REGISTER_KERNEL("square", CPU, unary_kernel<Square>);
+ZENITH_REGISTER_KERNEL(neg, CPU, unary_kernel<Neg>);
+ZENITH_REGISTER_KERNEL(abs, CPU, unary_kernel<Abs>);
+ZENITH_REGISTER_KERNEL(square, CPU, unary_kernel<Square>);
 // relu also runs on oneDNN blocked activations (as flat arrays), keeping them blocked.
-ZENITH_REGISTER_KERNEL("relu", CPU, layout_elementwise<unary_kernel<Relu>>);
-ZENITH_LAYOUT_AWARE("relu");
-ZENITH_REGISTER_KERNEL("exp", CPU, unary_kernel<Exp>);
-ZENITH_REGISTER_KERNEL("log", CPU, unary_kernel<Log>);
-ZENITH_REGISTER_KERNEL("sqrt", CPU, unary_kernel<Sqrt>);
-ZENITH_REGISTER_KERNEL("rsqrt", CPU, unary_kernel<Rsqrt>);
-ZENITH_REGISTER_KERNEL("tanh", CPU, unary_kernel<Tanh>);
-ZENITH_REGISTER_KERNEL("sigmoid", CPU, unary_kernel<Sigmoid>);
-ZENITH_REGISTER_KERNEL("silu", CPU, unary_kernel<Silu>);
-ZENITH_REGISTER_KERNEL("gelu", CPU, unary_kernel<Gelu>);
-ZENITH_REGISTER_KERNEL("gelu_tanh", CPU, unary_kernel<GeluTanh>);
+ZENITH_REGISTER_KERNEL(relu, CPU, layout_elementwise<unary_kernel<Relu>>);
+ZENITH_LAYOUT_AWARE(relu);
+ZENITH_REGISTER_KERNEL(exp, CPU, unary_kernel<Exp>);
+ZENITH_REGISTER_KERNEL(log, CPU, unary_kernel<Log>);
+ZENITH_REGISTER_KERNEL(sqrt, CPU, unary_kernel<Sqrt>);
+ZENITH_REGISTER_KERNEL(rsqrt, CPU, unary_kernel<Rsqrt>);
+ZENITH_REGISTER_KERNEL(tanh, CPU, unary_kernel<Tanh>);
+ZENITH_REGISTER_KERNEL(sigmoid, CPU, unary_kernel<Sigmoid>);
+ZENITH_REGISTER_KERNEL(silu, CPU, unary_kernel<Silu>);
+ZENITH_REGISTER_KERNEL(gelu, CPU, unary_kernel<Gelu>);
+ZENITH_REGISTER_KERNEL(gelu_tanh, CPU, unary_kernel<GeluTanh>);
+ZENITH_REGISTER_KERNEL(erf, CPU, unary_kernel<Erf>);
 
-ZENITH_REGISTER_KERNEL("exp_backward", CPU, unary_backward_kernel<ExpBackward>);
-ZENITH_REGISTER_KERNEL("log_backward", CPU, unary_backward_kernel<LogBackward>);
-ZENITH_REGISTER_KERNEL("sqrt_backward", CPU, unary_backward_kernel<SqrtBackward>);
-ZENITH_REGISTER_KERNEL("rsqrt_backward", CPU, unary_backward_kernel<RsqrtBackward>);
-ZENITH_REGISTER_KERNEL("abs_backward", CPU, unary_backward_kernel<AbsBackward>);
-ZENITH_REGISTER_KERNEL("square_backward", CPU, unary_backward_kernel<SquareBackward>);
-ZENITH_REGISTER_KERNEL("relu_backward", CPU,
-                       layout_elementwise<unary_backward_kernel<ReluBackward>>);
-ZENITH_LAYOUT_AWARE("relu_backward");
-ZENITH_REGISTER_KERNEL("tanh_backward", CPU, unary_backward_kernel<TanhBackward>);
-ZENITH_REGISTER_KERNEL("sigmoid_backward", CPU, unary_backward_kernel<SigmoidBackward>);
-ZENITH_REGISTER_KERNEL("silu_backward", CPU, unary_backward_kernel<SiluBackward>);
-ZENITH_REGISTER_KERNEL("gelu_backward", CPU, unary_backward_kernel<GeluBackward>);
-ZENITH_REGISTER_KERNEL("gelu_tanh_backward", CPU, unary_backward_kernel<GeluTanhBackward>);
+// The fast path of relu's gradient (its decomposition is in src/ops/unary.cpp).
+ZENITH_REGISTER_KERNEL(relu_backward, CPU, layout_elementwise<unary_backward_kernel<ReluBackward>>);
+ZENITH_LAYOUT_AWARE(relu_backward);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -1,3 +1,4 @@
+// ops::batch_norm (src/ops/batch_norm.cpp) and its CPU kernels.
 #include <cmath>
 
 #include "backend/cpu/onednn_layout.h"
@@ -57,16 +58,16 @@ TEST(BatchNorm, LoopsMatchOnednnInFloat32) {
   Tensor x = Tensor::randn({4, 8, 5, 5}), w = Tensor::rand({8}), b = Tensor::randn({8});
   Tensor rm = Tensor::zeros({8}), rv = Tensor::ones({8});
   for (bool training : {true, false}) {
-    dispatch::Attrs a = {{"training", training}, {"momentum", 0.1}, {"eps", 1e-5}};
-    a.set("impl", std::string("onednn"));
-    auto dnn = dispatch::call("batch_norm", {x, w, b, rm.clone(), rv.clone()}, a);
-    a.set("impl", std::string("loops"));
-    auto loops = dispatch::call("batch_norm", {x, w, b, rm.clone(), rv.clone()}, a);
+    BatchNormAttrs a{.training = training, .momentum = 0.1, .eps = 1e-5};
+    a.impl = BatchNormImpl::kOnednn;
+    auto dnn = dispatch::call<OpId::batch_norm>({x, w, b, rm.clone(), rv.clone()}, a);
+    a.impl = BatchNormImpl::kLoops;
+    auto loops = dispatch::call<OpId::batch_norm>({x, w, b, rm.clone(), rv.clone()}, a);
     EXPECT_TRUE(all_close(dnn[0], loops[0], 1e-4, 1e-4));
     Tensor dy = Tensor::randn(x.shape());
-    auto gl = dispatch::call("batch_norm_backward", {dy, x, w, loops[1], loops[2]}, a);
-    a.set("impl", std::string("onednn"));
-    auto gd = dispatch::call("batch_norm_backward", {dy, x, w, dnn[1], dnn[2]}, a);
+    auto gl = dispatch::call<OpId::batch_norm_backward>({dy, x, w, loops[1], loops[2]}, a);
+    a.impl = BatchNormImpl::kOnednn;
+    auto gd = dispatch::call<OpId::batch_norm_backward>({dy, x, w, dnn[1], dnn[2]}, a);
     for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(all_close(gd[i], gl[i], 1e-4, 1e-4)) << i;
   }
 }
@@ -80,16 +81,16 @@ TEST(BatchNorm, BlockedLoopsMatchOnednn) {
   for (bool training : {true, false}) {
     SCOPED_TRACE(training ? "training" : "eval");
     Tensor rm = Tensor::randn({32}), rv = Tensor::rand({32}) + 0.5;
-    dispatch::Attrs a = {{"training", training}, {"momentum", 0.1}, {"eps", 1e-5}};
+    BatchNormAttrs a{.training = training, .momentum = 0.1, .eps = 1e-5};
     Tensor rm1 = rm.clone(), rv1 = rv.clone();
-    auto loops = dispatch::call("batch_norm", {x, w, b, rm1, rv1}, a);
+    auto loops = dispatch::call<OpId::batch_norm>({x, w, b, rm1, rv1}, a);
     EXPECT_TRUE(cpu::same_layout(loops[0], x));
-    auto gl = dispatch::call("batch_norm_backward", {dy, x, w, loops[1], loops[2]}, a);
+    auto gl = dispatch::call<OpId::batch_norm_backward>({dy, x, w, loops[1], loops[2]}, a);
     EXPECT_TRUE(cpu::same_layout(gl[0], x));
-    a.set("impl", std::string("onednn"));
+    a.impl = BatchNormImpl::kOnednn;
     Tensor rm2 = rm.clone(), rv2 = rv.clone();
-    auto dnn = dispatch::call("batch_norm", {x, w, b, rm2, rv2}, a);
-    auto gd = dispatch::call("batch_norm_backward", {dy, x, w, dnn[1], dnn[2]}, a);
+    auto dnn = dispatch::call<OpId::batch_norm>({x, w, b, rm2, rv2}, a);
+    auto gd = dispatch::call<OpId::batch_norm_backward>({dy, x, w, dnn[1], dnn[2]}, a);
     for (size_t i = 0; i < 3; ++i) {
       EXPECT_TRUE(all_close(loops[i], dnn[i], 1e-4, 1e-4)) << "forward output " << i;
       EXPECT_TRUE(all_close(gl[i], gd[i], 1e-3, 1e-3)) << "gradient " << i;
@@ -147,106 +148,6 @@ TEST(BatchNorm, Errors) {
       "[batch_norm] training needs more than 1 value per channel"));
 }
 
-TEST(LayerNorm, ForwardAndGradients) {
-  struct Case {
-    Shape x, norm;
-    bool affine, noncontiguous;
-  };
-  for (auto c : std::vector<Case>{{{4, 6}, {6}, true, false},
-                                  {{2, 3, 5}, {5}, false, true},
-                                  {{2, 3, 4}, {3, 4}, true, true},
-                                  {{40, 8}, {8}, true, false}}) {
-    SCOPED_TRACE(shape_str(c.x));
-    std::vector<Tensor> in = {random_input(c.x, DType::f64, c.noncontiguous),
-                              c.affine ? random_input(c.norm) : Tensor(),
-                              c.affine ? random_input(c.norm) : Tensor()};
-    Shape norm = c.norm;
-    OpFn f = [norm](const std::vector<Tensor>& x) {
-      return ops::layer_norm(x[0], norm, x[1], x[2], 1e-5);
-    };
-    EXPECT_TRUE(forward_matches_f64(f, in));
-    for (auto& t : in)
-      if (t.defined()) t.requires_grad_();
-    EXPECT_TRUE(gradcheck(f, in, 1e-6, 1e-4, 1e-5));
-    EXPECT_TRUE(backward_matches_f64(f, in));
-  }
-}
-
-TEST(RmsNorm, ForwardAndGradients) {
-  struct Case {
-    Shape x, norm;
-    bool affine, noncontiguous;
-  };
-  for (auto c : std::vector<Case>{{{4, 6}, {6}, true, false},
-                                  {{2, 3, 5}, {5}, false, true},
-                                  {{40, 8}, {8}, true, false}}) {
-    SCOPED_TRACE(shape_str(c.x));
-    std::vector<Tensor> in = {random_input(c.x, DType::f64, c.noncontiguous),
-                              c.affine ? random_input(c.norm) : Tensor()};
-    Shape norm = c.norm;
-    OpFn f = [norm](const std::vector<Tensor>& x) { return ops::rms_norm(x[0], norm, x[1], 1e-6); };
-    EXPECT_TRUE(forward_matches_f64(f, in));
-    for (auto& t : in)
-      if (t.defined()) t.requires_grad_();
-    EXPECT_TRUE(gradcheck(f, in, 1e-6, 1e-4, 1e-5));
-    EXPECT_TRUE(backward_matches_f64(f, in));
-  }
-}
-
-TEST(LayerNorm, Errors) {
-  Tensor x = Tensor::zeros({2, 3, 4});
-  EXPECT_TRUE(throws_with([&] { ops::layer_norm(x, {3}); },
-                          "[layer_norm] normalized_shape [3] does not match the trailing dims of "
-                          "input [2, 3, 4]"));
-  EXPECT_TRUE(throws_with([&] { ops::layer_norm(x, {4}, Tensor::ones({5})); },
-                          "[layer_norm] expected weight [4], got [5]"));
-  EXPECT_TRUE(throws_with(
-      [&] {
-        ops::rms_norm(x, {2, 3, 4, 5});
-      },
-      "[rms_norm] normalized_shape [2, 3, 4, 5] does not fit input"));
-}
-
-TEST(Dropout, StatisticsAndScaling) {
-  manual_seed(123);
-  const double p = 0.3;
-  Tensor x = Tensor::ones({200, 500});
-  Tensor y = ops::dropout(x, p, true);
-  auto v = y.to_double_vector();
-  int64_t zeros = 0;
-  double sum = 0;
-  for (double e : v) {
-    if (e == 0)
-      ++zeros;
-    else
-      EXPECT_NEAR(e, 1 / (1 - p), 1e-6);
-    sum += e;
-  }
-  double frac = double(zeros) / double(v.size());
-  EXPECT_NEAR(frac, p, 0.01);                      // 100k draws: sd ~ 0.0015
-  EXPECT_NEAR(sum / double(v.size()), 1.0, 0.01);  // expectation preserved
-}
-
-TEST(Dropout, GradientUsesTheSameMask) {
-  Tensor x = Tensor::randn({8, 16}, DType::f64).requires_grad_();
-  Tensor y = ops::dropout(x, 0.5, true);
-  ops::sum(y).backward();
-  auto g = x.grad().to_double_vector(), yv = y.to_double_vector();
-  for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i] == 0, yv[i] == 0);
-}
-
-TEST(Dropout, EvalAndEdgeCases) {
-  Tensor x = Tensor::randn({4, 4});
-  EXPECT_TRUE(ops::dropout(x, 0.5, false).is_same(x));
-  EXPECT_TRUE(all_close(ops::dropout(x, 0.0, true), x, 0, 0));
-  EXPECT_TRUE(all_close(ops::dropout(x, 1.0, true), Tensor::zeros({4, 4}), 0, 0));
-  manual_seed(7);
-  Tensor a = ops::dropout(x, 0.5, true);
-  manual_seed(7);
-  EXPECT_TRUE(all_close(ops::dropout(x, 0.5, true), a, 0, 0));  // seeded: same mask
-  EXPECT_TRUE(throws_with([&] { ops::dropout(x, 1.5, true); }, "[dropout] p must be in [0, 1]"));
-}
-
 TEST(BlockedChain, ConvPoolBatchNormSameWithOrWithoutLayouts) {
   // conv (blocked out) -> max pool -> batch norm -> conv -> avg pool, forward and backward.
   Tensor x = Tensor::randn({4, 3, 12, 12});
@@ -273,4 +174,13 @@ TEST(BlockedChain, ConvPoolBatchNormSameWithOrWithoutLayouts) {
   cpu::set_keep_layout(true);
   for (size_t i = 0; i < results[0].size(); ++i)
     EXPECT_TRUE(all_close(results[0][i], results[1][i], 1e-4, 1e-3)) << "result " << i;
+}
+
+TEST(BatchNorm, SecondDerivatives) {
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "eval");
+    auto in = bn_inputs({"small", {3, 2, 2, 2}, training, true, false});
+    for (int i = 0; i < 3; ++i) in[size_t(i)].requires_grad_();
+    EXPECT_TRUE(gradgradcheck(bn_fn(training), in, 1e-6, 1e-4, 1e-5));
+  }
 }

@@ -1,5 +1,6 @@
-// Layer norm and RMS norm kernels: rows of D elements (the normalised trailing dims), rows in
-// parallel, vectorised inner loops; weight/bias gradients reduced from per-thread partial sums.
+// Layer norm and RMS norm kernels (the ops of src/ops/layer_norm.cpp): rows of D elements (the
+// normalised trailing dims), rows in parallel, vectorised inner loops; weight/bias gradients
+// reduced from per-thread partial sums.
 #include <omp.h>
 
 #include <cmath>
@@ -211,33 +212,29 @@ std::vector<Tensor> rms_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
   return {dx, dw};
 }
 
-std::vector<Tensor> layer_norm_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& a) {
-  return visit_float(in[0].dtype(), "layer_norm", [&](auto tag) {
-    return layer_norm_fwd<decltype(tag)>(in, a.get<int64_t>("D"), a.get<double>("eps"));
-  });
+std::vector<Tensor> layer_norm_kernel(const std::vector<Tensor>& in, const LayerNormAttrs& a) {
+  return visit_float(in[0].dtype(), "layer_norm",
+                     [&](auto tag) { return layer_norm_fwd<decltype(tag)>(in, a.D, a.eps); });
 }
 std::vector<Tensor> layer_norm_backward_kernel(const std::vector<Tensor>& in,
-                                               const dispatch::Attrs& a) {
-  return visit_float(in[1].dtype(), "layer_norm_backward", [&](auto tag) {
-    return layer_norm_bwd<decltype(tag)>(in, a.get<int64_t>("D"));
-  });
+                                               const LayerNormAttrs& a) {
+  return visit_float(in[1].dtype(), "layer_norm_backward",
+                     [&](auto tag) { return layer_norm_bwd<decltype(tag)>(in, a.D); });
 }
-std::vector<Tensor> rms_norm_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& a) {
-  return visit_float(in[0].dtype(), "rms_norm", [&](auto tag) {
-    return rms_norm_fwd<decltype(tag)>(in, a.get<int64_t>("D"), a.get<double>("eps"));
-  });
+std::vector<Tensor> rms_norm_kernel(const std::vector<Tensor>& in, const LayerNormAttrs& a) {
+  return visit_float(in[0].dtype(), "rms_norm",
+                     [&](auto tag) { return rms_norm_fwd<decltype(tag)>(in, a.D, a.eps); });
 }
 std::vector<Tensor> rms_norm_backward_kernel(const std::vector<Tensor>& in,
-                                             const dispatch::Attrs& a) {
-  return visit_float(in[1].dtype(), "rms_norm_backward", [&](auto tag) {
-    return rms_norm_bwd<decltype(tag)>(in, a.get<int64_t>("D"));
-  });
+                                             const LayerNormAttrs& a) {
+  return visit_float(in[1].dtype(), "rms_norm_backward",
+                     [&](auto tag) { return rms_norm_bwd<decltype(tag)>(in, a.D); });
 }
 
-ZENITH_REGISTER_KERNEL("layer_norm", CPU, layer_norm_kernel);
-ZENITH_REGISTER_KERNEL("layer_norm_backward", CPU, layer_norm_backward_kernel);
-ZENITH_REGISTER_KERNEL("rms_norm", CPU, rms_norm_kernel);
-ZENITH_REGISTER_KERNEL("rms_norm_backward", CPU, rms_norm_backward_kernel);
+ZENITH_REGISTER_KERNEL(layer_norm, CPU, layer_norm_kernel);
+ZENITH_REGISTER_KERNEL(layer_norm_backward, CPU, layer_norm_backward_kernel);
+ZENITH_REGISTER_KERNEL(rms_norm, CPU, rms_norm_kernel);
+ZENITH_REGISTER_KERNEL(rms_norm_backward, CPU, rms_norm_backward_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

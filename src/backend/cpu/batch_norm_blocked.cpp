@@ -2,8 +2,8 @@
 // one parallel region per call over channel blocks, the B channels of a block in SIMD lanes.
 #include <cmath>
 
+#include "backend/cpu/batch_norm.h"
 #include "backend/cpu/loops.h"
-#include "backend/cpu/norm.h"
 #include "backend/cpu/onednn.h"
 
 namespace zenith::cpu {

@@ -1,7 +1,7 @@
 // Fused optimizer updates: one pass over a parameter's contiguous data does weight decay, the
 // slot updates and the parameter update, vectorised and split across the OpenMP pool.
-// Scalars are attributes; inputs are plain contiguous tensors of one float dtype (the optimizer
-// validates this before dispatching).
+// Scalars are attributes; inputs are plain contiguous tensors of one float dtype (ops::
+// momentum_update / adam_update validate this before dispatching).
 #include <cmath>
 
 #include "backend/cpu/loops.h"
@@ -16,12 +16,12 @@ constexpr int64_t kOptimGrain = 16384;
 // momentum_update(param, grad, velocity?): g = grad + wd * p; v = momentum * v + g;
 // p -= lr * (nesterov ? g + momentum * v : v). Without a velocity: p -= lr * g.
 std::vector<Tensor> momentum_update_kernel(const std::vector<Tensor>& in,
-                                           const dispatch::Attrs& attrs) {
+                                           const MomentumUpdateAttrs& attrs) {
   const Tensor& param = in[0];
   const bool has_velocity = in.size() > 2 && in[2].defined();
-  const double lr = attrs.get<double>("lr"), mom = attrs.get<double>("momentum");
-  const double wd = attrs.get<double>("weight_decay");
-  const bool nesterov = attrs.get<bool>("nesterov");
+  const double lr = attrs.lr, mom = attrs.momentum;
+  const double wd = attrs.weight_decay;
+  const bool nesterov = attrs.nesterov;
   visit_float(param.dtype(), "momentum_update", [&](auto tag) {
     using T = decltype(tag);
     T* __restrict p = param.data<T>();
@@ -58,13 +58,13 @@ std::vector<Tensor> momentum_update_kernel(const std::vector<Tensor>& in,
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
 std::vector<Tensor> adam_update_kernel(const std::vector<Tensor>& in,
-                                       const dispatch::Attrs& attrs) {
+                                       const AdamUpdateAttrs& attrs) {
   const Tensor& param = in[0];
-  const double lr = attrs.get<double>("lr"), b1 = attrs.get<double>("beta1");
-  const double b2 = attrs.get<double>("beta2"), eps = attrs.get<double>("eps");
-  const double wd = attrs.get<double>("weight_decay");
-  const bool decoupled = attrs.get<bool>("decoupled");
-  const int64_t step = attrs.get<int64_t>("step");
+  const double lr = attrs.lr, b1 = attrs.beta1;
+  const double b2 = attrs.beta2, eps = attrs.eps;
+  const double wd = attrs.weight_decay;
+  const bool decoupled = attrs.decoupled;
+  const int64_t step = attrs.step;
   const double step_size = lr / (1.0 - std::pow(b1, double(step)));
   const double inv_bc2_sqrt = 1.0 / std::sqrt(1.0 - std::pow(b2, double(step)));
   visit_float(param.dtype(), "adam_update", [&](auto tag) {
@@ -93,8 +93,8 @@ std::vector<Tensor> adam_update_kernel(const std::vector<Tensor>& in,
   return {param};
 }
 
-ZENITH_REGISTER_KERNEL("momentum_update", CPU, momentum_update_kernel);
-ZENITH_REGISTER_KERNEL("adam_update", CPU, adam_update_kernel);
+ZENITH_REGISTER_KERNEL(momentum_update, CPU, momentum_update_kernel);
+ZENITH_REGISTER_KERNEL(adam_update, CPU, adam_update_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -1,8 +1,8 @@
 // Batch normalisation kernels: per-channel loops for plain tensors (float64, and float32 where
 // they beat oneDNN's plain-format batch norm), channel-block loops for oneDNN blocked float32
-// activations (norm_blocked.cpp), oneDNN for other blocked formats or on request. Training mode
-// also updates the running statistics in place.
-#include "backend/cpu/norm.h"
+// activations (batch_norm_blocked.cpp), oneDNN for other blocked formats or on request. Training
+// mode also updates the running statistics in place.
+#include "backend/cpu/batch_norm.h"
 
 #include <cmath>
 
@@ -208,21 +208,21 @@ std::vector<Tensor> bn_backward_ref(const std::vector<Tensor>& in, bool training
 // up to 1.3x slower than oneDNN's blocked batch norm single-threaded but without its spin
 // barriers, which stall for whole time slices when the 2 cores are shared (268 ms instead of
 // 1.4 ms for one 64-channel layer, 3 s per ResNet step).
-// {"impl": "onednn" | "loops"} forces one (tests, benchmarks).
+// BatchNormAttrs::impl forces one (tests, benchmarks).
 enum class BnImpl { kLoops, kBlockedLoops, kOnednn };
 
-BnImpl bn_impl(const Tensor& x, const dispatch::Attrs& attrs) {
-  const std::string impl = attrs.get_or<std::string>("impl", "auto");
-  if (x.dtype() != DType::f32 || (!x.has_layout() && impl != "onednn")) return BnImpl::kLoops;
-  if (impl != "onednn" && channel_block(x) > 0) return BnImpl::kBlockedLoops;
+BnImpl bn_impl(const Tensor& x, const BatchNormAttrs& attrs) {
+  const bool onednn = attrs.impl == BatchNormImpl::kOnednn;
+  if (x.dtype() != DType::f32 || (!x.has_layout() && !onednn)) return BnImpl::kLoops;
+  if (!onednn && channel_block(x) > 0) return BnImpl::kBlockedLoops;
   return BnImpl::kOnednn;
 }
 
 // batch_norm(x, weight?, bias?, running_mean?, running_var?; training, momentum, eps)
 //   -> {y, mean, var} (batch statistics in training, the running ones in eval; var biased)
-std::vector<Tensor> batch_norm_kernel(const std::vector<Tensor>& in, const dispatch::Attrs& attrs) {
-  bool training = attrs.get<bool>("training");
-  double momentum = attrs.get<double>("momentum"), eps = attrs.get<double>("eps");
+std::vector<Tensor> batch_norm_kernel(const std::vector<Tensor>& in, const BatchNormAttrs& attrs) {
+  const bool training = attrs.training;
+  const double momentum = attrs.momentum, eps = attrs.eps;
   switch (bn_impl(in[0], attrs)) {
     case BnImpl::kOnednn:
       return bn_forward_f32(in, training, momentum, float(eps));
@@ -238,9 +238,9 @@ std::vector<Tensor> batch_norm_kernel(const std::vector<Tensor>& in, const dispa
 
 // batch_norm_backward(dy, x, weight?, mean, var; training, eps) -> {dx, dweight, dbias}
 std::vector<Tensor> batch_norm_backward_kernel(const std::vector<Tensor>& in,
-                                               const dispatch::Attrs& attrs) {
-  bool training = attrs.get<bool>("training");
-  double eps = attrs.get<double>("eps");
+                                               const BatchNormAttrs& attrs) {
+  const bool training = attrs.training;
+  const double eps = attrs.eps;
   switch (bn_impl(in[1], attrs)) {
     case BnImpl::kOnednn:
       return bn_backward_f32(in, training, float(eps));
@@ -253,10 +253,10 @@ std::vector<Tensor> batch_norm_backward_kernel(const std::vector<Tensor>& in,
                      [&](auto tag) { return bn_backward_ref<decltype(tag)>(in, training, eps); });
 }
 
-ZENITH_REGISTER_KERNEL("batch_norm", CPU, batch_norm_kernel);
-ZENITH_REGISTER_KERNEL("batch_norm_backward", CPU, batch_norm_backward_kernel);
-ZENITH_LAYOUT_AWARE("batch_norm");
-ZENITH_LAYOUT_AWARE("batch_norm_backward");
+ZENITH_REGISTER_KERNEL(batch_norm, CPU, batch_norm_kernel);
+ZENITH_REGISTER_KERNEL(batch_norm_backward, CPU, batch_norm_backward_kernel);
+ZENITH_LAYOUT_AWARE(batch_norm);
+ZENITH_LAYOUT_AWARE(batch_norm_backward);
 
 }  // namespace
 }  // namespace zenith::cpu

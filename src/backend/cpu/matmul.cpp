@@ -44,7 +44,7 @@ Shape batch_strides(const Tensor& t, const Shape& batch) {
 }
 
 // matmul(a [..., n, k], b [..., k, m]) -> [batch..., n, m], both at least 2-d, same float dtype.
-std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   const Tensor& a = in[0];
   const Tensor& b = in[1];
   const int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
@@ -84,7 +84,7 @@ std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const dispatch:
 }
 
 // linear(x [M, in], weight [out, in], bias [out]?) -> x weight^T + bias [M, out]
-std::vector<Tensor> linear_kernel(const std::vector<Tensor>& in, const dispatch::Attrs&) {
+std::vector<Tensor> linear_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   const Tensor& bias = in[2];
@@ -108,8 +108,8 @@ std::vector<Tensor> linear_kernel(const std::vector<Tensor>& in, const dispatch:
   return {out};
 }
 
-ZENITH_REGISTER_KERNEL("matmul", CPU, matmul_kernel);
-ZENITH_REGISTER_KERNEL("linear", CPU, linear_kernel);
+ZENITH_REGISTER_KERNEL(matmul, CPU, matmul_kernel);
+ZENITH_REGISTER_KERNEL(linear, CPU, linear_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

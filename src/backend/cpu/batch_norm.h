@@ -1,4 +1,5 @@
-// Batch norm pieces shared by the plain (norm.cpp) and blocked (norm_blocked.cpp) kernels.
+// Batch norm pieces shared by the plain (batch_norm.cpp) and blocked (batch_norm_blocked.cpp)
+// kernels.
 #pragma once
 
 #include <algorithm>

@@ -1,0 +1,404 @@
+#include "support/op_cases.h"
+
+namespace zenith::testing {
+namespace {
+
+using Check = OpCase::Check;
+
+Tensor grad_input(const Shape& shape, double low = -1.0, double high = 1.0,
+                  bool noncontiguous = false) {
+  return random_input(shape, DType::f64, noncontiguous, low, high).requires_grad_();
+}
+
+// Small integers as float64: comparisons see ties, exactly in float32 too.
+Tensor integers(const Shape& shape) { return Tensor::randint(0, 3, shape).to(DType::f64); }
+
+void add_unary(std::vector<OpCase>& cases) {
+  struct Unary {
+    const char* name;
+    OpId op, backward;
+    Tensor (*fn)(const Tensor&);
+    double low, high;
+  };
+  const Unary unary[] = {
+      {"abs", OpId::abs, OpId::abs_backward, [](const Tensor& x) { return ops::abs(x); }, -2, 2},
+      {"square", OpId::square, OpId::square_backward,
+       [](const Tensor& x) { return ops::square(x); }, -2, 2},
+      {"relu", OpId::relu, OpId::relu_backward, [](const Tensor& x) { return ops::relu(x); }, -2,
+       2},
+      {"exp", OpId::exp, OpId::exp_backward, [](const Tensor& x) { return ops::exp(x); }, -2, 2},
+      {"log", OpId::log, OpId::log_backward, [](const Tensor& x) { return ops::log(x); }, 0.2, 3},
+      {"sqrt", OpId::sqrt, OpId::sqrt_backward, [](const Tensor& x) { return ops::sqrt(x); }, 0.2,
+       3},
+      {"rsqrt", OpId::rsqrt, OpId::rsqrt_backward, [](const Tensor& x) { return ops::rsqrt(x); },
+       0.2, 3},
+      {"tanh", OpId::tanh, OpId::tanh_backward, [](const Tensor& x) { return ops::tanh(x); }, -2,
+       2},
+      {"sigmoid", OpId::sigmoid, OpId::sigmoid_backward,
+       [](const Tensor& x) { return ops::sigmoid(x); }, -3, 3},
+      {"silu", OpId::silu, OpId::silu_backward, [](const Tensor& x) { return ops::silu(x); }, -3,
+       3},
+      {"gelu", OpId::gelu, OpId::gelu_backward, [](const Tensor& x) { return ops::gelu(x); }, -3,
+       3},
+      {"gelu_tanh", OpId::gelu_tanh, OpId::gelu_tanh_backward,
+       [](const Tensor& x) { return ops::gelu(x, true); }, -3, 3},
+      {"erf", OpId::erf, OpId::erf_backward, [](const Tensor& x) { return ops::erf(x); }, -2, 2},
+  };
+  for (const Unary& u : unary) {
+    auto fn = u.fn;
+    cases.push_back({u.name,
+                     {u.op, u.backward},
+                     [fn](const std::vector<Tensor>& x) { return fn(x[0]); },
+                     {grad_input({2, 3, 4}, u.low, u.high, /*noncontiguous=*/true)}});
+  }
+  cases.push_back({"neg",
+                   {OpId::neg},
+                   [](const std::vector<Tensor>& x) { return ops::neg(x[0]); },
+                   {grad_input({5})}});
+}
+
+void add_binary(std::vector<OpCase>& cases) {
+  struct Binary {
+    const char* name;
+    OpId op;
+    Tensor (*fn)(const Tensor&, const Tensor&);
+    double low, high;  // of b (pow: of a)
+  };
+  const Binary binary[] = {
+      {"add", OpId::add, [](const Tensor& a, const Tensor& b) { return ops::add(a, b); }, -1, 1},
+      {"sub", OpId::sub, [](const Tensor& a, const Tensor& b) { return ops::sub(a, b); }, -1, 1},
+      {"mul", OpId::mul, [](const Tensor& a, const Tensor& b) { return ops::mul(a, b); }, -1, 1},
+      {"div", OpId::div, [](const Tensor& a, const Tensor& b) { return ops::div(a, b); }, 0.5, 2},
+      {"maximum", OpId::maximum,
+       [](const Tensor& a, const Tensor& b) { return ops::maximum(a, b); }, -1, 1},
+      {"minimum", OpId::minimum,
+       [](const Tensor& a, const Tensor& b) { return ops::minimum(a, b); }, -1, 1},
+  };
+  for (const Binary& b : binary) {
+    auto fn = b.fn;
+    cases.push_back({std::string(b.name) + " broadcast",
+                     {b.op},
+                     [fn](const std::vector<Tensor>& x) { return fn(x[0], x[1]); },
+                     {grad_input({2, 3}), grad_input({3}, b.low, b.high)}});
+  }
+  cases.push_back({"pow",
+                   {OpId::pow},
+                   [](const std::vector<Tensor>& x) { return ops::pow(x[0], x[1]); },
+                   {grad_input({2, 3}, 0.5, 2), grad_input({2, 3})}});
+  cases.push_back({"pow scalar",
+                   {OpId::pow_scalar},
+                   [](const std::vector<Tensor>& x) { return ops::pow(x[0], 2.5); },
+                   {grad_input({2, 3}, 0.5, 2)}});
+}
+
+void add_compare(std::vector<OpCase>& cases) {
+  struct Compare {
+    const char* name;
+    OpId op;
+    Tensor (*fn)(const Tensor&, const Tensor&);
+  };
+  const Compare compare[] = {
+      {"eq", OpId::eq, [](const Tensor& a, const Tensor& b) { return ops::eq(a, b); }},
+      {"ne", OpId::ne, [](const Tensor& a, const Tensor& b) { return ops::ne(a, b); }},
+      {"lt", OpId::lt, [](const Tensor& a, const Tensor& b) { return ops::lt(a, b); }},
+      {"le", OpId::le, [](const Tensor& a, const Tensor& b) { return ops::le(a, b); }},
+      {"gt", OpId::gt, [](const Tensor& a, const Tensor& b) { return ops::gt(a, b); }},
+      {"ge", OpId::ge, [](const Tensor& a, const Tensor& b) { return ops::ge(a, b); }},
+  };
+  for (const Compare& c : compare) {
+    auto fn = c.fn;
+    cases.push_back({c.name,
+                     {c.op, OpId::copy},
+                     [fn](const std::vector<Tensor>& x) { return fn(x[0], x[1]).to(x[0].dtype()); },
+                     {integers({3, 4}), integers({4})},
+                     Check::kForward});
+  }
+  cases.push_back({"where",
+                   {OpId::where, OpId::gt},
+                   [](const std::vector<Tensor>& x) {
+                     return ops::where(ops::gt(x[2], Tensor::scalar(0.0, x[2].dtype())), x[0],
+                                       x[1]);
+                   },
+                   {grad_input({2, 3}), grad_input({3}), random_input({2, 3})}});
+  cases.push_back(
+      {"masked_fill",
+       {OpId::masked_fill},
+       [](const std::vector<Tensor>& x) {
+         Tensor mask = Tensor::from_vector(std::vector<double>{1, 0, 1}, {3}, DType::b8);
+         return ops::masked_fill(x[0], mask, 2.0);
+       },
+       {grad_input({2, 3})}});
+}
+
+void add_reduce(std::vector<OpCase>& cases) {
+  cases.push_back({"sum dims",
+                   {OpId::sum},
+                   [](const std::vector<Tensor>& x) {
+                     return ops::sum(x[0], {0, 2});
+                   },
+                   {grad_input({2, 3, 4}, -1, 1, true)}});
+  cases.push_back({"var",
+                   {OpId::var},
+                   [](const std::vector<Tensor>& x) { return ops::var(x[0], {1}); },
+                   {grad_input({3, 5})}});
+  cases.push_back({"max dim",
+                   {OpId::max_dim, OpId::scatter_add},
+                   [](const std::vector<Tensor>& x) { return ops::max(x[0], 1); },
+                   {grad_input({3, 5})}});
+  cases.push_back({"min dim",
+                   {OpId::min_dim, OpId::scatter_add},
+                   [](const std::vector<Tensor>& x) { return ops::min(x[0], 0, true); },
+                   {grad_input({3, 5})}});
+  cases.push_back({"max all",
+                   {OpId::max_all},
+                   [](const std::vector<Tensor>& x) { return ops::max(x[0]); },
+                   {grad_input({3, 5})}});
+  cases.push_back({"min all",
+                   {OpId::min_all},
+                   [](const std::vector<Tensor>& x) { return ops::min(x[0]); },
+                   {grad_input({3, 5})}});
+}
+
+void add_linear_algebra(std::vector<OpCase>& cases) {
+  cases.push_back({"matmul batched",
+                   {OpId::matmul},
+                   [](const std::vector<Tensor>& x) { return ops::matmul(x[0], x[1]); },
+                   {grad_input({2, 3, 4}), grad_input({4, 5})}});
+  cases.push_back({"linear",
+                   {OpId::linear, OpId::matmul, OpId::sum},
+                   [](const std::vector<Tensor>& x) { return ops::linear(x[0], x[1], x[2]); },
+                   {grad_input({4, 3}), grad_input({5, 3}), grad_input({5})}});
+}
+
+void add_conv(std::vector<OpCase>& cases) {
+  const std::vector<OpId> conv = {OpId::conv2d, OpId::conv2d_backward_data,
+                                  OpId::conv2d_backward_weights};
+  struct Conv {
+    const char* name;
+    Shape x, w;
+    ops::Conv2dOptions options;
+  };
+  const Conv convs[] = {
+      // (8 + 2 - 3) % 2 != 0: the last input row reaches no output.
+      {"conv2d stride 2 pad 1 groups 2",
+       {2, 4, 8, 7},
+       {6, 2, 3, 3},
+       {.stride = {2, 2}, .padding = {1, 1}, .groups = 2}},
+      {"conv2d same dilation 2",
+       {1, 2, 7, 6},
+       {3, 2, 2, 3},
+       {.padding_mode = "same", .dilation = {2, 1}}},
+      {"conv2d asymmetric padding stride 3",
+       {2, 3, 9, 8},
+       {2, 3, 4, 2},
+       {.stride = {3, 2}, .padding = {2, 0, 1, 3}}},
+  };
+  for (const Conv& c : convs) {
+    ops::Conv2dOptions options = c.options;
+    cases.push_back(
+        {c.name,
+         conv,
+         [options](const std::vector<Tensor>& x) { return ops::conv2d(x[0], x[1], x[2], options); },
+         {grad_input(c.x), grad_input(c.w), grad_input({c.w[0]})}});
+  }
+}
+
+void add_pool(std::vector<OpCase>& cases) {
+  cases.push_back(
+      {"max_pool2d 3x3 stride 2 pad 1",
+       {OpId::max_pool2d, OpId::max_pool2d_backward},
+       [](const std::vector<Tensor>& x) { return ops::max_pool2d(x[0], {3}, {2}, {1}); },
+       {grad_input({2, 3, 7, 6})}});
+  cases.push_back({"avg_pool2d include pad",
+                   {OpId::avg_pool2d, OpId::avg_pool2d_backward},
+                   [](const std::vector<Tensor>& x) {
+                     return ops::avg_pool2d(x[0], {3, 2}, {2, 2}, {1, 1}, true);
+                   },
+                   {grad_input({2, 3, 7, 6})}});
+  cases.push_back(
+      {"avg_pool2d exclude pad",
+       {OpId::avg_pool2d, OpId::avg_pool2d_backward},
+       [](const std::vector<Tensor>& x) { return ops::avg_pool2d(x[0], {3}, {2}, {1}, false); },
+       {grad_input({1, 2, 6, 7})}});
+  cases.push_back({"adaptive_avg_pool2d uneven",
+                   {OpId::adaptive_avg_pool2d, OpId::adaptive_avg_pool2d_backward},
+                   [](const std::vector<Tensor>& x) {
+                     return ops::adaptive_avg_pool2d(x[0], {3, 2});
+                   },
+                   {grad_input({2, 3, 7, 5})}});
+}
+
+void add_norms(std::vector<OpCase>& cases) {
+  const std::vector<OpId> bn = {OpId::batch_norm, OpId::batch_norm_backward};
+  for (bool training : {true, false}) {
+    cases.push_back({training ? "batch_norm training" : "batch_norm eval",
+                     bn,
+                     [training](const std::vector<Tensor>& x) {
+                       return ops::batch_norm(x[0], x[1], x[2], x[3], x[4], training, 0.1, 1e-5);
+                     },
+                     {grad_input({3, 4, 3, 2}), grad_input({4}, 0.5, 1.5), grad_input({4}),
+                      random_input({4}), random_input({4}, DType::f64, false, 0.5, 1.5)},
+                     Check::kGradient,
+                     1e-4,
+                     1e-4});
+  }
+  cases.push_back({"layer_norm affine",
+                   {OpId::layer_norm, OpId::layer_norm_backward},
+                   [](const std::vector<Tensor>& x) {
+                     return ops::layer_norm(x[0], {2, 3}, x[1], x[2]);
+                   },
+                   {grad_input({4, 2, 3}), grad_input({2, 3}), grad_input({2, 3})}});
+  cases.push_back({"rms_norm affine",
+                   {OpId::rms_norm, OpId::rms_norm_backward},
+                   [](const std::vector<Tensor>& x) { return ops::rms_norm(x[0], {5}, x[1]); },
+                   {grad_input({3, 5}), grad_input({5})}});
+  cases.push_back({"dropout",
+                   {OpId::dropout, OpId::mul},
+                   [](const std::vector<Tensor>& x) { return ops::dropout(x[0], 0.3, true); },
+                   {grad_input({4, 5})},
+                   Check::kRun});
+}
+
+void add_softmax_and_losses(std::vector<OpCase>& cases) {
+  cases.push_back({"softmax dim 1 of 3",
+                   {OpId::softmax, OpId::softmax_backward},
+                   [](const std::vector<Tensor>& x) { return ops::softmax(x[0], 1); },
+                   {grad_input({2, 4, 3}, -2, 2)}});
+  cases.push_back({"log_softmax last dim",
+                   {OpId::log_softmax, OpId::log_softmax_backward},
+                   [](const std::vector<Tensor>& x) { return ops::log_softmax(x[0], -1); },
+                   {grad_input({3, 5}, -2, 2)}});
+  struct Ce {
+    const char* name;
+    const char* reduction;
+    double smoothing;
+  };
+  for (const Ce& c : {Ce{"cross_entropy mean smoothed", "mean", 0.1},
+                      Ce{"cross_entropy none", "none", 0.0}, Ce{"cross_entropy sum", "sum", 0.2}}) {
+    std::string reduction = c.reduction;
+    double smoothing = c.smoothing;
+    cases.push_back({c.name,
+                     {OpId::cross_entropy_rows, OpId::cross_entropy_rows_backward},
+                     [reduction, smoothing](const std::vector<Tensor>& x) {
+                       // Sample 2 is ignored.
+                       Tensor t = Tensor::from_vector(std::vector<int64_t>{1, 0, -100, 3, 2}, {5});
+                       return ops::cross_entropy(x[0], t, reduction, -100, smoothing);
+                     },
+                     {grad_input({5, 4}, -2, 2)}});
+  }
+}
+
+void add_index(std::vector<OpCase>& cases) {
+  cases.push_back(
+      {"gather",
+       {OpId::gather, OpId::scatter_add},
+       [](const std::vector<Tensor>& x) {
+         Tensor idx = Tensor::from_vector(std::vector<int64_t>{0, 2, 2, 1, 0, 0}, {3, 2});
+         return ops::gather(x[0], 1, idx);
+       },
+       {grad_input({3, 4})}});
+  cases.push_back({"index_select",
+                   {OpId::gather, OpId::scatter_add},
+                   [](const std::vector<Tensor>& x) {
+                     Tensor idx = Tensor::from_vector(std::vector<int64_t>{2, 0, 2}, {3});
+                     return ops::index_select(x[0], 0, idx);
+                   },
+                   {grad_input({3, 4})}});
+  cases.push_back(
+      {"embedding repeated rows",
+       {OpId::embedding, OpId::embedding_backward},
+       [](const std::vector<Tensor>& x) {
+         Tensor idx = Tensor::from_vector(std::vector<int64_t>{4, 0, 4, 2, 1, 4}, {2, 3});
+         return ops::embedding(x[0], idx);
+       },
+       {grad_input({6, 3})}});
+  cases.push_back({"cat and stack",
+                   {OpId::cat},
+                   [](const std::vector<Tensor>& x) {
+                     return ops::stack({ops::cat({x[0], x[1]}, 1), x[2]}, 0);
+                   },
+                   {grad_input({2, 2}), grad_input({2, 1}), grad_input({2, 3})}});
+}
+
+void add_copies(std::vector<OpCase>& cases) {
+  cases.push_back({"copy: contiguous and cast",
+                   {OpId::copy},
+                   [](const std::vector<Tensor>& x) {
+                     return x[0].transpose(0, 1).contiguous().to(DType::f16).to(x[0].dtype());
+                   },
+                   {grad_input({3, 4})},
+                   Check::kForward,
+                   1e-3,
+                   1e-3});
+  cases.push_back({"copy_ and fill_",
+                   {OpId::copy_, OpId::fill_},
+                   [](const std::vector<Tensor>& x) {
+                     Tensor out = Tensor::full({2, 3}, 0.5, x[0].dtype());
+                     out.slice(1, 1, 3).copy_(x[0]);
+                     return out;
+                   },
+                   {random_input({2, 2})},
+                   Check::kForward});
+  // A oneDNN convolution keeps its float32 output in a blocked layout; reading it converts.
+  cases.push_back(
+      {"to_plain",
+       {OpId::to_plain},
+       [](const std::vector<Tensor>& x) {
+         Tensor y = ops::conv2d(x[0], x[1]);
+         ZENITH_CHECK(y.has_layout(), "[op_cases] expected a blocked conv output");
+         return y.contiguous();
+       },
+       {random_input({2, 8, 6, 6}, DType::f32), random_input({16, 8, 3, 3}, DType::f32)},
+       Check::kRun});
+}
+
+void add_optimizer_updates(std::vector<OpCase>& cases) {
+  cases.push_back({"momentum_update nesterov",
+                   {OpId::momentum_update},
+                   [](const std::vector<Tensor>& x) {
+                     Tensor p = x[0].detach().clone(), v = x[2].detach().clone();
+                     ops::momentum_update(p, x[1].detach().contiguous(), v, 0.1, 0.9, 0.01, true);
+                     return ops::cat({p, v}, 0);
+                   },
+                   {random_input({4}), random_input({4}), random_input({4})},
+                   Check::kForward});
+  cases.push_back({"adam_update decoupled",
+                   {OpId::adam_update},
+                   [](const std::vector<Tensor>& x) {
+                     Tensor p = x[0].detach().clone(), m = x[2].detach().clone();
+                     Tensor v = x[3].detach().clone();
+                     ops::adam_update(p, x[1].detach().contiguous(), m, v, 0.01, 0.9, 0.999, 1e-8,
+                                      0.1, true, 3);
+                     return ops::cat({p, m, v}, 0);
+                   },
+                   {random_input({4}), random_input({4}), random_input({4}),
+                    random_input({4}, DType::f64, false, 0.1, 1.0)},
+                   Check::kForward});
+}
+
+std::vector<OpCase> build() {
+  manual_seed(20240611);
+  std::vector<OpCase> cases;
+  add_unary(cases);
+  add_binary(cases);
+  add_compare(cases);
+  add_reduce(cases);
+  add_linear_algebra(cases);
+  add_conv(cases);
+  add_pool(cases);
+  add_norms(cases);
+  add_softmax_and_losses(cases);
+  add_index(cases);
+  add_copies(cases);
+  add_optimizer_updates(cases);
+  return cases;
+}
+
+}  // namespace
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases = build();
+  return cases;
+}
+
+}  // namespace zenith::testing
