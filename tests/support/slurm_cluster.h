@@ -1,17 +1,22 @@
 // A Slurm cluster of several nodes on this host for tests (slurm_cluster.sh beside this file:
 // munged, slurmctld and one slurmd per node n1..nN on loopback, everything under one folder),
-// and the processes of its jobs per node. Needs nothing of the framework.
+// the processes of its jobs per node, and a test suite around one such cluster. Needs nothing
+// of the framework.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "support/processes.h"
 #include "support/run_zenith.h"
+#include "support/temp_dir.h"
 
 namespace zenith::testing {
 
@@ -71,6 +76,36 @@ class SlurmCluster {
   std::string dir_;
   std::string why_;
   bool stopped_ = false;
+};
+
+// A test suite on one two-node cluster: started before its first test, stopped after its last
+// and checked to leave no process behind; every test skips, with the reason, where Slurm
+// cannot start.
+class SlurmClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<TempDir>("slurm");
+    cluster_ = std::make_unique<SlurmCluster>(dir_->str() + "/cluster", 2);
+  }
+  static void TearDownTestSuite() {
+    const bool started = cluster_->ok();
+    cluster_->stop();
+    if (started) {
+      EXPECT_TRUE(wait_for([] { return cluster_->processes().empty(); }, 10))
+          << cluster_->processes().size() << " processes of the cluster left after its stop";
+    }
+    cluster_.reset();
+    dir_.reset();
+  }
+  void SetUp() override {
+    if (!cluster_->ok()) {
+      std::printf("SKIPPED: %s\n", cluster_->why().c_str());
+      GTEST_SKIP() << cluster_->why();
+    }
+  }
+
+  inline static std::unique_ptr<TempDir> dir_;
+  inline static std::unique_ptr<SlurmCluster> cluster_;
 };
 
 }  // namespace zenith::testing

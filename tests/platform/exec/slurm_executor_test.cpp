@@ -27,30 +27,8 @@ namespace {
 
 using Alerts = std::vector<std::pair<std::string, std::string>>;
 
-class PlatformSlurmTest : public ::testing::Test {
+class PlatformSlurmTest : public zt::SlurmClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = std::make_unique<zt::TempDir>("slurm");
-    cluster_ = std::make_unique<zt::SlurmCluster>(dir_->str() + "/cluster", 2);
-  }
-  // The teardown is checked too: nothing of the cluster may outlive it.
-  static void TearDownTestSuite() {
-    const bool started = cluster_->ok();
-    cluster_->stop();
-    if (started) {
-      EXPECT_TRUE(zt::wait_for([] { return cluster_->processes().empty(); }, 10))
-          << cluster_->processes().size() << " processes of the cluster left after its stop";
-    }
-    cluster_.reset();
-    dir_.reset();
-  }
-  void SetUp() override {
-    if (!cluster_->ok()) {
-      std::printf("SKIPPED: %s\n", cluster_->why().c_str());
-      GTEST_SKIP() << cluster_->why();
-    }
-  }
-
   // Runs the job through a controller until it ends; `during` sees the job on every tick and
   // returns true to cancel it.
   zp::JobRecord run_job(const std::string& yaml, std::int64_t id, Alerts* alerts,
@@ -94,13 +72,7 @@ class PlatformSlurmTest : public ::testing::Test {
            zt::SlurmCluster::job_processes(slurm_id, "n2").empty() &&
            zt::SlurmCluster::step_daemons(slurm_id).empty();
   }
-
-  static std::unique_ptr<zt::TempDir> dir_;
-  static std::unique_ptr<zt::SlurmCluster> cluster_;
 };
-
-std::unique_ptr<zt::TempDir> PlatformSlurmTest::dir_;
-std::unique_ptr<zt::SlurmCluster> PlatformSlurmTest::cluster_;
 
 }  // namespace
 
@@ -180,6 +152,9 @@ TEST_F(PlatformSlurmTest, TwoNodesOfTwoRanksGetTheirPlacesAndOneMaster) {
 }
 
 TEST_F(PlatformSlurmTest, TheJobIsRefusedWhenThePartitionCannotHoldIt) {
+  // The cluster as the teardown check sees it: munged, slurmctld and a slurmd per node.
+  EXPECT_GE(cluster_->processes().size(), 4u);
+  EXPECT_EQ(zp::run_command("sinfo -h -N -o '%N %t'").output, "n1 idle\nn2 idle\n");
   auto partition = zp::slurm_partition_nodes("");
   ASSERT_TRUE(partition.has_value());
   EXPECT_EQ(partition->name, "debug");
