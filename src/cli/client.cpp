@@ -79,7 +79,7 @@ void print_job_table(const json& jobs, const json& alerts) {
     if (name.size() > 24) name = name.substr(0, 21) + "...";
     std::printf("%-6lld %-24s %-10s %-8s %-8d %-9d %-16s %s\n", j["id"].get<long long>(),
                 name.c_str(), j["state"].get<std::string>().c_str(),
-                j["backend"].get<std::string>().c_str(), j["spec"]["devices"].get<int>(),
+                j["backend"].get<std::string>().c_str(), spec_ranks(j["spec"]),
                 j["restart_count"].get<int>(), format_age(j["submitted_at"]).c_str(), note.c_str());
   }
 }
