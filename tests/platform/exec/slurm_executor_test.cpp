@@ -2,13 +2,15 @@
 // and two slurmd (n1, n2) on loopback (tests/support/slurm_cluster.sh). Jobs of 2 nodes x 2
 // ranks get their places, one master and a rank table of two servers; a rank dying on one node
 // fails the job on both; cancel leaves no process on either node; the partition's size bounds
-// what is accepted; the server ingests every node's metrics. Skipped, with the reason, where
-// Slurm cannot start.
+// what is accepted; the server ingests every node's metrics and `zenith job` shows each rank's
+// node. Skipped, with the reason, where Slurm cannot start.
 #include "platform/exec/slurm_executor.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "platform/jobs/controller.h"
 #include "platform/jobs/job_manager.h"
@@ -16,6 +18,7 @@
 #include "platform/metrics/metrics_ingest.h"
 #include "support/files.h"
 #include "support/processes.h"
+#include "support/server_process.h"
 #include "support/slurm_cluster.h"
 #include "support/temp_dir.h"
 
@@ -297,5 +300,50 @@ TEST_F(PlatformSlurmTest, TheServerIngestsTheMetricsOfEveryNode) {
     auto series = store.series(job.id, "loss", r, 0);
     ASSERT_EQ(series.value.size(), 1u) << "rank " << r;
     EXPECT_DOUBLE_EQ(series.value[0], r);
+  }
+}
+
+// As a user runs it: `zenith server --backend slurm`, then `zenith submit --follow` of a 2 x 2
+// job streams all four ranks' logs from both nodes, `zenith jobs` counts four ranks and
+// `zenith job` shows each rank with its node.
+TEST_F(PlatformSlurmTest, TheCliShowsEveryRankOfATwoNodeJobWithItsNode) {
+  zt::ServerProcess server(dir_->str() + "/cli-server", {"--backend", "slurm"});
+  const std::string where = " --server " + server.url() + " --token " + server.token();
+  const std::string yaml = dir_->str() + "/two-by-two.yaml";
+  std::ofstream(yaml) << "job:\n  name: two-by-two\n  resources: { nodes: 2, npu: 2 }\n"
+                         "  entry: 'echo \"hello from $RANK on $SLURMD_NODENAME\"'\n";
+  auto submitted = zt::run_zenith("submit --follow " + yaml + where);
+  ASSERT_EQ(submitted.code, 0) << submitted.output;
+  for (int r = 0; r < 4; ++r) {
+    // "[rank R] <time> hello from R on nN"
+    const std::string said =
+        " hello from " + std::to_string(r) + " on n" + std::to_string(r / 2 + 1) + "\n";
+    const std::size_t at = submitted.output.find(said);
+    ASSERT_NE(at, std::string::npos) << said << submitted.output;
+    const std::size_t line = submitted.output.rfind('\n', at) + 1;
+    EXPECT_EQ(submitted.output.substr(line, 9), "[rank " + std::to_string(r) + "] ")
+        << submitted.output;
+  }
+  EXPECT_NE(submitted.output.find(" succeeded"), std::string::npos) << submitted.output;
+  const std::string id = submitted.output.substr(14, submitted.output.find(' ', 14) - 14);
+
+  auto jobs = zt::run_zenith("jobs" + where);
+  ASSERT_EQ(jobs.code, 0) << jobs.output;
+  // ID NAME STATE BACKEND DEVICES: the job's ranks, 2 nodes x 2.
+  std::istringstream row(jobs.output.substr(jobs.output.find("\n" + id + " ") + 1));
+  std::string id_col, name, state, backend;
+  int ranks = 0;
+  row >> id_col >> name >> state >> backend >> ranks;
+  EXPECT_EQ(name + " " + state + " " + backend, "two-by-two succeeded slurm") << jobs.output;
+  EXPECT_EQ(ranks, 4) << jobs.output;
+
+  auto one = zt::run_zenith("job " + id + where);
+  ASSERT_EQ(one.code, 0) << one.output;
+  EXPECT_NE(one.output.find("2 x cpu on each of 2 nodes"), std::string::npos) << one.output;
+  for (int r = 0; r < 4; ++r) {
+    char line[64];
+    std::snprintf(line, sizeof(line), "rank %-3d node %-10s device %-3d", r,
+                  ("n" + std::to_string(r / 2 + 1)).c_str(), r % 2);
+    EXPECT_NE(one.output.find(line), std::string::npos) << line << "\n" << one.output;
   }
 }
