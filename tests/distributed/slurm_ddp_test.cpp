@@ -83,10 +83,15 @@ TEST_F(SlurmDdp, TwoNodesOfTwoRanksMatchOneProcessWithTheCombinedBatch) {
   EXPECT_EQ(meta["step"], "200");  // 1600 samples / 16 a step, 2 epochs
   auto log = zt::read_json(root() / "ddp/eval_log.json");
   EXPECT_EQ(log["timing"]["ranks"], 4);
-  // For the record (not asserted: the host is shared): one step of 4 ranks on 2 nodes.
-  std::printf("[slurm ddp] step time: one process %.2f ms, 2 nodes x 2 ranks %.2f ms\n",
-              1e3 * mean_step_seconds(root() / "single", 100),
-              1e3 * mean_step_seconds(root() / "ddp", 100));
+  // For the record (not asserted: the host is shared): one step of 4 ranks on 2 nodes beside
+  // 4 ranks on one node (`zenith train --nproc 4`, the same rendezvous over loopback).
+  auto one_node = zt::run_zenith(train_args("nproc", 4, " --nproc 4"));
+  ASSERT_EQ(one_node.code, 0) << one_node.output;
+  std::printf(
+      "[slurm ddp] step time: one process %.2f ms, 1 node x 4 ranks %.2f ms, "
+      "2 nodes x 2 ranks %.2f ms\n",
+      1e3 * mean_step_seconds(root() / "single", 100),
+      1e3 * mean_step_seconds(root() / "nproc", 100), 1e3 * mean_step_seconds(root() / "ddp", 100));
 }
 
 TEST_F(SlurmDdp, ARankKilledOnTheSecondNodeRestartsTheJobFromTheNewestCheckpoint) {
