@@ -304,9 +304,9 @@ TEST_F(PlatformSlurmTest, TheServerIngestsTheMetricsOfEveryNode) {
 }
 
 // As a user runs it: `zenith server --backend slurm`, then `zenith submit --follow` of a 2 x 2
-// job streams all four ranks' logs from both nodes, `zenith jobs` counts four ranks and
-// `zenith job` shows each rank with its node.
-TEST_F(PlatformSlurmTest, TheCliShowsEveryRankOfATwoNodeJobWithItsNode) {
+// job streams all four ranks' logs from both nodes, `zenith jobs` counts four ranks, and
+// `zenith job` and the dashboard show each rank with its node.
+TEST_F(PlatformSlurmTest, TheCliAndTheDashboardShowEachRanksNode) {
   zt::ServerProcess server(dir_->str() + "/cli-server", {"--backend", "slurm"});
   const std::string where = " --server " + server.url() + " --token " + server.token();
   const std::string yaml = dir_->str() + "/two-by-two.yaml";
@@ -346,4 +346,17 @@ TEST_F(PlatformSlurmTest, TheCliShowsEveryRankOfATwoNodeJobWithItsNode) {
                   ("n" + std::to_string(r / 2 + 1)).c_str(), r % 2);
     EXPECT_NE(one.output.find(line), std::string::npos) << line << "\n" << one.output;
   }
+
+  // The dashboard's API: four ranks requested, each rank's node, rank 3's log from n2.
+  auto c = server.client();
+  auto listed = nlohmann::json::parse(c.get("/api/v1/dashboard/jobs").body);
+  ASSERT_EQ(listed.size(), 1u) << listed.dump();
+  EXPECT_EQ(listed[0]["devices_requested"], 4);
+  auto page = nlohmann::json::parse(c.get("/api/v1/dashboard/jobs/" + id).body);
+  EXPECT_EQ(page["spec"]["nodes"], 2);
+  ASSERT_EQ(page["ranks"].size(), 4u) << page.dump();
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(page["ranks"][r]["host"], "n" + std::to_string(r / 2 + 1));
+  auto log = nlohmann::json::parse(c.get("/api/v1/dashboard/jobs/" + id + "/logs?rank=3").body);
+  EXPECT_NE(log["text"].get<std::string>().find("hello from 3 on n2"), std::string::npos)
+      << log.dump();
 }
