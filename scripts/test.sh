@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, checks the C++ formatting (.clang-format),
 # builds, runs the CTest tests, including
-# those labelled slow (the Fashion-MNIST accuracy run, about a minute on two idle cores);
+# those labelled slow (the Fashion-MNIST accuracy run, about a minute on two idle cores; the
+# tests that start a two-node Slurm cluster, about 15 s each);
 # --quick (or ZENITH_QUICK=1) leaves the slow ones out.
 # With ZENITH_ASAN=1 (or --asan) it then runs the unit tests again under AddressSanitizer +
 # UndefinedBehaviorSanitizer (the `asan` CTest preset). That preset leaves out TrainNproc: its

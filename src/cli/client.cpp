@@ -79,7 +79,7 @@ void print_job_table(const json& jobs, const json& alerts) {
     if (name.size() > 24) name = name.substr(0, 21) + "...";
     std::printf("%-6lld %-24s %-10s %-8s %-8d %-9d %-16s %s\n", j["id"].get<long long>(),
                 name.c_str(), j["state"].get<std::string>().c_str(),
-                j["backend"].get<std::string>().c_str(), j["spec"]["devices"].get<int>(),
+                j["backend"].get<std::string>().c_str(), spec_ranks(j["spec"]),
                 j["restart_count"].get<int>(), format_age(j["submitted_at"]).c_str(), note.c_str());
   }
 }
@@ -96,8 +96,11 @@ void print_job(const json& j) {
               j["external_id"].get<std::string>().empty()
                   ? ""
                   : (" (slurm job " + j["external_id"].get<std::string>() + ")").c_str());
-  std::printf("  devices:     %d x %s %s\n", s["devices"].get<int>(),
-              j["device_kind"].get<std::string>().c_str(), j["devices"].dump().c_str());
+  const int nodes = s.value("nodes", 1);
+  std::printf("  devices:     %d x %s%s %s\n", s["devices"].get<int>(),
+              j["device_kind"].get<std::string>().c_str(),
+              nodes > 1 ? (" on each of " + std::to_string(nodes) + " nodes").c_str() : "",
+              j["devices"].dump().c_str());
   std::printf("  entry:       %s\n", s["entry"].get<std::string>().c_str());
   if (!s["working_dir"].get<std::string>().empty())
     std::printf("  working dir: %s\n", s["working_dir"].get<std::string>().c_str());
@@ -117,8 +120,8 @@ void print_job(const json& j) {
   if (!j["ranks"].empty()) {
     std::printf("  ranks:\n");
     for (const auto& r : j["ranks"])
-      std::printf("    rank %-3d device %-3d pid %-8d %s%s\n", r["rank"].get<int>(),
-                  r["device"].get<int>(), r["pid"].get<int>(),
+      std::printf("    rank %-3d node %-10s device %-3d pid %-8d %s%s\n", r["rank"].get<int>(),
+                  r["host"].get<std::string>().c_str(), r["device"].get<int>(), r["pid"].get<int>(),
                   r["state"].get<std::string>().c_str(),
                   r["state"] == "running" || r["state"] == "pending"
                       ? ""

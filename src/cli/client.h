@@ -30,6 +30,11 @@ std::string format_age(double since_epoch_s);
 void print_job_table(const nlohmann::json& jobs, const nlohmann::json& alerts);
 void print_job(const nlohmann::json& job);
 
+// A job's ranks from its spec's JSON: devices on each of `nodes` nodes.
+inline int spec_ranks(const nlohmann::json& spec) {
+  return spec["devices"].get<int>() * spec.value("nodes", 1);
+}
+
 // Streams every rank's log of job `id` ("[rank N] line"); returns when all streams end.
 void follow_all_ranks(platform::ApiClient& client, const ClientConfig& config, long long id,
                       int ranks);

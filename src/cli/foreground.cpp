@@ -92,7 +92,7 @@ int run_spec_foreground(const platform::JobSpec& spec, const ForegroundOptions& 
     std::fprintf(stderr, "[run] %s\n", line.c_str());
   };
   std::fprintf(stderr, "[run] job '%s': %d rank(s) on %s, logs in %s (isolation: %s)\n",
-               spec.name.c_str(), spec.devices,
+               spec.name.c_str(), spec.ranks(),
                job.backend == "slurm" ? "slurm" : job.device_kind.c_str(), paths.logs_dir().c_str(),
                platform::isolation_support().describe().c_str());
   signal(SIGINT, on_signal);
@@ -100,7 +100,7 @@ int run_spec_foreground(const platform::JobSpec& spec, const ForegroundOptions& 
 
   platform::JobController controller(job, paths, co, hooks);
   controller.start(devices);
-  LogPrinter printer(paths, spec.devices);
+  LogPrinter printer(paths, spec.ranks());
   while (!controller.tick()) {
     printer.pump(false);
     if (g_signal) {

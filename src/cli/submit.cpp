@@ -39,7 +39,7 @@ int run_submit(int argc, char** argv) {
               job["state"].get<std::string>().c_str());
   std::fflush(stdout);
   if (!follow) return 0;
-  follow_all_ranks(client, config, id, job["spec"]["devices"]);
+  follow_all_ranks(client, config, id, spec_ranks(job["spec"]));
   job = expect(client.get("/api/v1/jobs/" + std::to_string(id)));
   std::printf("job %lld %s%s\n", id, job["state"].get<std::string>().c_str(),
               job["reason"].get<std::string>().empty()

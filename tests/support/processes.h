@@ -19,9 +19,10 @@
 
 namespace zenith::testing {
 
-// Live processes whose environment holds `needle` (e.g. "ZENITH_JOB_DIR=/tmp/x\n": each
-// variable ends with a newline here).
-inline std::vector<pid_t> processes_with_env(const std::string& needle) {
+// Live processes whose environment holds every one of `needles` (e.g. "ZENITH_JOB_DIR=/tmp/x\n":
+// each variable ends with a newline here) and, when given, whose command line holds `command`.
+inline std::vector<pid_t> processes_with_env(const std::vector<std::string>& needles,
+                                             const std::string& command = "") {
   std::vector<pid_t> out;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
@@ -31,9 +32,19 @@ inline std::vector<pid_t> processes_with_env(const std::string& needle) {
     const auto p = stat.rfind(')');
     if (p != std::string::npos && stat.size() > p + 2 && stat[p + 2] == 'Z') continue;
     std::replace(env.begin(), env.end(), '\0', '\n');
-    if (env.find(needle) != std::string::npos) out.push_back(std::atoi(name.c_str()));
+    bool all = true;
+    for (const auto& needle : needles) all = all && env.find(needle) != std::string::npos;
+    if (all && !command.empty()) {
+      std::string cmdline = read_all(e.path().string() + "/cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      all = cmdline.find(command) != std::string::npos;
+    }
+    if (all) out.push_back(std::atoi(name.c_str()));
   }
   return out;
+}
+inline std::vector<pid_t> processes_with_env(const std::string& needle) {
+  return processes_with_env(std::vector<std::string>{needle});
 }
 
 inline void kill_all_with_env(const std::string& needle) {

@@ -49,6 +49,17 @@ function fmtDuration(s) {
   return h ? `${h}h ${m}m` : m ? `${m}m ${r}s` : `${r}s`;
 }
 function fmtTime(t) { return t ? new Date(t * 1000).toLocaleString() : "–"; }
+// "n1: ranks 0, 1 · n2: ranks 2, 3" for a job whose ranks span nodes; "" on one host.
+function rankNodes(ranks) {
+  const byHost = new Map();
+  for (const r of ranks || []) {
+    if (!r.host) continue;
+    if (!byHost.has(r.host)) byHost.set(r.host, []);
+    byHost.get(r.host).push(r.rank);
+  }
+  if (byHost.size < 2) return "";
+  return [...byHost].map(([h, rs]) => `${esc(h)}: ranks ${rs.join(", ")}`).join(" · ");
+}
 function fmtBytes(b) {
   if (b == null || b < 0) return "–";
   const u = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -277,7 +288,9 @@ function jobPage(rawId) {
     const fact = (k, v) => `<div><span>${k}</span>${v}</div>`;
     document.getElementById("job-facts").innerHTML = [
       fact("devices", `${j.spec.devices ?? j.ranks.length} × ${esc(j.device_kind)}` +
+           ((j.spec.nodes ?? 1) > 1 ? ` on each of ${j.spec.nodes} nodes` : "") +
            (j.devices.length ? ` (${j.devices.join(", ")})` : "")),
+      rankNodes(j.ranks) ? fact("ranks", rankNodes(j.ranks)) : "",
       fact("backend", esc(j.backend)),
       fact("submitted", fmtTime(j.submitted_at)),
       fact("duration", fmtDuration(j.duration)),
@@ -292,7 +305,7 @@ function jobPage(rawId) {
       : `<p class="muted">No alerts.</p>`;
     document.getElementById("job-spec").textContent = j.yaml || JSON.stringify(j.spec, null, 2);
     if (first) {
-      const n = Math.max(1, j.spec.devices || j.ranks.length || 1);
+      const n = Math.max(1, j.ranks.length || (j.spec.devices || 1) * (j.spec.nodes || 1));
       document.getElementById("log-rank").innerHTML =
         Array.from({ length: n }, (_, r) => `<option value="${r}">${r}</option>`).join("");
       document.getElementById("log-rank").addEventListener("change", (e) => {

@@ -50,6 +50,7 @@ std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const Ran
           {"RANK_TABLE_FILE", ctx.rank_table_file},
           {"RANK", std::to_string(r.rank)},
           {"LOCAL_RANK", std::to_string(r.local_rank)},
+          {"NODE_RANK", std::to_string(r.node_rank)},
           {"WORLD_SIZE", std::to_string(ctx.world_size)},
           {"MASTER_ADDR", ctx.master_addr},
           {"MASTER_PORT", std::to_string(ctx.master_port)},

@@ -14,6 +14,7 @@ struct RankInfo {
   int local_rank = 0;
   int device_id = 0;
   std::string host = "127.0.0.1";
+  int node_rank = 0;  // the node's place in the job (0 on one host)
 };
 
 // MindSpore's rank-table JSON (version 1.0, all values strings), ranks grouped by host.
@@ -32,8 +33,9 @@ struct RankEnvContext {
   int restart_count = 0;
 };
 
-// RANK_ID, DEVICE_ID, RANK_SIZE, RANK_TABLE_FILE, RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT, ZENITH_JOB_ID, ZENITH_RESTART_COUNT, ZENITH_JOB_DIR, ZENITH_HEARTBEAT_FILE.
+// RANK_ID, DEVICE_ID, RANK_SIZE, RANK_TABLE_FILE, RANK, LOCAL_RANK, NODE_RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, ZENITH_JOB_ID, ZENITH_RESTART_COUNT, ZENITH_JOB_DIR,
+// ZENITH_HEARTBEAT_FILE.
 std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const RankInfo& rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0 and read it back).

@@ -121,11 +121,11 @@ struct ApiServer::Impl {
         return reply_error(res, 400, "[api] 'rank' must be an integer");
       }
     }
-    if (rank < 0 || rank >= job->spec.devices)
+    if (rank < 0 || rank >= job->spec.ranks())
       return reply_error(res, 404,
                          "[api] job " + std::to_string(job->id) + " has no rank " +
                              std::to_string(rank) + " (ranks 0.." +
-                             std::to_string(job->spec.devices - 1) + ")");
+                             std::to_string(job->spec.ranks() - 1) + ")");
     const std::string path = jobs.paths(job->id).rank_log(rank);
     const bool follow = req.has_param("follow") && req.get_param_value("follow") != "0";
     if (!follow) {

@@ -161,7 +161,7 @@ void Dashboard::add_routes(httplib::Server& server) {
         for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
           json j = job_to_json(*it);
           j.erase("spec");
-          j["devices_requested"] = it->spec.devices;
+          j["devices_requested"] = it->spec.ranks();
           j["duration"] = duration_of(*it);
           auto loss = store_->last_value(it->id, "loss");
           if (!loss) loss = store_->last_value(it->id, "epoch_loss");
@@ -234,10 +234,10 @@ void Dashboard::add_routes(httplib::Server& server) {
                         std::all_of(rank_text.begin(), rank_text.end(),
                                     [](char c) { return c >= '0' && c <= '9'; });
     const int rank = digits ? std::atoi(rank_text.c_str()) : -1;
-    if (rank < 0 || rank >= job->spec.devices)
+    if (rank < 0 || rank >= job->spec.ranks())
       return reply_error(res, 404,
                          "[dashboard] job " + std::to_string(job->id) + " has no rank '" +
-                             rank_text + "' (ranks 0.." + std::to_string(job->spec.devices - 1) +
+                             rank_text + "' (ranks 0.." + std::to_string(job->spec.ranks() - 1) +
                              ")");
     const std::string path = jobs_.paths(job->id).rank_log(rank);
     std::error_code ec;

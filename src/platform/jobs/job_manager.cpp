@@ -12,6 +12,7 @@
 
 #include "platform/exec/log_tail.h"
 #include "platform/exec/process_tree.h"
+#include "platform/exec/slurm_executor.h"
 #include "platform/jobs/alerts.h"
 #include "platform/jobs/controller.h"
 #include "platform/jobs/job_store.h"
@@ -252,6 +253,9 @@ JobRecord JobManager::submit(JobSpec spec, const std::string& yaml) {
   if (auto why = never_fits(spec.devices, job.device_kind, spec.nodes, total, job.backend))
     throw SubmitError(422, "[scheduler] rejected: " + *why);
   job.spec = std::move(spec);
+  if (job.backend == "slurm")
+    if (auto why = slurm_never_fits(job, options_.slurm_partition))
+      throw SubmitError(422, "[scheduler] rejected: " + *why);
   job.yaml = yaml;
   job.state = JobState::Pending;
   job.submitted_at = now_seconds();

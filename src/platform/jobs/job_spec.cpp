@@ -165,7 +165,7 @@ void parse_resources(Validator& v, const YAML::Node& res, JobSpec& spec) {
     v.add(res, "'job.resources' must be a mapping like { npu: 8, memory: 64Gi }");
     return;
   }
-  v.check_keys(res, {"npu", "gpu", "devices", "memory", "storage"}, "job.resources");
+  v.check_keys(res, {"npu", "gpu", "devices", "nodes", "memory", "storage"}, "job.resources");
   int count_keys = 0;
   for (const char* key : {"npu", "gpu", "devices"}) {
     if (const YAML::Node n = res[key]) {
@@ -177,6 +177,7 @@ void parse_resources(Validator& v, const YAML::Node& res, JobSpec& spec) {
       v.integer(n, std::string("resources.") + key, 1, 100000, &spec.devices);
     }
   }
+  if (const YAML::Node n = res["nodes"]) v.integer(n, "resources.nodes", 1, 10000, &spec.nodes);
   if (const YAML::Node n = res["memory"]) v.size(n, "resources.memory", &spec.memory_bytes);
   if (const YAML::Node n = res["storage"]) v.size(n, "resources.storage", &spec.storage_bytes);
 }
@@ -236,7 +237,10 @@ JobSpec parse_job_spec(const std::string& text, const std::string& source) {
     v.choice(n, "job.device", {"cpu", "cuda", "auto"}, &spec.device_kind);
     if (spec.device_kind == "auto") spec.device_kind.clear();
   }
-  if (const YAML::Node n = job["nodes"]) v.integer(n, "job.nodes", 1, 10000, &spec.nodes);
+  if (const YAML::Node n = job["nodes"])
+    v.add(n,
+          "'nodes' belongs in job.resources, where npu counts the devices of each node "
+          "(resources: { nodes: 2, npu: 4 } is 8 ranks)");
   if (const YAML::Node n = job["env"]) {
     if (!n.IsMap()) {
       v.add(n, "'job.env' must be a mapping of NAME: value");

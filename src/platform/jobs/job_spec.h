@@ -14,11 +14,11 @@ namespace zenith::platform {
 struct JobSpec {
   std::string name = "job";
   std::string framework;           // informational: mindspore, pytorch, ...
-  int devices = 1;                 // resources.npu (alias gpu, devices)
+  int devices = 1;                 // resources.npu (alias gpu, devices): devices per node
   std::string device_kind;         // "cpu" | "cuda"; empty = what the host has
   std::int64_t memory_bytes = 0;   // resources.memory; 0 = no limit
   std::int64_t storage_bytes = 0;  // resources.storage; 0 = no quota
-  int nodes = 1;
+  int nodes = 1;                   // resources.nodes
   std::map<std::string, std::string> env;
   std::string working_dir;  // empty = the job's own directory
   std::string entry;        // run through /bin/sh -c
@@ -27,6 +27,9 @@ struct JobSpec {
   double hang_timeout_s = 0;  // 0 = the server's default
   int priority = 0;           // higher runs first
   std::string backend;        // "local" | "slurm"; empty = the server's default
+
+  // One rank per device on every node: `nodes: 2, npu: 4` is 8 ranks.
+  int ranks() const { return devices * nodes; }
 };
 
 // One problem in a spec, positions 1-based (0 when unknown).

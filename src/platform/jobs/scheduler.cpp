@@ -47,4 +47,24 @@ std::optional<std::string> never_fits(int devices, const std::string& kind, int 
   return std::nullopt;
 }
 
+std::optional<std::string> never_fits_partition(int devices, const std::string& kind, int nodes,
+                                                const PartitionNodes& partition) {
+  const std::string where = "Slurm partition '" + partition.name + "'";
+  const bool gpus = kind == "cuda";
+  const std::vector<int>& held = gpus ? partition.gpus : partition.cpus;
+  if (nodes > static_cast<int>(held.size()))
+    return "the job asks for " + std::to_string(nodes) + " nodes but " + where + " has " +
+           std::to_string(held.size());
+  const int roomy = static_cast<int>(
+      std::count_if(held.begin(), held.end(), [&](int n) { return n >= devices; }));
+  if (roomy >= nodes) return std::nullopt;
+  const int most = held.empty() ? 0 : *std::max_element(held.begin(), held.end());
+  const std::string unit = gpus ? " GPUs" : " CPUs";
+  return "the job asks for " + std::to_string(devices) + " " + kind + " devices on each of " +
+         std::to_string(nodes) + (nodes == 1 ? " node" : " nodes") + " but " +
+         std::to_string(roomy) + " of the " + std::to_string(held.size()) + " nodes of " + where +
+         " have " + std::to_string(devices) + unit +
+         " (the most a node has: " + std::to_string(most) + ")";
+}
+
 }  // namespace zenith::platform

@@ -42,4 +42,16 @@ std::vector<Placement> schedule(std::vector<QueuedJob> queue, std::vector<FreeDe
 std::optional<std::string> never_fits(int devices, const std::string& kind, int nodes,
                                       int total_of_kind, const std::string& backend);
 
+// The nodes of a Slurm partition and what each holds (sinfo).
+struct PartitionNodes {
+  std::string name;
+  std::vector<int> cpus;  // per node
+  std::vector<int> gpus;  // per node (gres gpu), 0 where none
+};
+
+// Why `nodes` nodes with `devices` devices of `kind` each (one Slurm task per device, a CPU
+// device being one CPU) can never run in the partition, with the numbers; nullopt when they fit.
+std::optional<std::string> never_fits_partition(int devices, const std::string& kind, int nodes,
+                                                const PartitionNodes& partition);
+
 }  // namespace zenith::platform

@@ -102,7 +102,7 @@ void MetricsIngest::ingest_files() {
     const bool ended = is_terminal(job.state);
     const std::string job_dir = jobs_.paths(job.id).job_dir;
     bool complete = true;
-    for (int rank = 0; rank < job.spec.devices; ++rank) {
+    for (int rank = 0; rank < job.spec.ranks(); ++rank) {
       const std::string path = rank_metrics_file(job_dir, rank);
       std::error_code ec;
       const auto size = static_cast<std::int64_t>(fs::file_size(path, ec));

@@ -45,9 +45,8 @@ TEST(PlatformJobSpec, SeedYamlParsesAsWritten) {
 TEST(PlatformJobSpec, ExtensionsParse) {
   zp::JobSpec s = zp::parse_job_spec(R"(job:
   name: big
-  resources: { gpu: 2 }
+  resources: { gpu: 2, nodes: 3 }
   device: cuda
-  nodes: 2
   env: { LR: "0.1", EPOCHS: 10 }
   working_dir: /srv/train
   max_restarts: 3
@@ -60,7 +59,8 @@ TEST(PlatformJobSpec, ExtensionsParse) {
                                      "job.yaml");
   EXPECT_EQ(s.devices, 2);
   EXPECT_EQ(s.device_kind, "cuda");
-  EXPECT_EQ(s.nodes, 2);
+  EXPECT_EQ(s.nodes, 3);
+  EXPECT_EQ(s.ranks(), 6);  // gpu counts the devices of each node
   EXPECT_EQ(s.env.at("LR"), "0.1");
   EXPECT_EQ(s.env.at("EPOCHS"), "10");
   EXPECT_EQ(s.working_dir, "/srv/train");
@@ -106,6 +106,15 @@ TEST(PlatformJobSpec, ReportsEveryProblemAtOnceWithLineAndColumn) {
         std::string::npos)
         << e.what();
   }
+}
+
+TEST(PlatformJobSpec, NodesBelongToTheResources) {
+  auto issues = issues_of("job:\n  nodes: 2\n  resources: { npu: 4, nodes: 0 }\n  entry: x\n");
+  ASSERT_EQ(issues.size(), 2u);
+  EXPECT_EQ(issues[0].line, 2);
+  EXPECT_NE(issues[0].message.find("'nodes' belongs in job.resources"), std::string::npos)
+      << issues[0].message;
+  EXPECT_EQ(issues[1].message, "'resources.nodes' must be positive, got 0");
 }
 
 TEST(PlatformJobSpec, NegativeCountsAndMissingEntry) {

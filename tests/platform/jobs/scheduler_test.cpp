@@ -60,3 +60,22 @@ TEST(PlatformScheduler, RejectsJobsThatCanNeverFit) {
   EXPECT_FALSE(zp::never_fits(8, "cpu", 1, 8, "local").has_value());
   EXPECT_FALSE(zp::never_fits(64, "cpu", 1, 8, "slurm").has_value());
 }
+
+TEST(PlatformScheduler, RefusesWhatTheSlurmPartitionCannotHold) {
+  const zp::PartitionNodes debug{"debug", {2, 2}, {0, 0}};
+  EXPECT_FALSE(zp::never_fits_partition(2, "cpu", 2, debug).has_value());
+  EXPECT_FALSE(zp::never_fits_partition(1, "cpu", 1, debug).has_value());
+  EXPECT_EQ(zp::never_fits_partition(1, "cpu", 3, debug),
+            "the job asks for 3 nodes but Slurm partition 'debug' has 2");
+  EXPECT_EQ(zp::never_fits_partition(3, "cpu", 2, debug),
+            "the job asks for 3 cpu devices on each of 2 nodes but 0 of the 2 nodes of Slurm "
+            "partition 'debug' have 3 CPUs (the most a node has: 2)");
+  EXPECT_EQ(zp::never_fits_partition(1, "cuda", 1, debug),
+            "the job asks for 1 cuda devices on each of 1 node but 0 of the 2 nodes of Slurm "
+            "partition 'debug' have 1 GPUs (the most a node has: 0)");
+  // Mixed nodes: two of the three hold 8 GPUs.
+  const zp::PartitionNodes gpu{"gpu", {64, 64, 32}, {8, 8, 4}};
+  EXPECT_FALSE(zp::never_fits_partition(8, "cuda", 2, gpu).has_value());
+  EXPECT_TRUE(zp::never_fits_partition(8, "cuda", 3, gpu).has_value());
+  EXPECT_FALSE(zp::never_fits_partition(4, "cuda", 3, gpu).has_value());
+}
