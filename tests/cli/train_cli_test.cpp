@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "support/chrome_trace_check.h"
 #include "support/files.h"
 #include "support/mnist.h"
 #include "support/run_zenith.h"
@@ -68,6 +69,32 @@ TEST_F(TrainCli, TrainsWritesOutputsAndEvaluates) {
   ASSERT_EQ(e.code, 0) << e.output;
   auto metrics_json = nlohmann::json::parse(e.output);
   EXPECT_DOUBLE_EQ(metrics_json["Accuracy"].get<double>(), log["final"]["Accuracy"].get<double>());
+}
+
+TEST_F(TrainCli, ProfileWritesTraceAndSummaryAndPrintsTheTable) {
+  auto r = zenith(train_args("profiled") + " --epochs 1 --profile 3 --profile-skip 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 steps"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("op (by self time)"), std::string::npos) << r.output;
+  const fs::path profile = root_ / "profiled/profile";
+  auto trace = nlohmann::json::parse(zenith::testing::read_all((profile / "trace.json").string()));
+  EXPECT_EQ(zenith::testing::chrome_trace_problems(trace), std::vector<std::string>{});
+  int steps = 0;
+  for (const auto& e : trace["traceEvents"]) steps += e["ph"] == "X" && e["cat"] == "step";
+  EXPECT_EQ(steps, 3);
+  auto summary =
+      nlohmann::json::parse(zenith::testing::read_all((profile / "summary.json").string()));
+  EXPECT_EQ(summary["steps"], 3);
+  EXPECT_EQ(summary["ops"][0]["name"].get<std::string>().rfind("conv2d", 0), 0u)
+      << summary["ops"][0];  // SeedCNN's time goes to its convolutions
+  EXPECT_TRUE(fs::exists(profile / "summary.txt"));
+  // Off by default: nothing registered, nothing written.
+  ASSERT_EQ(zenith(train_args("plain") + " --epochs 1").code, 0);
+  EXPECT_FALSE(fs::exists(root_ / "plain/profile"));
+  auto bad = zenith(train_args("bad") + " --epochs 1 --profile -1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("[profile]"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(root_ / "bad"));
 }
 
 TEST_F(TrainCli, ResumeRepeatsTheUninterruptedRun) {
