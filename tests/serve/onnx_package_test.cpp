@@ -99,8 +99,14 @@ TEST(OnnxPackage, AnswersLikeTheCheckpointItWasExportedFrom) {
 
 TEST(OnnxPackage, ModifiedGraphIsRefusedAndUnknownModelFilesToo) {
   TempDir dir("onnx_package_tamper");
-  const Exported e = export_resnet(dir.str());
-  write_package(e.onnx, dir.str() + "/pkg", "m");
+  manual_seed(13);
+  auto net = models::seed_cnn(1, 28, 10);
+  const std::string onnx = dir.str() + "/seedcnn.onnx";
+  graph::write_onnx(graph::export_onnx(*net, {1, 28, 28},
+                                       {.metadata = {{"zenith.arch", "seedcnn"},
+                                                     {"zenith.dataset", "fashion-mnist"}}}),
+                    onnx);
+  write_package(onnx, dir.str() + "/pkg", "m");
   {
     std::fstream f(dir.str() + "/pkg/model.onnx", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-5, std::ios::end);
