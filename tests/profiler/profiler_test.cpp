@@ -104,6 +104,28 @@ TEST(Profiler, OpsHaveShapesFlopsAndSelfTime) {
   }
 }
 
+// Graph replay runs kernels without call_erased and tells the observers itself
+// (dispatch::notify_begin / notify_end): the profiler records such an op like a dispatched one.
+TEST(Profiler, OpsAGraphReplayReportsAreRecordedLikeDispatchedOnes) {
+  const std::vector<Tensor> inputs = {Tensor::randn({4, 3, 8, 8}), Tensor::randn({5, 3, 3, 3})};
+  const std::vector<Tensor> outputs = {Tensor::zeros({4, 5, 6, 6})};
+  AttrsOf<OpId::conv2d> attrs;
+  attrs.input_shape = inputs[0].shape();
+  attrs.weight_shape = inputs[1].shape();
+  attrs.output_shape = outputs[0].shape();
+  EXPECT_FALSE(dispatch::observed());  // a replay asks before it pays for events
+  Profiler p;
+  ASSERT_TRUE(dispatch::observed());
+  dispatch::notify_begin(OpId::conv2d);
+  dispatch::notify_end({OpId::conv2d, inputs, AttrsRef(OpId::conv2d, &attrs), outputs, false});
+  p.stop();
+  auto conv = ops_named(p.recording(), "conv2d");
+  ASSERT_EQ(conv.size(), 1u);
+  EXPECT_EQ(conv[0]->shapes, "[4, 3, 8, 8] [5, 3, 3, 3]");
+  EXPECT_DOUBLE_EQ(conv[0]->flops, 2.0 * (4 * 5 * 6 * 6) * (3 * 3 * 3));
+  EXPECT_GE(conv[0]->end_us, conv[0]->start_us);
+}
+
 TEST(Profiler, RangesOpenAtStopEndThere) {
   std::optional<core::TraceRange> early;
   {
