@@ -143,6 +143,24 @@ CallbackPtr MetricsLogger(const std::string& path, int64_t collect_freq = 10);
 CallbackPtr EarlyStopping(const std::string& monitor = "eval_loss", int64_t patience = 3,
                           double min_delta = 0.0, const std::string& mode = "auto");
 
+// The profiler over `steps` optimizer steps after `skip_steps` warm-up steps (the first step
+// creates the oneDNN primitives and fills the allocator cache). When they end it writes
+// DIR/trace.json (Chrome trace: Perfetto opens it), DIR/summary.json and DIR/summary.txt, and
+// prints the summary table at the end of the run. Several ranks (world > 1): each rank records
+// its own (DIR/trace.rank<R>.json, ...) and, after a barrier, rank 0 merges them into
+// DIR/trace.json (one process per rank) and DIR/summary.json (rank 0's, plus every rank's
+// phases).
+struct ProfileOptions {
+  std::string dir;
+  int64_t steps = 10;
+  int64_t skip_steps = 1;
+  std::vector<std::string> copy_to;  // more directories that get the merged files (rank 0)
+  int rank = 0;
+  int world = 1;
+  bool print = true;  // the table on stdout at the end of the run (rank 0)
+};
+CallbackPtr Profile(ProfileOptions options);
+
 }  // namespace callbacks
 
 namespace train_detail {  // the training step's strategies (src/train/train_step.h)
@@ -214,6 +232,7 @@ class Model {
                                      train_detail::StepSync& sync, callbacks::RunContext& ctx,
                                      const std::vector<callbacks::CallbackPtr>& callbacks);
   double train_step(const train_detail::StepBatches& step, train_detail::StepSync& sync);
+  train_detail::StepBatches next_step_batches(dataset::Iterator& it);
   Tensor forward(const train_detail::Batch& batch);
   void zero_grad();
   void backward(const Tensor& loss, train_detail::StepSync& sync, bool last);

@@ -16,6 +16,7 @@
 #include "zenith/nn.h"
 #include "zenith/ops.h"
 #include "zenith/optim.h"
+#include "zenith/profiler.h"
 #include "zenith/random.h"
 #include "zenith/tensor.h"
 #include "zenith/train.h"

@@ -7,7 +7,8 @@
 // Data parallel: --nproc N runs N ranks of this command through the platform's local executor
 // (rank_launcher.h); a rank trains on its shard of the data with DistributedDataParallel
 // (--batch-size is per rank) and evaluates its shard of the test set (metrics reduced). Only
-// rank 0 writes OUT. The settings are in train_settings.h.
+// rank 0 writes OUT. The settings are in train_settings.h. --profile N records N steps after
+// --profile-skip warm-up steps (default 1) into OUT/profile/ (profile_flags.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/profile_flags.h"
 #include "cli/progress.h"
 #include "cli/rank_launcher.h"
 #include "cli/train_settings.h"
@@ -30,7 +32,7 @@ namespace {
 // Settings, later winning: those saved in the --resume checkpoint, the --config YAML, the
 // flags. Returns an exit code when the command line asks for help or does not parse.
 std::optional<int> parse_command_line(int argc, char** argv, TrainSettings& s, std::string& resume,
-                                      RankLauncher& launcher) {
+                                      RankLauncher& launcher, ProfileFlags& profile) {
   const SettingsSchema schema = train_schema(s);
   std::string config = prescan_flag(argc, argv, "--config");
   resume = prescan_flag(argc, argv, "--resume");
@@ -44,6 +46,7 @@ std::optional<int> parse_command_line(int argc, char** argv, TrainSettings& s, s
   app.add_option("--config", config, "YAML file of settings (flags override it)");
   app.add_option("--resume", resume, "continue from this checkpoint");
   launcher.add_flags(app);
+  profile.add(app);
   schema.add_flags(app);
   try {
     app.parse(argc, argv);
@@ -81,7 +84,9 @@ Pipelines make_pipelines(const TrainSettings& s, const RankPlace& place) {
 // Only rank 0 shows progress and writes OUT: checkpoints, summaries, metrics. Under `zenith
 // server` every rank also logs to the file the server ingests for its dashboard.
 std::vector<callbacks::CallbackPtr> make_callbacks(const TrainSettings& s, ProgressMode progress,
-                                                   int rank) {
+                                                   const RankPlace& place,
+                                                   const ProfileFlags& profile) {
+  const int rank = place.rank;
   std::vector<callbacks::CallbackPtr> cbs;
   if (rank == 0)
     cbs = {std::make_shared<TrainProgress>(progress, s.log_every),
@@ -93,6 +98,7 @@ std::vector<callbacks::CallbackPtr> make_callbacks(const TrainSettings& s, Progr
   if (const char* f = std::getenv("ZENITH_METRICS_FILE"); f && *f)
     cbs.push_back(callbacks::MetricsLogger(f, s.log_every));
   if (s.patience > 0) cbs.push_back(callbacks::EarlyStopping("eval_loss", s.patience - 1));
+  if (auto p = profile.callback(s.out, rank, place.world)) cbs.push_back(p);
   return cbs;
 }
 
@@ -155,8 +161,11 @@ int run_train(int argc, char** argv) {
   TrainSettings s;
   std::string resume;
   RankLauncher launcher("train");
-  if (auto exit_code = parse_command_line(argc, argv, s, resume, launcher)) return *exit_code;
+  ProfileFlags profile;
+  if (auto exit_code = parse_command_line(argc, argv, s, resume, launcher, profile))
+    return *exit_code;
   check_and_complete(s);
+  profile.check();
   ProgressMode progress_mode = parse_progress_mode(s.progress);
 
   // Everything that can fail on bad input happens before anything is written; names first,
@@ -215,7 +224,7 @@ int run_train(int argc, char** argv) {
       (long long)s.epochs, context::get_num_threads(), ranks_note.c_str(),
       rank == 0 ? s.out.c_str() : "nothing (rank 0 writes)");
   std::fflush(stdout);
-  auto cbs = make_callbacks(s, progress_mode, rank);
+  auto cbs = make_callbacks(s, progress_mode, place, profile);
 
   EvalLog log(s, arch, resume, place);
   try {

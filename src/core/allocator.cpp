@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -45,6 +46,16 @@ Cache& cache() {
   return *c;
 }
 
+std::atomic<int64_t> g_in_use{0};
+std::atomic<int64_t> g_peak{0};
+
+void count_allocation(size_t cls) {
+  const int64_t now = g_in_use.fetch_add(int64_t(cls), std::memory_order_relaxed) + int64_t(cls);
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
 
 void* cpu_allocate(size_t nbytes) {
@@ -58,6 +69,7 @@ void* cpu_allocate(size_t nbytes) {
       it->second.pop_back();
       c.cached_bytes -= cls;
       ++c.hits;
+      count_allocation(cls);
       return p;
     }
     ++c.misses;
@@ -68,12 +80,14 @@ void* cpu_allocate(size_t nbytes) {
     p = std::aligned_alloc(kAlign, cls);
   }
   ZENITH_CHECK(p != nullptr, "[storage] out of memory allocating ", nbytes, " bytes");
+  count_allocation(cls);
   return p;
 }
 
 void cpu_free(void* p, size_t nbytes) {
   if (!p) return;
   size_t cls = size_class(nbytes);
+  g_in_use.fetch_sub(int64_t(cls), std::memory_order_relaxed);
   if (kCacheEnabled) {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
@@ -89,8 +103,12 @@ void cpu_free(void* p, size_t nbytes) {
 AllocatorStats allocator_stats() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  return {c.hits, c.misses, c.cached_bytes};
+  return {c.hits, c.misses, c.cached_bytes, allocated_bytes(), peak_allocated_bytes()};
 }
+
+int64_t allocated_bytes() { return g_in_use.load(std::memory_order_relaxed); }
+int64_t peak_allocated_bytes() { return g_peak.load(std::memory_order_relaxed); }
+void reset_peak_bytes() { g_peak.store(allocated_bytes(), std::memory_order_relaxed); }
 
 void empty_allocator_cache() {
   Cache& c = cache();

@@ -16,11 +16,18 @@ void* cpu_allocate(size_t nbytes);
 void cpu_free(void* p, size_t nbytes);
 
 struct AllocatorStats {
-  int64_t hits = 0;         // allocations served from the cache
-  int64_t misses = 0;       // allocations that went to the system
-  size_t cached_bytes = 0;  // held in the cache now
+  int64_t hits = 0;          // allocations served from the cache
+  int64_t misses = 0;        // allocations that went to the system
+  size_t cached_bytes = 0;   // held in the cache now
+  int64_t in_use_bytes = 0;  // handed out and not yet freed (by size class)
+  int64_t peak_bytes = 0;    // the most in use at once since the last reset_peak_bytes()
 };
 AllocatorStats allocator_stats();
+// Bytes of CPU memory handed out and not yet freed (a lock-free read, for the profiler's memory
+// counter), and the peak since reset_peak_bytes().
+int64_t allocated_bytes();
+int64_t peak_allocated_bytes();
+void reset_peak_bytes();
 // Returns every cached block to the system.
 void empty_allocator_cache();
 

@@ -1,5 +1,7 @@
 #include "core/dispatch.h"
 
+#include <algorithm>
+
 #include "core/grad_mode.h"
 
 namespace zenith::dispatch {
@@ -9,7 +11,14 @@ struct Registry {
   std::array<std::array<ErasedKernel, kDeviceTypeCount>, kOpCount> kernels{};
   std::array<ErasedKernel, kOpCount> decompositions{};
   std::array<bool, kOpCount> layout_aware{};
-  std::vector<std::pair<int, std::pair<Observer, void*>>> observers;
+  struct Registered {
+    int id;
+    Observer end;
+    BeginObserver begin;
+    void* user;
+  };
+  std::vector<Registered> observers;
+  bool any_begin = false;
   int next_observer = 1;
 };
 
@@ -26,11 +35,16 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
+void tell_begin(const Registry& r, OpId op) {
+  if (!r.any_begin) return;
+  for (auto& o : r.observers)
+    if (o.begin) o.begin(o.user, op);
+}
+
 void notify(const Registry& r, OpId op, const std::vector<Tensor>& inputs, const void* attrs,
             const std::vector<Tensor>& outputs, bool decomposed) {
   if (r.observers.empty()) return;
-  OpEvent event{op, inputs, AttrsRef(op, attrs), outputs, decomposed};
-  for (auto& [id, obs] : r.observers) obs.first(obs.second, event);
+  notify_end(OpEvent{op, inputs, AttrsRef(op, attrs), outputs, decomposed});
 }
 
 }  // namespace
@@ -77,6 +91,7 @@ std::vector<Tensor> call_erased(OpId op, const std::vector<Tensor>& inputs, cons
   ErasedKernel decomposition = r.decompositions[index];
   if (decomposition &&
       (!kernel || g_forced[index] || (core::grad_mode_enabled() && any_requires_grad(inputs)))) {
+    tell_begin(r, op);
     std::vector<Tensor> outputs = decomposition(inputs, attrs);
     notify(r, op, inputs, attrs, outputs, true);
     return outputs;
@@ -92,6 +107,7 @@ std::vector<Tensor> call_erased(OpId op, const std::vector<Tensor>& inputs, cons
       return call_erased(op, plain, attrs);
     }
   }
+  tell_begin(r, op);
   std::vector<Tensor> outputs = kernel(inputs, attrs);
   notify(r, op, inputs, attrs, outputs, false);
   return outputs;
@@ -103,20 +119,27 @@ ForceDecomposition::ForceDecomposition(OpId op) : op_(op), previous_(g_forced[si
 
 ForceDecomposition::~ForceDecomposition() { g_forced[size_t(op_)] = previous_; }
 
-int add_observer(Observer observer, void* user) {
+int add_observer(Observer observer, void* user, BeginObserver begin) {
   auto& r = registry();
   int id = r.next_observer++;
-  r.observers.push_back({id, {observer, user}});
+  r.observers.push_back({id, observer, begin, user});
+  r.any_begin = r.any_begin || begin != nullptr;
   return id;
 }
 
 void remove_observer(int id) {
-  auto& obs = registry().observers;
-  for (auto it = obs.begin(); it != obs.end(); ++it)
-    if (it->first == id) {
-      obs.erase(it);
-      return;
-    }
+  auto& r = registry();
+  std::erase_if(r.observers, [id](const Registry::Registered& o) { return o.id == id; });
+  r.any_begin = std::any_of(r.observers.begin(), r.observers.end(),
+                            [](const Registry::Registered& o) { return o.begin != nullptr; });
+}
+
+bool observed() { return !registry().observers.empty(); }
+
+void notify_begin(OpId op) { tell_begin(registry(), op); }
+
+void notify_end(const OpEvent& event) {
+  for (auto& o : registry().observers) o.end(o.user, event);
 }
 
 }  // namespace zenith::dispatch

@@ -77,8 +77,17 @@ struct OpEvent {
   bool decomposed;
 };
 using Observer = void (*)(void* user, const OpEvent& event);
-int add_observer(Observer observer, void* user);  // returns an id for remove_observer
+// Told as an op's kernel or decomposition starts (the profiler times ops from it to the end
+// event). An op that throws gets no end event.
+using BeginObserver = void (*)(void* user, OpId op);
+// Returns an id for remove_observer; `begin` may be null.
+int add_observer(Observer observer, void* user, BeginObserver begin = nullptr);
 void remove_observer(int id);
+// For code that runs ops without call_erased (graph replay): tells the observers what
+// call_erased would. observed() is false while none is registered.
+bool observed();
+void notify_begin(OpId op);
+void notify_end(const OpEvent& event);
 
 template <OpId op, KernelFn<op> fn>
 std::vector<Tensor> erase_kernel(const std::vector<Tensor>& inputs, const void* attrs) {

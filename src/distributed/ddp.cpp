@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include "core/trace_range.h"
+
 namespace zenith::nn {
 
 namespace comm = communication;
@@ -121,7 +123,10 @@ struct DistributedDataParallelImpl::Reducer {
     }
     launch_ready();
     auto start = Clock::now();
-    for (auto& b : buckets) b.work.wait();
+    {
+      core::TraceRange range(core::Range::communication_wait);
+      for (auto& b : buckets) b.work.wait();
+    }
     auto& stats = owner->stats_;
     stats.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     stats.steps += 1;

@@ -1,9 +1,11 @@
 // Model packages: a directory that holds everything a service needs to answer requests.
 //
 //   DIR/package.json       architecture, input spec, preprocessing, label names, content hash
-//   DIR/weights.safetensors the network's parameters and buffers (no optimizer state)
+//   DIR/weights.safetensors the network's parameters and buffers (no optimizer state), or
+//   DIR/model.onnx         a graph from `zenith export` (package.json's "model_file" says which),
+//                          run by zenith's ONNX interpreter (graph/onnx_runtime.h)
 //
-// The content hash is the SHA-256 of the weights file followed by package.json without its
+// The content hash is the SHA-256 of the model file followed by package.json without its
 // "sha256" field (compact JSON); read_package() and the server recompute it, so a modified
 // package is refused.
 #pragma once
@@ -28,6 +30,7 @@ struct PackageSpec {
   int64_t epoch = 0;
   std::string sha256;
   double created_at = 0;
+  std::string model_file = "weights.safetensors";  // or "model.onnx"
 
   nlohmann::json to_json() const;
   static PackageSpec from_json(const nlohmann::json& j);
@@ -39,7 +42,9 @@ struct PackageOptions {
   std::string labels_file;  // one name per line; "" : the dataset's class names or "0".."n-1"
 };
 
-// Builds a package from a training checkpoint into `dir` (created; must not hold a package).
+// Builds a package from a training checkpoint, or from an exported .onnx file (its metadata names
+// the arch and dataset; its input and output shapes give the image size and classes), into
+// `dir` (created; must not hold a package).
 PackageSpec write_package(const std::string& checkpoint, const std::string& dir,
                           const std::string& name, const PackageOptions& options = {});
 // Reads DIR/package.json and checks the content hash; errors name the directory.

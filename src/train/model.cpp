@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/trace_range.h"
 #include "train/train_step.h"
 #include "zenith/autograd.h"
 #include "zenith/communication.h"
@@ -179,9 +180,11 @@ callbacks::EpochRecord Model::train_epoch(const dataset::Dataset& train_dataset,
   auto it = train_dataset.create_iterator(
       ctx.epoch - 1, 0, 0,
       std::min(train_dataset.get_dataset_size(), ctx.step_in_epoch * accumulation_));
-  for (;;) {
+  while (it.position() < it.size()) {
+    // The step's phases for the profiler: data wait, then train_step's (core/trace_range.h).
+    core::TraceRange step_range(core::Range::step);
     const auto step_start = Clock::now();
-    const train_detail::StepBatches step = train_detail::next_step_batches(it, accumulation_);
+    const train_detail::StepBatches step = next_step_batches(it);
     if (step.batches.empty()) break;
     ctx.step_in_epoch += 1;
     ctx.batch_size = step.samples;
@@ -229,17 +232,30 @@ double Model::train_step(const train_detail::StepBatches& step, train_detail::St
   return loss;
 }
 
+train_detail::StepBatches Model::next_step_batches(dataset::Iterator& it) {
+  core::TraceRange range(core::Range::data_wait);
+  return train_detail::next_step_batches(it, accumulation_);
+}
+
 Tensor Model::forward(const train_detail::Batch& batch) {
+  core::TraceRange range(core::Range::forward);
   return (*loss_)(net_->forward(batch.input), batch.labels);
 }
 
-void Model::zero_grad() { opt_->zero_grad(); }
+void Model::zero_grad() {
+  core::TraceRange range(core::Range::optimizer);
+  opt_->zero_grad();
+}
 
 void Model::backward(const Tensor& loss, train_detail::StepSync& sync, bool last) {
+  core::TraceRange range(core::Range::backward);
   sync.backward(loss, last);
 }
 
-void Model::update() { opt_->step(); }
+void Model::update() {
+  core::TraceRange range(core::Range::optimizer);
+  opt_->step();
+}
 
 std::map<std::string, double> Model::eval(const dataset::Dataset& valid_dataset) {
   auto* ddp = dynamic_cast<nn::DistributedDataParallelImpl*>(net_.get());

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "core/trace_range.h"
+
 namespace zenith::train_detail {
 
 Batch to_batch(const dataset::Row& row) {
@@ -78,7 +80,10 @@ class DataParallelSync : public StepSync {
   }
 
   double step_loss(const StepLoss&) override {
-    loss_work_.wait();
+    {
+      core::TraceRange range(core::Range::communication_wait);
+      loss_work_.wait();
+    }
     const double value = global_loss_.item();
     check_finite_loss(value, ctx_);
     count_communication();

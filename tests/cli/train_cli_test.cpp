@@ -5,12 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "support/chrome_trace_check.h"
 #include "support/files.h"
 #include "support/mnist.h"
 #include "support/run_zenith.h"
@@ -68,6 +70,38 @@ TEST_F(TrainCli, TrainsWritesOutputsAndEvaluates) {
   ASSERT_EQ(e.code, 0) << e.output;
   auto metrics_json = nlohmann::json::parse(e.output);
   EXPECT_DOUBLE_EQ(metrics_json["Accuracy"].get<double>(), log["final"]["Accuracy"].get<double>());
+}
+
+TEST_F(TrainCli, ProfileWritesTraceAndSummaryAndPrintsTheTable) {
+  auto r = zenith(train_args("profiled") + " --epochs 1 --profile 3 --profile-skip 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 steps"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("op (by self time)"), std::string::npos) << r.output;
+  const fs::path profile = root_ / "profiled/profile";
+  auto trace = nlohmann::json::parse(zenith::testing::read_all((profile / "trace.json").string()));
+  EXPECT_EQ(zenith::testing::chrome_trace_problems(trace), std::vector<std::string>{});
+  int steps = 0;
+  for (const auto& e : trace["traceEvents"]) steps += e["ph"] == "X" && e["cat"] == "step";
+  EXPECT_EQ(steps, 3);
+  auto summary =
+      nlohmann::json::parse(zenith::testing::read_all((profile / "summary.json").string()));
+  EXPECT_EQ(summary["steps"], 3);
+  // SeedCNN runs two convolutions a step, their FLOPs known from the shapes. (Which op leads the
+  // table depends on the machine's load: not checked.)
+  const auto& ops = summary["ops"];
+  auto conv =
+      std::find_if(ops.begin(), ops.end(), [](const auto& o) { return o["name"] == "conv2d"; });
+  ASSERT_NE(conv, ops.end()) << ops;
+  EXPECT_EQ((*conv)["calls"], 6) << *conv;
+  EXPECT_GT((*conv)["gflops_per_second"].get<double>(), 0) << *conv;
+  EXPECT_TRUE(fs::exists(profile / "summary.txt"));
+  // Off by default: nothing registered, nothing written.
+  ASSERT_EQ(zenith(train_args("plain") + " --epochs 1").code, 0);
+  EXPECT_FALSE(fs::exists(root_ / "plain/profile"));
+  auto bad = zenith(train_args("bad") + " --epochs 1 --profile -1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("[profile]"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(root_ / "bad"));
 }
 
 TEST_F(TrainCli, ResumeRepeatsTheUninterruptedRun) {

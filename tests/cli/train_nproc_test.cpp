@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "support/checkpoint_compare.h"
+#include "support/chrome_trace_check.h"
 #include "support/mnist.h"
 #include "support/run_zenith.h"
 #include "support/temp_dir.h"
@@ -74,6 +76,34 @@ TEST_F(TrainNproc, RanksMatchOneProcessWithTheCombinedBatch) {
     EXPECT_NEAR(log_a["final"]["Loss"].get<double>(), log_b["final"]["Loss"].get<double>(), 1e-4);
     EXPECT_EQ(log_b["timing"]["ranks"], n);
   }
+}
+
+TEST_F(TrainNproc, ProfileMergesTheRanksTracesAndReachesTheJobDir) {
+  auto r = zenith(args("profiled", 16) + " --nproc 2 --profile 4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const fs::path profile = root_ / "profiled/profile";
+  for (const char* f : {"trace.rank0.json", "trace.rank1.json", "summary.rank1.json"})
+    EXPECT_TRUE(fs::exists(profile / f)) << f;
+  auto trace = nlohmann::json::parse(std::ifstream(profile / "trace.json"));
+  EXPECT_EQ(zenith::testing::chrome_trace_problems(trace), std::vector<std::string>{});
+  std::map<int, int> steps_per_rank;
+  int waits = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "step") steps_per_rank[e["pid"].get<int>()] += 1;
+    waits += e["ph"] == "X" && e["name"] == "communication wait";
+  }
+  EXPECT_EQ(steps_per_rank, (std::map<int, int>{{0, 4}, {1, 4}}));
+  EXPECT_GE(waits, 8);  // each step waits for its gradients (and its loss) on both ranks
+  auto summary = nlohmann::json::parse(std::ifstream(profile / "summary.json"));
+  ASSERT_EQ(summary["ranks"].size(), 2u);
+  EXPECT_EQ(summary["ranks"][1]["rank"], 1);
+  // The job dir's copy (ZENITH_DATA/runs/<id>/profile under --nproc), as the dashboard reads it.
+  int copies = 0;
+  for (const auto& job : fs::directory_iterator(root_ / "platform/runs"))
+    copies +=
+        fs::exists(job.path() / "profile/trace.json") &&
+        fs::file_size(job.path() / "profile/trace.json") == fs::file_size(profile / "trace.json");
+  EXPECT_EQ(copies, 1);
 }
 
 }  // namespace

@@ -35,14 +35,15 @@ export ZENITH_SERVER=$(cat "$work/srv/server.url") ZENITH_DATA="$work/srv"
 # A short data-parallel training run: the seed's CNN on 24,000 Fashion-MNIST images, 2 ranks
 # (DDP over Gloo), 3 epochs of batch 16, a loss every 10 steps. About 20 s on two idle cores:
 # long enough for several 2-second device samples while it runs (12,000 images x 2 epochs
-# once ended before the device chart had two points on an idle CI machine).
+# once ended before the device chart had two points on an idle CI machine). Steps 2..21 are
+# profiled (the job page's profile card and trace download).
 cat > train.yaml <<YAML
 job:
   name: seedcnn-fashion-mnist-ddp
   resources: { npu: 2 }
   env: { ZENITH_NUM_THREADS: "1" }
   entry: >-
-    $ZENITH train --model seedcnn --dataset fashion-mnist --epochs 3 --limit-train 24000 --limit-test 1000 --batch-size 16 --log-every 10 --progress plain --out out
+    $ZENITH train --model seedcnn --dataset fashion-mnist --epochs 3 --limit-train 24000 --limit-test 1000 --batch-size 16 --log-every 10 --progress plain --out out --profile 20
 YAML
 printf 'job:\n  name: crashes\n  resources: { npu: 1 }\n  entry: echo "about to fail"; exit 3\n' > fail.yaml
 # 100,000 loss points, as a long run would log them.

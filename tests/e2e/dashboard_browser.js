@@ -128,6 +128,27 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
     await shot("job-finished.png");
     ok("loss, accuracy and epoch time per epoch; the job spec; state succeeded");
 
+    // --- the profile of steps 2..21: phase split, top ops, and the trace behind the token.
+    await page.goto(`${url}/?profile#/jobs/${TRAIN_ID}`);
+    await page.waitForSelector("#profile-phases tbody tr", { timeout: 30000 });
+    const phases = await page.$$eval("#profile-phases tbody td:first-child", (t) => t.map((e) => e.textContent));
+    for (const p of ["data wait", "forward", "backward", "optimizer", "communication wait"])
+      assert(phases.includes(p), `phase ${p} in ${phases}`);
+    const ops = await page.$$eval("#profile-ops tbody td:first-child", (t) => t.map((e) => e.textContent));
+    assert(ops.includes("conv2d_backward_weights") || ops.includes("conv2d"), `top ops: ${ops}`);
+    const bars = await page.$$eval("#profile-phase-bar i", (b) => b.length);
+    assert(bars >= 3, `phase bar segments: ${bars}`);
+    assert((await get(`/api/v1/dashboard/jobs/${TRAIN_ID}/profile/trace`, false)).status === 401,
+           "the trace without a token");
+    const [download] = await Promise.all([page.waitForEvent("download"), page.click("#profile-download")]);
+    const trace = JSON.parse(require("fs").readFileSync(await download.path(), "utf8"));
+    const pids = new Set(trace.traceEvents.map((e) => e.pid));
+    const steps = trace.traceEvents.filter((e) => e.ph === "X" && e.cat === "step").length;
+    assert(pids.has(0) && pids.has(1) && steps === 40, `trace: pids ${[...pids]}, ${steps} steps`);
+    await shot("job-profile.png");
+    ok(`profile card: ${phases.length} phases, top op ${ops[0]}; trace download (${download.suggestedFilename()}, ` +
+       `2 ranks, ${steps} steps) and 401 without the token`);
+
     // --- a job that exits non-zero shows its alert.
     await page.goto(`${url}/#/jobs/${FAIL_ID}`);
     await page.waitForFunction(

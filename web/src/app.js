@@ -1,5 +1,5 @@
-// zenith dashboard: jobs, job page (training curves, device use, communication, logs, alerts,
-// spec), cluster and services. Plain browser JavaScript over the server's JSON API
+// zenith dashboard: jobs, job page (training curves, device use, communication, profile, logs,
+// alerts, spec), cluster and services. Plain browser JavaScript over the server's JSON API
 // (/api/v1/dashboard/*, bearer token); charts with uPlot. Pages poll while they are shown.
 "use strict";
 
@@ -29,6 +29,19 @@ async function api(path) {
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new HttpError(res.status, body.error || res.statusText);
   return body;
+}
+
+// Saves the response to `path` (fetched with the token) as a file named `filename`.
+async function download(path, filename) {
+  const res = await fetch(path, { headers: { Authorization: "Bearer " + token } });
+  if (!res.ok) throw new HttpError(res.status, res.statusText);
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(await res.blob());
+  a.download = filename;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
 }
 
 // ---- small helpers --------------------------------------------------------------------------
@@ -249,6 +262,29 @@ function commLines(named) {
   return { lines: names.flatMap((n) => perRank(named[n], "step", `${n} rank {rank}`)), label: "" };
 }
 
+// The profiler's summary (`zenith train --profile`): the step split into phases as one stacked
+// bar and a table, and the ops with the most self time.
+function profileHtml(p) {
+  const perStep = (ms) => (p.steps ? ms / p.steps : ms);
+  const pct = (share) => `${(share * 100).toFixed(1)}%`;
+  const bar = p.phases.filter((ph) => ph.share > 0).map((ph, i) =>
+    `<i style="width:${pct(ph.share)};background:${COLORS[i % COLORS.length]}" title="${esc(ph.name)} ${pct(ph.share)}"></i>`).join("");
+  const phases = p.phases.map((ph) => `<tr><td>${esc(ph.name)}</td><td>${fmtNum(perStep(ph.ms))}</td>
+    <td>${pct(ph.share)}</td></tr>`).join("");
+  const ops = p.ops.slice(0, 10).map((o) => `<tr><td>${esc(o.name)}</td><td>${o.calls}</td>
+    <td>${fmtNum(o.self_ms)}</td><td>${pct(o.share)}</td>
+    <td>${o.gflops_per_second ? fmtNum(o.gflops_per_second) : "–"}</td></tr>`).join("");
+  return `<p class="muted">${p.steps} steps of rank ${p.rank}, ${fmtNum(p.ms_per_step)} ms per step,
+      peak memory ${fmtBytes(p.peak_allocated_bytes)}${p.ranks ? `, ${p.ranks.length} ranks in the trace` : ""}</p>
+    <div class="stack" id="profile-phase-bar">${bar}</div>
+    <div class="grid">
+      <table id="profile-phases"><thead><tr><th>Phase</th><th>ms / step</th><th>Share</th></tr></thead>
+        <tbody>${phases}</tbody></table>
+      <table id="profile-ops"><thead><tr><th>Op</th><th>Calls</th><th>Self ms</th><th>Share</th>
+        <th>GFLOP/s</th></tr></thead><tbody>${ops}</tbody></table>
+    </div>`;
+}
+
 function jobPage(rawId) {
   const id = encodeURIComponent(rawId);
   const view = document.getElementById("view");
@@ -266,6 +302,11 @@ function jobPage(rawId) {
       <div class="card chart" id="chart-comm"></div>
       <div class="card chart" id="chart-lr"></div>
     </div>
+    <div class="card">
+      <div class="toolbar"><h2 style="margin:0">Profile</h2>
+        <button id="profile-download" hidden>Download trace (Perfetto, chrome://tracing)</button></div>
+      <div id="job-profile"><p class="muted">Loading…</p></div>
+    </div>
     <div class="card"><h2>Alerts</h2><div id="job-alerts"></div></div>
     <div class="card">
       <div class="toolbar"><h2 style="margin:0">Logs</h2>
@@ -278,6 +319,7 @@ function jobPage(rawId) {
   const me = viewId;
   let job = null;
   let logRank = 0, logOffset = -1, logBusy = false;
+  let profileShown = false;
 
   const loadJob = async () => {
     const j = await api(`/api/v1/dashboard/jobs/${id}`);
@@ -363,6 +405,31 @@ function jobPage(rawId) {
     }
   };
 
+  // Once the job has written one; until then a hint, asked again on each poll.
+  const loadProfile = async () => {
+    if (profileShown) return;
+    const box = document.getElementById("job-profile");
+    let p;
+    try {
+      p = await api(`/api/v1/dashboard/jobs/${id}/profile`);
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      if (me === viewId) {
+        box.innerHTML = `<p class="muted" id="profile-none">No profile yet: train with
+          <code>zenith train --profile STEPS</code> to record one.</p>`;
+      }
+      return;
+    }
+    if (me !== viewId) return;
+    profileShown = true;
+    box.innerHTML = profileHtml(p);
+    const button = document.getElementById("profile-download");
+    button.textContent += ` ${fmtBytes(p.trace_bytes)}`;
+    button.hidden = false;
+    button.addEventListener("click", () =>
+      download(`/api/v1/dashboard/jobs/${id}/profile/trace`, `job-${rawId}-trace.json`).catch(showError));
+  };
+
   const loadLog = async () => {
     if (logBusy || !job) return;
     logBusy = true;
@@ -384,10 +451,10 @@ function jobPage(rawId) {
     }
   };
 
-  loadJob().then(loadSeries).catch(showError);
+  loadJob().then(loadSeries).then(loadProfile).catch(showError);
   every(POLL_MS, () => {
     if (!job || ["pending", "running"].includes(job.state) || !document.body.dataset.renderMs) {
-      loadJob().then(loadSeries).catch(() => {});
+      loadJob().then(loadSeries).then(loadProfile).catch(() => {});
     }
   });
   every(1000, () => {

@@ -24,6 +24,9 @@ struct JobPaths {
   std::string rank_table() const { return job_dir + "/rank_table.json"; }
   std::string work_dir() const { return job_dir + "/work"; }
   std::string heartbeat() const { return job_dir + "/heartbeat"; }
+  // `zenith train --profile` writes trace.json and summary.json here as well as into its output
+  // dir (it finds the job dir through ZENITH_JOB_DIR); the dashboard serves them.
+  std::string profile_dir() const { return job_dir + "/profile"; }
 };
 
 struct RunOutcome {

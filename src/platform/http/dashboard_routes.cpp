@@ -266,6 +266,44 @@ void Dashboard::add_routes(httplib::Server& server) {
                 {"size", size},
                 {"ended", is_terminal(job->state)}});
   });
+  // The profile's files, or a 404 already written.
+  auto profile_file = [this](const JobRecord& job, const char* name,
+                             httplib::Response& res) -> std::optional<std::string> {
+    const std::string path = jobs_.paths(job.id).profile_dir() + "/" + name;
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec)) return path;
+    reply_error(res, 404,
+                "[dashboard] job " + std::to_string(job.id) +
+                    " has no profile (run `zenith train` with --profile STEPS)");
+    return std::nullopt;
+  };
+  server.Get(R"(/api/v1/dashboard/jobs/([^/]+)/profile)", [=, this](const httplib::Request& req,
+                                                                    httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    auto job = job_of(req, res);
+    if (!job) return;
+    auto path = profile_file(*job, "summary.json", res);
+    if (!path) return;
+    json summary = json::parse(read_file(*path), nullptr, false);
+    if (summary.is_discarded())
+      return reply_error(res, 500, "[dashboard] the job's profile summary is malformed");
+    std::error_code ec;
+    const auto trace = jobs_.paths(job->id).profile_dir() + "/trace.json";
+    summary["trace_bytes"] = fs::is_regular_file(trace, ec) ? fs::file_size(trace, ec) : 0;
+    summary["job_id"] = job->id;
+    reply_json(res, 200, summary);
+  });
+  server.Get(R"(/api/v1/dashboard/jobs/([^/]+)/profile/trace)",
+             [=, this](const httplib::Request& req, httplib::Response& res) {
+               if (!authorized(req, res)) return;
+               auto job = job_of(req, res);
+               if (!job) return;
+               auto path = profile_file(*job, "trace.json", res);
+               if (!path) return;
+               res.set_header("Content-Disposition", "attachment; filename=\"job-" +
+                                                         std::to_string(job->id) + "-trace.json\"");
+               res.set_content(read_file(*path), "application/json");
+             });
   server.Get(
       "/api/v1/dashboard/cluster", [=, this](const httplib::Request& req, httplib::Response& res) {
         if (!authorized(req, res)) return;

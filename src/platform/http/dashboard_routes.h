@@ -12,6 +12,9 @@
 //   GET /api/v1/dashboard/jobs/{id}/usage?points=N    per-rank device samples, downsampled
 //   GET /api/v1/dashboard/jobs/{id}/logs?rank=R&offset=B&tail=N   a rank's log from byte B (or
 //                                              its last N lines): {text, offset, size, ended}
+//   GET /api/v1/dashboard/jobs/{id}/profile    the profiler's summary (step phases, top ops) of a
+//                                              job run with --profile; 404 without one
+//   GET /api/v1/dashboard/jobs/{id}/profile/trace   its Chrome trace, as a download
 //   GET /api/v1/dashboard/cluster              devices with holders and use, GPUs, all alerts
 //
 // The web dir is $ZENITH_WEB_DIR, else share/zenith/web next to the zenith binary, else

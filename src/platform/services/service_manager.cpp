@@ -247,7 +247,7 @@ ServiceManager::DeployResult ServiceManager::deploy(const DeployRequest& req) {
   const std::string dest = data_dir_ + "/models/" + req.name + "/v" + std::to_string(version);
   fs::remove_all(dest);
   fs::create_directories(dest);
-  for (const char* f : {"package.json", "weights.safetensors"})
+  for (const std::string& f : {std::string("package.json"), package_model_file(manifest)})
     fs::copy_file(req.package_dir + "/" + f, dest + "/" + f, fs::copy_options::overwrite_existing);
   ModelVersion model = store_.add_model_version(req.name, dest, hash);
 

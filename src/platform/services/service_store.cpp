@@ -78,6 +78,15 @@ std::string new_token_secret() {
   return out;
 }
 
+std::string package_model_file(const nlohmann::json& manifest) {
+  const std::string file = manifest.is_object() && manifest.contains("model_file")
+                               ? manifest["model_file"].get<std::string>()
+                               : "weights.safetensors";
+  if (file != "weights.safetensors" && file != "model.onnx")
+    throw std::runtime_error("[package] unknown model_file '" + file + "'");
+  return file;
+}
+
 std::string package_content_hash(const std::string& dir) {
   auto read = [](const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -93,7 +102,7 @@ std::string package_content_hash(const std::string& dir) {
     throw std::runtime_error("[package] " + dir + "/package.json: " + e.what());
   }
   if (manifest.is_object()) manifest.erase("sha256");
-  return sha256_hex(read(dir + "/weights.safetensors") + manifest.dump());
+  return sha256_hex(read(dir + "/" + package_model_file(manifest)) + manifest.dump());
 }
 
 ServiceStore::ServiceStore(const std::string& path) : path_(path) {

@@ -61,7 +61,10 @@ std::string sha256_hex(const std::string& data);
 // A fresh secret: "zt_" + 64 hex digits of RAND_bytes.
 std::string new_token_secret();
 double unix_now();
-// A model package's content hash: SHA-256 of DIR/weights.safetensors followed by DIR/package.json
+// A model package's model file, named by package.json's "model_file": weights.safetensors (the
+// default) or model.onnx; throws on any other name.
+std::string package_model_file(const nlohmann::json& manifest);
+// A model package's content hash: SHA-256 of its model file followed by DIR/package.json
 // without its "sha256" field (compact JSON, keys sorted). Throws when a file is missing.
 std::string package_content_hash(const std::string& dir);
 

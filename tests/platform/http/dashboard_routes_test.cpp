@@ -89,6 +89,46 @@ TEST_F(DashboardServer, NeverAnotherJobsLogsUnderAWrongId) {
   EXPECT_EQ(next["text"], "");
 }
 
+// What `zenith train --profile` leaves in the job dir ($ZENITH_JOB_DIR/profile): its summary as
+// JSON (with the trace's size), the trace as a download, both behind the token; 404 before.
+TEST_F(DashboardServer, ServesTheJobsProfileAndItsTrace) {
+  ServerProcess server(dir.str() + "/data", {"--cpu-devices", "2"});
+  auto c = server.client();
+  auto anon = server.client("");
+  const long long plain = submit(c, "echo no profile");
+  const long long profiled = submit(
+      c,
+      "mkdir -p \"$ZENITH_JOB_DIR/profile\" && cd \"$ZENITH_JOB_DIR/profile\" && "
+      "echo '{\"steps\": 4, \"phases\": [], \"ops\": [{\"name\": \"conv2d\"}]}' > summary.json && "
+      "echo '{\"traceEvents\": []}' > trace.json");
+  for (long long id : {plain, profiled})
+    ASSERT_TRUE(zt::wait_for(
+        [&] {
+          auto r = json_body(c.get("/api/v1/dashboard/jobs/" + std::to_string(id)));
+          return r.is_object() && r["state"] == "succeeded";
+        },
+        30));
+  const std::string p = "/api/v1/dashboard/jobs/" + std::to_string(profiled) + "/profile";
+  const std::string none = "/api/v1/dashboard/jobs/" + std::to_string(plain) + "/profile";
+  for (const std::string& path : {p, p + "/trace"}) EXPECT_EQ(anon.get(path).status, 401) << path;
+  for (const std::string& path : {none, none + "/trace"}) {
+    auto r = c.get(path);
+    EXPECT_EQ(r.status, 404) << path << ": " << r.body;
+    EXPECT_NE(json_body(r).value("error", "").find("--profile"), std::string::npos) << r.body;
+  }
+  auto summary = c.get(p);
+  ASSERT_EQ(summary.status, 200) << summary.body;
+  const json s = json_body(summary);
+  EXPECT_EQ(s["steps"], 4);
+  EXPECT_EQ(s["ops"][0]["name"], "conv2d");
+  EXPECT_EQ(s["job_id"], profiled);
+  EXPECT_EQ(s["trace_bytes"], std::string("{\"traceEvents\": []}\n").size());
+  auto trace = c.get(p + "/trace");
+  ASSERT_EQ(trace.status, 200) << trace.body;
+  EXPECT_EQ(json_body(trace), json::parse(R"({"traceEvents": []})"));
+  EXPECT_EQ(c.get("/api/v1/dashboard/jobs/999/profile").status, 404);
+}
+
 TEST_F(DashboardServer, IngestsEachRanksMetricsAndSamplesItsDevice) {
   ServerProcess server(dir.str() + "/data", {"--cpu-devices", "2"});
   auto c = server.client();

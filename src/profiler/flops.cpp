@@ -1,0 +1,34 @@
+#include "profiler/flops.h"
+
+namespace zenith::profiler {
+namespace {
+
+// N batch, O out channels, OH x OW output; each output sums C / groups x KH x KW products.
+double conv_flops(const Conv2dAttrs& a) {
+  const Shape& w = a.weight_shape;  // [O, C / groups, KH, KW]
+  if (w.size() != 4) return 0;
+  return 2.0 * double(shape_numel(a.output_shape)) * double(w[1] * w[2] * w[3]);
+}
+
+}  // namespace
+
+double op_flops(const dispatch::OpEvent& event) {
+  switch (event.op) {
+    case OpId::conv2d:
+      return conv_flops(event.attrs.get<OpId::conv2d>());
+    case OpId::conv2d_backward_data:
+      return conv_flops(event.attrs.get<OpId::conv2d_backward_data>());
+    case OpId::conv2d_backward_weights:
+      return conv_flops(event.attrs.get<OpId::conv2d_backward_weights>());
+    case OpId::matmul:  // (a [.., n, k], b [.., k, m]) -> [.., n, m]
+    case OpId::linear:  // (x [M, in], weight [out, in]) -> [M, out]
+      if (event.inputs.empty() || event.outputs.empty() || !event.inputs[0].defined() ||
+          event.inputs[0].dim() < 1)
+        return 0;
+      return 2.0 * double(event.outputs[0].numel()) * double(event.inputs[0].size(-1));
+    default:
+      return 0;
+  }
+}
+
+}  // namespace zenith::profiler

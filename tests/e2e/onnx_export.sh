@@ -1,0 +1,44 @@
+#!/bin/bash
+# ONNX export checked by two tools that are not zenith, on real Fashion-MNIST test images. For
+# seedcnn, lenet and resnet18, each trained briefly (so resnet18's batch norms hold real running
+# statistics before they are folded), `zenith export` writes the .onnx file; Debian's
+# python3-onnx checks it (onnx.checker full check, strict shape inference) and OpenCV's dnn
+# module (python3-opencv) runs it on 256 test images, whose outputs must equal zenith's
+# (tests/graph/onnx_reference.cpp) to 1e-4 (onnx_check.py). CIFAR-10 too when CIFAR10_DIR names
+# its binary batches. $1 is the zenith binary; ZENITH_ONNX_REFERENCE the helper (set by CTest).
+set -u
+ZENITH=$(realpath "$1")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../support/e2e_work.bash"
+e2e_work onnx
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+[ -x "${ZENITH_ONNX_REFERENCE:-}" ] || fail "ZENITH_ONNX_REFERENCE does not name the onnx_reference helper"
+/usr/bin/python3 -c "import onnx, cv2, numpy" ||
+  fail "needs Debian's python3-onnx, python3-opencv and python3-numpy"
+[ -d /usr/share/datasets/fashion-mnist ] || fail "Fashion-MNIST missing (apt-get install dataset-fashion-mnist)"
+
+# check MODEL DATASET TRAIN_SAMPLES [train flags...]
+check() {
+  local model=$1 dataset=$2 limit=$3 run="$work/$1-$2"
+  shift 3
+  "$ZENITH" train --model "$model" --dataset "$dataset" --epochs 1 --limit-train "$limit" \
+    --limit-test 64 --batch-size 32 --progress none --out "$run" "$@" > "$run.train.log" 2>&1 ||
+    fail "train $model: $(tail -5 "$run.train.log")"
+  "$ZENITH" export --checkpoint "$run/checkpoint_epoch_1.safetensors" --format onnx \
+    --out "$run.onnx" || fail "export $model on $dataset"
+  "$ZENITH_ONNX_REFERENCE" "$run/checkpoint_epoch_1.safetensors" 256 "$run.ref" ||
+    fail "zenith's reference outputs of $model"
+  /usr/bin/python3 "$here/onnx_check.py" "$run.onnx" "$run.ref" || fail "$model on $dataset"
+}
+check seedcnn fashion-mnist 2048
+check lenet fashion-mnist 2048
+check resnet18 fashion-mnist 256
+if [ -n "${CIFAR10_DIR:-}" ]; then
+  check resnet18 cifar10 256 --data-dir "$CIFAR10_DIR"
+else
+  echo "CIFAR-10: skipped (set CIFAR10_DIR to its binary batches)"
+fi
+echo "onnx_export: all checks passed"
