@@ -64,10 +64,6 @@ void bind_distributed(py::module_& root) {
         return nn::DistributedDataParallel(std::move(module), o);
       },
       ReleaseGIL(), py::arg("module"), py::arg("bucket_cap_mb") = 25.0);
-  m.def("ddp_module", [](nn::Cell& cell) -> nn::CellPtr {
-    auto* ddp = dynamic_cast<nn::DistributedDataParallelImpl*>(&cell);
-    return ddp ? ddp->module() : nullptr;
-  });
 }
 
 }  // namespace zenith::python

@@ -506,7 +506,6 @@ Tensor.asnumpy() returns a numpy array that shares the tensor's memory.)doc");
       },
       py::arg("value"), py::arg("dtype") = py::none(),
       "Tensor from a tensor, array, number or sequence (shared where possible).");
-  m.def("_to_string", [](const Tensor& x) { return x.to_string(); });
 }
 
 }  // namespace zenith::python
