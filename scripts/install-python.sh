@@ -36,7 +36,11 @@ print(sysconfig.get_config_var("EXT_SUFFIX"))
 print(site.getsitepackages()[0])
 print(int(any(p.rstrip("/") == "/usr/lib/python3/dist-packages" for p in sys.path)))'
 seen=" "
-for candidate in "$(command -v python3 || true)" "$(command -v python || true)" /usr/bin/python3; do
+# The interpreters to visit: those on PATH and Debian's; ZENITH_INSTALL_PYTHONS (space-separated)
+# replaces the list (the tests point it at stand-ins, leaving the machine's interpreters alone).
+candidates=("$(command -v python3 || true)" "$(command -v python || true)" /usr/bin/python3)
+[ -n "${ZENITH_INSTALL_PYTHONS:-}" ] && read -r -a candidates <<< "$ZENITH_INSTALL_PYTHONS"
+for candidate in "${candidates[@]}"; do
   [ -n "$candidate" ] && [ -x "$candidate" ] || continue
   info=$("$candidate" -c "$query" 2>/dev/null) || continue
   mapfile -t f <<< "$info"

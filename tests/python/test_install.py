@@ -28,7 +28,10 @@ def fake_python(tmp_path, name, ext, has_debian):
 
 
 def run_script(tmp_path, build_dir):
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:/usr/sbin:/sbin:/bin")
+    bin_dir = tmp_path / "bin"
+    # only the stand-ins: the machine's interpreters (/usr/bin/python3 too) keep their .pth files
+    env = dict(os.environ, PATH=f"{bin_dir}:/usr/sbin:/sbin:/bin",
+               ZENITH_INSTALL_PYTHONS=f"{bin_dir / 'python3'} {bin_dir / 'python'}")
     return subprocess.run(["bash", SCRIPT, build_dir], env=env, capture_output=True, text=True,
                           timeout=60)
 
