@@ -60,6 +60,13 @@ class Cell {
   }
   Tensor& param(const std::string& name);   // this cell's own parameter
   Tensor& buffer(const std::string& name);  // this cell's own buffer
+  // Attribute-style registration for cells assembled at run time (the Python front end's
+  // `self.name = value`): registers `name`, or replaces what it holds in place (its position in
+  // the dotted names is kept). remove_entry() forgets a parameter, buffer or child of that name
+  // and returns false when there is none.
+  Tensor set_parameter(const std::string& name, Tensor value, bool trainable = true);
+  void set_cell(const std::string& name, CellPtr cell);
+  bool remove_entry(const std::string& name);
 
  private:
   std::vector<std::pair<std::string, Tensor>> params_;

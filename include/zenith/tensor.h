@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -28,6 +29,9 @@ struct Node;
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory owned elsewhere (a numpy array the Python front end shares): `release` runs instead
+  // of the allocator's free when the last tensor using it goes.
+  Storage(void* data, size_t nbytes, Device device, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -39,6 +43,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  std::function<void()> release_;  // set: external memory
 };
 
 // A backend's private memory layout of a tensor (e.g. a oneDNN blocked format). Tensors with a

@@ -47,7 +47,17 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   data_ = core::device_allocate(device.type, nbytes);
 }
 
-Storage::~Storage() { core::device_free(device_.type, data_, nbytes_); }
+Storage::Storage(void* data, size_t nbytes, Device device, std::function<void()> release)
+    : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)) {
+  ZENITH_CHECK(release_, "[tensor] external storage needs a release function");
+}
+
+Storage::~Storage() {
+  if (release_)
+    release_();
+  else
+    core::device_free(device_.type, data_, nbytes_);
+}
 
 namespace {
 // t's values as a plain contiguous tensor of `dtype` (t itself when it already is one).

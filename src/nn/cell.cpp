@@ -65,6 +65,40 @@ Tensor& Cell::buffer(const std::string& name) {
   ZENITH_FAIL("[", type_name(), "] has no buffer '", name, "'");
 }
 
+Tensor Cell::set_parameter(const std::string& name, Tensor value, bool trainable) {
+  for (auto& [n, t] : params_) {
+    if (n != name) continue;
+    ZENITH_CHECK(value.defined(), "[Cell] parameter '", name, "' is undefined");
+    t = value.is_leaf() ? value : value.detach();
+    t.requires_grad_(trainable);
+    return t;
+  }
+  return register_parameter(name, std::move(value), trainable);
+}
+
+void Cell::set_cell(const std::string& name, CellPtr cell) {
+  check_name(name, "cell");
+  ZENITH_CHECK(cell != nullptr, "[Cell] cell '", name, "' is null");
+  ZENITH_CHECK(cell.get() != this, "[Cell] cell '", name, "' is the cell itself");
+  for (auto& [n, c] : children_)
+    if (n == name) {
+      c = std::move(cell);
+      return;
+    }
+  children_.emplace_back(name, std::move(cell));
+}
+
+bool Cell::remove_entry(const std::string& name) {
+  auto drop = [&](auto& entries) {
+    auto it = std::find_if(entries.begin(), entries.end(),
+                           [&](const auto& e) { return e.first == name; });
+    if (it == entries.end()) return false;
+    entries.erase(it);
+    return true;
+  };
+  return drop(params_) || drop(buffers_) || drop(children_);
+}
+
 // ---- queries
 
 std::vector<std::pair<std::string, Tensor>> Cell::named_parameters() const {

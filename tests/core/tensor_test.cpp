@@ -49,6 +49,28 @@ TEST(Tensor, ReshapeErrorsNameShapes) {
   }
 }
 
+TEST(Tensor, ExternalStorageIsReleasedOnceWithItsLastTensor) {
+  std::vector<float> memory = {1, 2, 3, 4};
+  int released = 0;
+  {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = std::make_shared<Storage>(memory.data(), memory.size() * sizeof(float), kCPU,
+                                              [&released] { ++released; });
+    impl->shape = {2, 2};
+    impl->strides = {2, 1};
+    Tensor t(impl);
+    Tensor doubled = ops::mul(t, 2.0);
+    EXPECT_EQ(doubled.to_float_vector(), (std::vector<float>{2, 4, 6, 8}));
+    Tensor view = t.t();
+    t = Tensor();
+    EXPECT_EQ(released, 0);  // the view still uses the memory
+    view.fill_(0.0);
+    EXPECT_EQ(memory, (std::vector<float>{0, 0, 0, 0}));
+  }
+  EXPECT_EQ(released, 1);
+  EXPECT_THROW(Storage(memory.data(), 4, kCPU, nullptr), Error);
+}
+
 TEST(Autograd, BroadcastAddMulBackward) {
   Tensor a = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor b = Tensor::from_vector(std::vector<double>{10, 20, 30}, {3});

@@ -49,6 +49,42 @@ TEST(Cell, NestedSequentialUsesDottedNames) {
   EXPECT_EQ((*net)[0], inner);
 }
 
+// A cell assembled at run time, as the Python front end's Cell is: entries set by name.
+class AssembledCell : public nn::Cell {
+ public:
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string type_name() const override { return "Assembled"; }
+  using Cell::remove_entry;
+  using Cell::set_cell;
+  using Cell::set_parameter;
+};
+
+TEST(Cell, SetParameterAndCellRegisterOrReplaceInPlace) {
+  AssembledCell cell;
+  cell.set_parameter("scale", Tensor::ones({2}));
+  cell.set_cell("dense", nn::Dense(2, 3));
+  cell.set_parameter("shift", Tensor::zeros({1}), /*trainable=*/false);
+  EXPECT_EQ(names_of(cell.named_parameters()),
+            (std::vector<std::string>{"scale", "shift", "dense.weight", "dense.bias"}));
+  EXPECT_EQ(cell.trainable_params().size(), 3u);
+  Tensor replacement = Tensor::full({4}, 2.0);
+  Tensor stored = cell.set_parameter("scale", replacement);
+  EXPECT_TRUE(stored.is_same(replacement));                  // a leaf is kept as is, not copied
+  EXPECT_EQ(names_of(cell.named_parameters())[0], "scale");  // same place in the order
+  EXPECT_EQ(cell.state_dict().at("scale").shape(), (Shape{4}));
+  cell.set_cell("dense", nn::Dense(2, 5));
+  EXPECT_EQ(cell.state_dict().at("dense.bias").shape(), (Shape{5}));
+  EXPECT_EQ(cell.named_children().size(), 1u);
+  Tensor history = ops::mul(Tensor::ones({1}).requires_grad_(), 3.0);
+  EXPECT_TRUE(cell.set_parameter("shift", history).is_leaf());  // history is cut
+  EXPECT_TRUE(cell.remove_entry("shift"));
+  EXPECT_TRUE(cell.remove_entry("dense"));
+  EXPECT_FALSE(cell.remove_entry("dense"));
+  EXPECT_EQ(names_of(cell.named_parameters()), (std::vector<std::string>{"scale"}));
+  EXPECT_THROW(cell.set_cell("a.b", nn::ReLU()), Error);
+  EXPECT_THROW(cell.set_cell("relu", nullptr), Error);
+}
+
 TEST(Cell, TrainEvalPropagatesToChildren) {
   auto inner = nn::SequentialCell({nn::Dropout(0.5)});
   auto net = nn::SequentialCell({inner, nn::BatchNorm2d(2)});

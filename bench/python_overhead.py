@@ -1,0 +1,175 @@
+"""The Python front end's overhead against C++ (a benchmark, not a test):
+
+1. SeedCNN (1x28x28, batch 64) trained by Model.train from Python, the network built in Python
+   (the seed's SequentialCell; and a Python Cell subclass whose construct() C++ calls back),
+   against bench/python_overhead_ref, the same training in a C++ program. Target <= 1.1x.
+2. MindSpore 2's functional loop (value_and_grad + optimizer(grads) over
+   create_tuple_iterator()) against the same C++ step. Target <= 1.3x.
+3. GeneratorDataset from a Python list of (uint8 image, label) with Rescale + HWC2CHW feeding
+   a 2-thread Model.train: images/s against an in-memory C++ dataset, and the time the step
+   waited for data.
+
+Each figure is the best of --repeats runs (the machine may be shared).
+
+    python3 bench/python_overhead.py [--ref build/release/bench/python_overhead_ref]
+        [--steps 60] [--repeats 3] [--threads 2]
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+
+import numpy as np
+
+import zenith
+import zenith.dataset as ds
+from zenith import Tensor, nn
+from zenith.dataset import vision
+
+
+def isa():
+    flags = set()
+    model = platform.processor()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    best = next((name for name in ("avx512f", "avx2", "avx", "sse4_2") if name in flags), "?")
+    return f"{model}; {best}; {os.cpu_count()} cpus"
+
+
+def seed_sequential():
+    return nn.SequentialCell([
+        nn.Conv2d(1, 32, 3, pad_mode="valid"), nn.ReLU(), nn.MaxPool2d(2, 2),
+        nn.Conv2d(32, 64, 3, pad_mode="valid"), nn.ReLU(), nn.MaxPool2d(2, 2),
+        nn.Flatten(), nn.Dense(64 * 5 * 5, 10)])
+
+
+class SeedCell(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, pad_mode="valid")
+        self.conv2 = nn.Conv2d(32, 64, 3, pad_mode="valid")
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2, 2)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Dense(64 * 5 * 5, 10)
+
+    def construct(self, x):
+        x = self.pool(self.relu(self.conv1(x)))
+        x = self.pool(self.relu(self.conv2(x)))
+        return self.fc(self.flatten(x))
+
+
+def best_of(repeats, fn):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def model_train(net, data, repeats):
+    model = zenith.Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                         nn.Momentum(net.trainable_params(), 0.01, 0.9))
+    model.train(1, data)  # warm-up
+    return best_of(repeats, lambda: model.train(1, data)), model
+
+
+def functional_loop(data, repeats):
+    net = seed_sequential()
+    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    optimizer = nn.Momentum(net.trainable_params(), 0.01, 0.9)
+
+    def forward_fn(x, y):
+        logits = net(x)
+        return loss_fn(logits, y), logits
+
+    grad_fn = zenith.value_and_grad(forward_fn, None, optimizer.parameters, has_aux=True)
+
+    def epoch():
+        net.set_train()
+        for x, y in data.create_tuple_iterator():
+            (loss, _), grads = grad_fn(x, y)
+            optimizer(grads)
+
+    epoch()  # warm-up
+    return best_of(repeats, epoch)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser.add_argument("--ref", default=os.path.join(here, "..", "build", "release", "bench",
+                                                      "python_overhead_ref"))
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    zenith.set_context(runtime_num_threads=args.threads)
+    zenith.set_seed(0)
+    n = args.steps * args.batch
+    ref = subprocess.run([args.ref, "--steps", str(args.steps), "--batch", str(args.batch),
+                          "--repeats", str(args.repeats), "--threads", str(args.threads)],
+                         check=True, capture_output=True, text=True)
+    cpp_ms = json.loads(ref.stdout)["ms_per_step"]
+
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(n, 1, 28, 28)).astype(np.float32)
+    labels = rng.integers(0, 10, n)
+    data = ds.NumpySlicesDataset((images, labels), ["image", "label"], shuffle=False).batch(
+        args.batch)
+    seq_s, _ = model_train(seed_sequential(), data, args.repeats)
+    cell_s, _ = model_train(SeedCell(), data, args.repeats)
+    loop_s = functional_loop(data, args.repeats)
+
+    # 3. the input pipeline from a Python list
+    raw = rng.integers(0, 256, size=(n, 28, 28, 1), dtype=np.uint8)
+    items = [(raw[i], int(labels[i])) for i in range(n)]
+    ops = [vision.Rescale(1.0 / 255, 0.0), vision.HWC2CHW()]
+    from_list = ds.GeneratorDataset(items, ["image", "label"], shuffle=False,
+                                    num_parallel_workers=2).map(ops, "image").batch(args.batch)
+    in_memory = ds.NumpySlicesDataset((raw, labels), ["image", "label"], shuffle=False).map(
+        ops, "image").batch(args.batch)
+    list_s, list_model = model_train(seed_sequential(), from_list, args.repeats)
+    mem_s, _ = model_train(seed_sequential(), in_memory, args.repeats)
+    wait = min(h["data_wait_seconds"] for h in list_model.history[1:])
+
+    ms = lambda s: s * 1e3 / args.steps
+    result = {
+        "isa": isa(), "threads": args.threads, "batch": args.batch, "steps": args.steps,
+        "cpp_ms_per_step": cpp_ms,
+        "model_train_sequential_ms": ms(seq_s), "model_train_sequential_ratio": ms(seq_s) / cpp_ms,
+        "model_train_python_cell_ms": ms(cell_s),
+        "model_train_python_cell_ratio": ms(cell_s) / cpp_ms,
+        "value_and_grad_loop_ms": ms(loop_s), "value_and_grad_loop_ratio": ms(loop_s) / cpp_ms,
+        "generator_list_images_per_s": n / list_s, "in_memory_images_per_s": n / mem_s,
+        "generator_list_data_wait_s": wait,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"machine: {result['isa']}; {args.threads} threads; SeedCNN 1x28x28, batch "
+          f"{args.batch}, {args.steps} steps, best of {args.repeats}")
+    print(f"  C++ Model::train (python_overhead_ref)     {cpp_ms:8.2f} ms/step")
+    for label, key in (("Model.train, SequentialCell from Python", "model_train_sequential"),
+                       ("Model.train, Python Cell (construct)", "model_train_python_cell"),
+                       ("value_and_grad loop + optimizer(grads)", "value_and_grad_loop")):
+        print(f"  {label:42s} {result[key + '_ms']:8.2f} ms/step  {result[key + '_ratio']:.3f}x")
+    print(f"  GeneratorDataset from a list, 2 workers   {result['generator_list_images_per_s']:8.0f}"
+          f" images/s (data wait {wait * 1e3:.0f} ms per epoch)")
+    print(f"  in-memory C++ dataset                      {result['in_memory_images_per_s']:8.0f}"
+          f" images/s")
+
+
+if __name__ == "__main__":
+    main()

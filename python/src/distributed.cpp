@@ -1,0 +1,69 @@
+// Process-wide settings and the ranks of a job as _zenith.context and _zenith.communication:
+// context, seeds, collectives and DistributedDataParallel.
+#include "bindings.h"
+
+namespace zenith::python {
+namespace {
+
+communication::ReduceOp reduce_op(const std::string& name) {
+  if (name == "sum") return communication::ReduceOp::SUM;
+  if (name == "mean" || name == "avg") return communication::ReduceOp::AVG;
+  if (name == "max") return communication::ReduceOp::MAX;
+  if (name == "min") return communication::ReduceOp::MIN;
+  throw py::value_error("[communication] unknown reduce op '" + name +
+                        "' (known: sum, mean, max, min)");
+}
+
+}  // namespace
+
+void bind_distributed(py::module_& root) {
+  py::module_ ctx = root.def_submodule("context", "Process-wide settings.");
+  ctx.def("set_context", [](int mode, const std::string& device_target, int num_threads) {
+    context::set_context(
+        {.mode = context::Mode(mode), .device_target = device_target, .num_threads = num_threads});
+  });
+  ctx.def("get_mode", [] { return int(context::get_context().mode); });
+  ctx.def("get_device_target", [] { return context::get_context().device_target; });
+  ctx.def("set_num_threads", &context::set_num_threads);
+  ctx.def("get_num_threads", &context::get_num_threads);
+  ctx.def("manual_seed", &manual_seed);
+  ctx.attr("PYNATIVE_MODE") = int(context::PYNATIVE_MODE);
+  ctx.attr("GRAPH_MODE") = int(context::GRAPH_MODE);
+
+  py::module_ m = root.def_submodule("communication", "Collectives between the ranks of a job.");
+  m.def(
+      "init",
+      [](const std::string& store, double timeout_seconds) {
+        communication::Options o;
+        o.store = store;
+        o.timeout = std::chrono::milliseconds(int64_t(timeout_seconds * 1000));
+        communication::init(o);
+      },
+      ReleaseGIL(), py::arg("store") = "", py::arg("timeout_seconds") = 0.0);
+  m.def("is_initialized", &communication::is_initialized);
+  m.def("release", &communication::release, ReleaseGIL());
+  m.def("get_rank", &communication::get_rank);
+  m.def("get_group_size", &communication::get_group_size);
+  m.def(
+      "all_reduce",
+      [](const Tensor& t, const std::string& op) { communication::all_reduce(t, reduce_op(op)); },
+      ReleaseGIL(), py::arg("tensor"), py::arg("op") = "sum");
+  m.def(
+      "broadcast", [](const Tensor& t, int root) { communication::broadcast(t, root); },
+      ReleaseGIL(), py::arg("tensor"), py::arg("root") = 0);
+  m.def(
+      "all_gather", [](const Tensor& t) { return communication::all_gather(t); }, ReleaseGIL());
+  m.def(
+      "barrier", [] { communication::barrier(); }, ReleaseGIL());
+
+  m.def(
+      "DistributedDataParallel",
+      [](nn::CellPtr module, double bucket_cap_mb) -> nn::CellPtr {
+        nn::DistributedDataParallelOptions o;
+        o.bucket_cap_mb = bucket_cap_mb;
+        return nn::DistributedDataParallel(std::move(module), o);
+      },
+      ReleaseGIL(), py::arg("module"), py::arg("bucket_cap_mb") = 25.0);
+}
+
+}  // namespace zenith::python

@@ -1,0 +1,27 @@
+"""zenith.nn: cells, layers, losses, optimizers and learning-rate schedules with MindSpore's
+names (mindspore.nn)."""
+
+from zenith.nn.cell import Cell, CellList, SequentialCell
+from zenith.nn.layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, Dense, Dropout,
+                              Embedding, Flatten, GELU, LayerNorm, MaxPool2d, ReLU, RMSNorm,
+                              Sigmoid, SiLU, Tanh)
+from zenith.nn.learning_rate import (CosineDecayLR, ExponentialDecayLR, LearningRateSchedule,
+                                     PolynomialDecayLR, WarmUpLR, cosine_decay_lr,
+                                     exponential_decay_lr, piecewise_constant_lr,
+                                     polynomial_decay_lr, warmup_lr)
+from zenith.nn.loss import CrossEntropyLoss, LossBase, MSELoss, SoftmaxCrossEntropyWithLogits
+from zenith.nn.optim import SGD, Adam, AdamW, AdamWeightDecay, Momentum, Optimizer
+from zenith.nn.wrap import DistributedDataParallel, DistributedGradReducer, WithLossCell
+
+__all__ = [
+    "Cell", "CellList", "SequentialCell",
+    "Conv2d", "Dense", "ReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Flatten", "MaxPool2d",
+    "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm2d", "Dropout", "Embedding", "LayerNorm",
+    "RMSNorm",
+    "LossBase", "SoftmaxCrossEntropyWithLogits", "CrossEntropyLoss", "MSELoss",
+    "Optimizer", "Momentum", "SGD", "Adam", "AdamW", "AdamWeightDecay",
+    "LearningRateSchedule", "ExponentialDecayLR", "CosineDecayLR", "PolynomialDecayLR",
+    "WarmUpLR", "piecewise_constant_lr", "exponential_decay_lr", "cosine_decay_lr",
+    "polynomial_decay_lr", "warmup_lr",
+    "WithLossCell", "DistributedGradReducer", "DistributedDataParallel",
+]

@@ -1,0 +1,230 @@
+"""Callbacks with MindSpore's names (mindspore.train): the built-in ones run in C++; a Python
+callback subclasses Callback and overrides on_train_step_end(run_context) etc."""
+
+import os
+
+from zenith import _zenith as _C
+from zenith._tensor import Tensor, float32
+
+__all__ = ["Callback", "RunContext", "LossMonitor", "TimeMonitor", "ModelCheckpoint",
+           "CheckpointConfig", "SummaryCollector", "EarlyStopping"]
+
+
+class _CppCallback:
+    """A callback implemented in C++ (self._cb)."""
+
+    def _cpp(self):
+        return self._cb
+
+
+class LossMonitor(_CppCallback):
+    """Prints 'epoch: E step: S, loss is L' every per_print_times steps, and each epoch's
+    mean loss."""
+
+    def __init__(self, per_print_times=1):
+        if isinstance(per_print_times, bool) or not isinstance(per_print_times, int) or \
+                per_print_times < 1:
+            raise ValueError(f"LossMonitor: per_print_times must be a positive int, got "
+                             f"{per_print_times!r}")
+        self._cb = _C.train.LossMonitor(per_print_times)
+
+
+class TimeMonitor(_CppCallback):
+    """Prints each epoch's time, time per step and images per second."""
+
+    def __init__(self, data_size=None):
+        self._cb = _C.train.TimeMonitor()
+
+
+class CheckpointConfig:
+    """When ModelCheckpoint saves (MindSpore's defaults: every step, the newest 5 kept).
+
+    save_checkpoint_steps: every N steps (0: never by step); save_checkpoint_epochs (zenith's
+    addition): every N epochs (0: never by epoch); keep_checkpoint_max: files kept (0: all).
+    """
+
+    def __init__(self, save_checkpoint_steps=1, save_checkpoint_seconds=0, keep_checkpoint_max=5,
+                 keep_checkpoint_per_n_minutes=0, integrated_save=True, async_save=False,
+                 saved_network=None, append_info=None, enc_key=None, enc_mode="AES-GCM",
+                 exception_save=False, save_checkpoint_epochs=0, **kwargs):
+        if save_checkpoint_seconds or keep_checkpoint_per_n_minutes:
+            raise ValueError("CheckpointConfig: time-based saving is not supported; use "
+                             "save_checkpoint_steps or save_checkpoint_epochs")
+        if enc_key is not None or saved_network is not None:
+            raise ValueError("CheckpointConfig: enc_key and saved_network are not supported")
+        for name, v in (("save_checkpoint_steps", save_checkpoint_steps),
+                        ("keep_checkpoint_max", keep_checkpoint_max),
+                        ("save_checkpoint_epochs", save_checkpoint_epochs)):
+            if v is None or isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"CheckpointConfig: {name} must be an int >= 0, got {v!r}")
+        self.save_checkpoint_steps = save_checkpoint_steps
+        self.save_checkpoint_epochs = save_checkpoint_epochs
+        self.keep_checkpoint_max = keep_checkpoint_max
+
+
+class ModelCheckpoint(_CppCallback):
+    """Saves checkpoints (safetensors: the network, optimizer state, run position; the files
+    zenith train and zenith eval read) as directory/<prefix>_step_<S>.safetensors and
+    <prefix>_epoch_<E>.safetensors, written atomically."""
+
+    def __init__(self, prefix="CKP", directory=None, config=None, **kwargs):
+        config = config or CheckpointConfig()
+        if not isinstance(config, CheckpointConfig):
+            raise TypeError("ModelCheckpoint: config must be a CheckpointConfig")
+        self.directory = os.path.abspath(directory or ".")
+        cpp_config = _C.train.CheckpointConfig(config.save_checkpoint_epochs,
+                                               config.save_checkpoint_steps,
+                                               config.keep_checkpoint_max, str(prefix))
+        self._cb = _C.train.ModelCheckpoint(self.directory, cpp_config)
+
+
+class SummaryCollector(_CppCallback):
+    """TensorBoard scalars (loss, learning rate, epoch time, images/s, eval metrics) in event
+    files under summary_dir, every collect_freq steps."""
+
+    def __init__(self, summary_dir, collect_freq=10, **kwargs):
+        self._cb = _C.train.SummaryCollector(str(summary_dir), int(collect_freq))
+
+
+class EarlyStopping(_CppCallback):
+    """Stops when monitor ('eval_loss', 'loss' or a metric name) has not improved by min_delta
+    for patience epochs; mode 'auto', 'min' or 'max'."""
+
+    def __init__(self, monitor="eval_loss", min_delta=0, patience=0, verbose=False, mode="auto",
+                 baseline=None, restore_best_weights=False):
+        if baseline is not None or restore_best_weights:
+            raise ValueError("EarlyStopping: baseline and restore_best_weights are not supported")
+        self._cb = _C.train.EarlyStopping(monitor, int(patience), float(min_delta), mode)
+
+
+class _CallbackParam:
+    """run_context.original_args(): the run's state under MindSpore's names."""
+
+    def __init__(self, data, model):
+        self._data = data
+        self._model = model
+
+    cur_epoch_num = property(lambda self: self._data.epoch)
+    epoch_num = property(lambda self: self._data.epochs)
+    cur_step_num = property(lambda self: self._data.step)
+    step_num = property(lambda self: self._data.step)
+    batch_num = property(lambda self: self._data.steps_per_epoch)
+    cur_step_in_epoch = property(lambda self: self._data.step_in_epoch)
+    batch_size = property(lambda self: self._data.batch_size)
+    learning_rate = property(lambda self: self._data.learning_rate)
+    net_outputs = property(lambda self: Tensor(self._data.loss, float32))
+    eval_results = property(lambda self: dict(self._data.eval_results))
+    epoch_record = property(lambda self: self._data.epoch_record)
+    last_checkpoint = property(lambda self: self._data.last_checkpoint)
+    train_network = property(lambda self: self._model.train_network if self._model else None)
+    network = property(lambda self: self._model.train_network if self._model else None)
+    optimizer = property(lambda self: self._model.optimizer if self._model else None)
+
+
+class RunContext:
+    """What a callback receives: original_args() gives the run's state (cur_epoch_num,
+    cur_step_num, batch_num, net_outputs, ...); request_stop() ends training after this
+    step."""
+
+    def __init__(self, data, model=None):
+        self._data = data
+        self._params = _CallbackParam(data, model)
+
+    def original_args(self):
+        return self._params
+
+    def request_stop(self):
+        self._data.request_stop("requested by a Python callback")
+
+    def get_stop_requested(self):
+        return self._data.stop_requested
+
+
+class Callback:
+    """The base of Python callbacks (MindSpore's Callback). Override any of on_train_begin,
+    on_train_epoch_begin, on_train_step_begin, on_train_step_end, on_train_epoch_end,
+    on_train_end, on_eval_end; each gets a RunContext. The MindSpore 1 names (begin,
+    epoch_begin, step_begin, step_end, epoch_end, end) are what the defaults call."""
+
+    def begin(self, run_context):
+        pass
+
+    def epoch_begin(self, run_context):
+        pass
+
+    def step_begin(self, run_context):
+        pass
+
+    def step_end(self, run_context):
+        pass
+
+    def epoch_end(self, run_context):
+        pass
+
+    def end(self, run_context):
+        pass
+
+    def on_train_begin(self, run_context):
+        self.begin(run_context)
+
+    def on_train_epoch_begin(self, run_context):
+        self.epoch_begin(run_context)
+
+    def on_train_step_begin(self, run_context):
+        self.step_begin(run_context)
+
+    def on_train_step_end(self, run_context):
+        self.step_end(run_context)
+
+    def on_train_epoch_end(self, run_context):
+        self.epoch_end(run_context)
+
+    def on_train_end(self, run_context):
+        self.end(run_context)
+
+    def on_eval_end(self, run_context):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *err):
+        pass
+
+
+_EVENTS = ("on_train_begin", "on_train_epoch_begin", "on_train_step_begin", "on_train_step_end",
+           "on_train_epoch_end", "on_train_end", "on_eval_end")
+_LEGACY = {"on_train_begin": "begin", "on_train_epoch_begin": "epoch_begin",
+           "on_train_step_begin": "step_begin", "on_train_step_end": "step_end",
+           "on_train_epoch_end": "epoch_end", "on_train_end": "end"}
+
+
+def _overrides(cb, event):
+    """Whether cb does anything at event (so that idle events cost no call into Python)."""
+    cls = type(cb)
+    if getattr(cls, event, None) is not getattr(Callback, event, None):
+        return True
+    legacy = _LEGACY.get(event)
+    return legacy is not None and getattr(cls, legacy, None) is not getattr(Callback, legacy, None)
+
+
+def cpp_callbacks(callbacks, model):
+    """The C++ callbacks for Model.train's callbacks argument (a callback or a list)."""
+    if callbacks is None:
+        return []
+    if not isinstance(callbacks, (list, tuple)):
+        callbacks = [callbacks]
+    out = []
+    for cb in callbacks:
+        if isinstance(cb, _CppCallback):
+            out.append(cb._cpp())
+        elif isinstance(cb, Callback) or any(hasattr(cb, e) for e in _EVENTS):
+            events = {e for e in _EVENTS if not isinstance(cb, Callback) or _overrides(cb, e)}
+
+            def dispatch(event, data, cb=cb):
+                getattr(cb, event)(RunContext(data, model))
+
+            out.append(_C.train.PyCallback(dispatch, events))
+        else:
+            raise TypeError(f"callbacks must be Callbacks, got {type(cb).__name__}")
+    return out
