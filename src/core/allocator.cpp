@@ -38,6 +38,8 @@ struct Cache {
     return (env ? size_t(std::atoll(env)) : size_t(2048)) << 20;
   }();
   int64_t hits = 0, misses = 0;
+  size_t live = 0, peak = 0;
+  std::vector<std::pair<char*, size_t>> arenas;  // [base, base + size)
 };
 
 Cache& cache() {
@@ -45,13 +47,38 @@ Cache& cache() {
   return *c;
 }
 
-}  // namespace
+thread_local ArenaPlan* g_plan = nullptr;
+thread_local const AllocationObserver* g_observer = nullptr;
 
-void* cpu_allocate(size_t nbytes) {
+void count_live(Cache& c, size_t bytes) {
+  c.live += bytes;
+  c.peak = std::max(c.peak, c.live);
+}
+
+bool in_arena(const Cache& c, const void* p) {
+  for (auto& [base, size] : c.arenas)
+    if (p >= base && p < base + size) return true;
+  return false;
+}
+
+// The next allocation of the plan on this thread, or null (not planned, or the plan ended).
+void* from_plan(size_t nbytes) {
+  ArenaPlan& plan = *g_plan;
+  if (plan.diverged) return nullptr;
+  if (plan.next >= plan.sizes.size() || plan.sizes[plan.next] != nbytes) {
+    plan.diverged = true;
+    return nullptr;
+  }
+  int64_t offset = plan.offsets[plan.next++];
+  return offset < 0 ? nullptr : plan.base + offset;
+}
+
+void* cache_allocate(size_t nbytes) {
   size_t cls = size_class(nbytes);
+  Cache& c = cache();
   if (kCacheEnabled) {
-    Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
+    count_live(c, cls);
     auto it = c.free_blocks.find(cls);
     if (it != c.free_blocks.end() && !it->second.empty()) {
       void* p = it->second.back();
@@ -71,17 +98,32 @@ void* cpu_allocate(size_t nbytes) {
   return p;
 }
 
+}  // namespace
+
+void* cpu_allocate(size_t nbytes) {
+  void* p = g_plan ? from_plan(nbytes) : nullptr;
+  if (!p) p = cache_allocate(nbytes);
+  if (g_observer) g_observer->allocated(g_observer->user, p, nbytes);
+  return p;
+}
+
 void cpu_free(void* p, size_t nbytes) {
   if (!p) return;
+  if (g_observer) g_observer->freed(g_observer->user, p);
   size_t cls = size_class(nbytes);
+  Cache& c = cache();
   if (kCacheEnabled) {
-    Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
+    if (!c.arenas.empty() && in_arena(c, p)) return;  // the arena's plan owns it
+    c.live -= std::min(c.live, cls);
     if (c.cached_bytes + cls <= c.limit) {
       c.free_blocks[cls].push_back(p);
       c.cached_bytes += cls;
       return;
     }
+  } else {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (!c.arenas.empty() && in_arena(c, p)) return;
   }
   std::free(p);
 }
@@ -89,8 +131,43 @@ void cpu_free(void* p, size_t nbytes) {
 AllocatorStats allocator_stats() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  return {c.hits, c.misses, c.cached_bytes};
+  return {c.hits, c.misses, c.cached_bytes, c.live, c.peak};
 }
+
+void reset_peak_live_bytes() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.peak = c.live;
+}
+
+void* arena_allocate(size_t nbytes) {
+  size_t size = std::max(size_class(nbytes), kAlign);
+  char* p = static_cast<char*>(std::aligned_alloc(kAlign, size));
+  ZENITH_CHECK(p != nullptr, "[storage] out of memory allocating an arena of ", nbytes, " bytes");
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.arenas.push_back({p, size});
+  count_live(c, size);
+  return p;
+}
+
+void arena_free(void* base) {
+  if (!base) return;
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = std::find_if(c.arenas.begin(), c.arenas.end(),
+                           [&](const auto& a) { return a.first == base; });
+    ZENITH_CHECK(it != c.arenas.end(), "[allocator] arena_free of an unknown arena");
+    c.live -= std::min(c.live, it->second);
+    c.arenas.erase(it);
+  }
+  std::free(base);
+}
+
+void set_arena_plan(ArenaPlan* plan) { g_plan = plan; }
+
+void set_allocation_observer(const AllocationObserver* observer) { g_observer = observer; }
 
 void empty_allocator_cache() {
   Cache& c = cache();

@@ -19,6 +19,15 @@ Registry& registry() {
 }
 
 thread_local std::array<bool, kOpCount> g_forced{};
+thread_local int g_kernel_depth = 0;
+thread_local HostReadHook g_host_read_hook = nullptr;
+thread_local void* g_host_read_user = nullptr;
+
+// Counts the kernels running on this thread while alive (exception safe).
+struct KernelDepth {
+  KernelDepth() { ++g_kernel_depth; }
+  ~KernelDepth() { --g_kernel_depth; }
+};
 
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   for (auto& t : inputs)
@@ -29,7 +38,7 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 void notify(const Registry& r, OpId op, const std::vector<Tensor>& inputs, const void* attrs,
             const std::vector<Tensor>& outputs, bool decomposed) {
   if (r.observers.empty()) return;
-  OpEvent event{op, inputs, AttrsRef(op, attrs), outputs, decomposed};
+  OpEvent event{op, inputs, AttrsRef(op, attrs), outputs, decomposed, g_kernel_depth};
   for (auto& [id, obs] : r.observers) obs.first(obs.second, event);
 }
 
@@ -48,6 +57,12 @@ bool has_kernel(OpId op, DeviceType device) {
 }
 
 bool has_decomposition(OpId op) { return registry().decompositions[size_t(op)] != nullptr; }
+
+ErasedKernel kernel_of(OpId op, DeviceType device) {
+  return registry().kernels[size_t(op)][size_t(device)];
+}
+
+bool is_layout_aware(OpId op) { return registry().layout_aware[size_t(op)]; }
 
 std::vector<OpInfo> registered_ops() {
   std::vector<OpInfo> ops;
@@ -92,7 +107,11 @@ std::vector<Tensor> call_erased(OpId op, const std::vector<Tensor>& inputs, cons
       return call_erased(op, plain, attrs);
     }
   }
-  std::vector<Tensor> outputs = kernel(inputs, attrs);
+  std::vector<Tensor> outputs;
+  {
+    KernelDepth depth;
+    outputs = kernel(inputs, attrs);
+  }
   notify(r, op, inputs, attrs, outputs, false);
   return outputs;
 }
@@ -117,6 +136,23 @@ void remove_observer(int id) {
       obs.erase(it);
       return;
     }
+}
+
+bool has_observers() { return !registry().observers.empty(); }
+
+void notify_observers(const OpEvent& event) {
+  for (auto& [id, obs] : registry().observers) obs.first(obs.second, event);
+}
+
+std::pair<HostReadHook, void*> set_host_read_hook(HostReadHook hook, void* user) {
+  std::pair<HostReadHook, void*> previous{g_host_read_hook, g_host_read_user};
+  g_host_read_hook = hook;
+  g_host_read_user = user;
+  return previous;
+}
+
+void note_host_read(const Tensor& t) {
+  if (g_host_read_hook) g_host_read_hook(g_host_read_user, t);
 }
 
 }  // namespace zenith::dispatch
