@@ -76,6 +76,11 @@ int fold_constants(Graph& g) {
     }
     removed[i] = true;
     ++count;
+    // The constants it wrote are final now: later nodes reading only them fold too.
+    for (int k : n.writes) {
+      auto& w = writers[size_t(n.inputs[size_t(k)].value)];
+      w.erase(std::remove(w.begin(), w.end(), int(i)), w.end());
+    }
   }
   if (count) g.remove_nodes(removed);
   return count;
