@@ -5,8 +5,9 @@
 //   graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--check] [--json]
 //
 // Per workload: step time (median and min over S steps) per mode, the ratio eager / graph
-// (> 1: graph mode is faster) and the time it saves per step, GFLOP/s on the conv and matmul
-// FLOPs and their % of the sgemm peak, the step's peak memory per mode (bytes the allocator
+// (> 1: graph mode is faster) and the time it saves per step, the ratio of CPU time per step
+// (steadier than wall time on shared cores; meaningful with --threads 1), GFLOP/s on the conv and
+// matmul FLOPs and their % of the sgemm peak, the step's peak memory per mode (bytes the allocator
 // hands out during a step, plus graph mode's arena) and their ratio, and the capture's log
 // line. --check also runs 20 steps in each mode from equal weights and reports the largest
 // difference of the losses and the weights (graph mode must equal eager to 1e-5).
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -90,6 +92,8 @@ double seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+using bench::process_cpu_seconds;
+
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -117,7 +121,7 @@ double max_weight_diff(const Trainer& a, const Trainer& b) {
   return d;
 }
 
-json run_workload(const Workload& w, int warmup, int steps, bool check, double peak) {
+json run_workload(const Workload& w, int warmup, int steps, bool check, double peak, int threads) {
   manual_seed(1);
   const int batches = 4;
   std::vector<Tensor> xs, ys;
@@ -130,22 +134,30 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
     eager.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
     graphed.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
   }
-  std::vector<double> te, tg;
+  std::vector<double> te, tg, ce, cg;
   for (int i = 0; i < steps; ++i) {
     const Tensor& x = xs[size_t(i % batches)];
     const Tensor& y = ys[size_t(i % batches)];
     auto t0 = Clock::now();
+    double c0 = process_cpu_seconds();
     eager.step(x, y);
     te.push_back(seconds(t0));
+    ce.push_back(process_cpu_seconds() - c0);
     t0 = Clock::now();
+    c0 = process_cpu_seconds();
     graphed.step(x, y);
     tg.push_back(seconds(t0));
+    cg.push_back(process_cpu_seconds() - c0);
   }
   const double mem_e = step_peak_mb(eager, xs[0], ys[0]);
   const double mem_g = step_peak_mb(graphed, xs[0], ys[0]);
   const double me = median_of(te), mg = median_of(tg);
   const double flops = bench::train_flops_per_image(w.model, w.channels, w.image) * double(w.batch);
-  const double ge = flops / me / 1e9, gg = flops / mg / 1e9;
+  // With one thread, the % of peak comes from CPU times (the step's and the sgemm's), which
+  // load from other processes does not inflate; with more, from wall times.
+  const bool cpu = threads == 1;
+  const double ge = flops / (cpu ? median_of(ce) : me) / 1e9;
+  const double gg = flops / (cpu ? median_of(cg) : mg) / 1e9;
   json r = {{"batch", w.batch},
             {"steps", steps},
             {"eager_median_ms", me * 1e3},
@@ -153,6 +165,9 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
             {"graph_median_ms", mg * 1e3},
             {"graph_min_ms", *std::min_element(tg.begin(), tg.end()) * 1e3},
             {"ratio", me / mg},
+            {"eager_cpu_median_ms", median_of(ce) * 1e3},
+            {"graph_cpu_median_ms", median_of(cg) * 1e3},
+            {"cpu_ratio", median_of(ce) / median_of(cg)},
             {"saved_ms_per_step", (me - mg) * 1e3},
             {"eager_gflops", ge},
             {"graph_gflops", gg},
@@ -224,7 +239,7 @@ int main(int argc, char** argv) {
       selected.push_back(w);
   if (selected.empty()) return usage();
 
-  const double peak = bench::sgemm_peak_gflops(threads);
+  const double peak = bench::sgemm_peak_gflops(threads, 2048, /*cpu_time=*/threads == 1);
   context::set_num_threads(threads);
   json results = {{"isa", bench::cpu_isa()},
                   {"onednn_isa", bench::onednn_isa()},
@@ -232,7 +247,7 @@ int main(int argc, char** argv) {
                   {"threads", threads},
                   {"workloads", json::object()}};
   for (auto& w : selected) {
-    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, peak);
+    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, peak, threads);
     results["workloads"][w.name] = r;
     if (!as_json) std::cerr << w.name << ": " << r["capture"].get<std::string>() << "\n";
   }
@@ -263,6 +278,7 @@ int main(int argc, char** argv) {
     f("graph_median_ms", 1, 10);
     f("ratio", 2, 8);
     f("saved_ms_per_step", 1, 10);
+    f("cpu_ratio", 2, 9);
     f("eager_pct_of_peak", 1, 9);
     f("graph_pct_of_peak", 1, 9);
     f("eager_step_peak_mb", 1, 10);
