@@ -100,9 +100,11 @@ double median_of(std::vector<double> v) {
   return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
 }
 
-// Bytes handed out during one step above what was live before it (graph mode: plus its arena,
-// which stays allocated between steps).
+// Bytes handed out during one step (activations, gradients, temporaries) above what was live
+// before it, the parameters and optimizer state; graph mode: plus its arena, which stays
+// allocated between steps.
 double step_peak_mb(Trainer& t, const Tensor& x, const Tensor& y) {
+  t.opt->zero_grad();  // the last step's gradients go first, as the step would free them
   const size_t base = core::allocator_stats().live_bytes;
   core::reset_peak_live_bytes();
   t.step(x, y);
