@@ -278,6 +278,32 @@ TEST(GraphPasses, ElementwiseChainsBecomeOneLoop) {
   expect_close(replay(g, {x, y}), eager, 1e-6);
 }
 
+TEST(GraphPasses, AttentionScaleAndMaskBeforeSoftmaxFuse) {
+  // scores * 1/sqrt(d) + causal mask (broadcast over batch and heads), then softmax: the scale
+  // and the mask add become one loop; the softmax stays its own op.
+  manual_seed(16);
+  Tensor scores = randn({2, 4, 8, 8});
+  Tensor mask = ops::mul(Tensor::ones({8, 8}), -1e9);
+  auto fn = [&] {
+    Tensor s = ops::add(ops::mul(scores, 0.125), mask);
+    return std::vector<Tensor>{ops::softmax(s, -1)};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {scores}, {{"mask", mask}});
+  dump("before", g);
+  fold_constants(g);  // the scalar 0.125
+  EXPECT_EQ(g.count(OpId::mul), 1);
+  EXPECT_EQ(g.count(OpId::add), 1);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_elementwise(g, counts), 1);
+  eliminate_dead_ops(g);
+  dump("after", g);
+  EXPECT_EQ(g.count(OpId::fused_elementwise), 1);
+  EXPECT_EQ(g.count(OpId::softmax), 1);
+  EXPECT_EQ(g.nodes.size(), 2u);
+  expect_close(replay(g, {scores}), eager, 1e-6);
+}
+
 TEST(GraphPasses, AReductionJoinsItsElementwiseProducers) {
   manual_seed(12);
   Tensor x = randn({64, 8}), y = randn({64, 8});
