@@ -50,9 +50,11 @@ struct CaptureReport {
 };
 
 struct Options {
-  size_t max_graphs = 8;    // compiled signatures kept (least recently used goes)
-  bool fuse = true;         // the fusion passes
-  bool plan_memory = true;  // one arena per graph, planned from its first replay
+  size_t max_graphs = 8;  // compiled signatures kept (least recently used goes)
+  bool fuse = true;       // the fusion passes
+  // One arena per graph, planned from its first replay. The tensors a replay hands out (the
+  // loss, the gradients) live in it until the next replay of that graph: clone() to keep them.
+  bool plan_memory = true;
   // Where capture lines and fallback reasons go (default: stdout).
   std::function<void(const std::string&)> log;
 };

@@ -39,7 +39,15 @@ struct Cache {
   }();
   int64_t hits = 0, misses = 0;
   size_t live = 0, peak = 0;
-  std::vector<std::pair<char*, size_t>> arenas;  // [base, base + size)
+  // [base, base + size); live: its blocks handed out and not yet freed. An arena freed while
+  // blocks of it are still held (a replay's outputs) is retired and released with the last.
+  struct Arena {
+    char* base;
+    size_t size;
+    int64_t live = 0;
+    bool retired = false;
+  };
+  std::vector<Arena> arenas;
 };
 
 Cache& cache() {
@@ -55,10 +63,26 @@ void count_live(Cache& c, size_t bytes) {
   c.peak = std::max(c.peak, c.live);
 }
 
-bool in_arena(const Cache& c, const void* p) {
-  for (auto& [base, size] : c.arenas)
-    if (p >= base && p < base + size) return true;
-  return false;
+Cache::Arena* arena_of(Cache& c, const void* p) {
+  for (auto& a : c.arenas)
+    if (p >= a.base && p < a.base + a.size) return &a;
+  return nullptr;
+}
+
+// A block of an arena comes back: the arena's plan owns the memory; a retired arena goes with
+// its last block. Returns whether p was in an arena. Called with c.mu held.
+bool free_in_arena(Cache& c, void* p) {
+  if (c.arenas.empty()) return false;
+  Cache::Arena* a = arena_of(c, p);
+  if (!a) return false;
+  a->live -= 1;
+  if (a->retired && a->live <= 0) {
+    char* base = a->base;
+    c.live -= std::min(c.live, a->size);
+    c.arenas.erase(c.arenas.begin() + (a - c.arenas.data()));
+    std::free(base);
+  }
+  return true;
 }
 
 // The next allocation of the plan on this thread, or null (not planned, or the plan ended).
@@ -70,7 +94,11 @@ void* from_plan(size_t nbytes) {
     return nullptr;
   }
   int64_t offset = plan.offsets[plan.next++];
-  return offset < 0 ? nullptr : plan.base + offset;
+  if (offset < 0) return nullptr;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (Cache::Arena* a = arena_of(c, plan.base)) a->live += 1;
+  return plan.base + offset;
 }
 
 void* cache_allocate(size_t nbytes) {
@@ -114,7 +142,7 @@ void cpu_free(void* p, size_t nbytes) {
   Cache& c = cache();
   if (kCacheEnabled) {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (!c.arenas.empty() && in_arena(c, p)) return;  // the arena's plan owns it
+    if (free_in_arena(c, p)) return;
     c.live -= std::min(c.live, cls);
     if (c.cached_bytes + cls <= c.limit) {
       c.free_blocks[cls].push_back(p);
@@ -123,7 +151,7 @@ void cpu_free(void* p, size_t nbytes) {
     }
   } else {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (!c.arenas.empty() && in_arena(c, p)) return;
+    if (free_in_arena(c, p)) return;
   }
   std::free(p);
 }
@@ -154,14 +182,16 @@ void* arena_allocate(size_t nbytes) {
 void arena_free(void* base) {
   if (!base) return;
   Cache& c = cache();
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    auto it = std::find_if(c.arenas.begin(), c.arenas.end(),
-                           [&](const auto& a) { return a.first == base; });
-    ZENITH_CHECK(it != c.arenas.end(), "[allocator] arena_free of an unknown arena");
-    c.live -= std::min(c.live, it->second);
-    c.arenas.erase(it);
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = std::find_if(c.arenas.begin(), c.arenas.end(),
+                         [&](const Cache::Arena& a) { return a.base == base; });
+  ZENITH_CHECK(it != c.arenas.end(), "[allocator] arena_free of an unknown arena");
+  if (it->live > 0) {  // blocks of it are still held: it goes with the last
+    it->retired = true;
+    return;
   }
+  c.live -= std::min(c.live, it->size);
+  c.arenas.erase(it);
   std::free(base);
 }
 

@@ -31,6 +31,7 @@ void reset_peak_live_bytes();
 
 // ---- graph replay's memory plan (src/graph/memory_plan.cpp)
 // An arena: one block whose parts a plan hands out; cpu_free never releases memory inside it.
+// arena_free while parts of it are still held releases it with the last of them.
 void* arena_allocate(size_t nbytes);
 void arena_free(void* base);
 // While set on this thread, the next CPU allocations are served in order from the arena at

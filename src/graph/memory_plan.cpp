@@ -109,6 +109,9 @@ void MemoryPlan::end_replay() {
 }
 
 void MemoryPlan::build() {
+  // Buffers that outlive the replay (the loss, the gradients): alive to its end.
+  for (auto& b : buffers_)
+    if (b.free < 0) b.free = events_;
   open_.clear();
   peak_ = peak_live_bytes(buffers_);
   arena_bytes_ = pack_buffers(buffers_);

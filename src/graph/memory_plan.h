@@ -4,9 +4,13 @@
 // (best fit, largest first: a buffer takes the smallest gap left between the buffers it
 // overlaps in time, at the lowest offset). Later replays are served from the arena in the same
 // order (core's arena plan): no allocator calls, no page faults, and memory shared by buffers
-// that are never alive together. A buffer that outlives the replay (a loss, a gradient) is
-// left to the allocator. Replays are deterministic, so the order repeats; if it ever does not
-// (diverged), the plan is dropped and the allocator serves the rest.
+// that are never alive together. A buffer that outlives the replay (the loss, a gradient) is
+// planned as alive until the replay's end: it shares memory with activations that died before
+// it was made, and stays valid until the next replay of the same graph, which reuses its place
+// (as CUDA graphs' static outputs; clone() what must live longer; the trainer frees the
+// gradients before each step). An arena freed while such buffers are held goes with the last
+// of them (core's allocator counts its blocks). Replays are deterministic, so the order repeats; if
+// it ever does not (diverged), the plan is dropped and the allocator serves the rest.
 #pragma once
 
 #include <cstddef>
