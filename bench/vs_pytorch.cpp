@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_machine.h"
 #include "core/dispatch.h"
 #include "zenith/zenith.h"
 
@@ -47,62 +48,11 @@ const std::vector<Workload> kWorkloads = {
     {"resnet18-cifar-b32", "resnet18", 3, 32, 32, 6},
 };
 
-// ---- analytic FLOPs: conv and matmul only (2 per multiply-add). Backward costs twice the
-// forward (data and weight gradients), except the first layer, whose input needs no gradient.
-struct Layer {
-  double fwd;  // forward FLOPs per image
-  bool first;
-};
-
-double conv_flops(int64_t cin, int64_t cout, int64_t k, int64_t out_hw) {
-  return 2.0 * double(cin * cout * k * k * out_hw * out_hw);
-}
-
-std::vector<Layer> layers_of(const Workload& w) {
-  std::vector<Layer> layers;
-  if (w.model == "seedcnn") {
-    int64_t s1 = w.image - 2, s2 = s1 / 2 - 2, s3 = s2 / 2;
-    layers.push_back({conv_flops(w.channels, 32, 3, s1), true});
-    layers.push_back({conv_flops(32, 64, 3, s2), false});
-    layers.push_back({2.0 * double(64 * s3 * s3 * 10), false});
-    return layers;
-  }
-  // ResNet-18, CIFAR stem.
-  int64_t hw = w.image, in = 64;
-  layers.push_back({conv_flops(w.channels, 64, 3, hw), true});
-  const int64_t widths[4] = {64, 128, 256, 512};
-  for (int i = 0; i < 4; ++i)
-    for (int b = 0; b < 2; ++b) {
-      int64_t stride = (i > 0 && b == 0) ? 2 : 1, out = widths[i];
-      hw /= stride;
-      layers.push_back({conv_flops(in, out, 3, hw), false});
-      layers.push_back({conv_flops(out, out, 3, hw), false});
-      if (stride != 1 || in != out) layers.push_back({conv_flops(in, out, 1, hw), false});
-      in = out;
-    }
-  layers.push_back({2.0 * 512 * 10, false});
-  return layers;
-}
-
 double train_flops_per_image(const Workload& w) {
-  double total = 0;
-  for (auto& l : layers_of(w)) total += l.fwd * (l.first ? 2.0 : 3.0);
-  return total;
+  return bench::train_flops_per_image(w.model, w.channels, w.image);
 }
 
-// ---- the machine's sgemm peak: C = A B, M = N = K = n, best of several runs.
-double sgemm_peak_gflops(int threads, int64_t n = 2048) {
-  omp_set_num_threads(threads);
-  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
-  double best = 1e30;
-  for (int rep = 0; rep < 6; ++rep) {
-    auto t0 = Clock::now();
-    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (rep > 0) best = std::min(best, s);  // the first run warms up
-  }
-  return 2.0 * double(n) * double(n) * double(n) / best / 1e9;
-}
+using bench::sgemm_peak_gflops;
 
 int64_t vmhwm_kb() {
   std::ifstream f("/proc/self/status");
@@ -335,6 +285,8 @@ int main(int argc, char** argv) {
                             : json(z["img_s"].get<double>() / t["img_s"].get<double>())},
               {"train_gflop_per_img", flops / 1e9},
               {"sgemm_peak_gflops", peak},
+              {"isa", bench::cpu_isa()},
+              {"onednn_isa", bench::onednn_isa()},
               {"threads", threads}};
     if (!z.is_null()) {
       r["zenith_gflops"] = z["img_s"].get<double>() * flops / 1e9;
@@ -364,7 +316,8 @@ int main(int argc, char** argv) {
             << " thread(s), median of the timed steps after " << warmup << " warmup"
             << (repeats > 1 ? ", fastest of " + std::to_string(repeats) + " alternating runs" : "")
             << "\n"
-            << "sgemm peak (dnnl_sgemm 2048^3): " << std::fixed << std::setprecision(1) << peak
+            << "ISA: " << bench::cpu_isa() << " (oneDNN uses " << bench::onednn_isa()
+            << "); sgemm peak (dnnl_sgemm 2048^3): " << std::fixed << std::setprecision(1) << peak
             << " GFLOP/s\n\n";
   std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(12)
             << "zenith img/s" << std::setw(13) << "torch img/s" << std::setw(8) << "ratio"

@@ -38,6 +38,9 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Applies one update from the parameters' .grad (parameters without a grad are skipped).
   void step();
+  // Graph mode replayed this step's update (the graph's update nodes ran): counts the step as
+  // step() does, so the schedule and Adam's bias correction go on.
+  void count_replayed_step() { ++step_; }
   void zero_grad();
   double current_lr() const { return lr_(step_); }
   int64_t step_count() const { return step_; }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "zenith/data.h"
+#include "zenith/graph.h"
 #include "zenith/io.h"
 #include "zenith/nn.h"
 #include "zenith/optim.h"
@@ -100,6 +101,9 @@ struct RunContext {
   }
   bool stop_requested = false;
   std::string stop_reason;
+  // Figures the current step produced once (a graph capture's op counts and memory), which the
+  // scalar loggers write with the step.
+  std::map<std::string, double> step_scalars;
 };
 
 class Callback {
@@ -221,6 +225,8 @@ class Model {
   int64_t global_step() const { return step_; }
   nn::CellPtr network() const { return net_; }
   nn::OptimizerPtr optimizer() const { return opt_; }
+  // Graph mode (context GRAPH_MODE when train() starts): the compiled training steps, or null.
+  const graph::StepCompiler* graph_steps() const { return graph_.get(); }
 
  private:
   // The training loop (model.cpp): epochs of steps; a step is forward, zero grads, backward and
@@ -237,6 +243,8 @@ class Model {
   void zero_grad();
   void backward(const Tensor& loss, train_detail::StepSync& sync, bool last);
   void update();
+  // The step's graph-mode run: a capture or replay in graph mode, else an eager run.
+  graph::StepRun begin_step(const train_detail::StepBatches& step);
 
   nn::CellPtr net_;
   nn::LossPtr loss_;
@@ -255,7 +263,10 @@ class Model {
   int64_t resume_step_in_epoch_ = 0;
   double resume_loss_sum_ = 0;
   int64_t resume_samples_ = 0;
-  int64_t resume_accumulation_ = 1;  // of the run that wrote the mid-epoch checkpoint
+  int64_t resume_accumulation_ = 1;             // of the run that wrote the mid-epoch checkpoint
+  std::unique_ptr<graph::StepCompiler> graph_;  // graph mode's compiled steps
+  bool graph_mode_ = false;                     // of the run in progress
+  size_t arena_reported_ = 0;                   // the last memory arena size logged
 };
 
 }  // namespace zenith

@@ -8,6 +8,7 @@
 #include "zenith/ddp.h"
 #include "zenith/dtype.h"
 #include "zenith/error.h"
+#include "zenith/graph.h"
 #include "zenith/hf.h"
 #include "zenith/io.h"
 #include "zenith/llama2c.h"

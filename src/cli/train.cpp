@@ -179,6 +179,9 @@ int run_train(int argc, char** argv) {
   if (launcher.launches()) return launcher.launch(argc, argv);
   if (resume.empty()) resume = restart_checkpoint("train", s.out);
   if (s.threads > 0) context::set_num_threads(int(s.threads));
+  context::Options options = context::get_context();
+  options.mode = s.mode == "graph" ? context::GRAPH_MODE : context::PYNATIVE_MODE;
+  context::set_context(options);
   const RankPlace place = join_ranks(world_env, s.threads);
   const int rank = place.rank;
   manual_seed(uint64_t(s.seed));

@@ -43,7 +43,10 @@ SettingsSchema train_schema(TrainSettings& s) {
       .add("image-size", s.image_size,
            "resize images to N x N (bilinear; 0: the dataset's own size)")
       .add("out", s.out, "output directory (default: out/<dataset>-<model>)")
-      .add("progress", s.progress, "auto, bar, plain or none");
+      .add("progress", s.progress, "auto, bar, plain or none")
+      .add("mode", s.mode,
+           "pynative (run op by op) or graph (capture the training step once per batch "
+           "shape, fuse, plan memory, replay)");
   return schema;
 }
 
@@ -57,6 +60,8 @@ void check_and_complete(TrainSettings& s) {
                    s.log_every > 0,
                "[train] epochs, batch-size, accumulate-steps, eval-every and log-every must be "
                "positive");
+  ZENITH_CHECK(s.mode == "pynative" || s.mode == "graph", "[train] unknown mode '", s.mode,
+               "' (known: pynative, graph)");
   if (s.out.empty()) s.out = "out/" + s.dataset + "-" + s.model;
 }
 

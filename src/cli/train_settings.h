@@ -44,6 +44,7 @@ struct TrainSettings {
   int64_t image_size = 0;
   std::string out;  // "": out/<dataset>-<model>
   std::string progress = "auto";
+  std::string mode = "pynative";  // or "graph": capture the training step once, replay it
 };
 
 // Every setting of `s` with its name and help; the schema points into `s`.

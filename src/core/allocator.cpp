@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -39,6 +38,16 @@ struct Cache {
     return (env ? size_t(std::atoll(env)) : size_t(2048)) << 20;
   }();
   int64_t hits = 0, misses = 0;
+  size_t live = 0, peak = 0;
+  // [base, base + size); live: its blocks handed out and not yet freed. An arena freed while
+  // blocks of it are still held (a replay's outputs) is retired and released with the last.
+  struct Arena {
+    char* base;
+    size_t size;
+    int64_t live = 0;
+    bool retired = false;
+  };
+  std::vector<Arena> arenas;
 };
 
 Cache& cache() {
@@ -46,30 +55,64 @@ Cache& cache() {
   return *c;
 }
 
-std::atomic<int64_t> g_in_use{0};
-std::atomic<int64_t> g_peak{0};
+thread_local ArenaPlan* g_plan = nullptr;
+thread_local const AllocationObserver* g_observer = nullptr;
 
-void count_allocation(size_t cls) {
-  const int64_t now = g_in_use.fetch_add(int64_t(cls), std::memory_order_relaxed) + int64_t(cls);
-  int64_t peak = g_peak.load(std::memory_order_relaxed);
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
+void count_live(Cache& c, size_t bytes) {
+  c.live += bytes;
+  c.peak = std::max(c.peak, c.live);
 }
 
-}  // namespace
+Cache::Arena* arena_of(Cache& c, const void* p) {
+  for (auto& a : c.arenas)
+    if (p >= a.base && p < a.base + a.size) return &a;
+  return nullptr;
+}
 
-void* cpu_allocate(size_t nbytes) {
+// A block of an arena comes back: the arena's plan owns the memory; a retired arena goes with
+// its last block. Returns whether p was in an arena. Called with c.mu held.
+bool free_in_arena(Cache& c, void* p) {
+  if (c.arenas.empty()) return false;
+  Cache::Arena* a = arena_of(c, p);
+  if (!a) return false;
+  a->live -= 1;
+  if (a->retired && a->live <= 0) {
+    char* base = a->base;
+    c.live -= std::min(c.live, a->size);
+    c.arenas.erase(c.arenas.begin() + (a - c.arenas.data()));
+    std::free(base);
+  }
+  return true;
+}
+
+// The next allocation of the plan on this thread, or null (not planned, or the plan ended).
+void* from_plan(size_t nbytes) {
+  ArenaPlan& plan = *g_plan;
+  if (plan.diverged) return nullptr;
+  if (plan.next >= plan.sizes.size() || plan.sizes[plan.next] != nbytes) {
+    plan.diverged = true;
+    return nullptr;
+  }
+  int64_t offset = plan.offsets[plan.next++];
+  if (offset < 0) return nullptr;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (Cache::Arena* a = arena_of(c, plan.base)) a->live += 1;
+  return plan.base + offset;
+}
+
+void* cache_allocate(size_t nbytes) {
   size_t cls = size_class(nbytes);
+  Cache& c = cache();
   if (kCacheEnabled) {
-    Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
+    count_live(c, cls);
     auto it = c.free_blocks.find(cls);
     if (it != c.free_blocks.end() && !it->second.empty()) {
       void* p = it->second.back();
       it->second.pop_back();
       c.cached_bytes -= cls;
       ++c.hits;
-      count_allocation(cls);
       return p;
     }
     ++c.misses;
@@ -80,22 +123,35 @@ void* cpu_allocate(size_t nbytes) {
     p = std::aligned_alloc(kAlign, cls);
   }
   ZENITH_CHECK(p != nullptr, "[storage] out of memory allocating ", nbytes, " bytes");
-  count_allocation(cls);
+  return p;
+}
+
+}  // namespace
+
+void* cpu_allocate(size_t nbytes) {
+  void* p = g_plan ? from_plan(nbytes) : nullptr;
+  if (!p) p = cache_allocate(nbytes);
+  if (g_observer) g_observer->allocated(g_observer->user, p, nbytes);
   return p;
 }
 
 void cpu_free(void* p, size_t nbytes) {
   if (!p) return;
+  if (g_observer) g_observer->freed(g_observer->user, p);
   size_t cls = size_class(nbytes);
-  g_in_use.fetch_sub(int64_t(cls), std::memory_order_relaxed);
+  Cache& c = cache();
   if (kCacheEnabled) {
-    Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
+    if (free_in_arena(c, p)) return;
+    c.live -= std::min(c.live, cls);
     if (c.cached_bytes + cls <= c.limit) {
       c.free_blocks[cls].push_back(p);
       c.cached_bytes += cls;
       return;
     }
+  } else {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (free_in_arena(c, p)) return;
   }
   std::free(p);
 }
@@ -103,12 +159,45 @@ void cpu_free(void* p, size_t nbytes) {
 AllocatorStats allocator_stats() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  return {c.hits, c.misses, c.cached_bytes, allocated_bytes(), peak_allocated_bytes()};
+  return {c.hits, c.misses, c.cached_bytes, c.live, c.peak};
 }
 
-int64_t allocated_bytes() { return g_in_use.load(std::memory_order_relaxed); }
-int64_t peak_allocated_bytes() { return g_peak.load(std::memory_order_relaxed); }
-void reset_peak_bytes() { g_peak.store(allocated_bytes(), std::memory_order_relaxed); }
+void reset_peak_live_bytes() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.peak = c.live;
+}
+
+void* arena_allocate(size_t nbytes) {
+  size_t size = std::max(size_class(nbytes), kAlign);
+  char* p = static_cast<char*>(std::aligned_alloc(kAlign, size));
+  ZENITH_CHECK(p != nullptr, "[storage] out of memory allocating an arena of ", nbytes, " bytes");
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.arenas.push_back({p, size});
+  count_live(c, size);
+  return p;
+}
+
+void arena_free(void* base) {
+  if (!base) return;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = std::find_if(c.arenas.begin(), c.arenas.end(),
+                         [&](const Cache::Arena& a) { return a.base == base; });
+  ZENITH_CHECK(it != c.arenas.end(), "[allocator] arena_free of an unknown arena");
+  if (it->live > 0) {  // blocks of it are still held: it goes with the last
+    it->retired = true;
+    return;
+  }
+  c.live -= std::min(c.live, it->size);
+  c.arenas.erase(it);
+  std::free(base);
+}
+
+void set_arena_plan(ArenaPlan* plan) { g_plan = plan; }
+
+void set_allocation_observer(const AllocationObserver* observer) { g_observer = observer; }
 
 void empty_allocator_cache() {
   Cache& c = cache();

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "zenith/device.h"
 
@@ -16,20 +17,41 @@ void* cpu_allocate(size_t nbytes);
 void cpu_free(void* p, size_t nbytes);
 
 struct AllocatorStats {
-  int64_t hits = 0;          // allocations served from the cache
-  int64_t misses = 0;        // allocations that went to the system
-  size_t cached_bytes = 0;   // held in the cache now
-  int64_t in_use_bytes = 0;  // handed out and not yet freed (by size class)
-  int64_t peak_bytes = 0;    // the most in use at once since the last reset_peak_bytes()
+  int64_t hits = 0;            // allocations served from the cache
+  int64_t misses = 0;          // allocations that went to the system
+  size_t cached_bytes = 0;     // held in the cache now
+  size_t live_bytes = 0;       // handed out and not yet freed (size classes), arenas included
+  size_t peak_live_bytes = 0;  // the most live_bytes since the last reset_peak_live_bytes()
 };
 AllocatorStats allocator_stats();
-// Bytes of CPU memory handed out and not yet freed (a lock-free read, for the profiler's memory
-// counter), and the peak since reset_peak_bytes().
-int64_t allocated_bytes();
-int64_t peak_allocated_bytes();
-void reset_peak_bytes();
 // Returns every cached block to the system.
 void empty_allocator_cache();
+// Starts a new peak: peak_live_bytes = live_bytes.
+void reset_peak_live_bytes();
+
+// ---- graph replay's memory plan (src/graph/memory_plan.cpp)
+// An arena: one block whose parts a plan hands out; cpu_free never releases memory inside it.
+// arena_free while parts of it are still held releases it with the last of them.
+void* arena_allocate(size_t nbytes);
+void arena_free(void* base);
+// While set on this thread, the next CPU allocations are served in order from the arena at
+// `base`: allocation i at base + offsets[i] when its size is sizes[i]; offsets[i] < 0 sends it
+// to the cache. The first allocation that does not match ends the plan (diverged = true).
+struct ArenaPlan {
+  char* base = nullptr;
+  std::vector<int64_t> offsets;
+  std::vector<size_t> sizes;
+  size_t next = 0;
+  bool diverged = false;
+};
+void set_arena_plan(ArenaPlan* plan);  // null: none
+// Told of every CPU allocation and free on this thread while set (planning records a replay).
+struct AllocationObserver {
+  void (*allocated)(void* user, void* p, size_t nbytes) = nullptr;
+  void (*freed)(void* user, void* p) = nullptr;
+  void* user = nullptr;
+};
+void set_allocation_observer(const AllocationObserver* observer);  // null: none
 
 // The allocator of a non-CPU device type (Storage asks it for that device's memory). A backend
 // registers one when it loads; without one, allocating on the device fails.

@@ -28,6 +28,15 @@ Registry& registry() {
 }
 
 thread_local std::array<bool, kOpCount> g_forced{};
+thread_local int g_kernel_depth = 0;
+thread_local HostReadHook g_host_read_hook = nullptr;
+thread_local void* g_host_read_user = nullptr;
+
+// Counts the kernels running on this thread while alive (exception safe).
+struct KernelDepth {
+  KernelDepth() { ++g_kernel_depth; }
+  ~KernelDepth() { --g_kernel_depth; }
+};
 
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   for (auto& t : inputs)
@@ -44,7 +53,7 @@ void tell_begin(const Registry& r, OpId op) {
 void notify(const Registry& r, OpId op, const std::vector<Tensor>& inputs, const void* attrs,
             const std::vector<Tensor>& outputs, bool decomposed) {
   if (r.observers.empty()) return;
-  notify_end(OpEvent{op, inputs, AttrsRef(op, attrs), outputs, decomposed});
+  notify_end(OpEvent{op, inputs, AttrsRef(op, attrs), outputs, decomposed, g_kernel_depth});
 }
 
 }  // namespace
@@ -62,6 +71,12 @@ bool has_kernel(OpId op, DeviceType device) {
 }
 
 bool has_decomposition(OpId op) { return registry().decompositions[size_t(op)] != nullptr; }
+
+ErasedKernel kernel_of(OpId op, DeviceType device) {
+  return registry().kernels[size_t(op)][size_t(device)];
+}
+
+bool is_layout_aware(OpId op) { return registry().layout_aware[size_t(op)]; }
 
 std::vector<OpInfo> registered_ops() {
   std::vector<OpInfo> ops;
@@ -108,7 +123,11 @@ std::vector<Tensor> call_erased(OpId op, const std::vector<Tensor>& inputs, cons
     }
   }
   tell_begin(r, op);
-  std::vector<Tensor> outputs = kernel(inputs, attrs);
+  std::vector<Tensor> outputs;
+  {
+    KernelDepth depth;
+    outputs = kernel(inputs, attrs);
+  }
   notify(r, op, inputs, attrs, outputs, false);
   return outputs;
 }
@@ -140,6 +159,17 @@ void notify_begin(OpId op) { tell_begin(registry(), op); }
 
 void notify_end(const OpEvent& event) {
   for (auto& o : registry().observers) o.end(o.user, event);
+}
+
+std::pair<HostReadHook, void*> set_host_read_hook(HostReadHook hook, void* user) {
+  std::pair<HostReadHook, void*> previous{g_host_read_hook, g_host_read_user};
+  g_host_read_hook = hook;
+  g_host_read_user = user;
+  return previous;
+}
+
+void note_host_read(const Tensor& t) {
+  if (g_host_read_hook) g_host_read_hook(g_host_read_user, t);
 }
 
 }  // namespace zenith::dispatch

@@ -29,6 +29,9 @@ void register_kernel(OpId op, DeviceType device, ErasedKernel kernel);
 void register_decomposition(OpId op, ErasedKernel decomposition);
 bool has_kernel(OpId op, DeviceType device);
 bool has_decomposition(OpId op);
+// The registered kernel of `op` on `device` (null when none): graph replay calls it directly.
+ErasedKernel kernel_of(OpId op, DeviceType device);
+bool is_layout_aware(OpId op);
 
 // Every op of the list, in list order.
 struct OpInfo {
@@ -68,13 +71,16 @@ class ForceDecomposition {
 };
 
 // Observers see every dispatched op (graph tracing, profiler, op coverage). A decomposed op is
-// seen after the ops it decomposed into, with decomposed = true.
+// seen after the ops it decomposed into, with decomposed = true. An op that a kernel dispatched
+// itself (e.g. a layout conversion inside an elementwise kernel) is seen with depth > 0, before
+// the op whose kernel ran it.
 struct OpEvent {
   OpId op;
   const std::vector<Tensor>& inputs;
   AttrsRef attrs;
   const std::vector<Tensor>& outputs;
   bool decomposed;
+  int depth = 0;  // kernels running around this call on this thread
 };
 using Observer = void (*)(void* user, const OpEvent& event);
 // Told as an op's kernel or decomposition starts (the profiler times ops from it to the end
@@ -88,6 +94,12 @@ void remove_observer(int id);
 bool observed();
 void notify_begin(OpId op);
 void notify_end(const OpEvent& event);
+
+// Host reads of tensor values (item(), to_*_vector()) are reported to one hook per thread: graph
+// capture uses it to find steps whose control flow depends on values. Returns the previous hook.
+using HostReadHook = void (*)(void* user, const Tensor& t);
+std::pair<HostReadHook, void*> set_host_read_hook(HostReadHook hook, void* user);
+void note_host_read(const Tensor& t);
 
 template <OpId op, KernelFn<op> fn>
 std::vector<Tensor> erase_kernel(const std::vector<Tensor>& inputs, const void* attrs) {

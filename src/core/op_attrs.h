@@ -291,6 +291,69 @@ struct AdamUpdateAttrs {
   }
 };
 
+// fused_elementwise: a program over the elementwise ops of the list, run in one loop. Registers
+// 0..num_inputs-1 hold the inputs; instruction i writes register dst = num_inputs + i.
+// code holds 5 numbers per instruction: op (an OpId of the closed set in graph/passes/
+// elementwise_ops.h), dst, a, b (-1 for a unary op), imm (pow_scalar's exponent as its bits).
+struct FusedElementwiseAttrs {
+  std::vector<int64_t> code;
+  std::vector<int64_t> outputs;  // registers returned, in order
+  int64_t num_inputs = 0;
+  Shape shape;            // of every input that is not 0-d, and of the outputs
+  bool sum_last = false;  // the last output is summed to a 0-d tensor (a fused reduction)
+  bool operator==(const FusedElementwiseAttrs&) const = default;
+  template <typename F>
+  void fields(F&& f) const {
+    f("code", code);
+    f("outputs", outputs);
+    f("num_inputs", num_inputs);
+    f("shape", shape);
+    f("sum_last", sum_last);
+  }
+};
+
+// momentum_update over `count` parameters at once.
+struct MultiMomentumUpdateAttrs {
+  int64_t count = 0;
+  double lr = 0.0;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  bool operator==(const MultiMomentumUpdateAttrs&) const = default;
+  template <typename F>
+  void fields(F&& f) const {
+    f("count", count);
+    f("lr", lr);
+    f("momentum", momentum);
+    f("weight_decay", weight_decay);
+    f("nesterov", nesterov);
+  }
+};
+
+// adam_update over `count` parameters at once.
+struct MultiAdamUpdateAttrs {
+  int64_t count = 0;
+  double lr = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled = false;
+  int64_t step = 1;
+  bool operator==(const MultiAdamUpdateAttrs&) const = default;
+  template <typename F>
+  void fields(F&& f) const {
+    f("count", count);
+    f("lr", lr);
+    f("beta1", beta1);
+    f("beta2", beta2);
+    f("eps", eps);
+    f("weight_decay", weight_decay);
+    f("decoupled", decoupled);
+    f("step", step);
+  }
+};
+
 const char* reduction_name(Reduction r);  // "none", "mean", "sum"
 const char* batch_norm_impl_name(BatchNormImpl impl);
 

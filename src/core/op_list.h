@@ -46,7 +46,8 @@ class AttrsRef {
   OpId op() const { return op_; }
   template <OpId op>
   const AttrsOf<op>& get() const;
-  std::string text() const;  // attrs_text of the typed struct
+  std::string text() const;                    // attrs_text of the typed struct
+  const void* data() const { return attrs_; }  // the struct, untyped (graph capture copies it)
 
  private:
   OpId op_;

@@ -185,22 +185,26 @@ Tensor Tensor::detach() const {
 double Tensor::item() const {
   ZENITH_CHECK(numel() == 1, "[item] expected a one-element tensor, got shape ",
                shape_str(shape()));
+  dispatch::note_host_read(*this);
   return plain_copy(*this, DType::f64).data<double>()[0];
 }
 
 std::vector<double> Tensor::to_double_vector() const {
+  dispatch::note_host_read(*this);
   Tensor t = plain_copy(*this, DType::f64);
   const double* p = t.data<double>();
   return std::vector<double>(p, p + t.numel());
 }
 
 std::vector<float> Tensor::to_float_vector() const {
+  dispatch::note_host_read(*this);
   Tensor t = plain_copy(*this, DType::f32);
   const float* p = t.data<float>();
   return std::vector<float>(p, p + t.numel());
 }
 
 std::vector<int64_t> Tensor::to_int_vector() const {
+  dispatch::note_host_read(*this);
   Tensor t = plain_copy(*this, DType::i64);
   const int64_t* p = t.data<int64_t>();
   return std::vector<int64_t>(p, p + t.numel());

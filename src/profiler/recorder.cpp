@@ -104,7 +104,7 @@ std::string shapes_text(const std::vector<Tensor>& inputs) {
 
 void sample_memory(Session& s, ThreadState& t, double time) {
   if (!s.options.record_memory) return;
-  const int64_t bytes = core::allocated_bytes();
+  const int64_t bytes = int64_t(core::allocator_stats().live_bytes);
   if (bytes == t.last_bytes) return;
   t.last_bytes = bytes;
   t.track.memory.push_back({time, bytes});
@@ -176,7 +176,7 @@ void start_session(const Options& options) {
   s->options = options;
   s->id = g_next_id.fetch_add(1);
   s->start_us = now_us();
-  core::reset_peak_bytes();
+  core::reset_peak_live_bytes();
   g_owned = std::move(s);
   g_session.store(g_owned.get());
   g_owned->observer = dispatch::add_observer(&on_op_end, nullptr, &on_op_begin);
@@ -197,7 +197,7 @@ Recording stop_session() {
   out.rank = s->options.rank;
   out.start_us = s->start_us;
   out.end_us = end;
-  out.peak_bytes = core::peak_allocated_bytes();
+  out.peak_bytes = int64_t(core::allocator_stats().peak_live_bytes);
   for (auto& t : s->threads) {
     while (!t->ranges.empty()) {  // still open (the step that stopped the profiler): end now
       close_range(*t, t->ranges.back(), end);

@@ -4,12 +4,14 @@
 // exactly.
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "core/trace_range.h"
 #include "train/train_step.h"
 #include "zenith/autograd.h"
 #include "zenith/communication.h"
+#include "zenith/context.h"
 #include "zenith/ddp.h"
 #include "zenith/random.h"
 #include "zenith/train.h"
@@ -145,6 +147,13 @@ void Model::run(int64_t epoch, const dataset::Dataset& train_dataset,
                " accumulation steps; resume with the same (set_accumulation_steps(",
                resume_accumulation_, ")), not ", accumulation_);
   for (auto& cb : cbs) cb->on_train_begin(ctx);
+  graph_mode_ = context::get_context().mode == context::GRAPH_MODE;
+  if (graph_mode_ && dynamic_cast<nn::DistributedDataParallelImpl*>(net_.get())) {
+    std::printf(
+        "graph: DistributedDataParallel all-reduces gradients in autograd hooks, not ops; "
+        "training runs eagerly\n");
+    graph_mode_ = false;
+  }
 
   for (int64_t e = initial_epoch + 1; e <= epoch && !ctx.stop_requested; ++e) {
     ctx.epoch = e;
@@ -189,9 +198,17 @@ callbacks::EpochRecord Model::train_epoch(const dataset::Dataset& train_dataset,
     ctx.step_in_epoch += 1;
     ctx.batch_size = step.samples;
     ctx.learning_rate = opt_->current_lr();
+    ctx.step_scalars.clear();
     for (auto& cb : cbs) cb->on_train_step_begin(ctx);
 
     const double loss = train_step(step, sync);
+    if (graph_) {
+      if (auto capture = graph_->take_new_capture()) ctx.step_scalars = capture->scalars();
+      if (graph_->arena_bytes() != arena_reported_) {
+        arena_reported_ = graph_->arena_bytes();
+        ctx.step_scalars["graph/arena_mb"] = double(arena_reported_) / 1e6;
+      }
+    }
 
     ctx.step = ++step_;
     ctx.loss = loss;
@@ -216,25 +233,51 @@ callbacks::EpochRecord Model::train_epoch(const dataset::Dataset& train_dataset,
 
 // One optimizer step in llm.c's four calls: zero grads, then forward and backward of each
 // micro-batch (one without gradient accumulation), then update. Returns the step's loss, the
-// mean per sample (under data parallelism over all ranks).
+// mean per sample (under data parallelism over all ranks). In graph mode the forward, backward
+// and update phases are captured once per batch shape and replayed after; the code between them
+// (the loss read, the NaN check) runs every step.
 double Model::train_step(const train_detail::StepBatches& step, train_detail::StepSync& sync) {
   zero_grad();
+  graph::StepRun run = begin_step(step);
   train_detail::StepLoss step_loss(step.batches.size(), step.samples);
   for (size_t b = 0; b < step.batches.size(); ++b) {
     const bool last = b + 1 == step.batches.size();
-    Tensor loss = forward(step.batches[b]);
+    Tensor loss = run.phase([&] { return std::vector<Tensor>{forward(step.batches[b])}; })[0];
     step_loss.add(loss.item(), step.batches[b].samples());
     sync.after_forward(step_loss, last);
-    backward(train_detail::accumulation_scaled(loss, step.batches.size()), sync, last);
+    run.phase([&] {
+      backward(train_detail::accumulation_scaled(loss, step.batches.size()), sync, last);
+      return std::vector<Tensor>{};
+    });
   }
   const double loss = sync.step_loss(step_loss);
-  update();
+  run.phase([&] {
+    update();
+    return std::vector<Tensor>{};
+  });
+  run.finish();
   return loss;
 }
 
 train_detail::StepBatches Model::next_step_batches(dataset::Iterator& it) {
   core::TraceRange range(core::Range::data_wait);
   return train_detail::next_step_batches(it, accumulation_);
+}
+
+graph::StepRun Model::begin_step(const train_detail::StepBatches& step) {
+  if (!graph_mode_) return graph::StepRun::eager();
+  if (!graph_) {
+    std::vector<std::pair<std::string, Tensor>> state = net_->named_parameters();
+    for (auto& b : net_->named_buffers()) state.push_back(b);
+    for (auto& [name, t] : opt_->state_dict()) state.push_back({"optimizer." + name, t});
+    graph_ = std::make_unique<graph::StepCompiler>(std::move(state), opt_.get());
+  }
+  std::vector<Tensor> inputs;
+  for (const auto& b : step.batches) {
+    inputs.push_back(b.input);
+    inputs.push_back(b.labels);
+  }
+  return graph_->begin(inputs, net_->training() ? "train" : "eval");
 }
 
 Tensor Model::forward(const train_detail::Batch& batch) {

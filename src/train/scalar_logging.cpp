@@ -3,6 +3,7 @@
 //   loss, learning_rate             every collect_freq steps
 //   epoch_loss, epoch_time, images_per_second   every epoch
 //   eval/<metric>                  after each validation
+//   graph/...                      once, after the step that captured a graph (graph mode)
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +21,7 @@ class ScalarLogger : public Callback {
     ZENITH_CHECK(collect_freq > 0, "[callbacks] collect_freq must be positive, got ", collect_freq);
   }
   void on_train_step_end(RunContext& ctx) override {
+    for (const auto& [name, value] : ctx.step_scalars) emit(name, value, ctx);
     if (ctx.step % freq_ != 0) return;
     emit("loss", ctx.loss, ctx);
     emit("learning_rate", ctx.learning_rate, ctx);

@@ -1,5 +1,7 @@
 #include "support/op_cases.h"
 
+#include "core/dispatch.h"
+
 namespace zenith::testing {
 namespace {
 
@@ -376,6 +378,82 @@ void add_optimizer_updates(std::vector<OpCase>& cases) {
                    Check::kForward});
 }
 
+// Graph mode's fused ops (src/ops/fused.cpp): no public function and no gradient (a captured
+// graph is already differentiated); dispatched directly. tests/graph/fused_ops_test.cpp
+// compares their CPU kernels with their decompositions.
+void add_graph_fused(std::vector<OpCase>& cases) {
+  cases.push_back({"conv2d_relu",
+                   {OpId::conv2d_relu},
+                   [](const std::vector<Tensor>& x) {
+                     return dispatch::call1<OpId::conv2d_relu>({x[0], x[1], x[2]},
+                                                               {.input_shape = {2, 3, 5, 5},
+                                                                .weight_shape = {4, 3, 3, 3},
+                                                                .output_shape = {2, 4, 5, 5},
+                                                                .pad_begin = {1, 1},
+                                                                .pad_end = {1, 1}});
+                   },
+                   {random_input({2, 3, 5, 5}), random_input({4, 3, 3, 3}), random_input({4})},
+                   Check::kRun});
+  cases.push_back(
+      {"batch_norm_relu and its backward",
+       {OpId::batch_norm_relu, OpId::batch_norm_relu_backward},
+       [](const std::vector<Tensor>& x) {
+         Tensor rm = x[3].detach().clone(), rv = x[4].detach().clone();
+         const BatchNormAttrs a{.training = true, .momentum = 0.1, .eps = 1e-5};
+         auto f = dispatch::call<OpId::batch_norm_relu>({x[0], x[1], x[2], rm, rv}, a);
+         auto b = dispatch::call<OpId::batch_norm_relu_backward>(
+             {x[5], x[0], x[1], f[1], f[2], f[0]}, a);
+         return ops::cat({f[0].reshape({-1}), b[0].reshape({-1}), b[1], b[2]}, 0);
+       },
+       {random_input({3, 4, 3, 2}), random_input({4}), random_input({4}), random_input({4}),
+        random_input({4}, DType::f64, false, 0.5, 1.5), random_input({3, 4, 3, 2})},
+       Check::kRun});
+  cases.push_back({"fused_elementwise exp(a * b) + c, summed",
+                   {OpId::fused_elementwise},
+                   [](const std::vector<Tensor>& x) {
+                     FusedElementwiseAttrs a;
+                     a.num_inputs = 3;
+                     a.shape = {4, 5};
+                     a.code = {int64_t(OpId::mul), 3, 0, 1, 0, int64_t(OpId::exp), 4, 3, -1, 0,
+                               int64_t(OpId::add), 5, 4, 2, 0};
+                     a.outputs = {5, 5};
+                     a.sum_last = true;
+                     auto out = dispatch::call<OpId::fused_elementwise>({x[0], x[1], x[2]}, a);
+                     return ops::cat({out[0].reshape({-1}), out[1].reshape({1})}, 0);
+                   },
+                   {random_input({4, 5}), random_input({4, 5}), random_input({5})},
+                   Check::kRun});
+  cases.push_back({"multi_momentum_update",
+                   {OpId::multi_momentum_update},
+                   [](const std::vector<Tensor>& x) {
+                     Tensor p0 = x[0].detach().clone(), p1 = x[1].detach().clone();
+                     Tensor v0 = x[4].detach().clone(), v1 = x[5].detach().clone();
+                     dispatch::call<OpId::multi_momentum_update>(
+                         {p0, p1, x[2].detach(), x[3].detach(), v0, v1},
+                         {.count = 2, .lr = 0.1, .momentum = 0.9, .weight_decay = 0.01});
+                     return ops::cat({p0, p1, v0, v1}, 0);
+                   },
+                   {random_input({4}), random_input({3}), random_input({4}), random_input({3}),
+                    random_input({4}), random_input({3})},
+                   Check::kRun});
+  cases.push_back(
+      {"multi_adam_update",
+       {OpId::multi_adam_update},
+       [](const std::vector<Tensor>& x) {
+         Tensor p0 = x[0].detach().clone(), p1 = x[1].detach().clone();
+         Tensor m0 = x[4].detach().clone(), m1 = x[5].detach().clone();
+         Tensor v0 = x[6].detach().clone(), v1 = x[7].detach().clone();
+         dispatch::call<OpId::multi_adam_update>(
+             {p0, p1, x[2].detach(), x[3].detach(), m0, m1, v0, v1},
+             {.count = 2, .lr = 0.01, .weight_decay = 0.1, .decoupled = true, .step = 3});
+         return ops::cat({p0, p1, m0, m1, v0, v1}, 0);
+       },
+       {random_input({4}), random_input({3}), random_input({4}), random_input({3}),
+        random_input({4}), random_input({3}), random_input({4}, DType::f64, false, 0.1, 1.0),
+        random_input({3}, DType::f64, false, 0.1, 1.0)},
+       Check::kRun});
+}
+
 std::vector<OpCase> build() {
   manual_seed(20240611);
   std::vector<OpCase> cases;
@@ -391,6 +469,7 @@ std::vector<OpCase> build() {
   add_index(cases);
   add_copies(cases);
   add_optimizer_updates(cases);
+  add_graph_fused(cases);
   return cases;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "backend/cpu/elementwise_functors.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "core/dispatch.h"
@@ -30,12 +31,19 @@ struct BnFwd {
   dn::Primitive prim;
 };
 
-std::shared_ptr<BnFwd> bn_fwd(const memory::desc& data, bool training, float eps) {
-  std::string key =
-      dn::Key("bn_fwd").add(data).add(int64_t(training)).add(int64_t(eps * 1e12)).str();
+// relu: oneDNN's fuse_norm_relu (batch_norm_relu); in training it also writes a workspace.
+std::shared_ptr<BnFwd> bn_fwd(const memory::desc& data, bool training, float eps,
+                              bool relu = false) {
+  std::string key = dn::Key("bn_fwd")
+                        .add(data)
+                        .add(int64_t(training))
+                        .add(int64_t(eps * 1e12))
+                        .add(int64_t(relu))
+                        .str();
   return dn::cached<BnFwd>(key, [&] {
-    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_training, data, eps,
-                                              flags_for(training));
+    auto flags = flags_for(training);
+    if (relu) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
+    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_training, data, eps, flags);
     auto e = std::make_shared<BnFwd>();
     e->pd = dnnl::batch_normalization_forward::primitive_desc(d, dn::engine());
     e->prim = dn::Primitive(dnnl::batch_normalization_forward(e->pd));
@@ -49,18 +57,25 @@ Tensor param_or(const Tensor& p, int64_t C, double fill) {
 }
 
 std::vector<Tensor> bn_forward_f32(const std::vector<Tensor>& in, bool training, double momentum,
-                                   float eps) {
+                                   float eps, bool relu) {
   Tensor x = in[0].has_layout() ? in[0] : in[0].contiguous();
   BnGeometry g(x.shape());
   memory::desc data = dn::desc_of(x);
-  auto e = bn_fwd(data, training, eps);
+  auto e = bn_fwd(data, training, eps, relu);
   Tensor y = dn::empty_in(x.shape(), DType::f32, data);
   Tensor scale = param_or(in[1], g.C, 1.0), shift = param_or(in[2], g.C, 0.0);
   Tensor mean = training ? Tensor::empty({g.C}, DType::f32) : in[3].contiguous();
   Tensor var = training ? Tensor::empty({g.C}, DType::f32) : in[4].contiguous();
-  e->prim.run({dn::arg(DNNL_ARG_SRC, x), dn::arg(DNNL_ARG_DST, y), dn::arg(DNNL_ARG_SCALE, scale),
-               dn::arg(DNNL_ARG_SHIFT, shift), dn::arg(DNNL_ARG_MEAN, mean),
-               dn::arg(DNNL_ARG_VARIANCE, var)});
+  std::vector<dn::Arg> args = {dn::arg(DNNL_ARG_SRC, x),       dn::arg(DNNL_ARG_DST, y),
+                               dn::arg(DNNL_ARG_SCALE, scale), dn::arg(DNNL_ARG_SHIFT, shift),
+                               dn::arg(DNNL_ARG_MEAN, mean),   dn::arg(DNNL_ARG_VARIANCE, var)};
+  Tensor workspace;  // the ReLU mask oneDNN's own backward would read; ours reads y
+  const memory::desc ws = e->pd.workspace_desc();
+  if (ws.get_size() > 0) {
+    workspace = Tensor::empty({int64_t(ws.get_size())}, DType::u8);
+    args.push_back(dn::arg(DNNL_ARG_WORKSPACE, workspace, ws));
+  }
+  e->prim.run(args);
   if (training)
     update_running<float>(in[3], in[4], mean.data<float>(), var.data<float>(), g, momentum);
   return {y, mean, var};
@@ -104,7 +119,7 @@ std::vector<Tensor> bn_backward_f32(const std::vector<Tensor>& in, bool training
 
 template <typename T>
 std::vector<Tensor> bn_forward_ref(const std::vector<Tensor>& in, bool training, double momentum,
-                                   double eps) {
+                                   double eps, bool relu) {
   Tensor x = in[0].contiguous();
   BnGeometry g(x.shape());
   Tensor y = Tensor::empty(x.shape(), x.dtype());
@@ -147,6 +162,9 @@ std::vector<Tensor> bn_forward_ref(const std::vector<Tensor>& in, bool training,
         T* q = py + (n * g.C + c) * g.S;
 #pragma omp simd
         for (int64_t i = 0; i < g.S; ++i) q[i] = p[i] * scale + shift;
+        if (relu)
+#pragma omp simd
+          for (int64_t i = 0; i < g.S; ++i) q[i] = Relu{}(q[i]);
       }
     }
   });
@@ -154,9 +172,19 @@ std::vector<Tensor> bn_forward_ref(const std::vector<Tensor>& in, bool training,
   return {y, mean, var};
 }
 
+// relu_y: batch_norm_relu's output y; dy is first masked as relu_backward(dy, y) does.
 template <typename T>
-std::vector<Tensor> bn_backward_ref(const std::vector<Tensor>& in, bool training, double eps) {
+std::vector<Tensor> bn_backward_ref(const std::vector<Tensor>& in, bool training, double eps,
+                                    const Tensor& relu_y = Tensor()) {
   Tensor dy = in[0].contiguous(), x = in[1].contiguous();
+  if (relu_y.defined()) {
+    Tensor y = relu_y.contiguous(), masked = Tensor::empty(dy.shape(), dy.dtype());
+    const T* py = y.data<T>();
+    const T* pd = dy.data<T>();
+    T* pm = masked.data<T>();
+    for (int64_t i = 0; i < dy.numel(); ++i) pm[i] = ReluBackward{}(pd[i], py[i]);
+    dy = masked;
+  }
   BnGeometry g(x.shape());
   Tensor w = in[2].defined() ? in[2].contiguous() : Tensor();
   Tensor mean = in[3].contiguous(), var = in[4].contiguous();
@@ -219,44 +247,78 @@ BnImpl bn_impl(const Tensor& x, const BatchNormAttrs& attrs) {
 }
 
 // batch_norm(x, weight?, bias?, running_mean?, running_var?; training, momentum, eps)
-//   -> {y, mean, var} (batch statistics in training, the running ones in eval; var biased)
-std::vector<Tensor> batch_norm_kernel(const std::vector<Tensor>& in, const BatchNormAttrs& attrs) {
+//   -> {y, mean, var} (batch statistics in training, the running ones in eval; var biased);
+// relu: batch_norm_relu, y = relu(batch norm).
+std::vector<Tensor> bn_forward(const std::vector<Tensor>& in, const BatchNormAttrs& attrs,
+                               bool relu) {
   const bool training = attrs.training;
   const double momentum = attrs.momentum, eps = attrs.eps;
   switch (bn_impl(in[0], attrs)) {
     case BnImpl::kOnednn:
-      return bn_forward_f32(in, training, momentum, float(eps));
+      return bn_forward_f32(in, training, momentum, float(eps), relu);
     case BnImpl::kBlockedLoops:
-      return bn_forward_blocked(in, training, momentum, eps);
+      return bn_forward_blocked(in, training, momentum, eps, relu);
     case BnImpl::kLoops:
       break;
   }
   return visit_float(in[0].dtype(), "batch_norm", [&](auto tag) {
-    return bn_forward_ref<decltype(tag)>(in, training, momentum, eps);
+    return bn_forward_ref<decltype(tag)>(in, training, momentum, eps, relu);
   });
 }
 
-// batch_norm_backward(dy, x, weight?, mean, var; training, eps) -> {dx, dweight, dbias}
-std::vector<Tensor> batch_norm_backward_kernel(const std::vector<Tensor>& in,
-                                               const BatchNormAttrs& attrs) {
+std::vector<Tensor> batch_norm_kernel(const std::vector<Tensor>& in, const BatchNormAttrs& attrs) {
+  return bn_forward(in, attrs, false);
+}
+
+std::vector<Tensor> batch_norm_relu_kernel(const std::vector<Tensor>& in,
+                                           const BatchNormAttrs& attrs) {
+  return bn_forward(in, attrs, true);
+}
+
+// batch_norm_backward(dy, x, weight?, mean, var; training, eps) -> {dx, dweight, dbias}; relu_y:
+// batch_norm_relu_backward, dy masked by relu's output y first.
+std::vector<Tensor> bn_backward(const std::vector<Tensor>& in, const BatchNormAttrs& attrs,
+                                const Tensor& relu_y) {
   const bool training = attrs.training;
   const double eps = attrs.eps;
   switch (bn_impl(in[1], attrs)) {
-    case BnImpl::kOnednn:
-      return bn_backward_f32(in, training, float(eps));
+    case BnImpl::kOnednn: {
+      if (!relu_y.defined()) return bn_backward_f32(in, training, float(eps));
+      std::vector<Tensor> masked = in;
+      masked[0] = dispatch::call1<OpId::relu_backward>({in[0], relu_y});
+      return bn_backward_f32(masked, training, float(eps));
+    }
     case BnImpl::kBlockedLoops:
-      return bn_backward_blocked(in, training, eps);
+      return bn_backward_blocked(in, training, eps, relu_y);
     case BnImpl::kLoops:
       break;
   }
-  return visit_float(in[1].dtype(), "batch_norm_backward",
-                     [&](auto tag) { return bn_backward_ref<decltype(tag)>(in, training, eps); });
+  return visit_float(in[1].dtype(), "batch_norm_backward", [&](auto tag) {
+    return bn_backward_ref<decltype(tag)>(in, training, eps, relu_y);
+  });
+}
+
+std::vector<Tensor> batch_norm_backward_kernel(const std::vector<Tensor>& in,
+                                               const BatchNormAttrs& attrs) {
+  return bn_backward(in, attrs, Tensor());
+}
+
+// batch_norm_relu_backward(dy, x, weight?, mean, var, y)
+std::vector<Tensor> batch_norm_relu_backward_kernel(const std::vector<Tensor>& in,
+                                                    const BatchNormAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 6 && in[5].defined(),
+               "[batch_norm_relu_backward] expected (dy, x, weight, mean, var, y)");
+  return bn_backward({in[0], in[1], in[2], in[3], in[4]}, attrs, in[5]);
 }
 
 ZENITH_REGISTER_KERNEL(batch_norm, CPU, batch_norm_kernel);
 ZENITH_REGISTER_KERNEL(batch_norm_backward, CPU, batch_norm_backward_kernel);
+ZENITH_REGISTER_KERNEL(batch_norm_relu, CPU, batch_norm_relu_kernel);
+ZENITH_REGISTER_KERNEL(batch_norm_relu_backward, CPU, batch_norm_relu_backward_kernel);
 ZENITH_LAYOUT_AWARE(batch_norm);
 ZENITH_LAYOUT_AWARE(batch_norm_backward);
+ZENITH_LAYOUT_AWARE(batch_norm_relu);
+ZENITH_LAYOUT_AWARE(batch_norm_relu_backward);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -41,9 +41,11 @@ void update_running(const Tensor& rm, const Tensor& rv, const T* mean, const T* 
 int64_t channel_block(const Tensor& x);
 
 // batch_norm / batch_norm_backward (same inputs and outputs as the kernels) on such tensors;
-// outputs keep x's layout.
+// outputs keep x's layout. relu: batch_norm_relu's output relu(y); relu_y: batch_norm_relu's
+// backward, dy masked by that output (as relu_backward) in the same pass.
 std::vector<Tensor> bn_forward_blocked(const std::vector<Tensor>& in, bool training,
-                                       double momentum, double eps);
-std::vector<Tensor> bn_backward_blocked(const std::vector<Tensor>& in, bool training, double eps);
+                                       double momentum, double eps, bool relu = false);
+std::vector<Tensor> bn_backward_blocked(const std::vector<Tensor>& in, bool training, double eps,
+                                        const Tensor& relu_y = Tensor());
 
 }  // namespace zenith::cpu

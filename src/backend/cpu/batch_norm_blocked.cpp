@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cpu/batch_norm.h"
+#include "backend/cpu/elementwise_functors.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 
@@ -31,7 +32,7 @@ namespace {
 // CB channel blocks; element (n, cb, s, lane) at ((n * CB + cb) * S + s) * B + lane.
 template <int B>
 void forward(const float* x, float* y, float* mean, float* var, const float* w, const float* b,
-             const BnGeometry& g, bool training, double eps) {
+             const BnGeometry& g, bool training, double eps, bool relu) {
   const int64_t CB = g.C / B;
   parallel_for(CB, 1, [&](int64_t begin, int64_t end) {
     for (int64_t cb = begin; cb < end; ++cb) {
@@ -68,19 +69,35 @@ void forward(const float* x, float* y, float* mean, float* var, const float* w, 
       for (int64_t n = 0; n < g.N; ++n) {
         const float* p = x + (n * CB + cb) * g.S * B;
         float* q = y + (n * CB + cb) * g.S * B;
-        for (int64_t s = 0; s < g.S; ++s)
+        if (relu)
+          for (int64_t s = 0; s < g.S; ++s)
 #pragma omp simd
-          for (int l = 0; l < B; ++l) q[s * B + l] = p[s * B + l] * scale[l] + shift[l];
+            for (int l = 0; l < B; ++l) q[s * B + l] = Relu{}(p[s * B + l] * scale[l] + shift[l]);
+        else
+          for (int64_t s = 0; s < g.S; ++s)
+#pragma omp simd
+            for (int l = 0; l < B; ++l) q[s * B + l] = p[s * B + l] * scale[l] + shift[l];
       }
     }
   });
 }
 
+// dy[i], or relu_backward(dy, y)[i] with batch_norm_relu's output y.
+template <bool kRelu>
+inline __attribute__((always_inline)) float masked_dy(const float* dy, const float* y, int64_t i) {
+  if constexpr (kRelu)
+    return ReluBackward{}(dy[i], y[i]);
+  else
+    return dy[i];
+}
+
 // dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)) in training, gamma * rstd * dy
-// in eval; dgamma = sum(dy * xhat), dbeta = sum(dy).
-template <int B>
-void backward(const float* dy, const float* x, const float* mean, const float* var, const float* w,
-              float* dx, float* dw, float* db, const BnGeometry& g, bool training, double eps) {
+// in eval; dgamma = sum(dy * xhat), dbeta = sum(dy). With y (batch_norm_relu's output), dy is
+// read as relu_backward(dy, y).
+template <int B, bool kRelu>
+void backward(const float* dy_in, const float* x, const float* mean, const float* var,
+              const float* w, const float* y, float* dx, float* dw, float* db, const BnGeometry& g,
+              bool training, double eps) {
   const int64_t CB = g.C / B;
   parallel_for(CB, 1, [&](int64_t begin, int64_t end) {
     for (int64_t cb = begin; cb < end; ++cb) {
@@ -89,14 +106,17 @@ void backward(const float* dy, const float* x, const float* mean, const float* v
       for (int l = 0; l < B; ++l) rstd[l] = float(1.0 / std::sqrt(double(var[cb * B + l]) + eps));
       double sum_dy[B] = {}, sum_dyx[B] = {};
       for (int64_t n = 0; n < g.N; ++n) {
-        const float* p = x + (n * CB + cb) * g.S * B;
-        const float* d = dy + (n * CB + cb) * g.S * B;
+        const int64_t at = (n * CB + cb) * g.S * B;
+        const float* p = x + at;
+        const float* d = dy_in + at;
+        const float* yy = y ? y + at : nullptr;
         float a[B] = {}, c[B] = {};
         for (int64_t s = 0; s < g.S; ++s)
 #pragma omp simd
           for (int l = 0; l < B; ++l) {
-            a[l] += d[s * B + l];
-            c[l] += d[s * B + l] * (p[s * B + l] - m[l]);
+            const float di = masked_dy<kRelu>(d, yy, s * B + l);
+            a[l] += di;
+            c[l] += di * (p[s * B + l] - m[l]);
           }
         for (int l = 0; l < B; ++l) {
           sum_dy[l] += a[l];
@@ -113,13 +133,16 @@ void backward(const float* dy, const float* x, const float* mean, const float* v
         mean_dyx[l] = training ? float(sum_dyx[l] / double(g.count())) * rstd[l] : 0.f;
       }
       for (int64_t n = 0; n < g.N; ++n) {
-        const float* p = x + (n * CB + cb) * g.S * B;
-        const float* d = dy + (n * CB + cb) * g.S * B;
-        float* o = dx + (n * CB + cb) * g.S * B;
+        const int64_t at = (n * CB + cb) * g.S * B;
+        const float* p = x + at;
+        const float* d = dy_in + at;
+        const float* yy = y ? y + at : nullptr;
+        float* o = dx + at;
         for (int64_t s = 0; s < g.S; ++s)
 #pragma omp simd
           for (int l = 0; l < B; ++l)
-            o[s * B + l] = k[l] * (d[s * B + l] - mean_dy[l] - (p[s * B + l] - m[l]) * mean_dyx[l]);
+            o[s * B + l] = k[l] * (masked_dy<kRelu>(d, yy, s * B + l) - mean_dy[l] -
+                                   (p[s * B + l] - m[l]) * mean_dyx[l]);
       }
     }
   });
@@ -130,7 +153,7 @@ const float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>(
 }  // namespace
 
 std::vector<Tensor> bn_forward_blocked(const std::vector<Tensor>& in, bool training,
-                                       double momentum, double eps) {
+                                       double momentum, double eps, bool relu) {
   const Tensor& x = in[0];
   BnGeometry g(x.shape());
   Tensor y = onednn::empty_in(x.shape(), DType::f32, onednn::desc_of(x));
@@ -142,7 +165,7 @@ std::vector<Tensor> bn_forward_blocked(const std::vector<Tensor>& in, bool train
   float* py = flat_physical(y).data<float>();
   auto run = [&](auto fn) {
     fn(px, py, mean.data<float>(), var.data<float>(), data_or_null(w), data_or_null(b), g, training,
-       eps);
+       eps, relu);
   };
   if (channel_block(x) == 16)
     run(forward<16>);
@@ -153,7 +176,8 @@ std::vector<Tensor> bn_forward_blocked(const std::vector<Tensor>& in, bool train
   return {y, mean, var};
 }
 
-std::vector<Tensor> bn_backward_blocked(const std::vector<Tensor>& in, bool training, double eps) {
+std::vector<Tensor> bn_backward_blocked(const std::vector<Tensor>& in, bool training, double eps,
+                                        const Tensor& relu_y) {
   const Tensor& x = in[1];
   BnGeometry g(x.shape());
   Tensor dy = is_layout(in[0]) && same_layout(in[0], x) ? in[0] : to_layout_of(in[0], x);
@@ -161,15 +185,19 @@ std::vector<Tensor> bn_backward_blocked(const std::vector<Tensor>& in, bool trai
   Tensor mean = in[3].contiguous(), var = in[4].contiguous();
   Tensor dx = onednn::empty_in(x.shape(), DType::f32, onednn::desc_of(x));
   Tensor dw = Tensor::empty({g.C}, DType::f32), db = Tensor::empty({g.C}, DType::f32);
+  Tensor y;
+  if (relu_y.defined())
+    y = is_layout(relu_y) && same_layout(relu_y, x) ? relu_y : to_layout_of(relu_y, x);
   auto run = [&](auto fn) {
     fn(flat_physical(dy).data<float>(), flat_physical(x).data<float>(), mean.data<float>(),
-       var.data<float>(), data_or_null(w), flat_physical(dx).data<float>(), dw.data<float>(),
-       db.data<float>(), g, training, eps);
+       var.data<float>(), data_or_null(w), y.defined() ? flat_physical(y).data<float>() : nullptr,
+       flat_physical(dx).data<float>(), dw.data<float>(), db.data<float>(), g, training, eps);
   };
+  const bool relu = y.defined();
   if (channel_block(x) == 16)
-    run(backward<16>);
+    relu ? run(backward<16, true>) : run(backward<16, false>);
   else
-    run(backward<8>);
+    relu ? run(backward<8, true>) : run(backward<8, false>);
   return {dx, dw, db};
 }
 

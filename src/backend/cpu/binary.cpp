@@ -1,83 +1,14 @@
-// CPU binary elementwise kernels: one functor per op, one broadcasting loop for all of them.
+// CPU binary elementwise kernels: one functor per op (elementwise_functors.h), one broadcasting
+// loop for all of them.
 #include <cmath>
 
+#include "backend/cpu/elementwise_functors.h"
 #include "backend/cpu/loops.h"
-#include "backend/cpu/math_simd.h"
 #include "backend/cpu/onednn_layout.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
 namespace {
-
-struct Add {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-struct Sub {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return a - b;
-  }
-};
-struct Mul {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return a * b;
-  }
-};
-struct Div {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return a / b;
-  }
-};
-
-// a^b for integers by squaring; negative exponents follow integer division (1, -1 or 0).
-template <typename T>
-T int_pow(T a, T b) {
-  if constexpr (std::is_signed_v<T>) {
-    if (b < 0) return a == 1 ? T(1) : a == -1 ? T((b & 1) ? -1 : 1) : T(0);
-  }
-  T result = 1;
-  while (b > 0) {
-    if (b & 1) result = T(result * a);
-    a = T(a * a);
-    b = T(b >> 1);
-  }
-  return result;
-}
-
-struct Pow {
-  template <typename T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>)
-      return std::pow(a, b);
-    else
-      return int_pow(a, b);
-  }
-};
-template <typename T>
-inline bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>)
-    return v != v;
-  else
-    return false;
-}
-// NaN in either operand propagates, as in PyTorch.
-struct Maximum {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return simd::select(is_nan(a) || a > b, a, b);
-  }
-};
-struct Minimum {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return simd::select(is_nan(a) || a < b, a, b);
-  }
-};
 
 // out[i] = F(a[i], b[i]) over the broadcast shape; inputs already have out's dtype.
 template <typename F>
@@ -147,23 +78,6 @@ ZENITH_REGISTER_KERNEL(div, CPU, binary_kernel<Div>);
 ZENITH_REGISTER_KERNEL(pow, CPU, binary_kernel<Pow>);
 ZENITH_REGISTER_KERNEL(maximum, CPU, binary_kernel<Maximum>);
 ZENITH_REGISTER_KERNEL(minimum, CPU, binary_kernel<Minimum>);
-
-// x^exponent with a scalar exponent; common exponents avoid std::pow.
-template <typename T>
-T pow_scalar(T x, double e) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (e == 2) return x * x;
-    if (e == 1) return x;
-    if (e == 0.5) return std::sqrt(x);
-    if (e == -1) return T(1) / x;
-    if (e == 3) return x * x * x;
-    if (e == -0.5) return T(1) / std::sqrt(x);
-    if (e == 0) return T(1);
-    return std::pow(x, T(e));
-  } else {
-    return int_pow(x, T(e));
-  }
-}
 
 // pow_scalar(x; exponent): integer exponents on integer tensors (the op promotes otherwise).
 std::vector<Tensor> pow_scalar_kernel(const std::vector<Tensor>& in, const PowScalarAttrs& attrs) {

@@ -114,17 +114,25 @@ memory::desc bias_desc(const ConvGeometry& g) {
                 : memory::desc();
 }
 
-dnnl::convolution_forward::primitive_desc fwd_pd(const ConvGeometry& g, dnnl::algorithm alg) {
+// relu: a ReLU post-op on the output (conv2d_relu, graph mode's Conv+ReLU fusion).
+dnnl::convolution_forward::primitive_desc fwd_pd(const ConvGeometry& g, dnnl::algorithm alg,
+                                                 bool relu = false) {
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, alg,
                                     any_desc(dn::dims_of(g.x_shape())), any_desc(g.w_dims()),
                                     bias_desc(g), any_desc(dn::dims_of(g.y_shape())), g.stride,
                                     g.dnnl_dilation(), g.pad_l, g.pad_r);
-  return dnnl::convolution_forward::primitive_desc(d, dn::engine());
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops post;
+    post.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(post);
+  }
+  return dnnl::convolution_forward::primitive_desc(d, attr, dn::engine());
 }
 
-std::shared_ptr<ConvFwd> conv_fwd(const ConvGeometry& g) {
-  return dn::cached<ConvFwd>(g.key("conv_fwd").str(), [&] {
-    return std::make_shared<ConvFwd>(g, [&](dnnl::algorithm alg) { return fwd_pd(g, alg); });
+std::shared_ptr<ConvFwd> conv_fwd(const ConvGeometry& g, bool relu) {
+  return dn::cached<ConvFwd>(g.key(relu ? "conv_relu_fwd" : "conv_fwd").str(), [&] {
+    return std::make_shared<ConvFwd>(g, [&](dnnl::algorithm alg) { return fwd_pd(g, alg, relu); });
   });
 }
 
@@ -144,9 +152,9 @@ Tensor weight_in(const Tensor& w, const ConvGeometry& g, const memory::desc& wan
   return out;
 }
 
-Tensor conv_forward_f32(const Tensor& x, const Tensor& w, const Tensor& bias,
-                        const ConvGeometry& g) {
-  auto e = conv_fwd(g);
+Tensor conv_forward_f32(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvGeometry& g,
+                        bool relu) {
+  auto e = conv_fwd(g, relu);
   const auto& pd = e->pd;
   Tensor src = dn::to_desc(x, pd.src_desc());
   Tensor wt = weight_in(w, g, pd.weights_desc());
@@ -331,9 +339,23 @@ std::vector<Tensor> conv_backward_weights_ref(const Tensor& dyin, const Tensor& 
 // conv2d(x, weight, bias?) -> y
 std::vector<Tensor> conv2d_kernel(const std::vector<Tensor>& in, const Conv2dAttrs& attrs) {
   ConvGeometry g(attrs);
-  if (in[0].dtype() == DType::f32) return {conv_forward_f32(in[0], in[1], in[2], g)};
+  if (in[0].dtype() == DType::f32) return {conv_forward_f32(in[0], in[1], in[2], g, false)};
   return visit_float(in[0].dtype(), "conv2d", [&](auto tag) {
     return std::vector<Tensor>{conv_forward_ref<decltype(tag)>(in[0], in[1], in[2], g)};
+  });
+}
+
+// conv2d_relu(x, weight, bias?) -> relu(conv2d): float32 through oneDNN's ReLU post-op; the
+// float64 reference applies relu to the reference convolution in place.
+std::vector<Tensor> conv2d_relu_kernel(const std::vector<Tensor>& in, const Conv2dAttrs& attrs) {
+  ConvGeometry g(attrs);
+  if (in[0].dtype() == DType::f32) return {conv_forward_f32(in[0], in[1], in[2], g, true)};
+  return visit_float(in[0].dtype(), "conv2d_relu", [&](auto tag) {
+    using T = decltype(tag);
+    Tensor y = conv_forward_ref<T>(in[0], in[1], in[2], g);
+    T* p = y.data<T>();
+    for (int64_t i = 0; i < y.numel(); ++i) p[i] = p[i] < T(0) ? T(0) : p[i];
+    return std::vector<Tensor>{y};
   });
 }
 
@@ -360,7 +382,9 @@ std::vector<Tensor> conv2d_backward_weights_kernel(const std::vector<Tensor>& in
 ZENITH_REGISTER_KERNEL(conv2d, CPU, conv2d_kernel);
 ZENITH_REGISTER_KERNEL(conv2d_backward_data, CPU, conv2d_backward_data_kernel);
 ZENITH_REGISTER_KERNEL(conv2d_backward_weights, CPU, conv2d_backward_weights_kernel);
+ZENITH_REGISTER_KERNEL(conv2d_relu, CPU, conv2d_relu_kernel);
 ZENITH_LAYOUT_AWARE(conv2d);
+ZENITH_LAYOUT_AWARE(conv2d_relu);
 ZENITH_LAYOUT_AWARE(conv2d_backward_data);
 ZENITH_LAYOUT_AWARE(conv2d_backward_weights);
 

@@ -1,0 +1,119 @@
+// What a benchmark reports about the machine and its workloads: the CPU's vector ISA (from
+// /proc/cpuinfo and oneDNN's choice), the sgemm peak (dnnl_sgemm, M = N = K = n, best of several
+// runs), and the analytic FLOPs of a zoo model's training step.
+#pragma once
+
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace zenith::bench {
+
+// "avx512" when the CPU has AVX-512F, else "avx2", else "sse4" (what /proc/cpuinfo lists).
+inline std::string cpu_isa() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    if (line.find(" avx512f") != std::string::npos) return "avx512";
+    if (line.find(" avx2") != std::string::npos) return "avx2";
+    return "sse4";
+  }
+  return "unknown";
+}
+
+// The ISA oneDNN's kernels use (ONEDNN_MAX_CPU_ISA can lower it, e.g. to AVX2).
+inline std::string onednn_isa() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
+// ---- analytic FLOPs: conv and matmul only (2 per multiply-add). Backward costs twice the
+// forward (data and weight gradients), except the first layer, whose input needs no gradient.
+struct Layer {
+  double fwd;  // forward FLOPs per image
+  bool first;
+};
+
+inline double conv_flops(int64_t cin, int64_t cout, int64_t k, int64_t out_hw) {
+  return 2.0 * double(cin * cout * k * k * out_hw * out_hw);
+}
+
+inline std::vector<Layer> layers_of(const std::string& model, int64_t channels, int64_t image) {
+  std::vector<Layer> layers;
+  if (model == "seedcnn") {
+    int64_t s1 = image - 2, s2 = s1 / 2 - 2, s3 = s2 / 2;
+    layers.push_back({conv_flops(channels, 32, 3, s1), true});
+    layers.push_back({conv_flops(32, 64, 3, s2), false});
+    layers.push_back({2.0 * double(64 * s3 * s3 * 10), false});
+    return layers;
+  }
+  // ResNet-18, CIFAR stem.
+  int64_t hw = image, in = 64;
+  layers.push_back({conv_flops(channels, 64, 3, hw), true});
+  const int64_t widths[4] = {64, 128, 256, 512};
+  for (int i = 0; i < 4; ++i)
+    for (int b = 0; b < 2; ++b) {
+      int64_t stride = (i > 0 && b == 0) ? 2 : 1, out = widths[i];
+      hw /= stride;
+      layers.push_back({conv_flops(in, out, 3, hw), false});
+      layers.push_back({conv_flops(out, out, 3, hw), false});
+      if (stride != 1 || in != out) layers.push_back({conv_flops(in, out, 1, hw), false});
+      in = out;
+    }
+  layers.push_back({2.0 * 512 * 10, false});
+  return layers;
+}
+
+inline double train_flops_per_image(const std::string& model, int64_t channels, int64_t image) {
+  double total = 0;
+  for (auto& l : layers_of(model, channels, image)) total += l.fwd * (l.first ? 2.0 : 3.0);
+  return total;
+}
+
+// CPU seconds of this process (all its threads).
+inline double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// cpu_time: time by the process's CPU seconds instead of the wall clock (with one thread, what
+// the sgemm itself takes, even on cores other processes share).
+inline double sgemm_peak_gflops(int threads, int64_t n = 2048, bool cpu_time = false) {
+  omp_set_num_threads(threads);
+  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
+  double best = 1e30;
+  for (int rep = 0; rep < 6; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_seconds();
+    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    double s = cpu_time
+                   ? process_cpu_seconds() - c0
+                   : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::min(best, s);  // the first run warms up
+  }
+  return 2.0 * double(n) * double(n) * double(n) / best / 1e9;
+}
+
+}  // namespace zenith::bench

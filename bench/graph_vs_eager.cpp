@@ -1,0 +1,299 @@
+// Graph mode against eager (PYNATIVE) mode: one training step (forward, loss, backward,
+// Momentum update) per workload, both modes in one process on the same batches, timed
+// alternately (eager step, graph step, ...) so that load from other processes hits both alike.
+//
+//   graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--check] [--json]
+//
+// Per workload: step time (median and min over S steps) per mode, the ratio eager / graph
+// (> 1: graph mode is faster) and the time it saves per step, the ratio of CPU time per step
+// (steadier than wall time on shared cores; meaningful with --threads 1), GFLOP/s on the conv and
+// matmul FLOPs and their % of the sgemm peak, the step's peak memory per mode (bytes the allocator
+// hands out during a step, plus graph mode's arena) and their ratio, and the capture's log
+// line. --check also runs 20 steps in each mode from equal weights and reports the largest
+// difference of the losses and the weights (graph mode must equal eager to 1e-5).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_machine.h"
+#include "core/allocator.h"
+#include "zenith/zenith.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using namespace zenith;
+
+struct Workload {
+  std::string name, model;
+  int64_t channels, image, batch;
+  int default_steps;
+};
+
+const std::vector<Workload> kWorkloads = {
+    {"seedcnn-fmnist-b64", "seedcnn", 1, 28, 64, 30},
+    {"seedcnn-cifar-b64", "seedcnn", 3, 32, 64, 30},
+    {"seedcnn-cifar-b8", "seedcnn", 3, 32, 8, 60},
+    {"resnet18-cifar-b8", "resnet18", 3, 32, 8, 8},
+};
+
+struct Trainer {
+  nn::CellPtr net;
+  nn::LossPtr loss_fn;
+  nn::OptimizerPtr opt;
+  std::unique_ptr<graph::StepCompiler> compiler;
+  std::string capture_line;
+  Trainer(const Workload& w, bool graph_mode) {
+    manual_seed(0);
+    net = models::create(w.model, w.channels, w.image, 10);
+    net->set_train(true);
+    loss_fn = nn::SoftmaxCrossEntropyWithLogits(true);
+    opt = nn::Momentum(net->trainable_params(), 0.01, 0.9);
+    if (!graph_mode) return;
+    std::vector<std::pair<std::string, Tensor>> state = net->named_parameters();
+    for (auto& b : net->named_buffers()) state.push_back(b);
+    for (auto& [k, v] : opt->state_dict()) state.push_back({"optimizer." + k, v});
+    compiler = std::make_unique<graph::StepCompiler>(
+        state, opt.get(), graph::Options{.log = [this](const std::string& l) {
+          if (capture_line.empty()) capture_line = l;
+        }});
+  }
+  // One step as Model::train runs it: zero grads, forward + loss, a host read of the loss,
+  // backward, update.
+  double step(const Tensor& x, const Tensor& y) {
+    opt->zero_grad();
+    graph::StepRun run = compiler ? compiler->begin({x, y}) : graph::StepRun::eager();
+    Tensor loss = run.phase([&] { return std::vector<Tensor>{(*loss_fn)(net->forward(x), y)}; })[0];
+    const double value = loss.item();
+    run.phase([&] {
+      loss.backward();
+      return std::vector<Tensor>{};
+    });
+    run.phase([&] {
+      opt->step();
+      return std::vector<Tensor>{};
+    });
+    run.finish();
+    return value;
+  }
+};
+
+double seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+using bench::process_cpu_seconds;
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// Bytes handed out during one step (activations, gradients, temporaries) above what was live
+// before it, the parameters and optimizer state; graph mode: plus its arena, which stays
+// allocated between steps.
+double step_peak_mb(Trainer& t, const Tensor& x, const Tensor& y) {
+  t.opt->zero_grad();  // the last step's gradients go first, as the step would free them
+  const size_t base = core::allocator_stats().live_bytes;
+  core::reset_peak_live_bytes();
+  t.step(x, y);
+  const size_t peak = core::allocator_stats().peak_live_bytes;
+  const size_t arena = t.compiler ? t.compiler->arena_bytes() : 0;
+  return double(peak - std::min(peak, base) + arena) / 1e6;
+}
+
+double max_weight_diff(const Trainer& a, const Trainer& b) {
+  auto sa = a.net->state_dict(), sb = b.net->state_dict();
+  double d = 0;
+  for (auto& [name, t] : sa) {
+    auto x = t.to_double_vector(), y = sb.at(name).to_double_vector();
+    for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(x[i] - y[i]));
+  }
+  return d;
+}
+
+json run_workload(const Workload& w, int warmup, int steps, bool check, double peak, int threads) {
+  manual_seed(1);
+  const int batches = 4;
+  std::vector<Tensor> xs, ys;
+  for (int i = 0; i < batches; ++i) {
+    xs.push_back(Tensor::randn({w.batch, w.channels, w.image, w.image}));
+    ys.push_back(Tensor::randint(0, 10, {w.batch}));
+  }
+  Trainer eager(w, false), graphed(w, true);
+  for (int i = 0; i < warmup; ++i) {  // graph: the capture, the replay that plans memory, ...
+    eager.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
+    graphed.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
+  }
+  std::vector<double> te, tg, ce, cg;
+  for (int i = 0; i < steps; ++i) {
+    const Tensor& x = xs[size_t(i % batches)];
+    const Tensor& y = ys[size_t(i % batches)];
+    auto t0 = Clock::now();
+    double c0 = process_cpu_seconds();
+    eager.step(x, y);
+    te.push_back(seconds(t0));
+    ce.push_back(process_cpu_seconds() - c0);
+    t0 = Clock::now();
+    c0 = process_cpu_seconds();
+    graphed.step(x, y);
+    tg.push_back(seconds(t0));
+    cg.push_back(process_cpu_seconds() - c0);
+  }
+  const double mem_e = step_peak_mb(eager, xs[0], ys[0]);
+  const double mem_g = step_peak_mb(graphed, xs[0], ys[0]);
+  const double me = median_of(te), mg = median_of(tg);
+  const double flops = bench::train_flops_per_image(w.model, w.channels, w.image) * double(w.batch);
+  // With one thread, the % of peak comes from CPU times (the step's and the sgemm's), which
+  // load from other processes does not inflate; with more, from wall times.
+  const bool cpu = threads == 1;
+  const double ge = flops / (cpu ? median_of(ce) : me) / 1e9;
+  const double gg = flops / (cpu ? median_of(cg) : mg) / 1e9;
+  json r = {{"batch", w.batch},
+            {"steps", steps},
+            {"eager_median_ms", me * 1e3},
+            {"eager_min_ms", *std::min_element(te.begin(), te.end()) * 1e3},
+            {"graph_median_ms", mg * 1e3},
+            {"graph_min_ms", *std::min_element(tg.begin(), tg.end()) * 1e3},
+            {"ratio", me / mg},
+            {"eager_cpu_median_ms", median_of(ce) * 1e3},
+            {"graph_cpu_median_ms", median_of(cg) * 1e3},
+            {"cpu_ratio", median_of(ce) / median_of(cg)},
+            {"saved_ms_per_step", (me - mg) * 1e3},
+            {"eager_gflops", ge},
+            {"graph_gflops", gg},
+            {"eager_pct_of_peak", 100.0 * ge / peak},
+            {"graph_pct_of_peak", 100.0 * gg / peak},
+            {"eager_step_peak_mb", mem_e},
+            {"graph_step_peak_mb", mem_g},
+            {"memory_ratio", mem_g / mem_e},
+            {"graph_arena_mb", double(graphed.compiler->arena_bytes()) / 1e6},
+            {"captures", graphed.compiler->captures()},
+            {"replays", graphed.compiler->replays()},
+            {"capture", graphed.capture_line}};
+  if (check) {
+    Trainer a(w, false), b(w, true);
+    double loss_diff = 0;
+    for (int i = 0; i < 20; ++i) {
+      const double la = a.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
+      const double lb = b.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
+      loss_diff = std::max(loss_diff, std::abs(la - lb));
+    }
+    r["check_steps"] = 20;
+    r["check_max_loss_diff"] = loss_diff;
+    r["check_max_weight_diff"] = max_weight_diff(a, b);
+  }
+  return r;
+}
+
+int usage() {
+  std::cerr << "usage: graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] "
+               "[--check] [--json]\nworkloads:";
+  for (auto& w : kWorkloads) std::cerr << " " << w.name;
+  std::cerr << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0, warmup = 3, steps = 0;
+  bool as_json = false, check = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--threads")
+      threads = std::atoi(next().c_str());
+    else if (a == "--warmup")
+      warmup = std::max(3, std::atoi(next().c_str()));
+    else if (a == "--steps")
+      steps = std::atoi(next().c_str());
+    else if (a == "--workloads")
+      only = next();
+    else if (a == "--json")
+      as_json = true;
+    else if (a == "--check")
+      check = true;
+    else
+      return usage();
+  }
+  if (threads <= 0) {
+    const char* env = std::getenv("ZENITH_NUM_THREADS");
+    threads = env && std::atoi(env) > 0 ? std::atoi(env)
+                                        : int(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  context::set_num_threads(threads);
+  std::vector<Workload> selected;
+  for (auto& w : kWorkloads)
+    if (only.empty() || ("," + only + ",").find("," + w.name + ",") != std::string::npos)
+      selected.push_back(w);
+  if (selected.empty()) return usage();
+
+  const double peak = bench::sgemm_peak_gflops(threads, 2048, /*cpu_time=*/threads == 1);
+  context::set_num_threads(threads);
+  json results = {{"isa", bench::cpu_isa()},
+                  {"onednn_isa", bench::onednn_isa()},
+                  {"sgemm_peak_gflops", peak},
+                  {"threads", threads},
+                  {"workloads", json::object()}};
+  for (auto& w : selected) {
+    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, peak, threads);
+    results["workloads"][w.name] = r;
+    if (!as_json) std::cerr << w.name << ": " << r["capture"].get<std::string>() << "\n";
+  }
+  if (as_json) {
+    std::cout << results.dump(2) << std::endl;
+    return 0;
+  }
+  std::cout << "graph vs eager: training step (forward + backward + Momentum), " << threads
+            << " thread(s), median of alternating steps after " << warmup << " warmup\n"
+            << "ISA: " << bench::cpu_isa() << " (oneDNN uses " << bench::onednn_isa()
+            << "); sgemm peak (dnnl_sgemm 2048^3): " << std::fixed << std::setprecision(1) << peak
+            << " GFLOP/s\n\n";
+  std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(10) << "eager ms"
+            << std::setw(10) << "graph ms" << std::setw(8) << "ratio" << std::setw(10) << "saved ms"
+            << std::setw(9) << "eager %" << std::setw(9) << "graph %" << std::setw(10) << "eager MB"
+            << std::setw(10) << "graph MB" << std::setw(8) << "mem x";
+  if (check) std::cout << std::setw(12) << "max diff";
+  std::cout << "\n";
+  for (auto& w : selected) {
+    const json& r = results["workloads"][w.name];
+    auto f = [&](const char* k, int prec, int width) {
+      std::ostringstream os;
+      os << std::fixed << std::setprecision(prec) << r[k].get<double>();
+      std::cout << std::setw(width) << os.str();
+    };
+    std::cout << std::left << std::setw(20) << w.name << std::right;
+    f("eager_median_ms", 1, 10);
+    f("graph_median_ms", 1, 10);
+    f("ratio", 2, 8);
+    f("saved_ms_per_step", 1, 10);
+    f("cpu_ratio", 2, 9);
+    f("eager_pct_of_peak", 1, 9);
+    f("graph_pct_of_peak", 1, 9);
+    f("eager_step_peak_mb", 1, 10);
+    f("graph_step_peak_mb", 1, 10);
+    f("memory_ratio", 2, 8);
+    if (check) {
+      std::ostringstream os;
+      os << std::scientific << std::setprecision(1)
+         << std::max(r["check_max_loss_diff"].get<double>(),
+                     r["check_max_weight_diff"].get<double>());
+      std::cout << std::setw(12) << os.str();
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}

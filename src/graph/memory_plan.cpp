@@ -1,0 +1,152 @@
+#include "graph/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "zenith/error.h"
+
+namespace zenith::graph {
+
+size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    buffers[i].offset = -1;
+    if (buffers[i].free >= 0) order.push_back(i);
+  }
+  // Largest first; ties by allocation order, so the plan is reproducible.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return buffers[a].size > buffers[b].size; });
+  std::vector<size_t> placed;
+  size_t arena = 0;
+  for (size_t i : order) {
+    PlannedBuffer& b = buffers[i];
+    const size_t size = (b.size + align - 1) / align * align;
+    // The placed buffers alive at the same time as b, by offset.
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (size_t j : placed) {
+      const PlannedBuffer& o = buffers[j];
+      if (o.alloc < b.free && b.alloc < o.free)
+        busy.push_back({size_t(o.offset), (o.size + align - 1) / align * align});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t best = SIZE_MAX, best_gap = SIZE_MAX, cursor = 0;
+    for (auto& [off, sz] : busy) {
+      if (off > cursor && off - cursor >= size && off - cursor < best_gap) {
+        best = cursor;
+        best_gap = off - cursor;
+      }
+      cursor = std::max(cursor, off + sz);
+    }
+    if (best == SIZE_MAX) best = cursor;  // after everything alive at the same time
+    b.offset = int64_t(best);
+    arena = std::max(arena, best + size);
+    placed.push_back(i);
+  }
+  return arena;
+}
+
+size_t peak_live_bytes(const std::vector<PlannedBuffer>& buffers) {
+  std::vector<std::pair<int64_t, int64_t>> events;  // (time, +size / -size)
+  for (const auto& b : buffers) {
+    if (b.free < 0) continue;
+    events.push_back({b.alloc, int64_t(b.size)});
+    events.push_back({b.free, -int64_t(b.size)});
+  }
+  std::sort(events.begin(), events.end());  // a free at t comes before an allocation at t
+  int64_t live = 0, peak = 0;
+  for (auto& [t, d] : events) {
+    live += d;
+    peak = std::max(peak, live);
+  }
+  return size_t(peak);
+}
+
+MemoryPlan::~MemoryPlan() {
+  if (arena_) core::arena_free(arena_);
+}
+
+void MemoryPlan::on_alloc(void* self, void* p, size_t nbytes) {
+  auto* m = static_cast<MemoryPlan*>(self);
+  m->open_.push_back({p, m->buffers_.size()});
+  m->buffers_.push_back({nbytes, m->events_++, -1, -1});
+}
+
+void MemoryPlan::on_free(void* self, void* p) {
+  auto* m = static_cast<MemoryPlan*>(self);
+  for (size_t i = m->open_.size(); i-- > 0;)
+    if (m->open_[i].first == p) {
+      m->buffers_[m->open_[i].second].free = m->events_++;
+      m->open_.erase(m->open_.begin() + int64_t(i));
+      return;
+    }
+}
+
+void MemoryPlan::start_replay() {
+  in_replay_ = true;
+  if (phase_ == Phase::kIdle && !dropped_) {
+    phase_ = Phase::kRecording;
+    buffers_.clear();
+    open_.clear();
+    events_ = 0;
+    observer_ = {&MemoryPlan::on_alloc, &MemoryPlan::on_free, this};
+  }
+  if (phase_ == Phase::kUsing) {
+    plan_.next = 0;
+    plan_.diverged = false;
+  }
+}
+
+void MemoryPlan::end_replay() {
+  in_replay_ = false;
+  if (phase_ == Phase::kRecording) {
+    build();
+  } else if (phase_ == Phase::kUsing && (plan_.diverged || plan_.next != plan_.sizes.size())) {
+    std::fprintf(stderr,
+                 "graph: the replay's allocations no longer follow its memory plan; "
+                 "using the allocator\n");
+    drop();
+  }
+}
+
+void MemoryPlan::build() {
+  // Buffers that outlive the replay (the loss, the gradients): alive to its end.
+  for (auto& b : buffers_)
+    if (b.free < 0) b.free = events_;
+  open_.clear();
+  peak_ = peak_live_bytes(buffers_);
+  arena_bytes_ = pack_buffers(buffers_);
+  planned_ = 0;
+  plan_ = core::ArenaPlan{};
+  for (const auto& b : buffers_) {
+    plan_.sizes.push_back(b.size);
+    plan_.offsets.push_back(b.offset);
+    planned_ += b.offset >= 0;
+  }
+  if (arena_bytes_ > 0) arena_ = static_cast<char*>(core::arena_allocate(arena_bytes_));
+  plan_.base = arena_;
+  phase_ = arena_ ? Phase::kUsing : Phase::kRecorded;
+}
+
+void MemoryPlan::drop() {
+  dropped_ = true;
+  phase_ = Phase::kRecorded;
+  // Buffers of the arena still alive would be freed into it later (cpu_free ignores them);
+  // the arena itself stays until the plan goes.
+}
+
+MemoryPlan::Scope::Scope(MemoryPlan* plan) : plan_(plan) {
+  if (!plan_ || !plan_->in_replay_) {
+    plan_ = nullptr;
+    return;
+  }
+  if (plan_->phase_ == Phase::kRecording) core::set_allocation_observer(&plan_->observer_);
+  if (plan_->phase_ == Phase::kUsing) core::set_arena_plan(&plan_->plan_);
+}
+
+MemoryPlan::Scope::~Scope() {
+  if (!plan_) return;
+  core::set_allocation_observer(nullptr);
+  core::set_arena_plan(nullptr);
+}
+
+}  // namespace zenith::graph

@@ -1,0 +1,82 @@
+// Memory planning for replays: one replay records every buffer its segments allocate and free
+// (core's allocation observer), giving each buffer a live range in allocation events; the
+// buffers that die within the replay are then packed into one arena by their live ranges
+// (best fit, largest first: a buffer takes the smallest gap left between the buffers it
+// overlaps in time, at the lowest offset). Later replays are served from the arena in the same
+// order (core's arena plan): no allocator calls, no page faults, and memory shared by buffers
+// that are never alive together. A buffer that outlives the replay (the loss, a gradient) is
+// planned as alive until the replay's end: it shares memory with activations that died before
+// it was made, and stays valid until the next replay of the same graph, which reuses its place
+// (as CUDA graphs' static outputs; clone() what must live longer; the trainer frees the
+// gradients before each step). An arena freed while such buffers are held goes with the last
+// of them (core's allocator counts its blocks). Replays are deterministic, so the order repeats; if
+// it ever does not (diverged), the plan is dropped and the allocator serves the rest.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/allocator.h"
+
+namespace zenith::graph {
+
+// A buffer of the recorded replay: [alloc, free) in events; free < 0 when it outlived it.
+struct PlannedBuffer {
+  size_t size = 0;
+  int64_t alloc = 0, free = -1;
+  int64_t offset = -1;  // in the arena, -1 when not planned
+};
+
+// Best fit, largest first: assigns offsets to the buffers with free >= 0; returns the arena
+// size. Two buffers whose ranges overlap never overlap in memory.
+size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align = 64);
+// The most bytes of planned buffers alive at once (the lower bound of any packing).
+size_t peak_live_bytes(const std::vector<PlannedBuffer>& buffers);
+
+class MemoryPlan {
+ public:
+  MemoryPlan() = default;
+  ~MemoryPlan();
+  MemoryPlan(const MemoryPlan&) = delete;
+  MemoryPlan& operator=(const MemoryPlan&) = delete;
+
+  // Around one replay: the first records, the next ones use the arena.
+  void start_replay();
+  void end_replay();
+  // Around each segment of it, on the replaying thread.
+  class Scope {
+   public:
+    explicit Scope(MemoryPlan* plan);
+    ~Scope();
+
+   private:
+    MemoryPlan* plan_;
+  };
+
+  bool ready() const { return arena_ != nullptr; }
+  bool diverged() const { return dropped_; }
+  size_t arena_bytes() const { return arena_bytes_; }
+  size_t recorded_peak_bytes() const { return peak_; }  // planned buffers alive at once
+  size_t planned_buffers() const { return planned_; }
+  size_t unplanned_buffers() const { return buffers_.size() - planned_; }
+
+ private:
+  static void on_alloc(void* self, void* p, size_t nbytes);
+  static void on_free(void* self, void* p);
+  void build();
+  void drop();
+
+  enum class Phase { kIdle, kRecording, kRecorded, kUsing } phase_ = Phase::kIdle;
+  bool in_replay_ = false;
+  bool dropped_ = false;
+  std::vector<PlannedBuffer> buffers_;
+  std::vector<std::pair<void*, size_t>> open_;  // recording: pointer -> buffer index
+  int64_t events_ = 0;
+  core::AllocationObserver observer_;
+  core::ArenaPlan plan_;
+  char* arena_ = nullptr;
+  size_t arena_bytes_ = 0, peak_ = 0, planned_ = 0;
+};
+
+}  // namespace zenith::graph

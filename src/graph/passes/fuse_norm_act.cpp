@@ -1,0 +1,106 @@
+// Conv+ReLU and BatchNorm+ReLU fusion. Training allows both: relu's backward reads relu's
+// output, which the fused op returns; conv's backward reads conv's input and batch norm's
+// backward reads batch norm's input, neither of which the fusion touches.
+#include "graph/passes/passes.h"
+
+namespace zenith::graph {
+namespace {
+
+// The single node reading `v` (as a whole, not written), or -1.
+int only_reader(const Graph& g, const std::vector<std::vector<int>>& readers,
+                const std::vector<bool>& keep, ValueId v) {
+  if (v == kNoValue || keep[size_t(v)] || readers[size_t(v)].size() != 1) return -1;
+  const Node& r = g.nodes[size_t(readers[size_t(v)][0])];
+  int uses = 0;
+  for (const Operand& in : r.inputs)
+    if (in.value == v) {
+      if (!(in.view == g.values[size_t(v)].def)) return -1;
+      ++uses;
+    }
+  for (int w : r.writes)
+    if (r.inputs[size_t(w)].value == v) return -1;
+  return uses == 1 ? readers[size_t(v)][0] : -1;
+}
+
+bool written_between(const std::vector<std::vector<int>>& writers, ValueId v, int from, int to) {
+  for (int w : writers[size_t(v)])
+    if (w > from && w < to) return true;
+  return false;
+}
+
+}  // namespace
+
+int fuse_conv_relu(Graph& g, FusionCounts& counts) {
+  auto readers = g.readers();
+  auto keep = g.live_out();
+  std::vector<bool> removed(g.nodes.size(), false);
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& c = g.nodes[i];
+    if (c.op != OpId::conv2d || c.outputs.empty()) continue;
+    int r = only_reader(g, readers, keep, c.outputs[0]);
+    if (r < 0 || g.nodes[size_t(r)].op != OpId::relu) continue;
+    Node& relu = g.nodes[size_t(r)];
+    c.op = OpId::conv2d_relu;  // same attributes (Conv2dAttrs)
+    c.outputs[0] = relu.outputs[0];
+    c.fused = "conv+relu";
+    removed[size_t(r)] = true;
+    ++count;
+  }
+  if (count) g.remove_nodes(removed);
+  counts["conv+relu"] += count;
+  return count;
+}
+
+int fuse_batch_norm_relu(Graph& g, FusionCounts& counts) {
+  int forward = 0, backward = 0;
+  {
+    auto readers = g.readers();
+    auto keep = g.live_out();
+    std::vector<bool> removed(g.nodes.size(), false);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      Node& b = g.nodes[i];
+      if (b.op != OpId::batch_norm || b.outputs.empty()) continue;
+      int r = only_reader(g, readers, keep, b.outputs[0]);
+      if (r < 0 || g.nodes[size_t(r)].op != OpId::relu) continue;
+      b.op = OpId::batch_norm_relu;
+      b.outputs[0] = g.nodes[size_t(r)].outputs[0];
+      b.fused = "bn+relu";
+      removed[size_t(r)] = true;
+      ++forward;
+    }
+    if (forward) g.remove_nodes(removed);
+  }
+  {
+    auto readers = g.readers();
+    auto writers = g.writers();
+    auto keep = g.live_out();
+    std::vector<bool> removed(g.nodes.size(), false);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& rb = g.nodes[i];
+      if (rb.op != OpId::relu_backward || rb.outputs.empty() || !rb.inputs[1].defined()) continue;
+      int b = only_reader(g, readers, keep, rb.outputs[0]);
+      if (b < 0) continue;
+      Node& bb = g.nodes[size_t(b)];
+      if (bb.op != OpId::batch_norm_backward || bb.inputs[0].value != rb.outputs[0]) continue;
+      if (written_between(writers, rb.inputs[0].value, int(i), b) ||
+          written_between(writers, rb.inputs[1].value, int(i), b))
+        continue;
+      // Its mask must have the shape batch norm's input has.
+      if (rb.inputs[1].view.shape != bb.inputs[1].view.shape) continue;
+      bb.op = OpId::batch_norm_relu_backward;
+      std::vector<Operand> in = {rb.inputs[0], bb.inputs[1], bb.inputs[2],
+                                 bb.inputs[3], bb.inputs[4], rb.inputs[1]};
+      bb.inputs = std::move(in);
+      bb.fused = "bn+relu backward";
+      removed[i] = true;
+      ++backward;
+    }
+    if (backward) g.remove_nodes(removed);
+  }
+  counts["bn+relu"] += forward;
+  counts["bn+relu backward"] += backward;
+  return forward + backward;
+}
+
+}  // namespace zenith::graph

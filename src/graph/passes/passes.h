@@ -1,0 +1,63 @@
+// Graph passes over a captured step. Each returns how many nodes it changed; each keeps the
+// graph's results equal to the eager step's (tests/graph/passes_test.cpp shows every pass on a
+// graph before and after, with op counts and numerical equality).
+//
+// Nodes keep their order; a pass that merges nodes puts the merged node where the last of them
+// was, and only when no node in between reads what the merged ones made or writes what they
+// read. Nodes that write values in place (optimizer updates, batch norm's running statistics,
+// fills and copies into a buffer) and random ops are never dropped or merged with others, except
+// where noted.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "graph/ir.h"
+
+namespace zenith::graph {
+
+// Drops nodes whose outputs nothing needs and that write nothing that outlives them.
+int eliminate_dead_ops(Graph& g);
+// Merges a node into an earlier one with the same op, attributes and operands (no write to an
+// operand in between): to_plain of one tensor twice, the same sum twice.
+int eliminate_common_subexpressions(Graph& g);
+// Evaluates nodes whose inputs are all constants once, at compile time (the scalars and fills
+// eager mode makes every step: the seed gradient of the loss, scalar operands).
+int fold_constants(Graph& g);
+// Layout conversions: drops to_plain of a tensor that is already plain (identity) and merges
+// conversions of one blocked tensor, so a oneDNN blocked activation is converted at most once.
+int propagate_layouts(Graph& g);
+// In-place reuse: a copy of a buffer that dies at the copy (autograd's gradient clones, a
+// contiguous() of a fresh result) becomes that buffer itself.
+int reuse_in_place(Graph& g);
+
+// Fusions; `counts` gains one entry per fused group, by kind ("conv+relu", "bn+relu",
+// "bn+relu backward", "elementwise", "optimizer").
+using FusionCounts = std::map<std::string, int>;
+// conv2d whose output only relu reads -> conv2d_relu (oneDNN post-op). relu's backward reads
+// relu's output, which the fused op still returns.
+int fuse_conv_relu(Graph& g, FusionCounts& counts);
+// batch_norm whose output only relu reads -> batch_norm_relu; relu_backward whose result only a
+// batch_norm_backward reads -> batch_norm_relu_backward.
+int fuse_batch_norm_relu(Graph& g, FusionCounts& counts);
+// Chains and trees of elementwise ops over one shape (0-d scalars and trailing-dim broadcasts
+// allowed), and a full sum at their end, -> one fused_elementwise loop. Never fuses a GEMM or
+// convolution. Transformer patterns (residual adds, SwiGLU's silu * gate, the scale and mask
+// before a softmax, the elementwise parts of RMSNorm and RoPE written with ops) are such chains.
+int fuse_elementwise(Graph& g, FusionCounts& counts);
+// The optimizer's per-parameter updates with equal hyperparameters -> one multi-tensor update.
+int fuse_optimizer_updates(Graph& g, FusionCounts& counts);
+
+struct PassOptions {
+  bool fuse = true;  // false: only the clean-up passes (DCE, CSE, constants, layouts, in place)
+};
+
+struct PassReport {
+  int ops_before = 0, ops_after = 0;
+  int dead = 0, common = 0, constants = 0, layouts = 0, in_place = 0;
+  FusionCounts fusions;
+};
+// Every pass in order: constants, CSE, layouts, in-place reuse, fusions, DCE.
+PassReport optimize(Graph& g, const PassOptions& options = {});
+
+}  // namespace zenith::graph

@@ -1,0 +1,26 @@
+// The pass pipeline graph mode runs on every capture.
+#include "graph/passes/passes.h"
+
+namespace zenith::graph {
+
+PassReport optimize(Graph& g, const PassOptions& options) {
+  PassReport r;
+  r.ops_before = int(g.nodes.size());
+  r.constants = fold_constants(g);
+  r.common = eliminate_common_subexpressions(g);
+  r.layouts = propagate_layouts(g);
+  r.in_place = reuse_in_place(g);
+  if (options.fuse) {
+    fuse_conv_relu(g, r.fusions);
+    fuse_batch_norm_relu(g, r.fusions);
+    fuse_elementwise(g, r.fusions);
+    fuse_optimizer_updates(g, r.fusions);
+  }
+  r.dead = eliminate_dead_ops(g);
+  for (auto it = r.fusions.begin(); it != r.fusions.end();)
+    it = it->second == 0 ? r.fusions.erase(it) : std::next(it);
+  r.ops_after = int(g.nodes.size());
+  return r;
+}
+
+}  // namespace zenith::graph

@@ -1,0 +1,281 @@
+// Graph mode's driver: per input signature, capture the step once (graph/capture.h), run the
+// passes (graph/passes/passes.h), compile a replay program with a memory plan
+// (graph/replay.h, graph/memory_plan.h), and replay it on later calls.
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "graph/capture.h"
+#include "graph/memory_plan.h"
+#include "graph/passes/passes.h"
+#include "graph/replay.h"
+#include "zenith/graph.h"
+
+namespace zenith::graph {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+std::string megabytes(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB", double(bytes) / 1e6);
+  return buf;
+}
+
+// The signature of a step's inputs: what a replay must see the same.
+std::string signature(const std::vector<Tensor>& inputs, const std::string& tag) {
+  std::ostringstream os;
+  os << tag << "|";
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) {
+      os << "_;";
+      continue;
+    }
+    os << dtype_name(t.dtype()) << shape_str(t.shape()) << shape_str(t.strides()) << "@"
+       << t.offset() << t.device().str() << (t.has_layout() ? "L" : "") << ";";
+  }
+  return os.str();
+}
+
+// The optimizer's hyperparameters a replay sets on the update nodes; a capture checks that the
+// updates it recorded used exactly these (otherwise a replay could not follow the schedule).
+UpdateParams update_params(const nn::Optimizer* opt) {
+  if (!opt) return {};
+  return {opt->current_lr(), opt->step_count() + 1};
+}
+
+std::string check_updates(const Graph& g, const UpdateParams& p) {
+  for (const Node& n : g.nodes) {
+    if (n.op == OpId::momentum_update && n.get<OpId::momentum_update>().lr != p.lr)
+      return "an optimizer update used a learning rate other than the optimizer's current one";
+    if (n.op == OpId::adam_update &&
+        (n.get<OpId::adam_update>().lr != p.lr || n.get<OpId::adam_update>().step != p.step))
+      return "an Adam update used a learning rate or step other than the optimizer's";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string CaptureReport::line() const {
+  std::ostringstream os;
+  os << "graph: " << ops << " ops -> " << ops_after << " after fusion (";
+  bool first = true;
+  auto item = [&](const std::string& name, int n) {
+    if (n == 0) return;
+    os << (first ? "" : ", ") << name << " " << n;
+    first = false;
+  };
+  for (const auto& [kind, n] : fusions) item(kind, n);
+  item("constants folded", constants);
+  item("common subexpressions", common);
+  item("layout conversions", layouts);
+  item("copies reused", in_place);
+  item("dead", dead);
+  if (first) os << "none";
+  os << "); activations " << megabytes(activations_before) << " -> "
+     << megabytes(activations_after);
+  return os.str();
+}
+
+std::map<std::string, double> CaptureReport::scalars() const {
+  std::map<std::string, double> s = {
+      {"graph/ops", ops},
+      {"graph/ops_after_fusion", ops_after},
+      {"graph/activations_mb_before", double(activations_before) / 1e6},
+      {"graph/activations_mb_after", double(activations_after) / 1e6},
+      {"graph/capture_ms", capture_ms},
+      {"graph/compile_ms", compile_ms}};
+  for (const auto& [kind, n] : fusions) s["graph/fused/" + kind] = n;
+  return s;
+}
+
+// A signature's compiled step, or why it runs eagerly.
+class Compiled {
+ public:
+  std::string reason;
+  std::unique_ptr<Program> program;
+};
+
+struct StepRun::State {
+  enum Mode { kEager, kCapture, kReplay } mode = kEager;
+  StepCompiler* owner = nullptr;
+  std::string key;
+  std::vector<Tensor> inputs;
+  std::unique_ptr<Recorder> recorder;
+  std::shared_ptr<Compiled> compiled;
+  UpdateParams expected;
+  Clock::time_point start = Clock::now();
+  int next_phase = 0;
+  bool finished = false;
+
+  ~State() {
+    if (mode == kReplay && !finished && compiled) compiled->program->reset();
+  }
+};
+
+StepRun::StepRun(std::unique_ptr<State> s) : s_(std::move(s)) {}
+StepRun::StepRun(StepRun&&) noexcept = default;
+StepRun& StepRun::operator=(StepRun&&) noexcept = default;
+StepRun::~StepRun() = default;
+
+StepRun StepRun::eager() { return StepRun(std::make_unique<State>()); }
+
+bool StepRun::replaying() const { return s_ && s_->mode == State::kReplay; }
+bool StepRun::capturing() const { return s_ && s_->mode == State::kCapture; }
+
+std::vector<Tensor> StepRun::phase(const std::function<std::vector<Tensor>()>& fn) {
+  ZENITH_CHECK(s_ && !s_->finished, "[graph] phase() after finish()");
+  State& s = *s_;
+  switch (s.mode) {
+    case State::kEager:
+      return fn();
+    case State::kCapture: {
+      s.recorder->begin_phase();
+      std::vector<Tensor> out = fn();
+      s.recorder->end_phase(out);
+      return out;
+    }
+    case State::kReplay: {
+      Program& p = *s.compiled->program;
+      ZENITH_CHECK(s.next_phase < p.segments(), "[graph] the step has more phases (",
+                   s.next_phase + 1, ") than the graph captured for it (", p.segments(), ")");
+      try {
+        if (s.next_phase == 0) {
+          p.bind_inputs(s.inputs);
+          p.set_update_params(update_params(s.owner->optimizer_));
+        }
+        return p.run_segment(s.next_phase++);
+      } catch (...) {
+        p.reset();
+        s.finished = true;
+        throw;
+      }
+    }
+  }
+  return {};
+}
+
+void StepRun::finish() {
+  ZENITH_CHECK(s_ && !s_->finished, "[graph] finish() twice");
+  State& s = *s_;
+  s.finished = true;
+  if (s.mode == State::kEager) {
+    if (s.owner) s.owner->eager_steps_ += 1;
+    return;
+  }
+  StepCompiler& c = *s.owner;
+  switch (s.mode) {
+    case State::kEager:
+      return;
+    case State::kReplay: {
+      Program& p = *s.compiled->program;
+      if (s.next_phase != p.segments()) {
+        p.reset();
+        ZENITH_FAIL("[graph] the step ran ", s.next_phase, " phases, its graph has ", p.segments());
+      }
+      p.finish();
+      if (c.optimizer_) c.optimizer_->count_replayed_step();
+      c.replays_ += 1;
+      return;
+    }
+    case State::kCapture:
+      break;
+  }
+  const double capture_ms = ms_since(s.start);
+  std::optional<Graph> graph = s.recorder->finish();
+  const std::string failure = s.recorder->failure();
+  s.recorder.reset();
+  auto compiled = std::make_shared<Compiled>();
+  compiled->reason = graph ? check_updates(*graph, s.expected) : failure;
+  if (!compiled->reason.empty()) {
+    c.fallback_ = compiled->reason;
+    c.log("graph: this step runs eagerly (" + compiled->reason + ")");
+  }
+  c.captures_ += 1;
+  if (graph && compiled->reason.empty()) {
+    const auto t0 = Clock::now();
+    auto report = std::make_unique<CaptureReport>();
+    report->ops = int(graph->nodes.size());
+    report->activations_before = graph->peak_intermediate_bytes();
+    PassReport passes = optimize(*graph, {.fuse = c.options_.fuse});
+    report->ops_after = passes.ops_after;
+    report->fusions = passes.fusions;
+    report->dead = passes.dead;
+    report->common = passes.common;
+    report->constants = passes.constants;
+    report->layouts = passes.layouts;
+    report->in_place = passes.in_place;
+    report->activations_after = graph->peak_intermediate_bytes();
+    compiled->program = std::make_unique<Program>(*graph);
+    if (c.options_.plan_memory) compiled->program->enable_memory_plan();
+    report->capture_ms = capture_ms;
+    report->compile_ms = ms_since(t0);
+    c.log(report->line());
+    c.new_ = std::make_unique<CaptureReport>(*report);
+    c.last_ = std::move(report);
+  }
+  c.last_used_ = compiled;
+  c.cache_.push_back({s.key, compiled});
+  while (c.cache_.size() > c.options_.max_graphs) c.cache_.erase(c.cache_.begin());
+}
+
+StepCompiler::StepCompiler(std::vector<std::pair<std::string, Tensor>> state,
+                           nn::Optimizer* optimizer, Options options)
+    : state_(std::move(state)), optimizer_(optimizer), options_(std::move(options)) {
+  ZENITH_CHECK(options_.max_graphs >= 1, "[graph] max_graphs must be at least 1");
+}
+
+StepCompiler::~StepCompiler() = default;
+
+void StepCompiler::log(const std::string& line) const {
+  if (options_.log) return options_.log(line);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+size_t StepCompiler::cached() const { return cache_.size(); }
+
+size_t StepCompiler::arena_bytes() const {
+  if (!last_used_ || !last_used_->program || !last_used_->program->memory_plan()) return 0;
+  return last_used_->program->memory_plan()->arena_bytes();
+}
+
+StepRun StepCompiler::begin(const std::vector<Tensor>& inputs, const std::string& tag) {
+  auto s = std::make_unique<StepRun::State>();
+  s->owner = this;
+  s->key = signature(inputs, tag);
+  s->inputs = inputs;
+  // Gradients left from an earlier step would be summed into: the graph computes them afresh.
+  for (auto& [name, t] : state_)
+    if (t.requires_grad() && t.grad().defined()) {
+      if (fallback_.empty())
+        log("graph: '" + name +
+            "' still has a gradient; call zero_grad() "
+            "before the step (running it eagerly)");
+      fallback_ = "gradients not cleared before the step";
+      return StepRun(std::move(s));
+    }
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    if (it->first != s->key) continue;
+    auto entry = *it;
+    cache_.erase(it);
+    cache_.push_back(entry);  // most recently used last
+    last_used_ = entry.second;
+    if (!entry.second->reason.empty()) return StepRun(std::move(s));  // eager, logged once
+    s->mode = StepRun::State::kReplay;
+    s->compiled = entry.second;
+    return StepRun(std::move(s));
+  }
+  s->mode = StepRun::State::kCapture;
+  s->expected = update_params(optimizer_);
+  s->recorder = std::make_unique<Recorder>(inputs, state_);
+  return StepRun(std::move(s));
+}
+
+}  // namespace zenith::graph

@@ -1,0 +1,103 @@
+// The fused ops of the op list: graph mode's fusion passes (src/graph/passes) put one of them in
+// place of the ops it stands for. They are not public ops (a captured graph is already
+// differentiated, so they need no gradient); each is defined here by its decomposition into
+// those ops, which a backend without a fused kernel runs and which the CPU's fast path must
+// equal (tests/ops/fused_test.cpp).
+#include "ops/op_utils.h"
+
+namespace zenith::ops {
+namespace {
+
+// relu(conv2d(x, weight, bias?))
+std::vector<Tensor> conv2d_relu_composed(const std::vector<Tensor>& in, const Conv2dAttrs& attrs) {
+  return {dispatch::call1<OpId::relu>({dispatch::call1<OpId::conv2d>(in, attrs)})};
+}
+
+// batch_norm, then relu of its output; the statistics as batch_norm returns them.
+std::vector<Tensor> batch_norm_relu_composed(const std::vector<Tensor>& in,
+                                             const BatchNormAttrs& attrs) {
+  std::vector<Tensor> out = dispatch::call<OpId::batch_norm>(in, attrs);
+  out[0] = dispatch::call1<OpId::relu>({out[0]});
+  return out;
+}
+
+// (dy, x, weight?, mean, var, y): batch_norm_backward of relu_backward(dy, y).
+std::vector<Tensor> batch_norm_relu_backward_composed(const std::vector<Tensor>& in,
+                                                      const BatchNormAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 6, "[batch_norm_relu_backward] expected 6 inputs, got ", in.size());
+  Tensor dz = dispatch::call1<OpId::relu_backward>({in[0], in[5]});
+  return dispatch::call<OpId::batch_norm_backward>({dz, in[1], in[2], in[3], in[4]}, attrs);
+}
+
+// The program run op by op: every register a tensor.
+std::vector<Tensor> fused_elementwise_composed(const std::vector<Tensor>& in,
+                                               const FusedElementwiseAttrs& attrs) {
+  ZENITH_CHECK(int64_t(in.size()) == attrs.num_inputs && attrs.code.size() % 5 == 0,
+               "[fused_elementwise] expected ", attrs.num_inputs, " inputs, got ", in.size());
+  std::vector<Tensor> regs = in;
+  for (size_t i = 0; i < attrs.code.size(); i += 5) {
+    const OpId op = OpId(attrs.code[i]);
+    const int64_t a = attrs.code[i + 2], b = attrs.code[i + 3];
+    ZENITH_CHECK(a >= 0 && a < int64_t(regs.size()) && b < int64_t(regs.size()),
+                 "[fused_elementwise] malformed instruction ", i / 5);
+    if (op == OpId::pow_scalar) {
+      const PowScalarAttrs p{.exponent = __builtin_bit_cast(double, attrs.code[i + 4])};
+      regs.push_back(dispatch::call1<OpId::pow_scalar>({regs[size_t(a)]}, p));
+      continue;
+    }
+    const NoAttrs none;
+    std::vector<Tensor> args = {regs[size_t(a)]};
+    if (b >= 0) args.push_back(regs[size_t(b)]);
+    regs.push_back(dispatch::call_erased(op, args, &none)[0]);
+  }
+  std::vector<Tensor> out;
+  for (size_t j = 0; j < attrs.outputs.size(); ++j) {
+    Tensor r = regs[size_t(attrs.outputs[j])];
+    if (attrs.sum_last && j + 1 == attrs.outputs.size()) {
+      ReduceAttrs all;
+      for (int64_t d = 0; d < r.dim(); ++d) all.dims.push_back(d);
+      r = dispatch::call1<OpId::sum>({r}, all);
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<Tensor> multi_momentum_update_composed(const std::vector<Tensor>& in,
+                                                   const MultiMomentumUpdateAttrs& attrs) {
+  const size_t n = size_t(attrs.count);
+  for (size_t k = 0; k < n; ++k)
+    dispatch::call<OpId::momentum_update>(
+        {in[k], in[n + k], in.size() >= 3 * n ? in[2 * n + k] : Tensor()},
+        {.lr = attrs.lr,
+         .momentum = attrs.momentum,
+         .weight_decay = attrs.weight_decay,
+         .nesterov = attrs.nesterov});
+  return {};
+}
+
+std::vector<Tensor> multi_adam_update_composed(const std::vector<Tensor>& in,
+                                               const MultiAdamUpdateAttrs& attrs) {
+  const size_t n = size_t(attrs.count);
+  for (size_t k = 0; k < n; ++k)
+    dispatch::call<OpId::adam_update>({in[k], in[n + k], in[2 * n + k], in[3 * n + k]},
+                                      {.lr = attrs.lr,
+                                       .beta1 = attrs.beta1,
+                                       .beta2 = attrs.beta2,
+                                       .eps = attrs.eps,
+                                       .weight_decay = attrs.weight_decay,
+                                       .decoupled = attrs.decoupled,
+                                       .step = attrs.step});
+  return {};
+}
+
+}  // namespace
+
+ZENITH_REGISTER_DECOMPOSITION(conv2d_relu, conv2d_relu_composed);
+ZENITH_REGISTER_DECOMPOSITION(batch_norm_relu, batch_norm_relu_composed);
+ZENITH_REGISTER_DECOMPOSITION(batch_norm_relu_backward, batch_norm_relu_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(fused_elementwise, fused_elementwise_composed);
+ZENITH_REGISTER_DECOMPOSITION(multi_momentum_update, multi_momentum_update_composed);
+ZENITH_REGISTER_DECOMPOSITION(multi_adam_update, multi_adam_update_composed);
+
+}  // namespace zenith::ops

@@ -1,0 +1,37 @@
+#!/bin/bash
+# `zenith train --mode graph`: the training step is captured once (one `graph: N ops -> M after
+# fusion ...` line, the same figures in metrics.jsonl) and replayed; the losses and the final
+# accuracy equal an eager (--mode pynative) run's; an unknown mode is rejected. Uses the first
+# samples of Fashion-MNIST; a few seconds. $1 is the zenith binary.
+set -u
+ZENITH=$(realpath "$1")
+data=/usr/share/datasets/fashion-mnist
+[ -d "$data" ] || { echo "missing $data: apt-get install dataset-fashion-mnist" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_work.bash"
+e2e_work graph_mode
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$work"
+
+for mode in pynative graph; do
+  "$ZENITH" train --mode $mode --model seedcnn --dataset fashion-mnist --epochs 2 --limit-train 512 \
+    --limit-test 256 --batch-size 64 --threads 1 --log-every 1 --progress plain --out "$work/$mode" \
+    > $mode.out 2> $mode.err || fail "train --mode $mode exited $?: $(tail -20 $mode.err $mode.out)"
+done
+[ "$(grep -c '^graph: ' graph.out)" = 1 ] || fail "expected one capture line: $(cat graph.out)"
+grep -q '^graph: 30 ops -> 21 after fusion (optimizer 1, .*); activations .* MB -> .* MB$' graph.out \
+  || fail "capture line: $(grep '^graph' graph.out)"
+! grep -q '^graph: ' pynative.out || fail "pynative mode captured a graph"
+for name in graph/ops graph/ops_after_fusion graph/activations_mb_before graph/arena_mb; do
+  grep -q "\"name\":\"$name\"" graph/metrics.jsonl || fail "no $name in metrics.jsonl"
+done
+losses() { grep '"name":"loss"' "$1/metrics.jsonl" | sed 's/.*"step":\([0-9]*\).*"value":\(.*\)}/\1 \2/'; }
+[ "$(losses pynative | wc -l)" = 16 ] || fail "expected 16 logged losses: $(losses pynative)"
+[ "$(losses pynative)" = "$(losses graph)" ] || fail "losses differ: $(diff <(losses pynative) <(losses graph))"
+final() { grep 'final test accuracy' "$1.out"; }
+[ "$(final pynative | sed 's|/pynative/|/X/|')" = "$(final graph | sed 's|/graph/|/X/|')" ] \
+  || fail "final lines differ: $(final pynative) / $(final graph)"
+echo "ok: --mode graph captures once and trains as --mode pynative does"
+
+"$ZENITH" train --mode turbo --out "$work/bad" > /dev/null 2> bad.err && fail "--mode turbo accepted"
+grep -q "unknown mode 'turbo' (known: pynative, graph)" bad.err || fail "bad --mode message: $(cat bad.err)"
+echo "ok: an unknown mode is rejected"

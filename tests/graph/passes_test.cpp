@@ -1,0 +1,419 @@
+// Every graph pass on a small captured graph: the op counts before and after, and the replayed
+// results equal to the eager ones (and to the graph's before the pass).
+#include "graph/passes/passes.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "core/dispatch.h"
+#include "graph_test_util.h"
+
+namespace zenith::graph {
+namespace {
+
+using test::capture;
+using test::expect_close;
+using test::replay;
+
+void dump(const char* what, const Graph& g) {
+  if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << what << ":\n" << g.dump();
+}
+
+Tensor randn(const Shape& s) { return Tensor::randn(s); }
+
+TEST(GraphPasses, DeadOpEliminationDropsUnusedResults) {
+  manual_seed(1);
+  Tensor x = randn({4, 8}), y = randn({4, 8});
+  auto fn = [&] {
+    Tensor unused = ops::exp(x);
+    Tensor unused2 = ops::sum(unused);
+    return std::vector<Tensor>{ops::mul(x, y)};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x, y});
+  dump("before", g);
+  EXPECT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(eliminate_dead_ops(g), 2);
+  dump("after", g);
+  EXPECT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.count(OpId::exp), 0);
+  EXPECT_EQ(g.count(OpId::mul), 1);
+  expect_close(replay(g, {x, y}), eager, 0);
+}
+
+TEST(GraphPasses, DeadOpEliminationKeepsInPlaceWrites) {
+  manual_seed(2);
+  Tensor x = randn({2, 3, 4, 4}), w = Tensor::ones({3}), b = Tensor::zeros({3});
+  Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+  // The normalised result is unused, but the running statistics outlive the step.
+  auto fn = [&] {
+    ops::batch_norm(x, w, b, rm, rv, true);
+    return std::vector<Tensor>{};
+  };
+  Graph g = capture(fn, {x}, {{"w", w}, {"b", b}, {"rm", rm}, {"rv", rv}});
+  EXPECT_EQ(g.count(OpId::batch_norm), 1);
+  EXPECT_EQ(eliminate_dead_ops(g), 0);
+  EXPECT_EQ(g.count(OpId::batch_norm), 1);
+}
+
+TEST(GraphPasses, CommonSubexpressionsMerge) {
+  manual_seed(3);
+  Tensor x = randn({16, 8});
+  auto fn = [&] {
+    Tensor a = ops::sum(x, {1});
+    Tensor b = ops::sum(x, {1});
+    Tensor c = ops::sum(x, {0});  // other attributes: not the same
+    return std::vector<Tensor>{ops::add(a, b), c};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x});
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::sum), 3);
+  EXPECT_EQ(eliminate_common_subexpressions(g), 1);
+  dump("after", g);
+  EXPECT_EQ(g.count(OpId::sum), 2);
+  EXPECT_EQ(g.count(OpId::add), 1);
+  expect_close(replay(g, {x}), eager, 0);
+}
+
+TEST(GraphPasses, ConstantsFoldAtCompileTime) {
+  manual_seed(4);
+  Tensor x = randn({4, 8});
+  auto fn = [&] {
+    Tensor c = Tensor::full({8}, 0.5);  // made inside the step, every step
+    Tensor e = ops::exp(ops::mul(c, c));
+    return std::vector<Tensor>{ops::add(x, e)};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x});
+  dump("before", g);
+  const int before = int(g.nodes.size());
+  EXPECT_EQ(g.count(OpId::exp), 1);
+  const int folded = fold_constants(g);
+  dump("after", g);
+  EXPECT_EQ(folded, 3);  // the fill, and mul and exp of constants
+  EXPECT_EQ(int(g.nodes.size()), before - folded);
+  EXPECT_EQ(g.count(OpId::exp), 0);
+  EXPECT_EQ(g.count(OpId::mul), 0);
+  EXPECT_EQ(g.count(OpId::add), 1);
+  expect_close(replay(g, {x}), eager, 0);
+  // Another input: the folded constant is reused, the result follows the input.
+  Tensor x2 = randn({4, 8});
+  expect_close(replay(g, {x2}),
+               {ops::add(x2, ops::exp(ops::mul(Tensor::full({8}, 0.5), Tensor::full({8}, 0.5))))},
+               0);
+}
+
+TEST(GraphPasses, LayoutConversionsOfAPlainTensorGo) {
+  manual_seed(5);
+  Tensor x = randn({4, 8});
+  auto fn = [&] {
+    Tensor p = dispatch::call1<OpId::to_plain>({ops::exp(x)});  // already plain: the identity
+    return std::vector<Tensor>{ops::mul(p, x)};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x});
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::to_plain), 1);
+  EXPECT_EQ(propagate_layouts(g), 1);
+  dump("after", g);
+  EXPECT_EQ(g.count(OpId::to_plain), 0);
+  expect_close(replay(g, {x}), eager, 0);
+}
+
+TEST(GraphPasses, LayoutConversionsOfABlockedTensorMerge) {
+  manual_seed(6);
+  Tensor x = randn({2, 16, 8, 8}), w = randn({16, 16, 3, 3});
+  auto fn = [&] {
+    Tensor y = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
+    Tensor a = dispatch::call1<OpId::to_plain>({y});
+    Tensor b = dispatch::call1<OpId::to_plain>({y});
+    return std::vector<Tensor>{ops::add(a, b)};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x}, {{"w", w}});
+  dump("before", g);
+  const int conversions = g.count(OpId::to_plain);
+  ASSERT_GE(conversions, 1);
+  const int merged = propagate_layouts(g);
+  dump("after", g);
+  // With a oneDNN blocked conv output the two conversions become one; a plain output has none.
+  EXPECT_EQ(g.count(OpId::to_plain), conversions == 2 ? 1 : 0);
+  EXPECT_EQ(merged, conversions == 2 ? 1 : conversions);
+  expect_close(replay(g, {x}), eager, 1e-5);
+}
+
+TEST(GraphPasses, CopiesOfDyingBuffersAreReusedInPlace) {
+  manual_seed(7);
+  Tensor x = randn({4, 8});
+  auto fn = [&] {
+    Tensor a = ops::exp(x);
+    Tensor b = a.clone();       // a dies here: b can be a
+    Tensor kept = ops::neg(x);  // read after its copy: stays
+    Tensor c = kept.clone();
+    return std::vector<Tensor>{ops::mul(b, c), ops::add(kept, x)};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x});
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::copy), 2);
+  EXPECT_EQ(reuse_in_place(g), 1);
+  dump("after", g);
+  EXPECT_EQ(g.count(OpId::copy), 1);
+  expect_close(replay(g, {x}), eager, 0);
+}
+
+TEST(GraphPasses, ConvReluFusesIntoOnePostOp) {
+  manual_seed(8);
+  Tensor x = randn({2, 3, 8, 8}), w = randn({8, 3, 3, 3}), b = randn({8});
+  auto fn = [&] {
+    return std::vector<Tensor>{ops::relu(ops::conv2d(x, w, b, {.padding = {1, 1}}))};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x}, {{"w", w}, {"b", b}});
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::conv2d), 1);
+  EXPECT_EQ(g.count(OpId::relu), 1);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_conv_relu(g, counts), 1);
+  eliminate_dead_ops(g);
+  dump("after", g);
+  EXPECT_EQ(counts["conv+relu"], 1);
+  EXPECT_EQ(g.count(OpId::conv2d_relu), 1);
+  EXPECT_EQ(g.count(OpId::conv2d), 0);
+  EXPECT_EQ(g.count(OpId::relu), 0);
+  expect_close(replay(g, {x}), eager, 1e-5);
+}
+
+TEST(GraphPasses, ConvReluStaysWhenTheConvOutputIsReadElsewhere) {
+  manual_seed(9);
+  Tensor x = randn({2, 3, 8, 8}), w = randn({8, 3, 3, 3});
+  auto fn = [&] {
+    Tensor y = ops::conv2d(x, w);
+    return std::vector<Tensor>{ops::relu(y), ops::sum(y)};
+  };
+  Graph g = capture(fn, {x}, {{"w", w}});
+  FusionCounts counts;
+  EXPECT_EQ(fuse_conv_relu(g, counts), 0);
+  EXPECT_EQ(g.count(OpId::conv2d), 1);
+}
+
+// BatchNorm + ReLU forward and backward (training): both fuse; gradients and running statistics
+// equal eager's.
+TEST(GraphPasses, BatchNormReluFusesForwardAndBackward) {
+  manual_seed(10);
+  Tensor x = randn({4, 6, 5, 5});
+  Tensor w = Tensor::randn({6}).requires_grad_(true), b = Tensor::randn({6}).requires_grad_(true);
+  auto run = [&](Tensor rm, Tensor rv) {
+    return [&, rm, rv] {
+      Tensor y = ops::relu(ops::batch_norm(x, w, b, rm, rv, true));
+      Tensor loss = ops::sum(ops::mul(y, y));
+      loss.backward();
+      return std::vector<Tensor>{y, loss};
+    };
+  };
+  Tensor rm_e = Tensor::zeros({6}), rv_e = Tensor::ones({6});
+  std::vector<Tensor> eager = run(rm_e, rv_e)();
+  Tensor gw = w.grad().clone(), gb = b.grad().clone();
+  w.set_grad(Tensor());
+  b.set_grad(Tensor());
+
+  Tensor rm = Tensor::zeros({6}), rv = Tensor::ones({6});
+  Tensor rm0 = rm.clone(), rv0 = rv.clone();
+  Graph g = capture(run(rm, rv), {x}, {{"w", w}, {"b", b}, {"rm", rm}, {"rv", rv}});
+  w.set_grad(Tensor());
+  b.set_grad(Tensor());
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::batch_norm), 1);
+  EXPECT_EQ(g.count(OpId::relu), 1);
+  EXPECT_EQ(g.count(OpId::relu_backward), 1);
+  EXPECT_EQ(g.count(OpId::batch_norm_backward), 1);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_batch_norm_relu(g, counts), 2);
+  eliminate_dead_ops(g);
+  dump("after", g);
+  EXPECT_EQ(counts["bn+relu"], 1);
+  EXPECT_EQ(counts["bn+relu backward"], 1);
+  EXPECT_EQ(g.count(OpId::batch_norm_relu), 1);
+  EXPECT_EQ(g.count(OpId::batch_norm_relu_backward), 1);
+  EXPECT_EQ(g.count(OpId::relu), 0);
+  EXPECT_EQ(g.count(OpId::relu_backward), 0);
+  EXPECT_EQ(g.count(OpId::batch_norm), 0);
+  EXPECT_EQ(g.count(OpId::batch_norm_backward), 0);
+
+  rm.copy_(rm0);  // the capture ran the step once
+  rv.copy_(rv0);
+  expect_close(replay(g, {x}), eager, 1e-5);
+  EXPECT_LE(test::max_abs_diff(w.grad(), gw), 1e-4);
+  EXPECT_LE(test::max_abs_diff(b.grad(), gb), 1e-4);
+  EXPECT_LE(test::max_abs_diff(rm, rm_e), 1e-6);
+  EXPECT_LE(test::max_abs_diff(rv, rv_e), 1e-6);
+}
+
+TEST(GraphPasses, ElementwiseChainsBecomeOneLoop) {
+  manual_seed(11);
+  Tensor x = randn({32, 16}), y = randn({32, 16}), bias = randn({16});
+  auto fn = [&] {
+    // A residual add, a broadcast bias, a scale and a SwiGLU-like gate: one loop.
+    Tensor h = ops::add(ops::mul(x, y), bias);
+    Tensor gate = ops::mul(ops::silu(h), ops::mul(y, 0.5));
+    Tensor out = ops::add(gate, x);
+    return std::vector<Tensor>{out};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x, y}, {{"bias", bias}});
+  dump("before", g);
+  EXPECT_EQ(g.nodes.size(), 7u);  // the scalar 0.5 is a fill into a constant
+  EXPECT_EQ(fold_constants(g), 1);
+  EXPECT_EQ(g.nodes.size(), 6u);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_elementwise(g, counts), 1);
+  eliminate_dead_ops(g);
+  dump("after", g);
+  EXPECT_EQ(counts["elementwise"], 1);
+  EXPECT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.count(OpId::fused_elementwise), 1);
+  expect_close(replay(g, {x, y}), eager, 1e-6);
+}
+
+TEST(GraphPasses, AttentionScaleAndMaskBeforeSoftmaxFuse) {
+  // scores * 1/sqrt(d) + causal mask (broadcast over batch and heads), then softmax: the scale
+  // and the mask add become one loop; the softmax stays its own op.
+  manual_seed(16);
+  Tensor scores = randn({2, 4, 8, 8});
+  Tensor mask = ops::mul(Tensor::ones({8, 8}), -1e9);
+  auto fn = [&] {
+    Tensor s = ops::add(ops::mul(scores, 0.125), mask);
+    return std::vector<Tensor>{ops::softmax(s, -1)};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {scores}, {{"mask", mask}});
+  dump("before", g);
+  fold_constants(g);  // the scalar 0.125
+  EXPECT_EQ(g.count(OpId::mul), 1);
+  EXPECT_EQ(g.count(OpId::add), 1);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_elementwise(g, counts), 1);
+  eliminate_dead_ops(g);
+  dump("after", g);
+  EXPECT_EQ(g.count(OpId::fused_elementwise), 1);
+  EXPECT_EQ(g.count(OpId::softmax), 1);
+  EXPECT_EQ(g.nodes.size(), 2u);
+  expect_close(replay(g, {scores}), eager, 1e-6);
+}
+
+TEST(GraphPasses, AReductionJoinsItsElementwiseProducers) {
+  manual_seed(12);
+  Tensor x = randn({64, 8}), y = randn({64, 8});
+  auto fn = [&] {
+    Tensor d = ops::sub(x, y);
+    return std::vector<Tensor>{ops::sum(ops::square(d))};  // a squared error
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x, y});
+  dump("before", g);
+  EXPECT_EQ(g.nodes.size(), 3u);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_elementwise(g, counts), 1);
+  eliminate_dead_ops(g);
+  dump("after", g);
+  EXPECT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.count(OpId::sum), 0);
+  ASSERT_EQ(g.count(OpId::fused_elementwise), 1);
+  EXPECT_TRUE(g.nodes[0].get<OpId::fused_elementwise>().sum_last);
+  expect_close(replay(g, {x, y}), eager, 1e-4);
+}
+
+TEST(GraphPasses, NeverFusesTwoMatmuls) {
+  manual_seed(13);
+  Tensor x = randn({8, 8}), w1 = randn({8, 8}), w2 = randn({8, 8});
+  auto fn = [&] { return std::vector<Tensor>{ops::matmul(ops::relu(ops::matmul(x, w1)), w2)}; };
+  Graph g = capture(fn, {x}, {{"w1", w1}, {"w2", w2}});
+  FusionCounts counts;
+  EXPECT_EQ(fuse_elementwise(g, counts), 0);  // one relu alone is no group
+  EXPECT_EQ(g.count(OpId::matmul), 2);
+}
+
+TEST(GraphPasses, OptimizerUpdatesFuseAcrossParameters) {
+  manual_seed(14);
+  std::vector<Tensor> params, eager_params, weights;
+  for (Shape s : {Shape{8, 4}, Shape{4}, Shape{3, 3, 2}}) {
+    Tensor p = Tensor::randn(s).requires_grad_(true);
+    params.push_back(p);
+    eager_params.push_back(p.detach().clone().requires_grad_(true));
+    weights.push_back(Tensor::randn(s));
+  }
+  auto opt = nn::Momentum(params, 0.1, 0.9);
+  auto eager_opt = nn::Momentum(eager_params, 0.1, 0.9);
+  // A step: gradients from a loss, then the update (the graph computes the gradients itself).
+  auto step = [&](std::vector<Tensor>& ps, nn::Optimizer& o) {
+    return [&] {
+      Tensor loss = ops::sum(ops::mul(ps[0], weights[0]));
+      for (size_t i = 1; i < ps.size(); ++i)
+        loss = ops::add(loss, ops::sum(ops::mul(ps[i], weights[i])));
+      loss.backward();
+      o.step();
+      return std::vector<Tensor>{};
+    };
+  };
+  for (int i = 0; i < 2; ++i) {  // two steps: the second uses the velocities
+    eager_opt->zero_grad();
+    step(eager_params, *eager_opt)();
+  }
+
+  opt->zero_grad();
+  step(params, *opt)();  // velocities exist from here on; the capture is the second step
+  opt->zero_grad();
+  test::State state;
+  for (size_t i = 0; i < params.size(); ++i) state.push_back({"p" + std::to_string(i), params[i]});
+  for (auto& [k, v] : opt->state_dict()) state.push_back({"optimizer." + k, v});
+  std::vector<Tensor> before;
+  for (auto& p : params) before.push_back(p.detach().clone());
+  std::vector<Tensor> velocity_before;
+  for (auto& [k, v] : opt->state_dict()) velocity_before.push_back(v.clone());
+  Graph g = capture(step(params, *opt), {}, state);
+  opt->zero_grad();
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::momentum_update), 3);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_optimizer_updates(g, counts), 1);
+  dump("after", g);
+  EXPECT_EQ(counts["optimizer"], 1);
+  EXPECT_EQ(g.count(OpId::momentum_update), 0);
+  EXPECT_EQ(g.count(OpId::multi_momentum_update), 1);
+  // Back to the state before the captured step; the replay redoes it.
+  for (size_t i = 0; i < params.size(); ++i) params[i].detach().copy_(before[i]);
+  size_t k = 0;
+  for (auto& [name, v] : opt->state_dict()) v.copy_(velocity_before[k++]);
+  replay(g, {});
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_LE(test::max_abs_diff(params[i], eager_params[i]), 1e-6) << i;
+}
+
+TEST(GraphPasses, PipelineReportsEveryPass) {
+  manual_seed(15);
+  Tensor x = randn({2, 3, 8, 8}), w = randn({8, 3, 3, 3}), b = randn({8});
+  auto fn = [&] {
+    Tensor y = ops::relu(ops::conv2d(x, w, b, {.padding = {1, 1}}));
+    Tensor unused = ops::exp(y);
+    return std::vector<Tensor>{ops::sum(ops::square(ops::sub(y, 1.0)))};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x}, {{"w", w}, {"b", b}});
+  dump("before", g);
+  PassReport r = optimize(g);
+  dump("after", g);
+  EXPECT_EQ(r.ops_before, 7);  // conv, relu, exp, the fill of the scalar 1, sub, square, sum
+  EXPECT_EQ(r.constants, 1);
+  EXPECT_EQ(r.fusions["conv+relu"], 1);
+  EXPECT_EQ(r.fusions["elementwise"], 1);
+  EXPECT_EQ(r.dead, 1);
+  EXPECT_EQ(r.ops_after, int(g.nodes.size()));
+  EXPECT_EQ(r.ops_after, 2);
+  expect_close(replay(g, {x}), eager, 1e-3);
+}
+
+}  // namespace
+}  // namespace zenith::graph

@@ -1,0 +1,297 @@
+// Graph mode's step compiler: a training step (forward, loss, backward, optimizer update)
+// captured once per input signature and replayed; 20 steps equal eager; fallbacks; the cache;
+// the memory plan.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "graph/memory_plan.h"
+#include "graph/passes/passes.h"
+#include "graph_test_util.h"
+#include "zenith/graph.h"
+
+namespace zenith::graph {
+namespace {
+
+// A model, loss and optimizer built from one seed, so two trainers start equal.
+struct Trainer {
+  nn::CellPtr net;
+  nn::LossPtr loss_fn;
+  nn::OptimizerPtr opt;
+  test::State state;
+  Trainer(const std::string& arch, int64_t image, bool adam = false) {
+    manual_seed(0);
+    net = models::create(arch, 3, image, 10);
+    net->set_train(true);
+    loss_fn = nn::SoftmaxCrossEntropyWithLogits(true);
+    opt = adam ? nn::Adam(net->trainable_params(), nn::warmup_cosine_lr(1e-3, 3, 20, 1e-5))
+               : nn::Momentum(net->trainable_params(), 0.01, 0.9);
+    for (auto& p : net->named_parameters()) state.push_back(p);
+    for (auto& p : net->named_buffers()) state.push_back(p);
+    for (auto& [k, v] : opt->state_dict()) state.push_back({"optimizer." + k, v});
+  }
+  // One step, eager (c null) or through the compiler; returns the loss read between phases.
+  double step(StepCompiler* c, const Tensor& x, const Tensor& y) {
+    opt->zero_grad();
+    StepRun run = c ? c->begin({x, y}) : StepRun::eager();
+    Tensor loss = run.phase([&] { return std::vector<Tensor>{(*loss_fn)(net->forward(x), y)}; })[0];
+    const double value = loss.item();  // host code between phases
+    run.phase([&] {
+      loss.backward();
+      return std::vector<Tensor>{};
+    });
+    run.phase([&] {
+      opt->step();
+      return std::vector<Tensor>{};
+    });
+    run.finish();
+    return value;
+  }
+};
+
+double max_param_diff(const nn::CellPtr& a, const nn::CellPtr& b) {
+  auto sa = a->state_dict(), sb = b->state_dict();
+  double d = 0;
+  for (auto& [name, t] : sa) d = std::max(d, test::max_abs_diff(t, sb.at(name)));
+  return d;
+}
+
+class GraphStep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    threads_ = context::get_num_threads();
+    context::set_num_threads(1);  // reductions in one order in both modes
+  }
+  void TearDown() override { context::set_num_threads(threads_); }
+  int threads_ = 1;
+};
+
+// Runs `steps` steps in both modes over the same batches; expects equal losses and parameters.
+void expect_equal_training(const std::string& arch, int64_t batch, int64_t image, int steps,
+                           bool adam = false) {
+  Trainer eager(arch, image, adam), graphed(arch, image, adam);
+  std::vector<std::string> log;
+  StepCompiler c(graphed.state, graphed.opt.get(),
+                 {.log = [&](const std::string& l) { log.push_back(l); }});
+  manual_seed(1);
+  for (int i = 0; i < steps; ++i) {
+    Tensor x = Tensor::randn({batch, 3, image, image});
+    Tensor y = Tensor::randint(0, 10, {batch});
+    const double le = eager.step(nullptr, x, y);
+    const double lg = graphed.step(&c, x, y);
+    EXPECT_NEAR(le, lg, 1e-5) << arch << " step " << i;
+  }
+  EXPECT_EQ(c.captures(), 1);
+  EXPECT_EQ(c.replays(), steps - 1);
+  EXPECT_EQ(c.eager_steps(), 0);
+  EXPECT_LE(max_param_diff(eager.net, graphed.net), 1e-5) << arch;
+  EXPECT_EQ(eager.opt->step_count(), graphed.opt->step_count());
+  EXPECT_DOUBLE_EQ(eager.opt->current_lr(), graphed.opt->current_lr());
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].rfind("graph: ", 0), 0u) << log[0];
+  std::cout << arch << ": " << log[0] << "\n";
+}
+
+TEST_F(GraphStep, SeedCnnTwentyStepsEqualEager) { expect_equal_training("seedcnn", 8, 32, 20); }
+
+TEST_F(GraphStep, SeedCnnWithAdamAndAScheduleEqualsEager) {
+  // Replays follow the learning rate schedule and Adam's step count.
+  expect_equal_training("seedcnn", 4, 32, 8, /*adam=*/true);
+}
+
+TEST_F(GraphStep, ResNet18EqualsEager) {
+  // Small batch and image to keep CI time low; 20 steps run in bench/graph_vs_eager --check.
+  expect_equal_training("resnet18", 2, 32, 4);
+}
+
+TEST_F(GraphStep, CaptureReportCountsFusionsAndMemory) {
+  Trainer t("seedcnn", 32);
+  StepCompiler c(t.state, t.opt.get(), {.log = [](const std::string&) {}});
+  manual_seed(2);
+  for (int i = 0; i < 3; ++i)
+    t.step(&c, Tensor::randn({8, 3, 32, 32}), Tensor::randint(0, 10, {8}));
+  const CaptureReport* r = c.last_capture();
+  ASSERT_NE(r, nullptr);
+  EXPECT_GT(r->ops, r->ops_after);
+  // SeedCNN has no BatchNorm, and its ReLU follows the pooling: the optimizer update fuses,
+  // the gradient clones go (ResNet-18's bn+relu fusions: ResNet18EqualsEager prints them).
+  EXPECT_EQ(r->fusions.at("optimizer"), 1);
+  EXPECT_EQ(r->in_place, 5);
+  EXPECT_EQ(r->constants, 1);
+  EXPECT_GT(r->activations_before, 0u);
+  EXPECT_LE(r->activations_after, r->activations_before);
+  auto s = r->scalars();
+  EXPECT_EQ(s.at("graph/ops"), r->ops);
+  EXPECT_EQ(s.at("graph/ops_after_fusion"), r->ops_after);
+  EXPECT_EQ(r->line().rfind("graph: 30 ops -> 21 after fusion (optimizer 1, ", 0), 0u) << r->line();
+  EXPECT_NE(r->line().find("; activations "), std::string::npos) << r->line();
+  // The third step used the memory plan the second one recorded.
+  EXPECT_GT(c.arena_bytes(), 0u);
+}
+
+TEST_F(GraphStep, NewShapesCaptureNewGraphsInABoundedCache) {
+  Trainer t("seedcnn", 32);
+  StepCompiler c(t.state, t.opt.get(), {.max_graphs = 2, .log = [](const std::string&) {}});
+  manual_seed(3);
+  auto step = [&](int64_t batch) {
+    t.step(&c, Tensor::randn({batch, 3, 32, 32}), Tensor::randint(0, 10, {batch}));
+  };
+  step(4);
+  step(4);
+  step(2);  // a new batch size: captured
+  step(4);
+  EXPECT_EQ(c.captures(), 2);
+  EXPECT_EQ(c.replays(), 2);
+  step(3);  // a third signature evicts the least recently used (batch 2)
+  EXPECT_EQ(c.cached(), 2u);
+  step(2);
+  EXPECT_EQ(c.captures(), 4);
+}
+
+TEST_F(GraphStep, HostReadsInsideAPhaseFallBackToEagerLoggedOnce) {
+  Trainer eager("seedcnn", 32), graphed("seedcnn", 32);
+  std::vector<std::string> log;
+  StepCompiler c(graphed.state, graphed.opt.get(),
+                 {.log = [&](const std::string& l) { log.push_back(l); }});
+  manual_seed(4);
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = Tensor::randn({4, 3, 32, 32}), y = Tensor::randint(0, 10, {4});
+    eager.step(nullptr, x, y);
+    graphed.opt->zero_grad();
+    StepRun run = c.begin({x, y});
+    Tensor loss = run.phase([&] {
+      Tensor l = (*graphed.loss_fn)(graphed.net->forward(x), y);
+      if (l.item() > 1e9) l = ops::mul(l, 0.0);  // data-dependent control flow
+      return std::vector<Tensor>{l};
+    })[0];
+    run.phase([&] {
+      loss.backward();
+      return std::vector<Tensor>{};
+    });
+    run.phase([&] {
+      graphed.opt->step();
+      return std::vector<Tensor>{};
+    });
+    run.finish();
+  }
+  EXPECT_EQ(c.replays(), 0);
+  EXPECT_EQ(c.eager_steps(), 2);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("runs eagerly"), std::string::npos) << log[0];
+  EXPECT_NE(c.fallback_reason().find("read on the host"), std::string::npos);
+  EXPECT_LE(max_param_diff(eager.net, graphed.net), 1e-6);
+}
+
+TEST(GraphMemoryPlan, PackedBuffersNeverOverlapWhileAlive) {
+  // [alloc, free) in events; the plan puts buffers alive together at disjoint offsets.
+  std::vector<PlannedBuffer> b = {{1000, 0, 4}, {500, 1, 3}, {500, 2, 6},
+                                  {1000, 5, 8}, {200, 7, 9}, {64, 3, -1}};
+  const size_t arena = pack_buffers(b);
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (b[i].free < 0) {
+      EXPECT_EQ(b[i].offset, -1);  // outlives the replay: not planned
+      continue;
+    }
+    ASSERT_GE(b[i].offset, 0);
+    EXPECT_LE(size_t(b[i].offset) + b[i].size, arena);
+    for (size_t j = 0; j < i; ++j) {
+      if (b[j].free < 0) continue;
+      const bool together = b[i].alloc < b[j].free && b[j].alloc < b[i].free;
+      const bool overlap = b[i].offset < b[j].offset + int64_t(b[j].size) &&
+                           b[j].offset < b[i].offset + int64_t(b[i].size);
+      EXPECT_FALSE(together && overlap) << i << " " << j;
+    }
+  }
+  // Peak live is 2000 bytes (buffers 0, 1, 2 at events 2-3); aligned to 64 bytes each, 2048,
+  // which the packing reaches here.
+  EXPECT_EQ(peak_live_bytes(b), 2000u);
+  EXPECT_EQ(arena, 2048u);
+  EXPECT_LT(arena, 1000u + 500 + 500 + 1000 + 200);
+}
+
+TEST_F(GraphStep, MemoryPlanKeepsResultsAndShrinksTheArena) {
+  Trainer planned("seedcnn", 32), unplanned("seedcnn", 32);
+  StepCompiler a(planned.state, planned.opt.get(), {.log = [](const std::string&) {}});
+  StepCompiler b(unplanned.state, unplanned.opt.get(),
+                 {.plan_memory = false, .log = [](const std::string&) {}});
+  manual_seed(5);
+  for (int i = 0; i < 4; ++i) {
+    Tensor x = Tensor::randn({8, 3, 32, 32}), y = Tensor::randint(0, 10, {8});
+    EXPECT_EQ(planned.step(&a, x, y), unplanned.step(&b, x, y));
+  }
+  EXPECT_EQ(max_param_diff(planned.net, unplanned.net), 0);
+  EXPECT_GT(a.arena_bytes(), 0u);
+  EXPECT_EQ(b.arena_bytes(), 0u);
+  // The arena holds the step's activations and its gradients (which outlive the replay, until
+  // the next one) in less than both together: buffers never alive together share memory.
+  size_t grad_bytes = 0;
+  for (auto& p : planned.net->trainable_params()) grad_bytes += size_t(p.numel()) * 4;
+  EXPECT_LT(a.arena_bytes(), a.last_capture()->activations_before + grad_bytes);
+}
+
+TEST_F(GraphStep, GradientsInTheArenaOutliveTheCompiler) {
+  // A replay's gradients are in the graph's arena; the compiler (and its arena) can go first.
+  Trainer t("seedcnn", 32);
+  std::vector<Tensor> grads, copies;
+  {
+    StepCompiler c(t.state, t.opt.get(), {.log = [](const std::string&) {}});
+    manual_seed(7);
+    for (int i = 0; i < 3; ++i)
+      t.step(&c, Tensor::randn({4, 3, 32, 32}), Tensor::randint(0, 10, {4}));
+    ASSERT_GT(c.arena_bytes(), 0u);
+    for (auto& p : t.net->trainable_params()) {
+      grads.push_back(p.grad());
+      copies.push_back(p.grad().clone());
+    }
+  }
+  // Other allocations must not land in the retired arena while the gradients hold it.
+  std::vector<Tensor> other;
+  for (int i = 0; i < 16; ++i) other.push_back(Tensor::full({64, 1024}, double(i)));
+  for (size_t i = 0; i < grads.size(); ++i) EXPECT_EQ(test::max_abs_diff(grads[i], copies[i]), 0);
+  t.opt->zero_grad();
+  grads.clear();  // the last blocks: the arena goes
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(other[size_t(i)].to_double_vector()[4096], double(i));
+}
+
+}  // namespace
+}  // namespace zenith::graph
+
+namespace zenith::graph {
+namespace {
+
+// The captured SeedCNN step before and after the passes.
+TEST_F(GraphStep, SeedCnnGraphBeforeAndAfterThePasses) {
+  Trainer t("seedcnn", 32);
+  manual_seed(6);
+  Tensor x = Tensor::randn({8, 3, 32, 32}), y = Tensor::randint(0, 10, {8});
+  t.opt->zero_grad();
+  Recorder rec({x, y}, t.state);
+  rec.begin_phase();
+  Tensor loss = (*t.loss_fn)(t.net->forward(x), y);
+  rec.end_phase({loss});
+  rec.begin_phase();
+  loss.backward();
+  rec.end_phase({});
+  rec.begin_phase();
+  t.opt->step();
+  rec.end_phase({});
+  std::optional<Graph> g = rec.finish();
+  ASSERT_TRUE(g.has_value()) << rec.failure();
+  if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << g->dump();
+  EXPECT_EQ(g->count(OpId::copy), 5);  // autograd's 4 gradient clones, the flatten's copy
+  EXPECT_EQ(g->count(OpId::momentum_update), 4);
+  EXPECT_EQ(g->count(OpId::fill_), 1);  // the loss's seed gradient
+  PassReport r = optimize(*g);
+  if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << "after:\n" << g->dump();
+  EXPECT_EQ(r.ops_before, 30);
+  EXPECT_EQ(r.ops_after, 21);
+  EXPECT_EQ(g->count(OpId::copy), 0);
+  EXPECT_EQ(g->count(OpId::fill_), 0);
+  EXPECT_EQ(g->count(OpId::momentum_update), 0);
+  EXPECT_EQ(g->count(OpId::multi_momentum_update), 1);
+  EXPECT_EQ(g->count(OpId::conv2d), 2);  // each read by max_pool2d: no conv+relu here
+}
+
+}  // namespace
+}  // namespace zenith::graph
