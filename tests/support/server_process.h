@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -69,6 +70,10 @@ class ServerProcess {
   }
   const std::string& url() const { return url_; }
   const std::string& token() const { return token_; }
+  // The server's process id (0 once stopped).
+  pid_t pid() const { return pid_; }
+  // The port it listens on.
+  int port() const { return std::atoi(url_.substr(url_.rfind(':') + 1).c_str()); }
 
  private:
   static std::string without_newlines(std::string s) {
