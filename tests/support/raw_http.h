@@ -78,6 +78,7 @@ class RawConnection {
   RawConnection& operator=(const RawConnection&) = delete;
 
   bool connected() const { return ok_; }
+  int fd() const { return fd_; }  // the TCP socket, for a probe's own TLS handshake
 
   // Sends all of `data`; false once the peer closed or reset the connection.
   bool send(std::string_view data) {

@@ -48,6 +48,8 @@ class ServerProcess {
     if (!up) ADD_FAILURE() << "server did not start: " << read_all(log);
     url_ = without_newlines(read_all(data_dir + "/server.url"));
     token_ = without_newlines(read_all(data_dir + "/token"));
+    // A self-signed certificate's path, which clients trust (empty for plain HTTP).
+    ca_ = without_newlines(read_all(data_dir + "/server.ca"));
   }
   ~ServerProcess() { stop(SIGTERM); }
   ServerProcess(const ServerProcess&) = delete;
@@ -64,9 +66,9 @@ class ServerProcess {
   }
 
   // A client with the server's own (admin) token, or with `token` ("" for none).
-  platform::ApiClient client() const { return platform::ApiClient(url_, token_); }
+  platform::ApiClient client() const { return platform::ApiClient(url_, token_, ca_); }
   platform::ApiClient client(const std::string& token) const {
-    return platform::ApiClient(url_, token);
+    return platform::ApiClient(url_, token, ca_);
   }
   const std::string& url() const { return url_; }
   const std::string& token() const { return token_; }
@@ -81,7 +83,7 @@ class ServerProcess {
     return s;
   }
 
-  std::string url_, token_;
+  std::string url_, token_, ca_;
   pid_t pid_ = 0;
 };
 
