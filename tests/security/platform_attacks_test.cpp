@@ -169,6 +169,10 @@ TEST_F(PlatformAttacks, JobsCannotReachTheServersSecrets) {
   ServerProcess server(dir_.str());
   unsetenv("ZENITH_TEST_SERVER_SECRET");
   auto c = server.client();
+  // The server prints its isolation line just after it writes server.url.
+  zt::wait_for(
+      [&] { return read_all(dir_.str() + "/server.log").find("isolation:") != std::string::npos; },
+      10);
   const std::string log = read_all(dir_.str() + "/server.log");
   const bool mount_ns = log.find("mount namespace: yes") != std::string::npos;
   const long long other = submit(c, "job:\n  entry: echo other-job-output\n")["id"];

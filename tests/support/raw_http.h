@@ -4,6 +4,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -96,8 +97,26 @@ class RawConnection {
   // Whether reply bytes are waiting (the server answered before the request was complete).
   bool reply_waiting(int timeout_ms = 0) {
     if (ssl_ && SSL_pending(ssl_) > 0) return true;
-    pollfd p{fd_, POLLIN, 0};
-    return ::poll(&p, 1, timeout_ms) > 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, int(std::max<long long>(0, left))) <= 0) return false;
+      if (!ssl_) return true;
+      // TLS records that are not application data (TLS 1.3 session tickets arrive right after
+      // the handshake) are no reply: peek without blocking, and wait on when that was all.
+      const int flags = ::fcntl(fd_, F_GETFL);
+      ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+      char c;
+      const int n = SSL_peek(ssl_, &c, 1);
+      const int err = n > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_, n);
+      ::fcntl(fd_, F_SETFL, flags);
+      if (n > 0 || (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)) return true;
+      ERR_clear_error();
+      if (left <= 0) return false;
+    }
   }
 
   // Reads a reply: the head, then Content-Length bytes, a chunked body up to its last chunk, or

@@ -446,6 +446,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
       ssl = nullptr;
     }
   }
+  bool linger = false;
   if (!ctx_ || ssl) {
     ConnectionState state;
     state.limits = &limits_;
@@ -461,11 +462,29 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
       if (!ret || connection_closed || state.close_after) break;
       --count;
     }
+    linger = state.close_after;
     t_connection = nullptr;
   }
   if (ssl) {
     SSL_shutdown(ssl);
     SSL_free(ssl);
+  }
+  if (linger) {
+    // A refused request's body may still be on its way: stop sending, then read and drop what
+    // comes for a moment (bounded in bytes and time), so that the client reads the answer
+    // instead of a connection reset.
+    ::shutdown(sock, SHUT_WR);
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    char sink[16384];
+    std::size_t drained = 0;
+    while (drained < (std::size_t(16) << 20)) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      if (left <= 0 || !wait_fd(sock, POLLIN, int(left))) break;
+      const ssize_t n = ::recv(sock, sink, sizeof sink, 0);
+      if (n <= 0) break;
+      drained += std::size_t(n);
+    }
   }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
