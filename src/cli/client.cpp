@@ -1,7 +1,11 @@
 #include "cli/client.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -15,8 +19,13 @@ using nlohmann::json;
 
 std::string default_data_dir() {
   if (const char* d = std::getenv("ZENITH_DATA"); d && *d) return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.zenith";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.zenith";
+  // Not a guess in /tmp (anyone could have made /tmp/.zenith first): the account's home.
+  if (const passwd* pw = getpwuid(geteuid()); pw && pw->pw_dir && *pw->pw_dir)
+    return std::string(pw->pw_dir) + "/.zenith";
+  throw std::runtime_error(
+      "[cli] HOME is not set and this user has no home directory: pass --data DIR or set "
+      "ZENITH_DATA");
 }
 
 void add_client_options(CLI::App& app, ClientConfig& c) {
@@ -28,16 +37,28 @@ void add_client_options(CLI::App& app, ClientConfig& c) {
 }
 
 platform::ApiClient make_client(ClientConfig c) {
+  // Without HOME, a client given --server and --token needs no data dir.
+  std::string data = c.data_dir;
+  if (data.empty() && (c.server.empty() || c.token.empty() || std::getenv("HOME")))
+    data = default_data_dir();
   if (c.server.empty()) {
+    // $ZENITH_SERVER, else where the server of the data dir says it listens (https when it
+    // serves TLS), else the default port on loopback.
     const char* s = std::getenv("ZENITH_SERVER");
-    c.server = s && *s ? s : "http://127.0.0.1:7070";
+    std::string written;
+    if (!(s && *s)) std::getline(std::ifstream(data + "/server.url"), written);
+    c.server = s && *s ? s : !written.empty() ? written : "http://127.0.0.1:7070";
   }
   if (c.token.empty()) {
     const char* t = std::getenv("ZENITH_TOKEN");
-    c.token =
-        t && *t ? t : platform::read_token(c.data_dir.empty() ? default_data_dir() : c.data_dir);
+    c.token = t && *t ? t : platform::read_token(data);
   }
-  return platform::ApiClient(c.server, c.token);
+  // A server with a self-signed certificate names it in DATA/server.ca: trust that one. Else
+  // the system's CAs (a --cert from a real CA). Verification is never turned off.
+  std::ifstream ca(data.empty() ? std::string() : data + "/server.ca");
+  std::string cert;
+  std::getline(ca, cert);
+  return platform::ApiClient(c.server, c.token, cert);
 }
 
 json expect(const platform::HttpResult& r, int ok_status) {

@@ -77,13 +77,14 @@ int run_spec_foreground(const platform::JobSpec& spec, const ForegroundOptions& 
   for (const auto& d : devices) job.devices.push_back(d.index);
   job.spec = spec;
   job.submitted_at = platform::now_seconds();
-  platform::JobPaths paths{std::filesystem::absolute(options.data_dir).string() + "/runs/" +
-                           std::to_string(job.id)};
+  const std::string data_dir = std::filesystem::absolute(options.data_dir).string();
+  platform::JobPaths paths{data_dir + "/runs/" + std::to_string(job.id), data_dir};
   std::filesystem::create_directories(paths.logs_dir());
 
   platform::ControllerOptions co;
   co.hang_timeout_s = options.hang_timeout_s;
   co.slurm_partition = options.slurm_partition;
+  co.inherit_env = true;  // the ranks of `zenith run` are the user's own processes
   platform::ControllerHooks hooks;
   hooks.alert = [](const platform::JobRecord&, const std::string& kind, const std::string& msg) {
     std::fprintf(stderr, "[alert] %s: %s\n", kind.c_str(), msg.c_str());

@@ -1,6 +1,8 @@
 // `zenith token create --service NAME [--expires 30d]` prints a new service token once;
-// `zenith token list [--service NAME]`; `zenith token revoke ID`. Through the server's API, or
-// with --local straight on DATA/zenith.db (for `zenith serve` without a server).
+// `zenith token create --role viewer|admin` a platform API token (viewer: read-only, for
+// dashboards and Prometheus); `zenith token list [--service NAME]`; `zenith token revoke ID`.
+// Through the server's API, or with --local straight on DATA/zenith.db (for `zenith serve`
+// without a server).
 #include <cstdio>
 #include <ctime>
 
@@ -23,16 +25,22 @@ std::string format_time(double t) {
 }
 
 int run_token(int argc, char** argv) {
-  CLI::App app{"Create, list and revoke service tokens", "zenith token"};
+  CLI::App app{"Create, list and revoke service and platform tokens", "zenith token"};
   app.fallthrough();  // subcommands inherit it: client options may follow them
   ClientConfig config;
   add_client_options(app, config);
   bool local = false;
   app.add_flag("--local", local, "use DATA/zenith.db directly instead of the server");
-  std::string service, expires;
+  std::string service, expires, role;
   long long id = 0;
-  auto* create = app.add_subcommand("create", "make a token for one service (printed once)");
-  create->add_option("--service", service, "the service it opens")->required();
+  auto* create = app.add_subcommand(
+      "create", "make a token for one service, or a platform token with a role (printed once)");
+  auto* service_opt = create->add_option("--service", service, "the service it opens");
+  create
+      ->add_option("--role", role,
+                   "a platform API token: admin, or viewer (read-only: dashboards, /metrics)")
+      ->check(CLI::IsMember({"admin", "viewer"}))
+      ->excludes(service_opt);
   create->add_option("--expires", expires, "lifetime, e.g. 30d, 12h (default: never)");
   auto* list = app.add_subcommand("list", "tokens (never their secrets)");
   list->add_option("--service", service, "only this service's");
@@ -51,20 +59,28 @@ int run_token(int argc, char** argv) {
   if (local) store = std::make_unique<platform::ServiceStore>(data + "/zenith.db");
 
   if (create->parsed()) {
+    if (service.empty() == role.empty())
+      throw std::runtime_error("[token] give --service NAME or --role admin|viewer");
     json t;
     if (local) {
-      auto [record, secret] = store->create_token(service, expires_s);
+      auto [record, secret] =
+          store->create_token(service, expires_s, role.empty() ? "service" : role);
       t = platform::token_json(record);
       t["secret"] = secret;
     } else {
       auto client = make_client(config);
-      t = expect(client.post("/api/v1/tokens",
-                             json{{"service", service}, {"expires_in_s", expires_s}}.dump()),
-                 201);
+      json body = {{"expires_in_s", expires_s}};
+      if (role.empty())
+        body["service"] = service;
+      else
+        body["role"] = role;
+      t = expect(client.post("/api/v1/tokens", body.dump()), 201);
     }
     std::printf("%s\n", t["secret"].get<std::string>().c_str());
-    std::fprintf(stderr, "token %lld for service %s, expires %s (shown once: keep it now)\n",
-                 t["id"].get<long long>(), service.c_str(),
+    std::fprintf(stderr, "token %lld %s, expires %s (shown once: keep it now)\n",
+                 t["id"].get<long long>(),
+                 role.empty() ? ("for service " + service).c_str()
+                              : ("with role " + role + " on the platform API").c_str(),
                  format_time(t["expires_at"].get<double>()).c_str());
     return 0;
   }
@@ -89,12 +105,14 @@ int run_token(int argc, char** argv) {
     auto client = make_client(config);
     tokens = expect(client.get("/api/v1/tokens" + (service.empty() ? "" : "?service=" + service)));
   }
-  std::printf("%-6s %-20s %-12s %-8s %-17s %s\n", "ID", "SERVICE", "PREFIX", "STATE", "CREATED",
-              "EXPIRES");
+  std::printf("%-6s %-20s %-12s %-8s %-17s %s\n", "ID", "SERVICE/ROLE", "PREFIX", "STATE",
+              "CREATED", "EXPIRES");
   for (const auto& t : tokens)
     std::printf("%-6lld %-20s %-12s %-8s %-17s %s\n", t["id"].get<long long>(),
-                t["service"].get<std::string>().c_str(), t["prefix"].get<std::string>().c_str(),
-                t["state"].get<std::string>().c_str(),
+                (t["service"].get<std::string>().empty() ? "(" + t.value("role", "") + ")"
+                                                         : t["service"].get<std::string>())
+                    .c_str(),
+                t["prefix"].get<std::string>().c_str(), t["state"].get<std::string>().c_str(),
                 format_time(t["created_at"].get<double>()).c_str(),
                 format_time(t["expires_at"].get<double>()).c_str());
   return 0;
@@ -103,4 +121,5 @@ int run_token(int argc, char** argv) {
 }  // namespace
 }  // namespace zenith::cli
 
-ZENITH_COMMAND("token", "Create, list and revoke service tokens", zenith::cli::run_token);
+ZENITH_COMMAND("token", "Create, list and revoke service and platform tokens",
+               zenith::cli::run_token);

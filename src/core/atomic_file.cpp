@@ -26,14 +26,14 @@ void fsync_directory(const std::string& dir) {
   ::close(fd);
 }
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+AtomicFile::AtomicFile(std::string path, unsigned mode) : path_(std::move(path)) {
   static std::atomic<uint64_t> counter{0};
   std::filesystem::path target(path_);
   std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
   temp_path_ = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) +
                        "." + std::to_string(counter++)))
                    .string();
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode));
   ZENITH_CHECK(fd_ >= 0, "[io] ", path_, ": cannot create temporary file ", temp_path_, ": ",
                errno_text());
 }
@@ -68,10 +68,23 @@ void AtomicFile::commit() {
   fsync_directory(dir.empty() ? "." : dir.string());
 }
 
-void write_file_atomic(const std::string& path, std::string_view contents) {
-  AtomicFile f(path);
+void write_file_atomic(const std::string& path, std::string_view contents, unsigned mode) {
+  AtomicFile f(path, mode);
   f.write(contents);
   f.commit();
+}
+
+void copy_file_atomic(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  ZENITH_CHECK(in, "[io] ", from, ": cannot open: ", errno_text());
+  AtomicFile out(to);
+  std::string piece(1 << 20, '\0');
+  while (in) {
+    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    if (in.gcount() > 0) out.write(piece.data(), static_cast<size_t>(in.gcount()));
+  }
+  ZENITH_CHECK(!in.bad(), "[io] ", from, ": read failed");
+  out.commit();
 }
 
 std::string read_file(const std::string& path, const char* component) {

@@ -11,8 +11,9 @@ namespace zenith::core {
 
 class AtomicFile {
  public:
-  // Creates "<dir>/.<name>.tmp.<pid>.<n>"; the target is untouched until commit().
-  explicit AtomicFile(std::string path);
+  // Creates "<dir>/.<name>.tmp.<pid>.<n>" with `mode` (before the umask); the target is
+  // untouched until commit().
+  explicit AtomicFile(std::string path, unsigned mode = 0644);
   ~AtomicFile();  // removes the temporary file unless committed
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -33,8 +34,11 @@ class AtomicFile {
 // Makes renames and removals in `dir` durable (ignored where the filesystem refuses).
 void fsync_directory(const std::string& dir);
 
-// Writes `contents` to `path` atomically.
-void write_file_atomic(const std::string& path, std::string_view contents);
+// Writes `contents` to `path` atomically (a new file gets `mode`, before the umask).
+void write_file_atomic(const std::string& path, std::string_view contents, unsigned mode = 0644);
+
+// Copies the file `from` to `to` atomically, in pieces (for large files).
+void copy_file_atomic(const std::string& from, const std::string& to);
 
 // The whole file as bytes; errors name the component and the path.
 std::string read_file(const std::string& path, const char* component);

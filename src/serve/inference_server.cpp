@@ -8,9 +8,11 @@
 #include <random>
 
 #include "data/image_codec.h"
+#include "platform/http/http_guard.h"
 #include "platform/http/reply.h"
 #include "platform/services/service_store.h"
 #include "platform/services/tls_cert.h"
+#include "serve/image_header.h"
 #include "serve/metrics.h"
 #include "zenith/autograd.h"
 #include "zenith/data.h"
@@ -40,6 +42,22 @@ bool flatten(const json& v, std::vector<double>& out, size_t limit) {
   return true;
 }
 
+// The metrics endpoint a request path belongs to.
+const char* endpoint_of(const std::string& path) {
+  auto ends_with = [&](const char* tail) {
+    const std::string t = tail;
+    return path.size() >= t.size() && path.compare(path.size() - t.size(), t.size(), t) == 0;
+  };
+  if (path.rfind("/v2/models/", 0) != 0)
+    return path.rfind("/v2/health", 0) == 0 ? "health" : "other";
+  if (ends_with("/infer")) return "infer";
+  if (ends_with("/classify")) return "classify";
+  return "metadata";
+}
+
+// Set by a route's handler when it answered >= 400 itself (and counted it).
+thread_local bool t_counted = false;
+
 std::vector<double> softmax_row(const float* logits, int64_t k) {
   double m = -INFINITY;
   for (int64_t i = 0; i < k; ++i) m = std::max(m, double(logits[i]));
@@ -60,7 +78,7 @@ struct InferenceServer::Impl {
   ServeMetrics metrics;
   std::unique_ptr<platform::TokenVerifier> tokens;
   std::unique_ptr<Batcher> batcher;
-  std::unique_ptr<httplib::Server> server;
+  std::unique_ptr<platform::GuardedServer> server;
   std::string cert;
   int bound_port = 0;
   std::vector<dataset::TransformPtr> preprocess;  // HWC uint8 image -> CHW float32
@@ -79,25 +97,27 @@ struct InferenceServer::Impl {
     return std::vector<float>(p, p + y.numel());
   }
 
-  // The token check for model endpoints; throws HttpError 401/403.
-  void authorize(const httplib::Request& req) {
+  // The token check for model endpoints, before a body is read (the server's gate).
+  std::optional<platform::GateRefusal> authorize(const httplib::Request& req) {
+    if (req.path.rfind("/v2/models/", 0) != 0) return std::nullopt;
     const std::string h = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (h.empty())
-      throw HttpError{401,
-                      "[serve] missing 'Authorization: Bearer <token>' (make one with "
-                      "`zenith token create --service " +
-                          options.name + "`)"};
+      return platform::GateRefusal{401,
+                                   "[serve] missing 'Authorization: Bearer <token>' (make one "
+                                   "with `zenith token create --service " +
+                                       options.name + "`)"};
     const std::string secret = h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : "";
     switch (tokens->check(secret)) {
       case platform::TokenCheck::kOk:
-        return;
+        return std::nullopt;
       case platform::TokenCheck::kForbidden:
-        throw HttpError{403,
-                        "[serve] this token is for another service, not '" + options.name + "'"};
+        return platform::GateRefusal{
+            403, "[serve] this token is for another service, not '" + options.name + "'"};
       case platform::TokenCheck::kUnauthorized:
-        throw HttpError{401, "[serve] invalid, expired or revoked token"};
+        break;
     }
+    return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
   }
 
   // The model named in the path (capture 1) and version (capture 2, optional) must be ours.
@@ -154,8 +174,11 @@ struct InferenceServer::Impl {
   }
 
   void infer(const httplib::Request& req, httplib::Response& res) {
-    authorize(req);
     check_model(req);
+    // flatten() and the parser's DOM recurse per level: 100k levels would overflow the stack.
+    if (platform::nesting_depth(req.body) > platform::kMaxJsonDepth)
+      throw HttpError{400, "[infer] the JSON body is nested deeper than " +
+                               std::to_string(platform::kMaxJsonDepth) + " levels"};
     json body;
     try {
       body = json::parse(req.body);
@@ -258,7 +281,6 @@ struct InferenceServer::Impl {
   }
 
   void classify(const httplib::Request& req, httplib::Response& res) {
-    authorize(req);
     check_model(req);
     const std::string& b = req.body;
     const bool png = b.size() >= 8 && b.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0;
@@ -276,6 +298,15 @@ struct InferenceServer::Impl {
       if (top_k < 1) throw HttpError{400, "[classify] top_k must be a positive integer"};
     }
     top_k = std::min(top_k, spec.num_classes);
+    // The size the header declares, before a byte is decoded: a 400 kB PNG can inflate to 20000
+    // x 20000 pixels (and the float copies after it to gigabytes).
+    const auto size = image_size(b);
+    if (!size || size->width <= 0 || size->height <= 0)
+      throw HttpError{400, "[classify] cannot read the image's size from its header"};
+    if (size->width * size->height > options.max_image_pixels)
+      throw HttpError{413, "[classify] the image is " + std::to_string(size->width) + "x" +
+                               std::to_string(size->height) + " pixels, over the limit of " +
+                               std::to_string(options.max_image_pixels) + " pixels"};
     Tensor image;
     try {
       image = vision::decode_image(b, png ? "PNG body" : "JPEG body", int(spec.channels));
@@ -323,28 +354,22 @@ struct InferenceServer::Impl {
       }
       metrics.request(endpoint, res.status,
                       std::chrono::duration<double>(Clock::now() - start).count());
+      t_counted = res.status >= 400;
     };
   }
 
   void routes() {
     auto& s = *server;
-    s.set_payload_max_length(options.max_body_bytes);
     s.set_keep_alive_max_count(100000);
     s.set_tcp_nodelay(true);  // small responses: no Nagle / delayed-ACK stalls
     s.set_read_timeout(30, 0);
     s.set_write_timeout(30, 0);
-    const int threads = std::max(4, options.http_threads);
-    s.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    // Statuses httplib sets itself (413 body too large, 400 unparsable request) get a JSON body.
-    s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      std::string message = "[serve] request failed with HTTP status " + std::to_string(res.status);
-      if (res.status == 413)
-        message = "[serve] request body too large (limit " +
-                  std::to_string(options.max_body_bytes) + " bytes)";
-      if (res.status == 404) message = "[serve] no such endpoint: " + req.method + " " + req.path;
-      platform::reply_error(res, res.status, message);
-      metrics.request("other", res.status, 0);
+    s.set_gate([this](const httplib::Request& req) { return authorize(req); });
+    // Replies no route made (refused by the gate or the limits, unparsable, no such endpoint)
+    // are counted too.
+    s.set_error_hook([this](const httplib::Request& req, const httplib::Response& res) {
+      if (!t_counted) metrics.request(endpoint_of(req.path), res.status, 0);
+      t_counted = false;
     });
     s.Get("/v2/health/live", handle("health", [](auto&, auto& res) {
             platform::reply_json(res, 200, {{"live", true}});
@@ -359,12 +384,10 @@ struct InferenceServer::Impl {
           }));
     const std::string model = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
     s.Get(model, handle("metadata", [this](auto& req, auto& res) {
-            authorize(req);
             check_model(req);
             platform::reply_json(res, 200, metadata());
           }));
     s.Get(model + "/ready", handle("metadata", [this](auto& req, auto& res) {
-            authorize(req);
             check_model(req);
             platform::reply_json(res, 200, {{"name", options.name}, {"ready", true}});
           }));
@@ -410,6 +433,10 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
     if (warm) warm->promise.get_future().get();
   }
   m.warmed = true;
+  platform::HttpLimits limits;
+  limits.max_body_bytes = m.options.max_body_bytes;
+  limits.max_threads = size_t(std::max(4, m.options.http_threads));
+  limits.component = "serve";
   if (m.options.tls) {
     if (m.options.cert.empty() != m.options.key.empty())
       ZENITH_FAIL("[serve] give both --cert and --key, or neither (a self-signed pair)");
@@ -419,14 +446,12 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
       m.options.cert = files.cert;
       m.options.key = files.key;
     }
-    auto ssl = std::make_unique<httplib::SSLServer>(m.options.cert.c_str(), m.options.key.c_str());
-    ZENITH_CHECK(ssl->is_valid(), "[serve] cannot use certificate ", m.options.cert, " and key ",
-                 m.options.key, " (unreadable, or they do not match)");
+    m.server = std::make_unique<platform::GuardedServer>(limits, m.options.cert, m.options.key);
     m.cert = m.options.cert;
-    m.server = std::move(ssl);
   } else {
-    m.server = std::make_unique<httplib::Server>();
+    m.server = std::make_unique<platform::GuardedServer>(limits);
   }
+  m.server->allow_host(m.options.host);
   m.routes();
 }
 

@@ -14,8 +14,9 @@
 //        "probability"}]}
 //   GET  /metrics                                 Prometheus text, no token needed
 // Errors are {"error": "..."}: 400 bad input, 401 no or bad token, 403 another service's token,
-// 404 unknown model or endpoint, 413 body too large, 415 not an image, 429 queue full,
-// 504 no answer within the request timeout.
+// 404 unknown model or endpoint, 411 no length, 413 body or image too large, 415 not an image
+// or a compressed body, 429 queue full, 504 no answer within the request timeout. Bodies,
+// headers and JSON nesting are bounded before anything is decoded (platform/http/http_guard.h).
 #pragma once
 
 #include <memory>
@@ -38,6 +39,7 @@ struct ServeOptions {
   BatchOptions batch;
   double timeout_s = 30;  // per request, queue wait plus run
   size_t max_body_bytes = 8 << 20;
+  int64_t max_image_pixels = 4096 * 4096;  // /classify: larger images are 413 before decoding
   int max_request_samples = 256;
   int http_threads = 128;  // connections served at once
 };

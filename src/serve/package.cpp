@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "graph/onnx_runtime.h"
 #include "platform/services/service_store.h"
 #include "zenith/data.h"
@@ -192,15 +193,8 @@ PackageSpec write_package(const std::string& source, const std::string& dir,
   spec.created_at =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   // The hash covers package.json as written (without the hash), so write it twice.
-  const std::string path = dir + "/package.json", tmp = path + ".tmp";
-  auto write = [&] {
-    {
-      std::ofstream out(tmp);
-      out << spec.to_json().dump(2) << "\n";
-      ZENITH_CHECK(bool(out), "[package] cannot write ", tmp);
-    }
-    fs::rename(tmp, path);
-  };
+  const std::string path = dir + "/package.json";
+  auto write = [&] { core::write_file_atomic(path, spec.to_json().dump(2) + "\n"); };
   write();
   spec.sha256 = package_hash(dir);
   write();

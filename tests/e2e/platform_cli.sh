@@ -52,6 +52,11 @@ for _ in $(seq 100); do [ -s "$work/srv/server.url" ] && break; sleep 0.1; done
 export ZENITH_SERVER=$(cat "$work/srv/server.url") ZENITH_DATA="$work/srv"
 [ "$(stat -c %a "$work/srv/token")" = 600 ] || fail "token mode"
 
+# The seed asks for 64Gi: a host with less refuses it at submit, with the numbers.
+printf 'job:\n  resources: { npu: 1, memory: 64Ti }\n  entry: x\n' > huge.yaml
+"$ZENITH" submit huge.yaml > /dev/null 2> huge.err && fail "memory: 64Ti accepted by the server"
+grep -q "rejected: the job asks for memory 64Ti but this host has" huge.err || fail "$(cat huge.err)"
+sed -i 's/memory: 64Gi, storage: 100Gi/memory: 1Gi, storage: 1Gi/' job.yaml
 "$ZENITH" submit job.yaml --follow > submit.out 2>&1 || fail "submit --follow: $(cat submit.out)"
 grep -q "submitted job 1 (cifar10-training)" submit.out || fail "$(cat submit.out)"
 grep -q "^\[rank 7\] .*RANK_ID=7" submit.out || fail "follow output: $(cat submit.out)"

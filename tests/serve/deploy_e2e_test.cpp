@@ -33,9 +33,15 @@ int run(const std::string& cmd, std::string* out, const std::string& log) {
 }
 
 // GET over plain HTTP (the platform API).
-std::string read_all_url(const std::string& url) {
+// GET `url` with the bearer `token` (every platform route needs one).
+std::string read_all_url(const std::string& url, const std::string& token) {
   httplib::Client c(url.substr(0, url.find('/', 8)));
+  c.set_bearer_token_auth(token);
+  // As the CLI waits (60 s): the server answers about a service only once a restart of it
+  // has come up (its monitor holds the services' lock while one starts).
+  c.set_read_timeout(60);
   auto r = c.Get(url.substr(url.find('/', 8)));
+  if (!r) ADD_FAILURE() << "GET " << url << ": " << httplib::to_string(r.error());
   return r ? r->body : "";
 }
 
@@ -91,6 +97,8 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   }
   ASSERT_FALSE(server_url.empty()) << read_all(w + "/server.log");
   const std::string client = " --server " + server_url + " --data " + data;
+  std::string admin = read_all(data + "/token");
+  while (!admin.empty() && admin.back() == '\n') admin.pop_back();
 
   ASSERT_EQ(
       run(z + " deploy --model " + ckpt + " --name fmnist-api" + client, &out, w + "/deploy.log"),
@@ -149,7 +157,7 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   for (int i = 0; i < 60; ++i) {
     https.Post("/v2/models/fmnist-api/classify", vision::encode_png(first[0]), "image/png");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    live = json::parse(read_all_url(server_url + "/api/v1/services/fmnist-api"));
+    live = json::parse(read_all_url(server_url + "/api/v1/services/fmnist-api", admin));
     if (live["latency_ms"].get<double>() > 0 && live["requests_per_s"].get<double>() > 0 &&
         live["requests_total"].get<int64_t>() >= n)  // sampled each second: it may lag
       break;
@@ -181,14 +189,14 @@ TEST_F(DeployEndToEnd, TrainDeployClassifyOverHttpsEqualsEval) {
   EXPECT_EQ(https.Get("/v2/models/fmnist-api")->status, 200);
 
   // A service that dies is started again by the server (same version, new process).
-  json before = json::parse(read_all_url(server_url + "/api/v1/services/fmnist-api"));
+  json before = json::parse(read_all_url(server_url + "/api/v1/services/fmnist-api", admin));
   const int old_pid = before["pid"].get<int>();
   ASSERT_GT(old_pid, 0);
   kill(old_pid, SIGKILL);
   json again;
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    again = json::parse(read_all_url(server_url + "/api/v1/services/fmnist-api"));
+    again = json::parse(read_all_url(server_url + "/api/v1/services/fmnist-api", admin));
     if (again["state"] == "running" && again["pid"].get<int>() != old_pid) break;
   }
   ASSERT_EQ(again["state"], "running") << again.dump();

@@ -11,6 +11,7 @@
 
 #include "data/image_codec.h"
 #include "platform/services/service_store.h"
+#include "platform/services/tls_cert.h"
 #include "serve_test_util.h"
 #include "support/temp_dir.h"
 
@@ -104,6 +105,8 @@ TEST_F(InferenceServerTest, HealthNeedsNoTokenAndTlsIsVerified) {
   untrusting.enable_server_certificate_verification(true);
   untrusting.set_ca_cert_path("/nonexistent.pem");
   EXPECT_FALSE(untrusting.Get("/v2/health/live"));
+  // The self-signed serving certificate is a leaf, not a CA that could sign other names.
+  EXPECT_FALSE(zenith::platform::is_ca_cert(dir_->str() + "/tls/cert.pem"));
 }
 
 TEST_F(InferenceServerTest, TokenSemantics401And403) {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -47,6 +48,8 @@ class ServerProcess {
     if (!up) ADD_FAILURE() << "server did not start: " << read_all(log);
     url_ = without_newlines(read_all(data_dir + "/server.url"));
     token_ = without_newlines(read_all(data_dir + "/token"));
+    // A self-signed certificate's path, which clients trust (empty for plain HTTP).
+    ca_ = without_newlines(read_all(data_dir + "/server.ca"));
   }
   ~ServerProcess() { stop(SIGTERM); }
   ServerProcess(const ServerProcess&) = delete;
@@ -63,12 +66,16 @@ class ServerProcess {
   }
 
   // A client with the server's own (admin) token, or with `token` ("" for none).
-  platform::ApiClient client() const { return platform::ApiClient(url_, token_); }
+  platform::ApiClient client() const { return platform::ApiClient(url_, token_, ca_); }
   platform::ApiClient client(const std::string& token) const {
-    return platform::ApiClient(url_, token);
+    return platform::ApiClient(url_, token, ca_);
   }
   const std::string& url() const { return url_; }
   const std::string& token() const { return token_; }
+  // The server's process id (0 once stopped).
+  pid_t pid() const { return pid_; }
+  // The port it listens on.
+  int port() const { return std::atoi(url_.substr(url_.rfind(':') + 1).c_str()); }
 
  private:
   static std::string without_newlines(std::string s) {
@@ -76,7 +83,7 @@ class ServerProcess {
     return s;
   }
 
-  std::string url_, token_;
+  std::string url_, token_, ca_;
   pid_t pid_ = 0;
 };
 

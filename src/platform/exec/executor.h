@@ -14,6 +14,9 @@ namespace zenith::platform {
 // Where a job's files live: DATA/jobs/<id>/{logs/rank_N.log, rank_table.json, work/}.
 struct JobPaths {
   std::string job_dir;
+  // The server's data dir, which holds job_dir (DATA/jobs/<id>): hidden from the ranks, but for
+  // their own job dir, where a mount namespace allows. Empty: nothing hidden.
+  std::string data_dir;
   std::string logs_dir() const { return job_dir + "/logs"; }
   std::string rank_log(int rank) const {
     return logs_dir() + "/rank_" + std::to_string(rank) + ".log";
@@ -55,9 +58,12 @@ class JobRun {
 };
 
 // Launches job.ranks.size() ranks on `devices` (one per rank). Sets job.ranks, job.cgroup and
-// job.master_port. Throws on failure to start.
+// job.master_port. Throws on failure to start. A rank's environment is the spec's env, the
+// platform's variables (rank_env, thread_env) and PATH, HOME and LANG; with `inherit_env` (a
+// foreground `zenith run`, whose environment is the user's shell) everything of this process's.
 std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
-                                        const std::vector<Device>& devices);
+                                        const std::vector<Device>& devices,
+                                        bool inherit_env = false);
 
 // Re-attaches to ranks a previous server started (from job.ranks and job.cgroup).
 std::unique_ptr<JobRun> attach_local_run(JobRecord& job, const JobPaths& paths);

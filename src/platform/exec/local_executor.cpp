@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "platform/exec/executor.h"
@@ -171,20 +172,39 @@ class LocalRun : public JobRun {
   bool stopping_ = false;
 };
 
-std::map<std::string, std::string> inherited_env() {
+// What a rank gets of this process's environment: where programs are, the user's home and the
+// locale (a server's own variables may hold secrets), or all of it.
+std::map<std::string, std::string> base_env(bool inherit) {
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = kv.substr(0, eq);
+    if (inherit || name == "PATH" || name == "HOME" || name == "LANG")
+      env[name] = kv.substr(eq + 1);
   }
+  if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
   return env;
+}
+
+// Mount points of the cgroup filesystems, which a rank sees read-only.
+std::vector<std::string> cgroup_mounts() {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string id, parent, dev, root, point;
+    f >> id >> parent >> dev >> root >> point;
+    if (point == "/sys/fs/cgroup" || point.rfind("/sys/fs/cgroup/", 0) == 0) out.push_back(point);
+  }
+  return out;
 }
 
 }  // namespace
 
 std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
-                                        const std::vector<Device>& devices) {
+                                        const std::vector<Device>& devices, bool inherit_env) {
   const IsolationSupport& iso = isolation_support();
   fs::create_directories(paths.logs_dir());
   fs::create_directories(paths.work_dir());
@@ -213,7 +233,15 @@ std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
   ctx.world_size = world;
   ctx.restart_count = job.restart_count;
 
-  const auto base_env = inherited_env();
+  const auto env = base_env(inherit_env);
+  const fs::path job_dir = fs::path(paths.job_dir).lexically_normal();
+  const fs::path data_dir = fs::path(paths.data_dir).lexically_normal();
+  // The directories from DATA down to the job dir, to recreate in the tmpfs over DATA.
+  std::vector<std::string> parents;
+  if (!paths.data_dir.empty() && job_dir.string().rfind(data_dir.string() + "/", 0) == 0)
+    for (fs::path p = job_dir; p != data_dir && p.has_relative_path(); p = p.parent_path())
+      parents.insert(parents.begin(), p.string());
+  const std::vector<std::string> readonly = cgroup_mounts();
   job.ranks.clear();
   auto run = std::make_unique<LocalRun>(paths, std::move(cgroup), std::vector<bool>(world, true));
   for (int r = 0; r < world; ++r) {
@@ -223,7 +251,9 @@ std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
     l.cores = devices[r].cores;
     l.working_dir = job.spec.working_dir.empty() ? paths.work_dir() : job.spec.working_dir;
     l.command = job.spec.entry;
-    l.env = base_env;
+    l.env = env;
+    for (const auto& [k, v] : thread_env(int(devices[r].cores.size()), devices[r].shares_cores))
+      l.env[k] = v;
     for (const auto& [k, v] : job.spec.env) l.env[k] = v;
     for (const auto& [k, v] : rank_env(ctx, infos[r])) l.env[k] = v;
     if (devices[r].kind == "cuda") l.env["CUDA_VISIBLE_DEVICES"] = std::to_string(devices[r].index);
@@ -234,6 +264,14 @@ std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
     if (job.cgroup.empty()) l.rlimit_as = job.spec.memory_bytes;
     l.pid_namespace = iso.pid_namespace;
     l.mount_namespace = iso.mount_namespace;
+    if (l.mount_namespace) {
+      if (!parents.empty()) {
+        l.hide_dir = data_dir.string();
+        l.keep_dir = job_dir.string();
+        l.keep_parents = parents;
+      }
+      l.readonly_mounts = readonly;
+    }
     RankRecord rec;
     rec.rank = r;
     rec.device = devices[r].index;

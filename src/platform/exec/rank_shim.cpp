@@ -1,12 +1,14 @@
 #include "platform/exec/rank_shim.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -143,6 +145,10 @@ void write_number_file(const char* path, const char* tmp, const char* prefix, lo
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT}) signal(sig, SIG_DFL);
+  // A root entry keeps no way to undo its mounts (the read-only cgroup filesystems, the tmpfs
+  // over DATA); fails harmlessly without CAP_SETPCAP.
+  prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0);
+  umask(022);  // the server's 077 is for DATA, not for what jobs write
   if (chdir(l.working_dir.c_str()) != 0) {
     const char* msg = "[executor] cannot enter working_dir ";
     write_all(2, msg, strlen(msg));
@@ -186,10 +192,41 @@ int shim_main(void* arg) {
     }
   }
   if (a.has_cores) sched_setaffinity(0, sizeof a.cores, &a.cores);
-  // A private /proc so the rank sees only its own PID namespace.
-  if (l.pid_namespace && l.mount_namespace &&
-      mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0)
-    mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, nullptr);
+  // The rank's view of the file system: its own /proc (it sees only its PID namespace), DATA
+  // hidden but for its job dir, cgroup filesystems read-only. Errors are reported in the log.
+  const char* isolation_error = nullptr;
+  int isolation_errno = 0;
+  auto failed = [&](const char* what) {
+    if (!isolation_error) isolation_error = what, isolation_errno = errno;
+  };
+  if (l.mount_namespace) {
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      failed("cannot make the mount namespace private");
+    } else {
+      if (l.pid_namespace)
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, nullptr);
+      if (!l.hide_dir.empty()) {
+        // The job dir stays reachable as the working directory while the tmpfs covers it.
+        if (chdir(l.keep_dir.c_str()) != 0)
+          failed("cannot enter the job dir");
+        else if (mount("zenith-data", l.hide_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+                       "mode=0711,size=64k") != 0)
+          failed("cannot mount a tmpfs over the data dir");
+        for (const auto& dir : l.keep_parents)
+          if (!isolation_error && mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST)
+            failed("cannot recreate the job dir's parents");
+        if (!isolation_error &&
+            mount(".", l.keep_dir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+          failed("cannot bind the job dir back");
+        if (chdir("/") != 0) failed("cannot leave the job dir");
+      }
+      for (const auto& m : l.readonly_mounts)
+        if (mount(nullptr, m.c_str(), nullptr,
+                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  nullptr) != 0)
+          failed("cannot make the cgroup filesystem read-only");
+    }
+  }
 
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -207,6 +244,19 @@ int shim_main(void* arg) {
   int log_fd = open(l.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   int p[2];
   if (log_fd < 0 || pipe2(p, O_CLOEXEC) != 0) _exit(125);
+  if (isolation_error) {
+    // The rank must not run with the server's secrets in view.
+    bool at_line_start = true;
+    const char* msg = "[executor] isolation failed: ";
+    stamp_and_write(log_fd, msg, strlen(msg), &at_line_start);
+    stamp_and_write(log_fd, isolation_error, strlen(isolation_error), &at_line_start);
+    const char* why = strerror(isolation_errno);  // no allocation for a known errno
+    stamp_and_write(log_fd, ": ", 2, &at_line_start);
+    stamp_and_write(log_fd, why, strlen(why), &at_line_start);
+    stamp_and_write(log_fd, "\n", 1, &at_line_start);
+    write_number_file(l.exit_path.c_str(), a.exit_tmp.c_str(), "exited ", 121);
+    _exit(121);
+  }
   // The raw syscall, not glibc's fork(): that one takes allocator and stdio locks for its
   // atfork handlers, and a lock another server thread held at clone() time never unlocks here.
   pid_t entry = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, 0));

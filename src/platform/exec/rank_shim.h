@@ -27,6 +27,14 @@ struct RankLaunch {
   std::string cgroup_procs;    // cgroup.procs to join before running anything; "" = none
   bool pid_namespace = false;
   bool mount_namespace = false;
+  // With a mount namespace: a private tmpfs over `hide_dir` (the server's DATA: token, keys,
+  // database, other jobs), with `keep_dir` (the job's own dir, inside it) bound back; the
+  // directories from hide_dir down to keep_dir are made in the tmpfs first.
+  std::string hide_dir, keep_dir;
+  std::vector<std::string> keep_parents;
+  // Mount points remounted read-only for the rank (cgroup filesystems: it must not raise its
+  // own limits); the entry also loses CAP_SYS_ADMIN, so it cannot remount them.
+  std::vector<std::string> readonly_mounts;
 };
 
 struct RankProcess {

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "core/atomic_file.h"
+
 namespace zenith::platform {
 
 nlohmann::json make_rank_table(const std::vector<RankInfo>& ranks) {
@@ -34,13 +36,7 @@ nlohmann::json make_rank_table(const std::vector<RankInfo>& ranks) {
 }
 
 void write_rank_table(const std::string& path, const std::vector<RankInfo>& ranks) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw std::runtime_error("[rank_table] cannot write " + tmp);
-    out << make_rank_table(ranks).dump(2) << "\n";
-  }
-  std::filesystem::rename(tmp, path);
+  core::write_file_atomic(path, make_rank_table(ranks).dump(2) + "\n");
 }
 
 std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const RankInfo& r) {
@@ -62,6 +58,16 @@ std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const Ran
           // `zenith train` also logs its metrics here; the server ingests them (metrics_ingest.h).
           {"ZENITH_METRICS_FILE",
            ctx.job_dir + "/logs/rank_" + std::to_string(r.rank) + ".metrics.jsonl"}};
+}
+
+std::map<std::string, std::string> thread_env(int cores, bool shares_cores) {
+  const std::string n = std::to_string(std::max(1, cores));
+  std::map<std::string, std::string> env = {{"OMP_NUM_THREADS", n}, {"ZENITH_NUM_THREADS", n}};
+  if (shares_cores)
+    env["OMP_WAIT_POLICY"] = "PASSIVE";
+  else
+    env["GOMP_SPINCOUNT"] = "30000";
+  return env;
 }
 
 int find_free_port() {

@@ -20,7 +20,7 @@ struct RankInfo {
 // MindSpore's rank-table JSON (version 1.0, all values strings), ranks grouped by host.
 nlohmann::json make_rank_table(const std::vector<RankInfo>& ranks);
 
-// Writes the table atomically (temp file + rename).
+// Writes the table atomically and durably (fsynced temp file, rename, fsynced dir).
 void write_rank_table(const std::string& path, const std::vector<RankInfo>& ranks);
 
 struct RankEnvContext {
@@ -37,6 +37,12 @@ struct RankEnvContext {
 // MASTER_ADDR, MASTER_PORT, ZENITH_JOB_ID, ZENITH_RESTART_COUNT, ZENITH_JOB_DIR,
 // ZENITH_HEARTBEAT_FILE.
 std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const RankInfo& rank);
+
+// The OpenMP settings of a rank given `cores` cores: OMP_NUM_THREADS and ZENITH_NUM_THREADS to
+// match, and a wait policy that keeps idle threads from spinning on cores another rank needs:
+// OMP_WAIT_POLICY=PASSIVE when the device shares its cores with other devices, else a short
+// spin (GOMP_SPINCOUNT=30000, about as fast as the default spin alone).
+std::map<std::string, std::string> thread_env(int cores, bool shares_cores);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0 and read it back).
 int find_free_port();

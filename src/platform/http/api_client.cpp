@@ -31,7 +31,7 @@ HttpResult to_result(const httplib::Result& r, const std::string& server) {
 
 }  // namespace
 
-ApiClient::ApiClient(const std::string& server, std::string token)
+ApiClient::ApiClient(const std::string& server, std::string token, const std::string& ca_cert)
     : impl_(std::make_unique<Impl>()) {
   std::string origin, path;
   if (!split_url(server, &origin, &path))
@@ -41,6 +41,10 @@ ApiClient::ApiClient(const std::string& server, std::string token)
   impl_->client = std::make_unique<httplib::Client>(origin);
   impl_->client->set_connection_timeout(5);
   impl_->client->set_read_timeout(60);
+  if (origin.rfind("https://", 0) == 0) {
+    impl_->client->enable_server_certificate_verification(true);
+    if (!ca_cert.empty()) impl_->client->set_ca_cert_path(ca_cert.c_str());
+  }
   if (!impl_->token.empty()) impl_->client->set_bearer_token_auth(impl_->token);
 }
 

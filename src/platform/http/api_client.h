@@ -15,8 +15,10 @@ struct HttpResult {
 
 class ApiClient {
  public:
-  // `server` like http://127.0.0.1:7070; `token` may be empty for read-only calls.
-  ApiClient(const std::string& server, std::string token);
+  // `server` like http://127.0.0.1:7070 or https://host:7443; `token` may be empty (then only
+  // /healthz answers). An https server's certificate is always verified: against `ca_cert`
+  // (a PEM file, e.g. the self-signed DATA/tls/cert.pem) when given, else the system's CAs.
+  ApiClient(const std::string& server, std::string token, const std::string& ca_cert = "");
   ~ApiClient();
 
   HttpResult get(const std::string& path);

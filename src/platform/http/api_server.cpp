@@ -5,6 +5,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -12,35 +14,93 @@
 #include "platform/exec/log_tail.h"
 #include "platform/http/api_token.h"
 #include "platform/http/dashboard_routes.h"
+#include "platform/http/http_guard.h"
 #include "platform/http/reply.h"
 #include "platform/http/service_routes.h"
 #include "platform/jobs/job_manager.h"
 #include "platform/jobs/job_spec.h"
 #include "platform/jobs/quantity.h"
+#include "platform/services/service_store.h"
 
 namespace zenith::platform {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+
+constexpr std::int64_t kLogPiece = 64 * 1024;
+constexpr int kFollowsPerClient = 32;  // `zenith logs -f` opens one stream per rank
+constexpr int kFollowsTotal = 128;
+
+// A non-negative integer query parameter, or `fallback` when absent; nullopt when malformed.
+std::optional<std::int64_t> int_param(const httplib::Request& req, const char* name,
+                                      std::int64_t fallback) {
+  if (!req.has_param(name)) return fallback;
+  const std::string v = req.get_param_value(name);
+  if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoll(v);
+}
+
+}  // namespace
+
 struct ApiServer::Impl {
   JobManager& jobs;
-  std::string token;
-  httplib::Server server;
+  ApiServerOptions options;
+  TokenVerifier platform_tokens;  // admin and viewer tokens made with `zenith token create`
+  std::unique_ptr<GuardedServer> server_ptr;
+  GuardedServer& server;
   std::unique_ptr<ServiceRoutes> services;  // online services, model registry, service tokens
   std::unique_ptr<Dashboard> dashboard;     // the web UI at / and its metrics
+  std::mutex follow_mutex;
+  std::map<std::string, int> follows;  // open follow streams per client address
+  int follows_total = 0;
 
-  Impl(JobManager& p, std::string t) : jobs(p), token(std::move(t)) {}
+  Impl(JobManager& p, ApiServerOptions o)
+      : jobs(p),
+        options(std::move(o)),
+        platform_tokens(p.options().data_dir + "/zenith.db", ""),
+        server_ptr(make_server()),
+        server(*server_ptr) {}
 
-  bool authorized(const httplib::Request& req, httplib::Response& res) {
+  std::unique_ptr<GuardedServer> make_server() {
+    HttpLimits limits;
+    limits.max_body_bytes = options.max_body_bytes;
+    limits.component = "api";
+    auto s = options.cert.empty()
+                 ? std::make_unique<GuardedServer>(limits)
+                 : std::make_unique<GuardedServer>(limits, options.cert, options.key);
+    for (const auto& h : options.hosts) s->allow_host(h);
+    s->set_gate([this](const httplib::Request& req) { return gate(req); });
+    return s;
+  }
+
+  // Who may do what, decided before a body is read: the static shell and /healthz are open;
+  // everything else needs a token; a viewer only reads, and not the token list.
+  std::optional<GateRefusal> gate(const httplib::Request& req) {
+    const bool read = req.method == "GET" || req.method == "HEAD";
+    if (read && (req.path == "/healthz" || req.path == "/" || req.path.rfind("/ui/", 0) == 0))
+      return std::nullopt;
     const std::string h = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (h.rfind(prefix, 0) == 0 && token_equals(h.substr(prefix.size()), token)) return true;
-    reply_error(res, 401,
-                h.empty() ? "[api] missing 'Authorization: Bearer <token>' (the token is in the "
-                            "server's data dir, file 'token')"
-                          : "[api] invalid bearer token");
-    return false;
+    const std::string secret = h.rfind("Bearer ", 0) == 0 ? h.substr(7) : "";
+    std::string role;
+    if (!secret.empty() && token_equals(secret, options.admin_token)) {
+      role = "admin";
+    } else if (auto t = platform_tokens.find(secret); t && t->service.empty()) {
+      role = t->role;
+    } else {
+      return GateRefusal{
+          401, h.empty() ? "[api] missing 'Authorization: Bearer <token>' (the admin token is in "
+                           "the server's data dir, file 'token'; `zenith token create --role "
+                           "viewer` makes a read-only one)"
+                         : "[api] invalid bearer token (unknown, expired or revoked)"};
+    }
+    if (role != "admin" && (!read || req.path.rfind("/api/v1/tokens", 0) == 0))
+      return GateRefusal{403, "[api] a " + role + " token only reads: " + req.method + " " +
+                                  req.path + " needs an admin token"};
+    set_request_role(req, role);
+    return std::nullopt;
   }
 
   // The job named by the path's first capture, or a 404 already written.
@@ -58,13 +118,9 @@ struct ApiServer::Impl {
   }
 
   void submit(const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const json::exception& e) {
-      return reply_error(res, 400, std::string("[api] malformed JSON body: ") + e.what());
-    }
+    auto parsed = parse_json_body(req.body, res, "api");
+    if (!parsed) return;
+    json& body = *parsed;
     if (!body.is_object())
       return reply_error(res, 400,
                          "[api] the body must be a JSON object: {\"yaml\": \"...\"} or "
@@ -73,6 +129,11 @@ struct ApiServer::Impl {
     if (body.contains("yaml")) {
       if (!body["yaml"].is_string()) return reply_error(res, 400, "[api] 'yaml' must be a string");
       yaml = body["yaml"].get<std::string>();
+      // yaml-cpp parses flow collections recursively: a deep one would overflow the stack.
+      if (nesting_depth(yaml, false) > kMaxJsonDepth)
+        return reply_error(res, 400,
+                           "[api] the job YAML is nested deeper than " +
+                               std::to_string(kMaxJsonDepth) + " levels");
       if (body.contains("source") && body["source"].is_string()) source = body["source"];
       if (body.contains("base_dir") && body["base_dir"].is_string()) base_dir = body["base_dir"];
     } else if (body.contains("job")) {
@@ -128,35 +189,69 @@ struct ApiServer::Impl {
                              std::to_string(job->spec.ranks() - 1) + ")");
     const std::string path = jobs.paths(job->id).rank_log(rank);
     const bool follow = req.has_param("follow") && req.get_param_value("follow") != "0";
+    auto offset = int_param(req, "offset", 0);
+    auto length = int_param(req, "length", -1);
+    if (!offset || !length)
+      return reply_error(res, 400, "[api] 'offset' and 'length' are byte counts");
     if (!follow) {
       if (req.has_param("tail")) {
         int n = std::atoi(req.get_param_value("tail").c_str());
         std::string text;
-        for (const auto& l : tail_lines(path, n)) text += l + "\n";
+        for (const auto& l : tail_lines(path, std::clamp(n, 0, 10000))) text += l + "\n";
         res.set_content(text, "text/plain");
         return;
       }
-      std::ifstream in(path, std::ios::binary);
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      res.set_content(text, "text/plain");
+      // Bytes [offset, offset + length) of the log, read piece by piece as they are sent.
+      std::error_code ec;
+      const auto size =
+          static_cast<std::int64_t>(fs::exists(path, ec) ? fs::file_size(path, ec) : 0);
+      const std::int64_t from = std::min(*offset, size);
+      const std::int64_t n = *length < 0 ? size - from : std::min(*length, size - from);
+      res.set_header("X-Log-Size", std::to_string(size));
+      res.set_content_provider(static_cast<size_t>(n), "text/plain",
+                               [path, from](size_t at, size_t want, httplib::DataSink& sink) {
+                                 std::ifstream in(path, std::ios::binary);
+                                 in.seekg(static_cast<std::streamoff>(from + std::int64_t(at)));
+                                 std::string piece(std::min<size_t>(want, kLogPiece), '\0');
+                                 in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+                                 if (in.gcount() <= 0) return false;
+                                 return sink.write(piece.data(), static_cast<size_t>(in.gcount()));
+                               });
       return;
     }
+    // A follow stream holds one connection's thread for as long as the job runs: capped per
+    // client and in all, so they never take every thread (the pool grows for the rest).
+    const std::string client = req.remote_addr;
+    {
+      std::lock_guard lock(follow_mutex);
+      if (follows[client] >= kFollowsPerClient || follows_total >= kFollowsTotal)
+        return reply_error(res, 429,
+                           "[api] too many log streams open (" + std::to_string(follows[client]) +
+                               " from " + client + ", " + std::to_string(follows_total) +
+                               " in all); close some first");
+      ++follows[client];
+      ++follows_total;
+    }
     const std::int64_t id = job->id;
-    auto offset = std::make_shared<std::uint64_t>(0);
+    auto at = std::make_shared<std::uint64_t>(static_cast<std::uint64_t>(*offset));
     auto finished = std::make_shared<bool>(false);
     JobManager* p = &jobs;
     res.set_chunked_content_provider(
-        "text/plain", [p, id, path, offset, finished](size_t, httplib::DataSink& sink) {
-          // Read what is new; once the job has ended and nothing more comes, finish.
+        "text/plain",
+        [p, id, path, at, finished](size_t, httplib::DataSink& sink) {
+          // Read what is new (a piece at a time); once the job has ended and nothing more
+          // comes, finish.
           const bool ended_before_read = *finished;
           std::ifstream in(path, std::ios::binary);
           std::string chunk;
           if (in) {
-            in.seekg(static_cast<std::streamoff>(*offset));
-            chunk.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+            in.seekg(static_cast<std::streamoff>(*at));
+            chunk.resize(kLogPiece);
+            in.read(chunk.data(), kLogPiece);
+            chunk.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
           }
           if (!chunk.empty()) {
-            *offset += chunk.size();
+            *at += chunk.size();
             return sink.write(chunk.data(), chunk.size());
           }
           if (ended_before_read) {
@@ -169,22 +264,15 @@ struct ApiServer::Impl {
           else
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
           return sink.is_writable();
+        },
+        [this, client](bool) {
+          std::lock_guard lock(follow_mutex);
+          if (--follows[client] <= 0) follows.erase(client);
+          --follows_total;
         });
   }
 
   void routes() {
-    server.set_payload_max_length(4 * 1024 * 1024);
-    server.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "unknown error";
-          try {
-            std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          reply_error(res, 500, "[api] internal error: " + what);
-        });
     server.Get("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
       std::optional<JobState> state;
       if (req.has_param("state")) {
@@ -213,7 +301,6 @@ struct ApiServer::Impl {
                });
     server.Post(R"(/api/v1/jobs/([^/]+)/cancel)",
                 [this](const httplib::Request& req, httplib::Response& res) {
-                  if (!authorized(req, res)) return;
                   auto job = job_from_path(req, res);
                   if (!job) return;
                   auto after = jobs.cancel(job->id);
@@ -266,10 +353,9 @@ struct ApiServer::Impl {
     server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });
-    dashboard = std::make_unique<Dashboard>(jobs, token);
+    dashboard = std::make_unique<Dashboard>(jobs);
     dashboard->add_routes(server);
-    services = add_service_routes(server, jobs.options().data_dir,
-                                  [this](auto& req, auto& res) { return authorized(req, res); });
+    services = add_service_routes(server, jobs.options().data_dir);
     auto not_found = [](const httplib::Request& req, httplib::Response& res) {
       reply_error(res, 404, "[api] no such endpoint: " + req.method + " " + req.path);
     };
@@ -280,8 +366,8 @@ struct ApiServer::Impl {
   }
 };
 
-ApiServer::ApiServer(JobManager& jobs, std::string token)
-    : impl_(std::make_unique<Impl>(jobs, std::move(token))) {
+ApiServer::ApiServer(JobManager& jobs, ApiServerOptions options)
+    : impl_(std::make_unique<Impl>(jobs, std::move(options))) {
   impl_->routes();
 }
 

@@ -12,19 +12,31 @@
 //   GET  /api/v1/devices                   inventory, holders, utilisation, memory
 //   GET  /api/v1/alerts[?job=ID]
 //   GET  /metrics
-// POST needs "Authorization: Bearer <DATA/token>". Errors are {"error": "..."}.
+//   GET  /healthz                          (no token)
+// Every route but /healthz and the dashboard's static shell needs "Authorization: Bearer
+// <token>": the admin token in DATA/token, or a platform token made with `zenith token create
+// --role admin|viewer`; a viewer token may only read (GET), and not the token list. Requests
+// are bounded before their body is read (http_guard.h). Errors are {"error": "..."}.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace zenith::platform {
 
 class JobManager;
 
+struct ApiServerOptions {
+  std::string admin_token;         // DATA/token
+  std::string cert, key;           // PEM files: HTTPS; both empty: plain HTTP
+  std::vector<std::string> hosts;  // names accepted in the Host header besides the defaults
+  std::size_t max_body_bytes = 4 << 20;
+};
+
 class ApiServer {
  public:
-  ApiServer(JobManager& jobs, std::string token);
+  ApiServer(JobManager& jobs, ApiServerOptions options);
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "core/atomic_file.h"
+
 namespace zenith::platform {
 
 std::string read_token(const std::string& data_dir) {
@@ -30,17 +32,8 @@ std::string load_or_create_token(const std::string& data_dir) {
   static const char* hex = "0123456789abcdef";
   std::string token;
   for (unsigned char b : bytes) token += hex[b >> 4], token += hex[b & 15];
-  // Write beside, then rename: the token file is never seen half-written or with wider mode.
-  const std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw std::runtime_error("[token] cannot write " + tmp);
-  fchmod(fd, 0600);
-  std::string line = token + "\n";
-  bool ok = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ok = fsync(fd) == 0 && ok;
-  close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("[token] cannot write " + path);
+  // Written beside and renamed: never seen half-written or with a wider mode.
+  core::write_file_atomic(path, token + "\n", 0600);
   return token;
 }
 

@@ -1,10 +1,12 @@
 // The monitoring dashboard inside `zenith server`: static pages at / (from the npm-built web
-// dir), the JSON API behind them under /api/v1/dashboard/ (every call needs the bearer token),
+// dir), the JSON API behind them under /api/v1/dashboard/ (every call needs a token: the API's
+// gate checks it),
 // and the metrics ingestion that feeds it.
 //
 //   GET /                                      the single-page app (web dir's index.html)
 //   GET /ui/<file>                             its scripts, styles and the charting library
-//   GET /api/v1/dashboard/session              200 when the token is right (the login check)
+//   GET /api/v1/dashboard/session              200 when the token is right (the login check),
+//                                              with its role (admin or viewer)
 //   GET /api/v1/dashboard/jobs[?state=S]       jobs, newest first, with duration and last loss
 //   GET /api/v1/dashboard/jobs/{id}            one job with its alerts and spec YAML
 //   GET /api/v1/dashboard/jobs/{id}/series?points=N   every logged scalar per rank, each
@@ -40,7 +42,7 @@ std::string find_web_dir();
 class Dashboard {
  public:
   // Opens the metrics tables in the job store file and starts ingesting.
-  Dashboard(JobManager& jobs, std::string token);
+  explicit Dashboard(JobManager& jobs);
   ~Dashboard();
   Dashboard(const Dashboard&) = delete;
   Dashboard& operator=(const Dashboard&) = delete;
@@ -52,7 +54,6 @@ class Dashboard {
 
  private:
   JobManager& jobs_;
-  std::string token_;
   std::string web_dir_;
   std::unique_ptr<MetricsStore> store_;
   std::unique_ptr<MetricsIngest> ingest_;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace httplib {
@@ -22,5 +23,17 @@ void reply_json(httplib::Response& res, int status, const nlohmann::json& body);
 
 // Answers `status` with {"error": message}; messages start with their component, "[api] ...".
 void reply_error(httplib::Response& res, int status, const std::string& message);
+
+// The deepest nesting of [ and { in `text`: JSON strings skipped, or (skip_strings false, for
+// YAML, whose quoting is looser) every bracket counted. Deeply nested input is refused before a
+// recursive parser, copy or dump sees it (100k levels overflow a thread's stack).
+std::size_t nesting_depth(const std::string& text, bool skip_strings = true);
+constexpr std::size_t kMaxJsonDepth = 64;
+
+// `body` parsed as JSON, or nullopt with a 400 already answered ("[component] malformed JSON
+// body: ..." or nested too deep). An empty body is `empty_as`, when given.
+std::optional<nlohmann::json> parse_json_body(
+    const std::string& body, httplib::Response& res, const std::string& component,
+    const std::optional<nlohmann::json>& empty_as = std::nullopt);
 
 }  // namespace zenith::platform

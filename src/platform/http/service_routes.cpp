@@ -50,14 +50,9 @@ std::string self_binary() {
 
 // The JSON object body, or a 400 already written.
 std::optional<json> object_body(const httplib::Request& req, httplib::Response& res) {
-  json body;
-  try {
-    body = req.body.empty() ? json::object() : json::parse(req.body);
-  } catch (const json::exception& e) {
-    reply_error(res, 400, std::string("[api] malformed JSON body: ") + e.what());
-    return std::nullopt;
-  }
-  if (!body.is_object()) {
+  auto body = parse_json_body(req.body, res, "api", json::object());
+  if (!body) return std::nullopt;
+  if (!body->is_object()) {
     reply_error(res, 400, "[api] the body must be a JSON object");
     return std::nullopt;
   }
@@ -66,9 +61,8 @@ std::optional<json> object_body(const httplib::Request& req, httplib::Response& 
 
 }  // namespace
 
-ServiceRoutes::ServiceRoutes(const std::string& data_dir, AuthFn authorized)
-    : manager_(std::make_unique<ServiceManager>(data_dir, self_binary())),
-      authorized_(std::move(authorized)) {
+ServiceRoutes::ServiceRoutes(const std::string& data_dir)
+    : manager_(std::make_unique<ServiceManager>(data_dir, self_binary())) {
   manager_->start();
 }
 
@@ -76,7 +70,6 @@ ServiceRoutes::~ServiceRoutes() = default;
 
 void ServiceRoutes::add_to(httplib::Server& server) {
   ServiceManager& m = *manager_;
-  AuthFn auth = authorized_;
   // Runs `fn`, turning ServiceError and bad JSON types into {"error": ...}.
   auto guarded = [](auto fn) {
     return [fn](const httplib::Request& req, httplib::Response& res) {
@@ -94,8 +87,7 @@ void ServiceRoutes::add_to(httplib::Server& server) {
                for (const auto& v : m.list()) out.push_back(service_json(v, m.cert_path()));
                reply_json(res, 200, out);
              }));
-  server.Post("/api/v1/services", guarded([&m, auth](const auto& req, auto& res) {
-                if (!auth(req, res)) return;
+  server.Post("/api/v1/services", guarded([&m](const auto& req, auto& res) {
                 auto body = object_body(req, res);
                 if (!body) return;
                 DeployRequest d;
@@ -122,13 +114,10 @@ void ServiceRoutes::add_to(httplib::Server& server) {
                reply_json(res, 200, out);
              }));
   server.Post(
-      R"(/api/v1/services/([^/]+)/undeploy)", guarded([&m, auth](const auto& req, auto& res) {
-        if (!auth(req, res)) return;
+      R"(/api/v1/services/([^/]+)/undeploy)", guarded([&m](const auto& req, auto& res) {
         reply_json(res, 200, service_json({m.undeploy(req.matches[1].str()), 0, 0}, m.cert_path()));
       }));
-  server.Post(R"(/api/v1/services/([^/]+)/rollback)",
-              guarded([&m, auth](const auto& req, auto& res) {
-                if (!auth(req, res)) return;
+  server.Post(R"(/api/v1/services/([^/]+)/rollback)", guarded([&m](const auto& req, auto& res) {
                 auto body = object_body(req, res);
                 if (!body) return;
                 auto r = m.rollback(req.matches[1].str(), body->value("version", 0));
@@ -147,31 +136,35 @@ void ServiceRoutes::add_to(httplib::Server& server) {
                for (const auto& v : versions) out.push_back(model_json(v));
                reply_json(res, 200, out);
              }));
-  server.Get("/api/v1/tokens", guarded([&m, auth](const auto& req, auto& res) {
-               if (!auth(req, res)) return;
+  server.Get("/api/v1/tokens", guarded([&m](const auto& req, auto& res) {
                json out = json::array();
                const std::string service =
                    req.has_param("service") ? req.get_param_value("service") : "";
                for (const auto& t : m.store().list_tokens(service)) out.push_back(token_json(t));
                reply_json(res, 200, out);
              }));
-  server.Post("/api/v1/tokens", guarded([&m, auth](const auto& req, auto& res) {
-                if (!auth(req, res)) return;
+  server.Post("/api/v1/tokens", guarded([&m](const auto& req, auto& res) {
                 auto body = object_body(req, res);
                 if (!body) return;
                 const std::string service = body->value("service", "");
-                if (!m.store().get_service(service))
+                const std::string role = body->value("role", service.empty() ? "" : "service");
+                if (role != "service" && role != "admin" && role != "viewer")
+                  throw ServiceError(400,
+                                     "[api] give {\"service\": NAME} for a service's token "
+                                     "or {\"role\": \"admin\"|\"viewer\"} for the API");
+                if (role == "service" && !m.store().get_service(service))
                   throw ServiceError(404,
                                      "[api] no service named '" + service + "' (deploy it first)");
+                if (role != "service" && !service.empty())
+                  throw ServiceError(400, "[api] a token has a service or a role, not both");
                 const double expires = body->value("expires_in_s", 0.0);
                 if (expires < 0) throw ServiceError(400, "[api] expires_in_s must be >= 0");
-                auto [token, secret] = m.store().create_token(service, expires);
+                auto [token, secret] = m.store().create_token(service, expires, role);
                 json out = token_json(token);
                 out["secret"] = secret;
                 reply_json(res, 201, out);
               }));
-  auto revoke = guarded([&m, auth](const auto& req, auto& res) {
-    if (!auth(req, res)) return;
+  auto revoke = guarded([&m](const auto& req, auto& res) {
     std::int64_t id = 0;
     try {
       id = std::stoll(req.matches[1].str());
@@ -186,9 +179,8 @@ void ServiceRoutes::add_to(httplib::Server& server) {
 }
 
 std::unique_ptr<ServiceRoutes> add_service_routes(httplib::Server& server,
-                                                  const std::string& data_dir,
-                                                  ServiceRoutes::AuthFn authorized) {
-  auto routes = std::make_unique<ServiceRoutes>(data_dir, std::move(authorized));
+                                                  const std::string& data_dir) {
+  auto routes = std::make_unique<ServiceRoutes>(data_dir);
   routes->add_to(server);
   return routes;
 }

@@ -9,9 +9,11 @@
 //   POST /api/v1/services/{name}/rollback  {"version": N} or {} for the previous version
 //   GET  /api/v1/models[/{name}]           registered package versions
 //   GET  /api/v1/tokens[?service=NAME]     metadata only; secrets are never stored
-//   POST /api/v1/tokens                    {"service", "expires_in_s"}; 201 with the secret, once
+//   POST /api/v1/tokens                    {"service", "expires_in_s"} for a service, or
+//                                          {"role": "admin"|"viewer", "expires_in_s"} for the
+//                                          platform API; 201 with the secret, once
 //   POST /api/v1/tokens/{id}/revoke        (also DELETE /api/v1/tokens/{id})
-// Every call but the GETs of services and models needs the platform's bearer token.
+// The API server's gate checks tokens and roles before these run (api_server.h).
 #pragma once
 
 #include <functional>
@@ -30,21 +32,18 @@ class ServiceManager;
 
 class ServiceRoutes {
  public:
-  using AuthFn = std::function<bool(const httplib::Request&, httplib::Response&)>;
-  ServiceRoutes(const std::string& data_dir, AuthFn authorized);
+  explicit ServiceRoutes(const std::string& data_dir);
   ~ServiceRoutes();
   void add_to(httplib::Server& server);
   ServiceManager& manager() { return *manager_; }
 
  private:
   std::unique_ptr<ServiceManager> manager_;
-  AuthFn authorized_;
 };
 
 // Starts the services of `data_dir` and adds their routes; call before any catch-all route.
 // The services run `zenith serve` with this program's binary ($ZENITH_SERVE_BINARY overrides).
 std::unique_ptr<ServiceRoutes> add_service_routes(httplib::Server& server,
-                                                  const std::string& data_dir,
-                                                  ServiceRoutes::AuthFn authorized);
+                                                  const std::string& data_dir);
 
 }  // namespace zenith::platform

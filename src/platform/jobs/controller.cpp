@@ -7,6 +7,7 @@
 #include "platform/exec/log_tail.h"
 #include "platform/exec/rank_shim.h"
 #include "platform/exec/slurm_executor.h"
+#include "platform/jobs/backoff.h"
 #include "platform/jobs/quantity.h"
 
 namespace zenith::platform {
@@ -60,7 +61,7 @@ void JobController::launch() {
     if (job_.backend == "slurm")
       run_ = start_slurm_run(job_, paths_, options_.slurm_partition);
     else
-      run_ = start_local_run(job_, paths_, devices_);
+      run_ = start_local_run(job_, paths_, devices_, options_.inherit_env);
   } catch (const std::exception& e) {
     run_.reset();
     finish(JobState::Failed, e.what(), std::nullopt);
@@ -137,6 +138,12 @@ bool JobController::check_quota() {
 
 bool JobController::tick() {
   if (is_terminal(job_.state)) return true;
+  if (relaunch_at_ > 0) {
+    if (now_seconds() < relaunch_at_) return false;
+    relaunch_at_ = 0;
+    launch();
+    return is_terminal(job_.state);
+  }
   if (!run_) return is_terminal(job_.state);
   RunOutcome out = run_->poll(job_);
   check_oom_kills();
@@ -179,14 +186,18 @@ bool JobController::tick() {
   int code = out.signaled ? 128 + out.exit_code : out.exit_code;
   if (job_.restart_count < job_.spec.max_restarts) {
     ++job_.restart_count;
+    // Exponential backoff: 1 s, 2 s, 4 s, ... up to the cap.
+    const double delay =
+        backoff_delay(job_.restart_count, options_.restart_delay_s, options_.max_restart_delay_s);
     std::string msg = "[INFO] Restarting job after failure (" + out.reason + "), restart " +
                       std::to_string(job_.restart_count) + " of " +
-                      std::to_string(job_.spec.max_restarts);
+                      std::to_string(job_.spec.max_restarts) + " in " + format_duration(delay);
     append_log_line(paths_.rank_log(0), msg);
     if (hooks_.info) hooks_.info(job_, msg);
-    job_.reason = "restarted after: " + out.reason;
-    launch();
-    return is_terminal(job_.state);
+    job_.reason = "restarting after: " + out.reason;
+    if (hooks_.save) hooks_.save(job_);
+    relaunch_at_ = now_seconds() + delay;
+    return false;
   }
   finish(JobState::Failed, out.reason, code);
   return true;
@@ -194,6 +205,7 @@ bool JobController::tick() {
 
 void JobController::cancel(const std::string& reason) {
   if (is_terminal(job_.state)) return;
+  relaunch_at_ = 0;
   if (run_) {
     run_->stop(job_, options_.grace_s);
     run_.reset();

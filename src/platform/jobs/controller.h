@@ -19,6 +19,11 @@ struct ControllerOptions {
   double grace_s = 3;           // SIGTERM → SIGKILL
   double quota_interval_s = 2;  // how often the job dir's size is measured
   std::string slurm_partition;  // for the Slurm backend
+  bool inherit_env = false;     // ranks get this process's whole environment (`zenith run`)
+  // A failed attempt restarts after restart_delay_s, doubling each restart up to
+  // max_restart_delay_s (a crash loop must not spin).
+  double restart_delay_s = 1;
+  double max_restart_delay_s = 60;
 };
 
 struct ControllerHooks {
@@ -64,6 +69,7 @@ class JobController {
   bool hang_alerted_ = false;
   int oom_kills_seen_ = 0;  // OOM kills of this attempt already alerted
   double last_quota_check_ = 0;
+  double relaunch_at_ = 0;  // > 0: a restart waits until then (backoff)
 };
 
 // Bytes used by every file under `dir` (allocated blocks, not apparent size).

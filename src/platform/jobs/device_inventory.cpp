@@ -63,13 +63,15 @@ std::vector<Device> detect_devices(const InventoryOptions& options) {
   if (gpus > 0) {
     auto shares = split_cores(cores, gpus);
     for (int i = 0; i < gpus; ++i)
-      devices.push_back({i, "cuda", "cuda:" + std::to_string(i), shares[i], 0});
+      devices.push_back(
+          {i, "cuda", "cuda:" + std::to_string(i), shares[i], 0, int(cores.size()) < gpus});
     return devices;
   }
   const int count = std::max(1, options.cpu_devices);
   auto shares = split_cores(cores, count);
   for (int i = 0; i < count; ++i)
-    devices.push_back({i, "cpu", "cpu:" + std::to_string(i), shares[i], host_memory / count});
+    devices.push_back({i, "cpu", "cpu:" + std::to_string(i), shares[i], host_memory / count,
+                       int(cores.size()) < count});
   return devices;
 }
 

@@ -14,6 +14,7 @@ struct Device {
   std::string name;               // "cpu:3", "cuda:0"
   std::vector<int> cores;         // CPU affinity of a rank on this device
   std::int64_t memory_bytes = 0;  // the device's share of host memory (cpu) or its own (cuda)
+  bool shares_cores = false;      // other devices run on some of the same cores
 };
 
 struct InventoryOptions {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,10 @@ struct JobManagerOptions {
   double starvation_s = 600;
   std::string webhook_url;
   std::string slurm_partition;
+  // Finished jobs keep their logs, metric and device series and alerts this long, and only the
+  // newest `retention_jobs` of them; the job records stay.
+  double retention_s = 30 * 86400.0;
+  int retention_jobs = 1000;
 };
 
 // Submit refused: `status` is the HTTP status to answer with (400 malformed, 422 never fits).
@@ -78,6 +83,15 @@ class JobManager {
   JobPaths paths(std::int64_t id) const;
   const JobManagerOptions& options() const { return options_; }
   const std::vector<Device>& inventory() const { return inventory_; }
+  // Called (on the loop thread) for each finished job whose data retention removes, to drop
+  // what other stores keep of it (the dashboard's series). Add before start().
+  void add_prune_hook(std::function<void(std::int64_t job_id)> hook);
+  // Jobs pending or running, or finished at or after `since` (unix seconds).
+  std::vector<JobRecord> active_since(double since);
+  // The newest `limit` alerts, newest first.
+  std::vector<Alert> recent_alerts(int limit);
+  // Removes what retention says is old now; the loop calls it every few minutes.
+  void prune();
 
  private:
   void loop();
@@ -91,6 +105,7 @@ class JobManager {
   std::vector<Device> inventory_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<WebhookSender> webhook_;
+  std::vector<std::function<void(std::int64_t)>> prune_hooks_;
 
   // Owned by the loop thread.
   std::map<std::int64_t, std::unique_ptr<JobController>> running_;

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -20,6 +21,13 @@ class Statement : public SqliteStatement {
 const char* kJobColumns =
     "id, state, priority, spec, yaml, backend, devices, device_kind, restart_count, exit_code, "
     "reason, submitted_at, started_at, finished_at, external_id, cgroup, master_port, ranks";
+
+// What the scheduler (every tick) and the metrics ingestion (every second) ask for: each walks
+// an index, never the whole table (hot_query_plans() shows the plans; a test checks them).
+// (No ORDER BY on the OR query: SQLite would scan the table in rowid order instead of using
+// both indexes; active_since() sorts the few rows itself.)
+const char* kActiveWhere = " WHERE state IN ('pending', 'running') OR finished_at >= ?";
+const char* kByStateWhere = " WHERE state=? ORDER BY id";
 
 nlohmann::json ranks_to_json(const std::vector<RankRecord>& ranks) {
   nlohmann::json out = nlohmann::json::array();
@@ -103,10 +111,19 @@ JobStore::JobStore(const std::string& path) : path_(path) {
       " finished_at REAL NOT NULL, external_id TEXT NOT NULL, cgroup TEXT NOT NULL,"
       " master_port INTEGER NOT NULL, ranks TEXT NOT NULL)");
   exec("CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state)");
+  exec("CREATE INDEX IF NOT EXISTS jobs_finished ON jobs(finished_at)");
   exec(
       "CREATE TABLE IF NOT EXISTS alerts ("
       " id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, kind TEXT NOT NULL,"
       " message TEXT NOT NULL, created_at REAL NOT NULL)");
+  exec("CREATE INDEX IF NOT EXISTS alerts_job ON alerts(job_id)");
+  // Retention marks pruned jobs (their logs, series and alerts are gone; the record stays).
+  bool has_pruned = false;
+  {
+    Statement s(db_.get(), "PRAGMA table_info(jobs)");
+    while (s.step()) has_pruned = has_pruned || s.text(1) == "pruned";
+  }
+  if (!has_pruned) exec("ALTER TABLE jobs ADD COLUMN pruned INTEGER NOT NULL DEFAULT 0");
 }
 
 JobStore::~JobStore() = default;
@@ -148,8 +165,7 @@ std::optional<JobRecord> JobStore::get_job(std::int64_t id) {
 std::vector<JobRecord> JobStore::list_jobs(std::optional<JobState> state) {
   std::lock_guard lock(mutex_);
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs";
-  if (state) sql += " WHERE state=?";
-  sql += " ORDER BY id";
+  sql += state ? kByStateWhere : " ORDER BY id";
   Statement s(db_.get(), sql.c_str());
   if (state) s.bind(1, std::string(to_string(*state)));
   std::vector<JobRecord> out;
@@ -177,6 +193,85 @@ std::vector<Alert> JobStore::list_alerts(std::int64_t job_id) {
   if (job_id) s.bind(1, job_id);
   std::vector<Alert> out;
   while (s.step()) out.push_back({s.integer(0), s.integer(1), s.text(2), s.text(3), s.real(4)});
+  return out;
+}
+
+}  // namespace zenith::platform
+
+namespace zenith::platform {
+
+std::vector<JobRecord> JobStore::active_since(double since) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              (std::string("SELECT ") + kJobColumns + " FROM jobs" + kActiveWhere).c_str());
+  s.bind(1, since);
+  std::vector<JobRecord> out;
+  while (s.step()) out.push_back(read_job(s));
+  std::sort(out.begin(), out.end(),
+            [](const JobRecord& a, const JobRecord& b) { return a.id < b.id; });
+  return out;
+}
+
+std::map<std::string, int> JobStore::count_by_state() {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), "SELECT state, COUNT(*) FROM jobs GROUP BY state");
+  std::map<std::string, int> out;
+  while (s.step()) out[s.text(0)] = static_cast<int>(s.integer(1));
+  return out;
+}
+
+std::vector<std::int64_t> JobStore::prune_candidates(double before, int keep) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "SELECT id FROM jobs WHERE pruned=0 AND state NOT IN ('pending', 'running') AND"
+              " (finished_at < ?1 OR id NOT IN (SELECT id FROM jobs WHERE state NOT IN"
+              " ('pending', 'running') ORDER BY finished_at DESC LIMIT ?2)) ORDER BY id");
+  s.bind(1, before);
+  s.bind(2, std::max(0, keep));
+  std::vector<std::int64_t> out;
+  while (s.step()) out.push_back(s.integer(0));
+  return out;
+}
+
+void JobStore::prune_job(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  Statement a(db_.get(), "DELETE FROM alerts WHERE job_id=?");
+  a.bind(1, id);
+  a.step();
+  Statement j(db_.get(), "UPDATE jobs SET pruned=1 WHERE id=?");
+  j.bind(1, id);
+  j.step();
+}
+
+std::vector<Alert> JobStore::recent_alerts(int limit) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "SELECT id, job_id, kind, message, created_at FROM alerts ORDER BY id DESC LIMIT ?");
+  s.bind(1, limit);
+  std::vector<Alert> out;
+  while (s.step()) out.push_back({s.integer(0), s.integer(1), s.text(2), s.text(3), s.real(4)});
+  return out;
+}
+
+std::map<std::string, int> JobStore::count_alerts_by_kind() {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), "SELECT kind, COUNT(*) FROM alerts GROUP BY kind");
+  std::map<std::string, int> out;
+  while (s.step()) out[s.text(0)] = static_cast<int>(s.integer(1));
+  return out;
+}
+
+std::vector<std::string> JobStore::hot_query_plans() {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  for (const std::string where : {std::string(kByStateWhere), std::string(kActiveWhere)}) {
+    Statement s(db_.get(), ("EXPLAIN QUERY PLAN SELECT id FROM jobs" + where).c_str());
+    s.bind(1, where == kByStateWhere ? std::string("pending") : std::string());
+    if (where == kActiveWhere) s.bind(1, 0.0);
+    std::string plan = "SELECT id FROM jobs" + where + ":";
+    while (s.step()) plan += " | " + s.text(3);
+    out.push_back(plan);
+  }
   return out;
 }
 

@@ -54,4 +54,16 @@ struct PartitionNodes {
 std::optional<std::string> never_fits_partition(int devices, const std::string& kind, int nodes,
                                                 const PartitionNodes& partition);
 
+// What this host has for jobs: its memory (or the server's memory cgroup limit, when lower)
+// and the size of the filesystem holding the job dirs. 0 when unknown.
+struct HostCapacity {
+  std::int64_t memory_bytes = 0;
+  std::int64_t storage_bytes = 0;
+};
+HostCapacity host_capacity(const std::string& data_dir);
+
+// Why a job's memory or storage request can never be met on this host, with the numbers.
+std::optional<std::string> never_fits_host(std::int64_t memory_bytes, std::int64_t storage_bytes,
+                                           const HostCapacity& host);
+
 }  // namespace zenith::platform

@@ -1,5 +1,6 @@
 #include "platform/metrics/metrics_ingest.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -37,15 +38,18 @@ std::string rank_metrics_file(const std::string& job_dir, int rank) {
   return job_dir + "/logs/rank_" + std::to_string(rank) + ".metrics.jsonl";
 }
 
-std::vector<MetricPoint> parse_metric_lines(const std::string& text) {
+std::vector<MetricPoint> parse_metric_lines(const std::string& text, const MetricLimits& limits) {
   std::vector<MetricPoint> out;
   std::size_t pos = 0;
   while (pos < text.size()) {
     std::size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
-    auto j = nlohmann::json::parse(text.begin() + pos, text.begin() + end, nullptr, false);
+    const std::size_t begin = pos;
     pos = end + 1;
+    if (end - begin > limits.max_line_bytes) continue;
+    auto j = nlohmann::json::parse(text.begin() + begin, text.begin() + end, nullptr, false);
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) continue;
+    if (j["name"].get_ref<const std::string&>().size() > limits.max_name_bytes) continue;
     const auto& v = j.contains("value") ? j["value"] : nlohmann::json();
     if (!v.is_number()) continue;
     MetricPoint p;
@@ -57,6 +61,22 @@ std::vector<MetricPoint> parse_metric_lines(const std::string& text) {
     out.push_back(std::move(p));
   }
   return out;
+}
+
+std::size_t admit_points(std::vector<MetricPoint>& points, int rank, SeriesCounts& counts,
+                         const MetricLimits& limits) {
+  const std::size_t before = points.size();
+  std::erase_if(points, [&](const MetricPoint& p) {
+    auto it = counts.find({p.name, rank});
+    if (it == counts.end()) {
+      if (counts.size() >= limits.max_series) return true;
+      it = counts.emplace(std::make_pair(p.name, rank), 0).first;
+    }
+    if (it->second >= limits.max_points_per_series) return true;
+    ++it->second;
+    return false;
+  });
+  return before - points.size();
 }
 
 MetricsIngest::MetricsIngest(JobManager& jobs, MetricsStore& store) : jobs_(jobs), store_(store) {}
@@ -96,8 +116,15 @@ void MetricsIngest::loop() {
 }
 
 void MetricsIngest::ingest_files() {
-  for (const JobRecord& job : jobs_.list()) {
-    if (finished_.count(job.id)) continue;
+  // Running jobs and those that ended since the last pass (all of them on the first pass, after
+  // a restart), plus ended ones with lines still unread: never the whole job table each second.
+  const double pass = now_seconds();
+  std::vector<JobRecord> jobs = jobs_.active_since(last_pass_ > 0 ? last_pass_ - 5 : 0);
+  for (std::int64_t id : unfinished_)
+    if (std::none_of(jobs.begin(), jobs.end(), [&](const JobRecord& j) { return j.id == id; }))
+      if (auto j = jobs_.get(id)) jobs.push_back(*j);
+  last_pass_ = pass;
+  for (const JobRecord& job : jobs) {
     // Read the state before the files: lines written before the job ended are all read below.
     const bool ended = is_terminal(job.state);
     const std::string job_dir = jobs_.paths(job.id).job_dir;
@@ -122,14 +149,25 @@ void MetricsIngest::ingest_files() {
       if (ended && offset + std::int64_t(text.size()) == size) cut = text.size();
       if (cut == 0) continue;
       text.resize(cut);
-      auto points = parse_metric_lines(text);
+      auto points = parse_metric_lines(text, limits_);
+      auto counts = counts_.find(job.id);
+      if (counts == counts_.end())
+        counts = counts_.emplace(job.id, store_.series_counts(job.id)).first;
+      if (admit_points(points, rank, counts->second, limits_) > 0 && warned_.insert(job.id).second)
+        std::fprintf(stderr,
+                     "[metrics_ingest] job %lld logs more than %zu series or %lld points per "
+                     "series: the rest are dropped\n",
+                     static_cast<long long>(job.id), limits_.max_series,
+                     static_cast<long long>(limits_.max_points_per_series));
       store_.add_points(job.id, rank, points, offset + std::int64_t(cut));
       if (offset + std::int64_t(cut) < size) complete = false;
       std::lock_guard lock(mutex_);
       for (const auto& p : points) last_[{job.id, rank, p.name}] = p.value;
     }
+    if (ended && !complete) unfinished_.insert(job.id);
     if (ended && complete) {
-      finished_.insert(job.id);
+      unfinished_.erase(job.id);
+      counts_.erase(job.id);
       std::lock_guard lock(mutex_);
       for (auto it = last_.begin(); it != last_.end();)
         it = std::get<0>(it->first) == job.id ? last_.erase(it) : std::next(it);

@@ -31,9 +31,26 @@ class JobManager;
 // DIR/logs/rank_<rank>.metrics.jsonl for the job dir DIR.
 std::string rank_metrics_file(const std::string& job_dir, int rank);
 
-// Parses complete metrics.jsonl lines; malformed lines and lines without a numeric "value"
-// are skipped.
-std::vector<MetricPoint> parse_metric_lines(const std::string& text);
+// What one job may put into the store: a rank writes whatever it likes to its metrics file.
+struct MetricLimits {
+  std::size_t max_line_bytes = 64 * 1024;       // longer lines are skipped
+  std::size_t max_name_bytes = 200;             // longer names are skipped
+  std::size_t max_series = 1000;                // (name, rank) pairs per job
+  std::int64_t max_points_per_series = 500000;  // later points are dropped
+};
+
+// Parses complete metrics.jsonl lines; malformed lines, lines without a numeric "value" and
+// lines or names over the limits are skipped.
+std::vector<MetricPoint> parse_metric_lines(const std::string& text,
+                                            const MetricLimits& limits = {});
+
+// Points stored so far per (name, rank) of one job.
+using SeriesCounts = std::map<std::pair<std::string, int>, std::int64_t>;
+
+// Keeps the points of `rank` that fit the job's series and per-series limits, counting them
+// into `counts`; returns how many were dropped.
+std::size_t admit_points(std::vector<MetricPoint>& points, int rank, SeriesCounts& counts,
+                         const MetricLimits& limits);
 
 class MetricsIngest {
  public:
@@ -56,7 +73,11 @@ class MetricsIngest {
   JobManager& jobs_;
   MetricsStore& store_;
   std::unique_ptr<Nvml> nvml_;
-  std::set<std::int64_t> finished_;                 // ended jobs whose files are read to the end
+  std::set<std::int64_t> unfinished_;            // ended jobs whose files still have unread lines
+  std::map<std::int64_t, SeriesCounts> counts_;  // per job being ingested
+  std::set<std::int64_t> warned_;                // jobs told they went over the limits
+  MetricLimits limits_;
+  double last_pass_ = 0;
   std::set<std::pair<std::int64_t, int>> sampled_;  // (job, rank) seen by sample_usage
 
   std::mutex mutex_;  // guards the fields below

@@ -214,6 +214,30 @@ std::vector<UsageSeries> MetricsStore::usage(std::int64_t job_id, std::size_t ma
   return out;
 }
 
+std::map<std::pair<std::string, int>, std::int64_t> MetricsStore::series_counts(
+    std::int64_t job_id) {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_.get(),
+         "SELECT name, rank, COUNT(*) FROM metric_points WHERE job_id=? GROUP BY name, rank");
+  s.bind(1, job_id);
+  std::map<std::pair<std::string, int>, std::int64_t> out;
+  while (s.step()) out[{s.text(0), static_cast<int>(s.integer(1))}] = s.integer(2);
+  return out;
+}
+
+void MetricsStore::prune_job(std::int64_t job_id) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_.get());
+  for (const char* sql :
+       {"DELETE FROM metric_points WHERE job_id=?", "DELETE FROM usage_points WHERE job_id=?",
+        "DELETE FROM metric_files WHERE job_id=?"}) {
+    Stmt s(db_.get(), sql);
+    s.bind(1, job_id);
+    s.step();
+  }
+  tx.commit();
+}
+
 std::optional<double> MetricsStore::last_value(std::int64_t job_id, const std::string& name) {
   std::lock_guard lock(mutex_);
   // Both orders walk the series index backwards: no sort, however long the series.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -71,6 +72,10 @@ class MetricsStore {
                       std::size_t max_points);
   // Per rank, in time order, downsampled (by CPU utilisation's shape) to at most `max_points`.
   std::vector<UsageSeries> usage(std::int64_t job_id, std::size_t max_points);
+  // Points stored per (name, rank) of the job.
+  std::map<std::pair<std::string, int>, std::int64_t> series_counts(std::int64_t job_id);
+  // Drops every point, sample and file offset of the job (retention).
+  void prune_job(std::int64_t job_id);
   // The newest value of `name` over all ranks (rank 0 first).
   std::optional<double> last_value(std::int64_t job_id, const std::string& name);
 

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "platform/services/tls_cert.h"
 
 extern char** environ;
@@ -64,6 +65,11 @@ double metric_value(const std::string& metrics, const std::string& name) {
 }
 
 bool process_alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
+
+constexpr int kMaxQuickExits = 5;     // in a row, then the service is marked failed
+constexpr double kHealthyS = 60;      // up this long: its next exit counts as the first
+constexpr double kRestartDelayS = 1;  // doubled per quick exit
+constexpr double kMaxRestartDelayS = 60;
 
 }  // namespace
 
@@ -186,8 +192,9 @@ void ServiceManager::launch(ServiceRecord& r, const ModelVersion& model) {
       r.state = "running";
       store_.put_service(r);
       Child& c = children_[r.name];
-      c = Child{};
       c.pid = pid;
+      c.started_at = unix_now();
+      c.restart_at = 0;
       return;
     }
     if (waitpid(pid, &status, WNOHANG) == pid || std::chrono::steady_clock::now() > deadline) {
@@ -247,8 +254,10 @@ ServiceManager::DeployResult ServiceManager::deploy(const DeployRequest& req) {
   const std::string dest = data_dir_ + "/models/" + req.name + "/v" + std::to_string(version);
   fs::remove_all(dest);
   fs::create_directories(dest);
-  for (const std::string& f : {std::string("package.json"), package_model_file(manifest)})
-    fs::copy_file(req.package_dir + "/" + f, dest + "/" + f, fs::copy_options::overwrite_existing);
+  // Each file lands whole and on disk before the version is registered (a crash in between
+  // leaves a directory the next deploy of this name replaces).
+  for (const std::string& f : {package_model_file(manifest), std::string("package.json")})
+    core::copy_file_atomic(req.package_dir + "/" + f, dest + "/" + f);
   ModelVersion model = store_.add_model_version(req.name, dest, hash);
 
   ServiceRecord r = store_.get_service(req.name).value_or(ServiceRecord{});
@@ -339,38 +348,57 @@ void ServiceManager::monitor() {
       wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_.load(); });
     }
     if (stop_) break;
-    // Restart children that died; a service that keeps dying is marked failed.
+    // Restart children that died, backing off; a service that keeps dying is marked failed.
     std::vector<std::pair<std::string, std::string>> endpoints;  // name, url
     {
       std::lock_guard lock(mutex_);
-      std::vector<std::string> dead;
+      const double now = unix_now();
+      std::vector<std::string> failed;
       for (auto& [name, child] : children_) {
         int status = 0;
-        if (waitpid(child.pid, &status, WNOHANG) == child.pid) dead.push_back(name);
-      }
-      for (const auto& name : dead) {
-        const int restarts = children_[name].restarts;
-        children_.erase(name);
+        if (child.pid <= 0 || waitpid(child.pid, &status, WNOHANG) != child.pid) continue;
+        child.pid = 0;
+        const int quick = child.crashes.on_exit(now - child.started_at, kHealthyS);
         auto r = store_.get_service(name);
         if (!r) continue;
         const std::string log = data_dir_ + "/services/" + name + "/service.log";
-        if (restarts >= 3) {
+        if (quick >= kMaxQuickExits) {
           r->state = "failed";
           r->pid = 0;
-          r->reason = "exited 4 times; last output: " + tail_of(log, 400);
+          r->reason = "exited " + std::to_string(quick) +
+                      " times in a row; last output: " + tail_of(log, 400);
           store_.put_service(*r);
+          failed.push_back(name);
           continue;
         }
-        auto model = store_.model_version(name, r->version);
+        const double delay = backoff_delay(quick, kRestartDelayS, kMaxRestartDelayS);
+        child.restart_at = now + delay;
+        r->state = "starting";
+        r->pid = 0;
+        r->reason = "exited; restarting in " + std::to_string(int(delay)) + " s";
+        store_.put_service(*r);
+      }
+      for (const auto& name : failed) children_.erase(name);
+      std::vector<std::string> due;
+      for (const auto& [name, child] : children_)
+        if (child.pid <= 0 && child.restart_at > 0 && now >= child.restart_at) due.push_back(name);
+      for (const auto& name : due) {
+        auto r = store_.get_service(name);
+        auto model = r ? store_.model_version(name, r->version) : std::nullopt;
         try {
           if (model) launch(*r, *model);
-          children_[name].restarts = restarts + 1;
         } catch (const std::exception& e) {
           std::fprintf(stderr, "[services] cannot restart %s: %s\n", name.c_str(), e.what());
+          Child& c = children_[name];
+          const int quick = c.crashes.on_exit(0, kHealthyS);
+          if (quick >= kMaxQuickExits)
+            children_.erase(name);  // launch() marked it failed
+          else
+            c.restart_at = now + backoff_delay(quick, kRestartDelayS, kMaxRestartDelayS);
         }
       }
       for (const auto& [name, child] : children_)
-        if (auto r = store_.get_service(name); r && !r->url.empty())
+        if (auto r = store_.get_service(name); child.pid > 0 && r && !r->url.empty())
           endpoints.emplace_back(name, r->url);
     }
     // Request rates from each service's /metrics (outside the lock: a slow service must not

@@ -1,5 +1,7 @@
 // Online services for `zenith server`: registers model packages (versioned by name), runs one
-// `zenith serve` child process per service, restarts one that dies, and samples each service's
+// `zenith serve` child process per service, restarts one that dies (after 1 s, 2 s, 4 s, ... up
+// to 60 s; failed after 5 quick exits in a row, a minute up resetting the count), and samples
+// each service's
 // request rate from its /metrics. Services stop with the server and are started again, at the
 // version they served, when it restarts.
 #pragma once
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "platform/jobs/backoff.h"
 #include "platform/services/service_store.h"
 
 namespace zenith::platform {
@@ -75,8 +78,10 @@ class ServiceManager {
 
  private:
   struct Child {
-    pid_t pid = 0;
-    int restarts = 0;
+    pid_t pid = 0;         // 0 while waiting to be restarted
+    CrashCounter crashes;  // quick exits in a row; a healthy run resets it
+    double started_at = 0;
+    double restart_at = 0;  // when pid is 0: start again then
     double last_sample_at = 0;
     std::int64_t last_total = -1;
     double rate = 0;

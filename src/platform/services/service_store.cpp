@@ -26,7 +26,7 @@ class Stmt : public SqliteStatement {
 
 const char* kServiceColumns =
     "name, version, state, url, port, bound_port, replicas, pid, reason, options, updated_at";
-const char* kTokenColumns = "id, service, hash, prefix, created_at, expires_at, revoked";
+const char* kTokenColumns = "id, service, hash, prefix, created_at, expires_at, revoked, role";
 
 ServiceRecord read_service(Stmt& s) {
   ServiceRecord r;
@@ -45,7 +45,8 @@ ServiceRecord read_service(Stmt& s) {
 }
 
 TokenRecord read_token(Stmt& s) {
-  return {s.integer(0), s.text(1), s.text(2), s.text(3), s.real(4), s.real(5), s.integer(6) != 0};
+  return {s.integer(0), s.text(1), s.text(7), s.text(2),
+          s.text(3),    s.real(4), s.real(5), s.integer(6) != 0};
 }
 
 ModelVersion read_version(Stmt& s) {
@@ -122,6 +123,16 @@ ServiceStore::ServiceStore(const std::string& path) : path_(path) {
       " id INTEGER PRIMARY KEY AUTOINCREMENT, service TEXT NOT NULL, hash TEXT NOT NULL,"
       " prefix TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL,"
       " revoked INTEGER NOT NULL)");
+  // Platform tokens (roles) came after the first stores were written.
+  if (!has_column("service_tokens", "role"))
+    exec("ALTER TABLE service_tokens ADD COLUMN role TEXT NOT NULL DEFAULT 'service'");
+}
+
+bool ServiceStore::has_column(const char* table, const char* column) {
+  Stmt s(db_.get(), (std::string("PRAGMA table_info(") + table + ")").c_str());
+  while (s.step())
+    if (s.text(1) == column) return true;
+  return false;
 }
 
 ServiceStore::~ServiceStore() = default;
@@ -217,23 +228,30 @@ std::vector<ServiceRecord> ServiceStore::list_services() {
 }
 
 std::pair<TokenRecord, std::string> ServiceStore::create_token(const std::string& service,
-                                                               double expires_in_s) {
+                                                               double expires_in_s,
+                                                               const std::string& role) {
+  if (role != "service" && role != "admin" && role != "viewer")
+    throw std::runtime_error("[token] unknown role '" + role + "' (admin, viewer)");
+  if ((role == "service") == service.empty())
+    throw std::runtime_error("[token] a token is for one service or has a platform role");
   const std::string secret = new_token_secret();
   TokenRecord r;
   r.service = service;
+  r.role = role;
   r.hash = sha256_hex(secret);
   r.prefix = secret.substr(0, 9);
   r.created_at = unix_now();
   r.expires_at = expires_in_s > 0 ? r.created_at + expires_in_s : 0;
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(),
-         "INSERT INTO service_tokens (service, hash, prefix, created_at, expires_at, revoked)"
-         " VALUES (?,?,?,?,?,0)");
+         "INSERT INTO service_tokens (service, hash, prefix, created_at, expires_at, revoked, role)"
+         " VALUES (?,?,?,?,?,0,?)");
   s.bind(1, r.service);
   s.bind(2, r.hash);
   s.bind(3, r.prefix);
   s.bind(4, r.created_at);
   s.bind(5, r.expires_at);
+  s.bind(6, r.role);
   s.step();
   r.id = sqlite3_last_insert_rowid(db_.get());
   return {r, secret};
@@ -290,7 +308,13 @@ TokenVerifier::TokenVerifier(std::string db_path, std::string service, double re
     : db_path_(std::move(db_path)), service_(std::move(service)), refresh_s_(refresh_s) {}
 
 TokenCheck TokenVerifier::check(const std::string& secret) {
-  if (secret.empty()) return TokenCheck::kUnauthorized;
+  auto match = find(secret);
+  if (!match) return TokenCheck::kUnauthorized;
+  return match->service == service_ ? TokenCheck::kOk : TokenCheck::kForbidden;
+}
+
+std::optional<TokenRecord> TokenVerifier::find(const std::string& secret) {
+  if (secret.empty()) return std::nullopt;
   const std::string hash = sha256_hex(secret);
   std::lock_guard lock(mutex_);
   const double now = unix_now();
@@ -300,7 +324,7 @@ TokenCheck TokenVerifier::check(const std::string& secret) {
     loaded_at_ = now;
   };
   // Every live hash is compared in full, so the time taken says nothing about which matched.
-  auto find = [&]() -> const TokenRecord* {
+  auto lookup = [&]() -> const TokenRecord* {
     const TokenRecord* match = nullptr;
     for (const auto& t : live_) {
       bool equal = t.hash.size() == hash.size() &&
@@ -317,16 +341,16 @@ TokenCheck TokenVerifier::check(const std::string& secret) {
     reload();
     data_version_ = version;
   }
-  const TokenRecord* match = find();
-  if (!match || (match->expires_at > 0 && match->expires_at <= now))
-    return TokenCheck::kUnauthorized;
-  return match->service == service_ ? TokenCheck::kOk : TokenCheck::kForbidden;
+  const TokenRecord* match = lookup();
+  if (!match || (match->expires_at > 0 && match->expires_at <= now)) return std::nullopt;
+  return *match;
 }
 
 nlohmann::json token_json(const TokenRecord& t) {
   const bool expired = t.expires_at > 0 && t.expires_at <= unix_now();
   return {{"id", t.id},
           {"service", t.service},
+          {"role", t.role},
           {"prefix", t.prefix},
           {"created_at", t.created_at},
           {"expires_at", t.expires_at},

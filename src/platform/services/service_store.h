@@ -2,7 +2,9 @@
 // (DATA/zenith.db) next to the job tables. Both `zenith server` (which deploys services) and each
 // `zenith serve` process (which checks tokens) open it; SQLite's WAL mode lets them share it.
 //
-// Tokens: 256 random bits, shown once ("zt_" + 64 hex digits); only their SHA-256 is stored.
+// Tokens: 256 random bits, shown once ("zt_" + 64 hex digits); only their SHA-256 is stored. A
+// service token opens one service; a platform token (no service) has a role: admin, or viewer
+// (read-only, for dashboards and Prometheus).
 #pragma once
 
 #include <cstdint>
@@ -43,9 +45,10 @@ struct ServiceRecord {
 
 struct TokenRecord {
   std::int64_t id = 0;
-  std::string service;
-  std::string hash;    // SHA-256 hex of the secret
-  std::string prefix;  // the secret's first characters, to tell tokens apart in lists
+  std::string service;  // "" for a platform token
+  std::string role;     // "service", or a platform token's "admin" / "viewer"
+  std::string hash;     // SHA-256 hex of the secret
+  std::string prefix;   // the secret's first characters, to tell tokens apart in lists
   double created_at = 0;
   double expires_at = 0;  // 0: never
   bool revoked = false;
@@ -87,9 +90,11 @@ class ServiceStore {
   std::optional<ServiceRecord> get_service(const std::string& name);
   std::vector<ServiceRecord> list_services();
 
-  // Returns the record and the secret, which is never stored.
+  // Returns the record and the secret, which is never stored. `role` is "service" for a
+  // service's token (then `service` names it), "admin" or "viewer" for the platform API.
   std::pair<TokenRecord, std::string> create_token(const std::string& service,
-                                                   double expires_in_s = 0);
+                                                   double expires_in_s = 0,
+                                                   const std::string& role = "service");
   std::vector<TokenRecord> list_tokens(const std::string& service = "");
   std::optional<TokenRecord> get_token(std::int64_t id);
   bool revoke_token(std::int64_t id);
@@ -100,6 +105,7 @@ class ServiceStore {
 
  private:
   void exec(const char* sql);
+  bool has_column(const char* table, const char* column);
   SqliteDb db_;
   std::string path_;
   std::mutex mutex_;
@@ -114,6 +120,8 @@ class TokenVerifier {
   TokenVerifier(std::string db_path, std::string service, double refresh_s = 1.0);
   // kUnauthorized: missing, unknown, expired or revoked; kForbidden: another service's token.
   TokenCheck check(const std::string& secret);
+  // The live token with this secret, of any service or role.
+  std::optional<TokenRecord> find(const std::string& secret);
 
  private:
   std::string db_path_, service_;

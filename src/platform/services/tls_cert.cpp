@@ -13,6 +13,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "core/atomic_file.h"
+
 namespace zenith::platform {
 
 namespace fs = std::filesystem;
@@ -31,25 +33,24 @@ using ExtPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION, X509_EXTE
   throw std::runtime_error("[tls] cannot create a self-signed certificate: " + what);
 }
 
-// Writes PEM text produced by `write` to `path` with `mode`, via a temporary file and rename.
+// Writes PEM text produced by `write` (into a memory BIO) to `path` with `mode`, atomically.
 template <typename WriteFn>
-void write_pem(const std::string& path, mode_t mode, WriteFn write) {
-  const std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) fail("cannot write " + tmp);
-  fchmod(fd, mode);
-  FILE* f = fdopen(fd, "w");
-  if (!f) {
-    close(fd);
-    fail("fdopen " + tmp);
-  }
-  bool ok = write(f) == 1;
-  ok = fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
-  fclose(f);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) fail("cannot write " + path);
+void write_pem(const std::string& path, unsigned mode, WriteFn write) {
+  std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>> bio(BIO_new(BIO_s_mem()));
+  if (!bio || write(bio.get()) != 1) fail("cannot encode " + path);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio.get(), &data);
+  core::write_file_atomic(path, std::string_view(data, size_t(n)), mode);
 }
 
 }  // namespace
+
+bool is_ca_cert(const std::string& cert_pem) {
+  std::unique_ptr<FILE, decltype(&fclose)> f(fopen(cert_pem.c_str(), "r"), &fclose);
+  if (!f) return false;
+  X509Ptr cert(PEM_read_X509(f.get(), nullptr, nullptr, nullptr));
+  return cert && X509_check_ca(cert.get()) > 0;
+}
 
 TlsFiles ensure_self_signed_cert(const std::string& dir) {
   fs::create_directories(dir);
@@ -61,7 +62,7 @@ TlsFiles ensure_self_signed_cert(const std::string& dir) {
     int fd;
     ~Unlock() { close(fd); }  // closing releases the flock
   } unlock{lock};
-  if (fs::exists(files.cert) && fs::exists(files.key)) return files;
+  if (fs::exists(files.cert) && fs::exists(files.key) && !is_ca_cert(files.cert)) return files;
 
   PkeyPtr key(EVP_EC_gen("P-256"));
   if (!key) fail("EC key generation");
@@ -88,17 +89,18 @@ TlsFiles ensure_self_signed_cert(const std::string& dir) {
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
   for (auto [nid, value] : {std::pair{NID_subject_alt_name, san.c_str()},
-                            std::pair{NID_basic_constraints, "critical,CA:TRUE"},
-                            std::pair{NID_key_usage, "critical,digitalSignature,keyCertSign"}}) {
+                            std::pair{NID_basic_constraints, "critical,CA:FALSE"},
+                            std::pair{NID_key_usage, "critical,digitalSignature"},
+                            std::pair{NID_ext_key_usage, "serverAuth"}}) {
     ExtPtr ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value));
     if (!ext || X509_add_ext(cert.get(), ext.get(), -1) != 1)
       fail("extension " + std::string(value));
   }
   if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) fail("signing");
-  write_pem(files.key, 0600, [&](FILE* f) {
-    return PEM_write_PrivateKey(f, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  write_pem(files.key, 0600, [&](BIO* b) {
+    return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
   });
-  write_pem(files.cert, 0644, [&](FILE* f) { return PEM_write_X509(f, cert.get()); });
+  write_pem(files.cert, 0644, [&](BIO* b) { return PEM_write_bio_X509(b, cert.get()); });
   return files;
 }
 

@@ -53,3 +53,16 @@ TEST(PlatformRankTable, RankEnvironment) {
   EXPECT_EQ(env["RANK_TABLE_FILE"], ctx.rank_table_file);
   EXPECT_GT(zp::find_free_port(), 0);
 }
+
+// Ranks sharing cores do not spin against each other; threads match the cores given.
+TEST(PlatformRankTable, ThreadEnvironmentFollowsTheCores) {
+  auto alone = zp::thread_env(4, false);
+  EXPECT_EQ(alone["OMP_NUM_THREADS"], "4");
+  EXPECT_EQ(alone["ZENITH_NUM_THREADS"], "4");
+  EXPECT_EQ(alone["GOMP_SPINCOUNT"], "30000");
+  EXPECT_EQ(alone.count("OMP_WAIT_POLICY"), 0u);
+  auto shared = zp::thread_env(1, true);
+  EXPECT_EQ(shared["OMP_NUM_THREADS"], "1");
+  EXPECT_EQ(shared["OMP_WAIT_POLICY"], "PASSIVE");
+  EXPECT_EQ(zp::thread_env(0, true)["OMP_NUM_THREADS"], "1");
+}

@@ -48,10 +48,11 @@ class PlatformServerTest : public ::testing::Test {
   void TearDown() override { zt::kill_all_with_env("ZENITH_JOB_DIR=" + dir_.str()); }
 };
 
+// The seed's job with a memory request this host can hold (its 64Gi is refused on smaller hosts).
 const char* kSeedPrintsRankVars = R"(job:
   name: cifar10-training
   framework: mindspore
-  resources: { npu: 8, memory: 64Gi, storage: 100Gi }
+  resources: { npu: 8, memory: 1Gi, storage: 1Gi }
   entry: echo "RANK_ID=$RANK_ID DEVICE_ID=$DEVICE_ID RANK_SIZE=$RANK_SIZE RANK_TABLE_FILE=$RANK_TABLE_FILE"
 )";
 
@@ -165,6 +166,20 @@ TEST_F(PlatformServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(r.status, 422);
   EXPECT_NE(json_body(r)["error"].get<std::string>().find("64 cpu devices but this host has 8"),
             std::string::npos);
+  // Memory and storage are checked against the host like devices, with the numbers.
+  r = c.post("/api/v1/jobs",
+             json{{"yaml", "job:\n  resources: { npu: 1, memory: 64Ti }\n  entry: x\n"}}.dump());
+  EXPECT_EQ(r.status, 422);
+  EXPECT_NE(json_body(r)["error"].get<std::string>().find(
+                "rejected: the job asks for memory 64Ti but this host has "),
+            std::string::npos)
+      << r.body;
+  r = c.post("/api/v1/jobs",
+             json{{"yaml", "job:\n  resources: { npu: 1, storage: 900Pi }\n  entry: x\n"}}.dump());
+  EXPECT_EQ(r.status, 422);
+  EXPECT_NE(json_body(r)["error"].get<std::string>().find("asks for storage 900Pi"),
+            std::string::npos)
+      << r.body;
 
   // The spec as JSON goes through the same validation.
   r = c.post("/api/v1/jobs",

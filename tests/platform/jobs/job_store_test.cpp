@@ -79,3 +79,44 @@ TEST(PlatformJobStore, UnopenablePathNamesTheFile) {
               std::string::npos);
   }
 }
+
+// Retention picks finished jobs that are old or beyond the newest N; pruning drops their alerts
+// and keeps the record. The scheduler's per-tick queries walk an index, never the whole table.
+TEST(PlatformJobStore, PruneCandidatesAndIndexedHotQueries) {
+  TempDir dir("job_store");
+  zp::JobStore store(dir / "zenith.db");
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    zp::JobRecord j;
+    j.spec.entry = "x";
+    store.insert_job(j);
+    j.state = i == 4 ? zp::JobState::Running : zp::JobState::Succeeded;
+    j.finished_at = i == 4 ? 0 : 100.0 * (i + 1);  // 100, 200, 300, 400; one running
+    store.update_job(j);
+    zp::Alert a;
+    a.job_id = j.id;
+    a.kind = "k";
+    a.message = "m";
+    store.add_alert(a);
+    ids.push_back(j.id);
+  }
+  // Older than 250: the first two. Keep 3: the oldest finished one too (already in).
+  EXPECT_EQ(store.prune_candidates(250, 3), (std::vector<std::int64_t>{ids[0], ids[1]}));
+  // Keep only the newest finished one: all finished but the one at 400.
+  EXPECT_EQ(store.prune_candidates(0, 1), (std::vector<std::int64_t>{ids[0], ids[1], ids[2]}));
+  store.prune_job(ids[0]);
+  EXPECT_TRUE(store.list_alerts(ids[0]).empty());
+  EXPECT_EQ(store.list_alerts(ids[1]).size(), 1u);
+  EXPECT_TRUE(store.get_job(ids[0]).has_value());
+  EXPECT_EQ(store.prune_candidates(250, 3), (std::vector<std::int64_t>{ids[1]}));  // once only
+  EXPECT_EQ(store.active_since(350).size(), 2u);  // the running one and the one at 400
+  EXPECT_EQ(store.recent_alerts(2).size(), 2u);
+  EXPECT_EQ(store.recent_alerts(2)[0].job_id, ids[4]);
+  EXPECT_EQ(store.count_by_state()["succeeded"], 4);
+
+  for (const std::string& plan : store.hot_query_plans()) {
+    EXPECT_NE(plan.find("INDEX"), std::string::npos) << plan;
+    EXPECT_EQ(plan.find("SCAN jobs |"), std::string::npos) << plan;
+    EXPECT_FALSE(plan.size() >= 9 && plan.compare(plan.size() - 9, 9, "SCAN jobs") == 0) << plan;
+  }
+}

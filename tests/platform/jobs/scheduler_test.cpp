@@ -79,3 +79,20 @@ TEST(PlatformScheduler, RefusesWhatTheSlurmPartitionCannotHold) {
   EXPECT_TRUE(zp::never_fits_partition(8, "cuda", 3, gpu).has_value());
   EXPECT_FALSE(zp::never_fits_partition(4, "cuda", 3, gpu).has_value());
 }
+
+TEST(PlatformScheduler, MemoryAndStorageAreCheckedAgainstTheHost) {
+  const zp::HostCapacity host{24LL << 30, 250LL << 30};
+  auto why = zp::never_fits_host(64LL << 30, 100LL << 30, host);
+  ASSERT_TRUE(why);
+  EXPECT_EQ(*why, "the job asks for memory 64Gi but this host has 24Gi");
+  why = zp::never_fits_host(1LL << 30, 300LL << 30, host);
+  ASSERT_TRUE(why);
+  EXPECT_EQ(*why, "the job asks for storage 300Gi but the filesystem of the job dirs holds 250Gi");
+  EXPECT_FALSE(zp::never_fits_host(24LL << 30, 250LL << 30, host));
+  EXPECT_FALSE(zp::never_fits_host(0, 0, host));             // nothing asked
+  EXPECT_FALSE(zp::never_fits_host(64LL << 30, 0, {0, 0}));  // nothing known
+  // This host's numbers are real ones.
+  const auto here = zp::host_capacity(".");
+  EXPECT_GT(here.memory_bytes, 64LL << 20);
+  EXPECT_GT(here.storage_bytes, 0);
+}

@@ -20,3 +20,34 @@ TEST(MetricLines, ParsesTrainOutputAndSkipsJunk) {
   EXPECT_EQ(points[1].name, "comm_bytes");
   EXPECT_EQ(points[1].step, 3);
 }
+
+// A rank writes what it likes to its metrics file: long lines and names are skipped, and a job
+// gets a bounded number of series and points per series.
+TEST(MetricLines, LimitsLinesNamesSeriesAndPoints) {
+  zp::MetricLimits limits;
+  limits.max_line_bytes = 100;
+  limits.max_name_bytes = 10;
+  limits.max_series = 2;
+  limits.max_points_per_series = 3;
+  auto points = zp::parse_metric_lines("{\"name\": \"loss\", \"value\": 1, \"pad\": \"" +
+                                           std::string(200, 'x') +
+                                           "\"}\n"
+                                           "{\"name\": \"a_very_long_metric_name\", \"value\": 1}\n"
+                                           "{\"name\": \"loss\", \"value\": 2}\n",
+                                       limits);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_DOUBLE_EQ(points[0].value, 2);
+
+  zp::SeriesCounts counts;
+  std::vector<zp::MetricPoint> batch;
+  for (const char* name : {"a", "a", "b", "c", "a", "a", "b"}) {
+    zp::MetricPoint p;
+    p.name = name;
+    batch.push_back(p);
+  }
+  EXPECT_EQ(zp::admit_points(batch, 0, counts, limits), 2u);  // "c" (3rd series), 4th "a"
+  ASSERT_EQ(batch.size(), 5u);
+  EXPECT_EQ((counts[{"a", 0}]), 3);
+  EXPECT_EQ((counts[{"b", 0}]), 2);
+  EXPECT_EQ(counts.count({"c", 0}), 0u);
+}
