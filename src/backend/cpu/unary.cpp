@@ -1,7 +1,8 @@
 // CPU unary elementwise kernels: one functor per op, one loop for all of them. float32 uses the
 // vectorisable math of math_simd.h; float64 is the reference and uses std::. The gradients are
-// ops composed in src/ops/unary.cpp; relu_backward also has a fused kernel here (the hot path of
-// CNNs, on oneDNN blocked activations too).
+// ops composed in src/ops/unary.cpp; relu_backward (the hot path of CNNs, on oneDNN blocked
+// activations too), silu_backward and gelu_backward (of transformer MLPs) also have fused
+// kernels here.
 #include <cmath>
 
 #include "backend/cpu/loops.h"
@@ -13,6 +14,7 @@ namespace zenith::cpu {
 namespace {
 
 constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
 constexpr double kGeluTanhScale = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluTanhCubic = 0.044715;
 
@@ -170,6 +172,20 @@ struct ReluBackward {  // saved y
     return simd::select(y > T(0), dy, T(0));
   }
 };
+struct SiluBackward {  // saved x: dy s (1 + x (1 - s)), s = sigmoid(x)
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+    T s = sigmoid_of(x);
+    return dy * s * (T(1) + x * (T(1) - s));
+  }
+};
+struct GeluBackward {  // saved x: dy (Phi(x) + x phi(x))
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+    T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
+    return dy * (normal_cdf_of(x) + x * pdf);
+  }
+};
 // out = F(x) elementwise; out is contiguous with x's shape and dtype.
 template <typename F>
 std::vector<Tensor> unary_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
@@ -268,6 +284,9 @@ ZENITH_REGISTER_KERNEL(erf, CPU, unary_kernel<Erf>);
 // The fast path of relu's gradient (its decomposition is in src/ops/unary.cpp).
 ZENITH_REGISTER_KERNEL(relu_backward, CPU, layout_elementwise<unary_backward_kernel<ReluBackward>>);
 ZENITH_LAYOUT_AWARE(relu_backward);
+// Fast paths of the transformer activations' gradients (composed forms in src/ops/unary.cpp).
+ZENITH_REGISTER_KERNEL(silu_backward, CPU, unary_backward_kernel<SiluBackward>);
+ZENITH_REGISTER_KERNEL(gelu_backward, CPU, unary_backward_kernel<GeluBackward>);
 
 }  // namespace
 }  // namespace zenith::cpu
