@@ -68,9 +68,7 @@ TEST_P(LlamaCase, LogitsLossAndEveryGradientMatchTheReference) {
     if (e >= e_grad) std::tie(e_grad, worst) = std::make_pair(e, name);
     ++compared;
   }
-  size_t in_reference = 0;
-  for (const auto& [name, _] : ref) in_reference += name.rfind("grad.", 0) == 0;
-  EXPECT_EQ(compared, in_reference);
+  EXPECT_EQ(compared, reference_gradients(ref));
   std::printf(
       "[ llama ] %-18s max error / max|ref|: logits %.2e, loss %.2e, %zu gradients %.2e "
       "(%s); tolerance %.0e\n",
@@ -160,6 +158,18 @@ TEST(Llama, ParametersAreHfNamesInModelOrder) {
   EXPECT_EQ(names, expected);
   EXPECT_EQ(model->linear_layers().size(), 14u);  // tied: no lm_head
   EXPECT_EQ(model->weight_dtype(), DType::f32);
+}
+
+TEST(Llama, F16WeightsStayF16WithFloat32Compute) {
+  auto ref = llama_reference("llama_gqa");
+  auto model = Llama::from_pretrained(llama_fixture("llama_gqa"), DType::f16);
+  for (const auto& [name, w] : model->hf_state()) EXPECT_EQ(w.dtype(), DType::f16) << name;
+  NoGradGuard no_grad;
+  Tensor logits = model->forward(ref.at("input_ids"));
+  EXPECT_EQ(logits.dtype(), DType::f32);
+  // Only the weights' rounding to f16 (11 significant bits) separates it from the reference.
+  EXPECT_LE(scaled_error(logits, ref.at("logits")), 5e-3);
+  EXPECT_GT(scaled_error(logits, ref.at("logits")), kLlamaTolerance / 100);
 }
 
 TEST(Llama, RandomInitialisationAsTransformers) {

@@ -33,6 +33,13 @@ inline std::map<std::string, Tensor> llama_reference(const std::string& name,
   return io::load_safetensors(llama_fixture(name) + "/reference.safetensors", meta);
 }
 
+// How many gradients ("grad.<name>") a reference holds.
+inline size_t reference_gradients(const std::map<std::string, Tensor>& ref) {
+  size_t n = 0;
+  for (const auto& [name, _] : ref) n += name.rfind("grad.", 0) == 0;
+  return n;
+}
+
 // max|x - ref| / max|ref|, in float64. With `mask` [B, T] (x and ref [B, T, ...]), only rows
 // where the mask is nonzero count.
 inline double scaled_error(const Tensor& x, const Tensor& ref, const Tensor& mask = Tensor()) {
