@@ -127,7 +127,9 @@ TEST_P(LlamaCase, ExportImportIsBitExact) {
   const nlohmann::json saved = read_json(tmp / "config.json");
   const nlohmann::json original = read_json(dir() + "/config.json");
   for (const auto& [key, value] : original.items())
-    if (key != "rope_scaling") EXPECT_EQ(saved[key], value) << key;
+    if (key != "rope_scaling") {
+      EXPECT_EQ(saved[key], value) << key;
+    }
 }
 
 TEST_P(LlamaCase, ShardedEqualsUnsharded) {
