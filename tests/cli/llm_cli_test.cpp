@@ -20,7 +20,10 @@ std::string demo_model() { return std::string(ZENITH_SOURCE_DIR) + "/examples/ll
 
 std::string id_list(const std::vector<int64_t>& ids) {
   std::string s;
-  for (int64_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  for (int64_t id : ids) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(id);
+  }
   return s;
 }
 
