@@ -26,14 +26,15 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "core/dispatch.h"
 #include "zenith/zenith.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using namespace zenith;
+using namespace zenith::bench;
 
 struct Workload {
   std::string name, model;
@@ -90,28 +91,6 @@ double train_flops_per_image(const Workload& w) {
   return total;
 }
 
-// ---- the machine's sgemm peak: C = A B, M = N = K = n, best of several runs.
-double sgemm_peak_gflops(int threads, int64_t n = 2048) {
-  omp_set_num_threads(threads);
-  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
-  double best = 1e30;
-  for (int rep = 0; rep < 6; ++rep) {
-    auto t0 = Clock::now();
-    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (rep > 0) best = std::min(best, s);  // the first run warms up
-  }
-  return 2.0 * double(n) * double(n) * double(n) / best / 1e9;
-}
-
-int64_t vmhwm_kb() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  return 0;
-}
-
 // ---- per-op profile: time between consecutive dispatch callbacks is charged to the op that
 // just finished (its kernel plus the framework glue that led to it).
 struct Profile {
@@ -120,12 +99,6 @@ struct Profile {
   Clock::time_point last;
   bool active = false;
 };
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
 
 void observe(void* user, const dispatch::OpEvent& event) {
   if (event.decomposed) return;  // its ops were seen one by one
@@ -204,26 +177,6 @@ int run_zenith_child(const Workload& w, int threads, int warmup, int steps, bool
   std::cout << out.dump() << std::endl;
   return 0;
 }
-
-// Runs `cmd`, returns the last line of its stdout parsed as JSON (null on failure).
-json run_child(const std::string& cmd) {
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return nullptr;
-  std::string text, last;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) text += buf;
-  int rc = ::pclose(pipe);
-  std::istringstream is(text);
-  for (std::string line; std::getline(is, line);)
-    if (!line.empty() && line[0] == '{') last = line;
-  if (rc != 0 || last.empty()) {
-    std::cerr << "vs_pytorch: child failed (rc " << rc << "): " << cmd << "\n" << text;
-    return nullptr;
-  }
-  return json::parse(last);
-}
-
-std::string quote(const std::string& s) { return "'" + s + "'"; }
 
 void print_profile(const std::string& workload, const json& profile, double step_ms) {
   std::vector<std::pair<double, std::string>> rows;
