@@ -6,11 +6,9 @@
 #include <cstdlib>
 
 #include "models/llama_layers.h"
-#include "models/llama_ops_pending.h"  // TEMPORARY
 #include "zenith/autograd.h"
 
 namespace zenith::models {
-namespace xops = pending;  // TEMPORARY: zenith::ops once llm-kernels is merged
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -27,8 +25,8 @@ double initializer_range(const LlamaConfig& c) {
   return it == c.extra.end() ? 0.02 : std::strtod(it->second.c_str(), nullptr);
 }
 
-xops::RopeOptions rope_options(const LlamaConfig& c) {
-  xops::RopeOptions o;
+ops::RopeOptions rope_options(const LlamaConfig& c) {
+  ops::RopeOptions o;
   o.theta = c.rope_theta;
   const RopeScaling& s = c.rope_scaling;
   o.scaling = s.type == RopeScaling::Type::linear   ? "linear"
@@ -98,7 +96,7 @@ void Llama::build(const std::function<Tensor(const std::string&, const Shape&)>&
     parts_->lm_head =
         register_cell("lm_head", std::make_shared<nn::LoraLinear>(take(
                                      "lm_head.weight", {config_.vocab_size, config_.hidden_size})));
-  inv_freq_ = xops::rope_inv_freq(config_.head_dim, rope_options(config_));
+  inv_freq_ = ops::rope_inv_freq(config_.head_dim, rope_options(config_));
 }
 
 // ---- forward
@@ -138,7 +136,7 @@ Tensor Llama::forward(const LlamaInput& in) {
     for (int64_t i = 0; i < t; ++i) arange[size_t(i)] = past + i;
     positions = Tensor::from_vector(arange, {1, t});
   }
-  std::tie(ctx.cos, ctx.sin) = xops::rope_cos_sin(inv_freq_, positions, DType::f32);
+  std::tie(ctx.cos, ctx.sin) = ops::rope_cos_sin(inv_freq_, positions, DType::f32);
 
   const detail::DecoderCell& model = *parts_->model;
   Tensor x = model.embed_tokens->forward(ids);
@@ -155,7 +153,7 @@ Tensor Llama::forward(const LlamaInput& in) {
   if (in.last_position_only && t > 1) x = x.slice(1, t - 1, t);
   x = model.norm->forward(x);
   return parts_->lm_head ? parts_->lm_head->forward(x)
-                         : ops::linear(x, pending::f32(model.embed_tokens->weight()));
+                         : ops::linear(x, model.embed_tokens->weight());
 }
 
 Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels) {

@@ -5,10 +5,7 @@
 
 #include <tuple>
 
-#include "models/llama_ops_pending.h"  // TEMPORARY
-
 namespace zenith::models::detail {
-namespace xops = pending;  // TEMPORARY: zenith::ops once llm-kernels is merged
 namespace {
 
 std::shared_ptr<nn::LoraLinear> linear(const TakeWeight& take, const std::string& name, int64_t out,
@@ -28,18 +25,14 @@ RmsNormCell::RmsNormCell(const std::string& name, int64_t dim, double eps, const
   weight_ = register_parameter("weight", take(name + ".weight", {dim}));
 }
 
-Tensor RmsNormCell::forward(const Tensor& x) {
-  return ops::rms_norm(x, {dim_}, pending::f32(weight_), eps_);
-}
+Tensor RmsNormCell::forward(const Tensor& x) { return ops::rms_norm(x, {dim_}, weight_, eps_); }
 
 EmbeddingCell::EmbeddingCell(const std::string& name, int64_t vocab, int64_t dim,
                              const TakeWeight& take) {
   weight_ = register_parameter("weight", take(name + ".weight", {vocab, dim}));
 }
 
-Tensor EmbeddingCell::forward(const Tensor& ids) {
-  return ops::embedding(pending::f32(weight_), ids);
-}
+Tensor EmbeddingCell::forward(const Tensor& ids) { return ops::embedding(weight_, ids); }
 
 AttentionCell::AttentionCell(const LlamaConfig& c, const std::string& prefix,
                              const TakeWeight& take)
@@ -62,14 +55,14 @@ Tensor AttentionCell::forward(const Tensor& x, const LayerContext& ctx, int64_t 
   auto split = [&](const Tensor& y, int64_t heads) {
     return y.view({b, t, heads, head_dim_}).transpose(1, 2);
   };
-  Tensor q = xops::rotary_embedding(split(q_proj->forward(x), heads_), ctx.cos, ctx.sin);
-  Tensor k = xops::rotary_embedding(split(k_proj->forward(x), kv_heads_), ctx.cos, ctx.sin);
+  Tensor q = ops::rotary_embedding(split(q_proj->forward(x), heads_), ctx.cos, ctx.sin);
+  Tensor k = ops::rotary_embedding(split(k_proj->forward(x), kv_heads_), ctx.cos, ctx.sin);
   Tensor v = split(v_proj->forward(x), kv_heads_);
   if (ctx.cache) std::tie(k, v) = ctx.cache->append(layer, k, v);
-  xops::AttentionOptions options;
+  ops::AttentionOptions options;
   options.causal = true;
   options.key_padding_mask = ctx.key_padding_mask;
-  Tensor o = xops::scaled_dot_product_attention(q, k, v, options);
+  Tensor o = ops::scaled_dot_product_attention(q, k, v, options);
   return o_proj->forward(o.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
 }
 
@@ -81,7 +74,7 @@ MlpCell::MlpCell(const LlamaConfig& c, const std::string& prefix, const TakeWeig
 }
 
 Tensor MlpCell::forward(const Tensor& x) {
-  return down_proj->forward(xops::swiglu(gate_proj->forward(x), up_proj->forward(x)));
+  return down_proj->forward(ops::swiglu(gate_proj->forward(x), up_proj->forward(x)));
 }
 
 DecoderLayerCell::DecoderLayerCell(const LlamaConfig& c, int64_t index, const TakeWeight& take)

@@ -28,6 +28,8 @@ class AdapterWeight : public Cell {
   Tensor weight_;
 };
 
+bool is_16bit(DType t) { return t == DType::bf16 || t == DType::f16; }
+
 const Tensor& adapter_weight(const CellPtr& cell) {
   return static_cast<const AdapterWeight&>(*cell).weight();
 }
@@ -68,10 +70,13 @@ std::shared_ptr<LoraLinear> LoraLinear::create(int64_t in_features, int64_t out_
 }
 
 Tensor LoraLinear::forward(const Tensor& x) {
-  // The bias joins the float32 compute (a bf16 file stores it in bf16).
-  Tensor bias = bias_.defined() && bias_.dtype() != x.dtype() ? ops::cast(bias_, x.dtype()) : bias_;
-  // TEMPORARY until llm-kernels: bf16/f16 weights in ops::linear
-  Tensor w = weight_.dtype() == x.dtype() ? weight_ : ops::cast(weight_, x.dtype());
+  // A bfloat16/float16 weight (and bias) with float32 x: ops::linear computes in float32 without
+  // a float32 copy of the weight. Other mixes (a float64 x) cast to x's dtype.
+  const bool lowp = x.dtype() == DType::f32 && is_16bit(weight_.dtype());
+  Tensor w = weight_.dtype() == x.dtype() || lowp ? weight_ : ops::cast(weight_, x.dtype());
+  Tensor bias = bias_;
+  if (bias.defined() && bias.dtype() != x.dtype() && !(lowp && bias.dtype() == weight_.dtype()))
+    bias = ops::cast(bias, x.dtype());
   Tensor y = ops::linear(x, w, bias);
   if (!lora_A_) return y;
   Tensor h = spec_.dropout > 0 && training() ? ops::dropout(x, spec_.dropout, true) : x;
