@@ -72,8 +72,9 @@ struct EvalRecord {
 struct Result {
   int64_t steps = 0;
   int64_t trainable_parameters = 0, total_parameters = 0;
-  std::vector<double> losses;     // each optimizer step's loss (mean over its learned labels)
-  std::vector<EvalRecord> evals;  // eval data only: before training, every eval_every, after
+  std::vector<double> losses;      // each optimizer step's loss (mean over its learned labels)
+  std::vector<double> grad_norms;  // each step's global gradient norm (before clipping)
+  std::vector<EvalRecord> evals;   // eval data only: before training, every eval_every, after
 };
 
 // Mean next-token NLL of `data` under `model` (no gradients), in batches of batch_size.

@@ -300,6 +300,7 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
       optimizer->zero_grad();
       ++step;
       result.losses.push_back(loss_value);
+      result.grad_norms.push_back(grad_norm);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (step % o.log_every == 0 || step == total_steps) {
