@@ -111,6 +111,10 @@ class Llama : public nn::Cell {
   bool checkpointing_ = false;
 };
 
+// Copies a model directory's tokenizer and generation files (tokenizer.json, tokenizer.model,
+// tokenizer_config.json, special_tokens_map.json, generation_config.json) that exist to `to`.
+void copy_model_side_files(const std::string& from, const std::string& to);
+
 // HF's causal-LM loss: mean cross entropy of logits [B, T, V] at t against labels [B, T] at
 // t + 1; labels of -100 are ignored.
 Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels);

@@ -11,10 +11,6 @@
 namespace zenith::cli {
 namespace {
 
-// The tokenizer and generation files of a model directory, copied along unchanged.
-constexpr const char* kSideFiles[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                                      "special_tokens_map.json", "generation_config.json"};
-
 int run_merge_adapter(int argc, char** argv) {
   std::string model_dir, adapter, out;
   CLI::App app{"Merge a LoRA adapter into its base model", "zenith merge-adapter"};
@@ -32,10 +28,7 @@ int run_merge_adapter(int argc, char** argv) {
   auto model = load_llama(model_dir, adapter);
   const std::vector<std::string> merged = models::merge_lora(*model);
   model->save_pretrained(out);
-  for (const char* name : kSideFiles)
-    if (fs::exists(fs::path(model_dir) / name))
-      fs::copy_file(fs::path(model_dir) / name, fs::path(out) / name,
-                    fs::copy_options::overwrite_existing);
+  models::copy_model_side_files(model_dir, out);
   std::printf("merged the adapter %s into %zu layers of %s (%s) -> %s\n", adapter.c_str(),
               merged.size(), model_dir.c_str(), dtype_name(model->weight_dtype()), out.c_str());
   return 0;

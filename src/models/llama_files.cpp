@@ -27,4 +27,16 @@ void Llama::save_pretrained(const std::string& dir, uint64_t max_shard_bytes) co
   save_llama_config(dir, config);
 }
 
+void copy_model_side_files(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  static const char* const kSideFiles[] = {"tokenizer.json", "tokenizer.model",
+                                           "tokenizer_config.json", "special_tokens_map.json",
+                                           "generation_config.json"};
+  fs::create_directories(to);
+  for (const char* name : kSideFiles)
+    if (fs::exists(fs::path(from) / name))
+      fs::copy_file(fs::path(from) / name, fs::path(to) / name,
+                    fs::copy_options::overwrite_existing);
+}
+
 }  // namespace zenith::models

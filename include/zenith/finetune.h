@@ -1,0 +1,95 @@
+// Supervised fine-tuning of a LLaMA-family model (zenith finetune): instruction/chat/text/
+// pre-tokenized JSONL data turned into ids and labels, and a training loop (LoRA or full,
+// AdamW, warmup + cosine/wsd/constant, gradient accumulation, clipping) writing PEFT adapters
+// or HF model directories, metrics.jsonl, TensorBoard events and eval_log.json.
+//
+//   finetune::Options o{.model = "examples/llm/demo-llama", .data = "train.jsonl", .out = "run"};
+//   auto tokenizer = text::Tokenizer::from_dir(o.model);                      // zenith_text
+//   auto options = finetune::data_options(o, models::load_llama_config(o.model));
+//   finetune::Data train = finetune::load_data(o.data, tokenizer.get(), options);
+//   finetune::Result r = finetune::run(o, train);  // run/adapter_config.json, adapter_model...
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zenith/finetune_data.h"
+#include "zenith/llama.h"
+
+namespace zenith::finetune {
+
+// ---- batches
+
+struct Batch {
+  Tensor input_ids;       // int64 [B, T], T = the longest example, right-padded with pad_id
+  Tensor attention_mask;  // int64 [B, T]: 1 token, 0 padding
+  Tensor labels;          // int64 [B, T]: -100 on padding
+  int64_t tokens = 0;     // real tokens (attention_mask's sum)
+  int64_t targets = 0;    // predicted labels: labels[:, 1:] != -100
+};
+Batch collate(const std::vector<const Example*>& examples, int64_t pad_id);
+
+// ---- training
+
+struct Options {
+  std::string model, data, eval_data, out;
+  std::string method = "lora";  // lora | full
+  int64_t lora_r = 8;
+  double lora_alpha = 16;
+  double lora_dropout = 0.05;
+  std::string lora_targets = "q_proj,v_proj";  // comma list (suffix match) or all-linear
+  bool use_rslora = false;
+  int64_t epochs = 1;
+  int64_t max_steps = 0;  // optimizer steps; > 0 overrides epochs
+  double lr = 3e-4;
+  double weight_decay = 0;
+  double clip_grad_norm = 1.0;      // 0: off
+  std::string schedule = "cosine";  // cosine | wsd | constant (each after linear warmup)
+  int64_t warmup_steps = -1;        // -1: 3% of the steps
+  int64_t batch_size = 4;
+  int64_t accumulate_steps = 1;
+  int64_t max_seq_len = 512;
+  bool train_on_prompt = false;
+  std::string chat_template;
+  bool activation_checkpointing = false;
+  int64_t seed = 0;
+  int64_t log_every = 1;   // steps between metrics lines
+  int64_t eval_every = 0;  // steps between evaluations (0: before and after training only)
+  int64_t save_every = 0;  // steps between checkpoints out/checkpoint-<step> (0: the end only)
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  double loss = 0;  // mean NLL per predicted label
+  double perplexity = 0;
+  int64_t targets = 0;
+};
+
+struct Result {
+  int64_t steps = 0;
+  int64_t trainable_parameters = 0, total_parameters = 0;
+  std::vector<double> losses;      // each optimizer step's loss (mean over its learned labels)
+  std::vector<double> grad_norms;  // each step's global gradient norm (before clipping)
+  std::vector<EvalRecord> evals;   // eval data only: before training, every eval_every, after
+};
+
+// Mean next-token NLL of `data` under `model` (no gradients), in batches of batch_size.
+EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, int64_t pad_id);
+
+// How load_data (zenith/finetune_data.h, with the model's tokenizer) reads data for `config`:
+// max_seq_len capped at the context, the vocabulary size checked.
+DataOptions data_options(const Options& options, const models::LlamaConfig& config);
+
+// Fine-tunes options.model on `train` (evaluating `eval` before, every eval_every steps and
+// after, when given); `log` receives the lines a user sees (settings, data counts, progress).
+// Writes to options.out: the adapter (lora: adapter_config.json + adapter_model.safetensors) or
+// the model (full: config.json, weights, tokenizer files), metrics.jsonl, tensorboard/ events,
+// eval_log.json (with eval data), checkpoint-<step>/ every save_every steps.
+Result run(const Options& options, const Data& train, const Data* eval = nullptr,
+           const std::function<void(const std::string&)>& log = {});
+
+}  // namespace zenith::finetune

@@ -1,0 +1,211 @@
+// The fine-tuning loop (zenith/finetune.h) on the small reference model tests/fixtures/llama/
+// llama_gqa with pre-tokenized data: LoRA starts at the base, learns, merges; accumulation equals
+// the combined batch; full fine-tuning writes a loadable model; bad settings are errors.
+#include "zenith/finetune.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/llama_fixtures.h"
+#include "support/temp_dir.h"
+
+namespace zenith::testing {
+namespace {
+
+using finetune::Data;
+using finetune::Example;
+
+// Sequences of varied lengths whose second half follows from the first (id + 1 mod 100 + 3), the
+// first two tokens not learned: something a LoRA can pick up in a few steps.
+Data pattern_data(int64_t count, uint64_t seed) {
+  Data d;
+  uint64_t s = seed;
+  for (int64_t i = 0; i < count; ++i) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int64_t len = 6 + int64_t((s >> 33) % 7);
+    Example e;
+    int64_t id = 3 + int64_t((s >> 20) % 100);
+    for (int64_t t = 0; t < len; ++t) {
+      e.ids.push_back(id);
+      e.labels.push_back(t < 2 ? -100 : id);
+      id = 3 + (id - 3 + 1) % 100;
+    }
+    d.examples.push_back(std::move(e));
+  }
+  d.lines = count;
+  return d;
+}
+
+finetune::Options lora_options(const std::string& out) {
+  finetune::Options o;
+  o.model = llama_fixture("llama_gqa");
+  o.data = "pattern";
+  o.out = out;
+  o.lora_dropout = 0;
+  o.lr = 1e-2;
+  o.warmup_steps = 0;
+  return o;
+}
+
+std::map<std::string, Tensor> adapter_tensors(const std::string& dir) {
+  std::map<std::string, Tensor> out;
+  for (auto& [path, w] : io::load_lora_adapter(dir).modules) {
+    out[path + ".A"] = w.A;
+    out[path + ".B"] = w.B;
+  }
+  return out;
+}
+
+TEST(Finetune, LoraStartsAtTheBaseLearnsAndMergesToWhatItComputes) {
+  TempDir dir("finetune_lora");
+  Data train = pattern_data(16, 1), eval = pattern_data(8, 2);
+  finetune::Options o = lora_options(dir.str());
+  o.lora_targets = "all-linear";
+  o.max_steps = 12;
+  o.batch_size = 4;
+  finetune::Result r = finetune::run(o, train, &eval);
+  ASSERT_EQ(r.steps, 12);
+  ASSERT_EQ(r.losses.size(), 12u);
+
+  // Step 0 (B = 0) is the base model.
+  auto base = models::Llama::from_pretrained(o.model);
+  const finetune::EvalRecord base_eval = finetune::evaluate(*base, eval, 4, 0);
+  ASSERT_EQ(r.evals.size(), 2u);
+  EXPECT_EQ(r.evals[0].step, 0);
+  EXPECT_NEAR(r.evals[0].loss, base_eval.loss, 1e-6 * base_eval.loss);
+  EXPECT_EQ(r.evals[0].targets, base_eval.targets);
+  // It learns: training and held-out loss go down.
+  EXPECT_LT(r.losses.back(), r.losses.front() * 0.8);
+  EXPECT_LT(r.evals[1].loss, r.evals[0].loss * 0.95);
+  // r 8 on q, k, v, o [32 <- 32, 16 <- 32, 16 <- 32, 32 <- 32], gate, up [64 <- 32], down
+  // [32 <- 64], in 2 layers (all-linear leaves lm_head out).
+  EXPECT_EQ(r.trainable_parameters, 2 * 8 * (64 + 48 + 48 + 64 + 96 + 96 + 96));
+
+  // The PEFT adapter written computes what training ended with, unmerged and merged.
+  auto tuned = models::Llama::from_pretrained(o.model);
+  models::load_lora(*tuned, dir.str());
+  const finetune::EvalRecord unmerged = finetune::evaluate(*tuned, eval, 4, 0);
+  EXPECT_NEAR(unmerged.loss, r.evals[1].loss, 1e-6 * unmerged.loss);
+  finetune::Batch b = finetune::collate({&eval.examples[0], &eval.examples[1]}, 0);
+  models::LlamaInput input;
+  input.input_ids = b.input_ids;
+  input.attention_mask = b.attention_mask;
+  Tensor before = tuned->forward(input);
+  EXPECT_EQ(models::merge_lora(*tuned).size(), 14u);
+  EXPECT_LE(scaled_error(tuned->forward(input), before, b.attention_mask), 1e-5);
+
+  // Outputs: eval_log.json, metrics.jsonl with the scalars the dashboard plots, TensorBoard.
+  nlohmann::json log = nlohmann::json::parse(std::ifstream(dir / "eval_log.json"));
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_DOUBLE_EQ(log[1]["eval_loss"].get<double>(), r.evals[1].loss);
+  std::map<std::string, int> names;
+  std::ifstream metrics(dir / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);)
+    ++names[nlohmann::json::parse(line)["name"].get<std::string>()];
+  for (const char* name : {"loss", "learning_rate", "grad_norm", "tokens_per_second"})
+    EXPECT_EQ(names[name], 12) << name;
+  EXPECT_EQ(names["eval/loss"], 2);
+  EXPECT_TRUE(std::filesystem::exists(dir / "tensorboard"));
+}
+
+// K micro-batches of B per step = one batch of K B: the loss is the mean over the step's learned
+// labels either way (each micro-batch weighted by its share), padding never counts. Losses and
+// gradient norms agree to 1e-5 over three steps; the adapters to 1e-3 only: AdamW divides by
+// the root of the second moment, which turns float32 rounding in gradients near zero (|g| ~ eps)
+// into differences of up to lr per element.
+TEST(Finetune, AccumulationEqualsTheCombinedBatch) {
+  Data train = pattern_data(12, 3);
+  const int64_t batch[3] = {6, 3, 1}, accumulate[3] = {1, 2, 6};
+  std::map<std::string, Tensor> adapters[3];
+  finetune::Result r[3];
+  for (int i = 0; i < 3; ++i) {
+    TempDir dir("finetune_accumulate");
+    finetune::Options o = lora_options(dir.str());
+    o.lora_targets = "all-linear";
+    o.max_steps = 3;
+    o.batch_size = batch[i];
+    o.accumulate_steps = accumulate[i];
+    r[i] = finetune::run(o, train);
+    adapters[i] = adapter_tensors(dir.str());
+  }
+  ASSERT_EQ(r[0].losses.size(), 3u);
+  for (int i = 1; i < 3; ++i) {
+    for (size_t s = 0; s < 3; ++s) {
+      EXPECT_NEAR(r[i].losses[s], r[0].losses[s], 1e-5 * r[0].losses[s])
+          << "step " << s + 1 << ", batch " << batch[i] << " x " << accumulate[i];
+      EXPECT_NEAR(r[i].grad_norms[s], r[0].grad_norms[s], 1e-5 * r[0].grad_norms[s])
+          << "step " << s + 1 << ", batch " << batch[i] << " x " << accumulate[i];
+    }
+    for (const auto& [name, t] : adapters[0])
+      EXPECT_LE(scaled_error(adapters[i].at(name), t), 1e-3)
+          << name << " batch " << batch[i] << " x " << accumulate[i];
+  }
+}
+
+TEST(Finetune, FullFineTuningWritesAModelDirectory) {
+  TempDir dir("finetune_full");
+  Data train = pattern_data(8, 4);
+  finetune::Options o = lora_options(dir.str());
+  o.method = "full";
+  o.lr = 3e-3;
+  o.max_steps = 6;
+  o.batch_size = 4;
+  finetune::Result r = finetune::run(o, train);
+  EXPECT_LT(r.losses.back(), r.losses.front());
+  EXPECT_EQ(r.trainable_parameters, r.total_parameters);
+  auto tuned = models::Llama::from_pretrained(dir.str());
+  auto base = models::Llama::from_pretrained(o.model);
+  EXPECT_EQ(tuned->config().vocab_size, base->config().vocab_size);
+  const double tuned_loss = finetune::evaluate(*tuned, train, 4, 0).loss;
+  EXPECT_LT(tuned_loss, finetune::evaluate(*base, train, 4, 0).loss);
+}
+
+TEST(Finetune, ActivationCheckpointingGivesTheSameRun) {
+  Data train = pattern_data(8, 5);
+  std::vector<double> losses[2];
+  for (int i = 0; i < 2; ++i) {
+    TempDir dir("finetune_checkpointing");
+    finetune::Options o = lora_options(dir.str());
+    o.max_steps = 3;
+    o.activation_checkpointing = i == 1;
+    losses[i] = finetune::run(o, train).losses;
+  }
+  for (size_t s = 0; s < 3; ++s) EXPECT_NEAR(losses[1][s], losses[0][s], 1e-6 * losses[0][s]);
+}
+
+std::string run_error(const finetune::Options& o) {
+  try {
+    finetune::run(o, pattern_data(4, 6));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Finetune, BadSettingsAreErrors) {
+  TempDir dir("finetune_errors");
+  finetune::Options o = lora_options(dir.str());
+  o.lora_targets = "q_proj,gate";
+  const std::string e = run_error(o);
+  EXPECT_NE(e.find("target module 'gate' not in the model"), std::string::npos) << e;
+  EXPECT_NE(e.find("q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head"),
+            std::string::npos)
+      << "lists the model's linear layers: " << e;
+  o = lora_options(dir.str());
+  o.lora_r = 0;
+  EXPECT_NE(run_error(o).find("--lora-r must be positive, got 0"), std::string::npos);
+  o = lora_options(dir.str());
+  o.method = "qlora";
+  EXPECT_NE(run_error(o).find("unknown --method 'qlora' (lora, full)"), std::string::npos);
+  o = lora_options(dir.str());
+  o.schedule = "linear";
+  EXPECT_NE(run_error(o).find("unknown --schedule 'linear'"), std::string::npos);
+  o = lora_options(dir.str());
+  o.epochs = 0;
+  EXPECT_NE(run_error(o).find("give --epochs N or --max-steps N"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zenith::testing
