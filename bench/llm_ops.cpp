@@ -32,13 +32,15 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "core/dispatch.h"
 #include "ops/op_utils.h"
 #include "zenith/zenith.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using zenith::bench::Clock;
+using zenith::bench::run_child;
 using nlohmann::json;
 using namespace zenith;
 
@@ -73,35 +75,6 @@ std::string load_average() {
   return a + " " + b + " " + c;
 }
 
-double sgemm_peak_gflops(int64_t n = 2048) {
-  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
-  double best = 1e30;
-  for (int rep = 0; rep < 6; ++rep) {
-    auto t0 = Clock::now();
-    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (rep > 0) best = std::min(best, s);
-  }
-  return 2.0 * double(n) * double(n) * double(n) / best / 1e9;
-}
-
-// Streaming read bandwidth (GB/s) over a buffer far larger than the caches, all threads.
-double read_bandwidth_gbs() {
-  const int64_t n = int64_t(1) << 27;  // 512 MiB of float
-  std::vector<float> buf(size_t(n), 1.0f);
-  double best = 1e30;
-  for (int rep = 0; rep < 4; ++rep) {
-    double sum = 0;
-    auto t0 = Clock::now();
-#pragma omp parallel for reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i) sum += buf[size_t(i)];
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (sum < 0) std::cout << "";
-    if (rep > 0) best = std::min(best, s);
-  }
-  return double(n) * 4 / best / 1e9;
-}
-
 // ---- what oneDNN 2.6 makes of a 16-bit matmul here: the implementation it picks and its speed.
 json onednn_lowp_probe() {
   using namespace dnnl;
@@ -125,7 +98,7 @@ json onednn_lowp_probe() {
         auto t0 = Clock::now();
         prim.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
         strm.wait();
-        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+        best = std::min(best, bench::seconds_since(t0));
       }
       out[name] = {{"impl", impl}, {"gflops", 2.0 * m * n * k / best / 1e9}};
     } catch (const dnnl::error& e) {
@@ -257,27 +230,9 @@ double best_seconds(const std::function<void()>& f, int reps) {
   for (int i = 0; i < reps; ++i) {
     auto t0 = Clock::now();
     f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    best = std::min(best, bench::seconds_since(t0));
   }
   return best;
-}
-
-// Runs `cmd`, returns the last line of its stdout that parses as a JSON object (null on failure).
-json run_child(const std::string& cmd) {
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return nullptr;
-  std::string text, last;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) text += buf;
-  int rc = ::pclose(pipe);
-  std::istringstream is(text);
-  for (std::string line; std::getline(is, line);)
-    if (!line.empty() && line[0] == '{') last = line;
-  if (rc != 0 || last.empty()) {
-    std::cerr << "llm_ops: child failed (rc " << rc << "): " << cmd << "\n" << text;
-    return nullptr;
-  }
-  return json::parse(last);
 }
 
 int usage() {
@@ -329,8 +284,8 @@ int main(int argc, char** argv) {
   json report = {{"isa", isa_summary()},
                  {"threads", threads},
                  {"load_average_before", load_average()},
-                 {"sgemm_peak_gflops", sgemm_peak_gflops()},
-                 {"read_bandwidth_gbs", read_bandwidth_gbs()},
+                 {"sgemm_peak_gflops", bench::sgemm_peak_gflops(threads)},
+                 {"read_bandwidth_gbs", bench::read_bandwidth_gbs(threads)},
                  {"onednn_lowp_matmul", onednn_lowp_probe()}};
   const double peak = report["sgemm_peak_gflops"].get<double>();
   std::vector<Case> cases;
