@@ -39,9 +39,9 @@
 
 namespace {
 
+using nlohmann::json;
 using zenith::bench::Clock;
 using zenith::bench::run_child;
-using nlohmann::json;
 using namespace zenith;
 
 struct Shape15 {
@@ -275,10 +275,15 @@ int main(int argc, char** argv) {
 
   json torch = nullptr;
   if (with_pytorch) {
-    std::string script =
-        (std::filesystem::path(__FILE__).parent_path() / "llm_ops_torch.py").string();
+    // The script sits in the source tree above the build directory (build/<preset>/bench/);
+    // __FILE__ is relative to the build directory, not to where the bench runs.
+    namespace fs = std::filesystem;
+    const fs::path exe = fs::read_symlink("/proc/self/exe");
+    fs::path script = exe.parent_path() / ".." / ".." / ".." / "bench" / "llm_ops_torch.py";
+    if (!fs::exists(script))
+      script = fs::absolute(fs::path(__FILE__).parent_path()) / "llm_ops_torch.py";
     torch = run_child("OMP_NUM_THREADS=" + std::to_string(threads) + " '" + python + "' '" +
-                      script + "' --threads " + std::to_string(threads) + " --reps " +
+                      script.string() + "' --threads " + std::to_string(threads) + " --reps " +
                       std::to_string(reps) + (only.empty() ? "" : " --cases '" + only + "'"));
   }
   json report = {{"isa", isa_summary()},
