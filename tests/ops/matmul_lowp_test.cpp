@@ -25,8 +25,10 @@ TEST(MatmulLowPrecision, LinearWithA16BitWeightEqualsFloat32) {
   struct Case {
     int64_t rows, in, out;
   };
-  // 1 and 3 rows: the GEMV path; 300 x 1000: several panels; odd sizes for the tails.
-  for (Case c : {Case{1, 288, 96}, Case{3, 37, 29}, Case{300, 288, 1000}, Case{17, 45, 130}}) {
+  // 1 and 3 rows: the GEMV path (2 x 1100 x 1000: its threaded form); 300 x 1000: several
+  // panels; odd sizes for the tails.
+  for (Case c : {Case{1, 288, 96}, Case{3, 37, 29}, Case{2, 1100, 1000}, Case{300, 288, 1000},
+                 Case{17, 45, 130}}) {
     for (DType dtype : kLow) {
       SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.in) + "x" +
                    std::to_string(c.out) + " " + dtype_name(dtype));
@@ -53,6 +55,12 @@ TEST(MatmulLowPrecision, MatmulEitherOperandAndTransposedViews) {
     EXPECT_TRUE(all_close(ops::matmul(l, r), ops::matmul(lw, r), 1e-5, 1e-5));
     EXPECT_TRUE(all_close(ops::matmul(l.transpose(1, 2).contiguous().transpose(1, 2), r),
                           ops::matmul(lw, r), 1e-5, 1e-5));
+    // A 16-bit right operand [k, n] with k far above n (dy W of a vocab head): blocks of rows.
+    Tensor wide = random_input({5, 7000}, DType::f32);
+    auto [tall, tall_w] = low_and_wide({7000, 40}, dtype);
+    EXPECT_TRUE(all_close(ops::matmul(wide, tall), ops::matmul(wide, tall_w), 1e-4, 1e-4));
+    EXPECT_TRUE(all_close(ops::matmul(wide.t().contiguous().t(), tall), ops::matmul(wide, tall_w),
+                          1e-4, 1e-4));
     // Two 16-bit operands: float32 compute, the result rounded to their dtype.
     Tensor both = ops::matmul(l, b);
     EXPECT_EQ(both.dtype(), dtype);

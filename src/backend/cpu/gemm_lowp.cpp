@@ -81,8 +81,10 @@ void gemv_lowp(int64_t m, int64_t n, int64_t k, float alpha, const float* a, con
       }
     }
   };
+  // Below about a million weights (2 MiB) one thread streams them in tens of microseconds;
+  // waking a team costs more, and on a loaded machine can cost a whole scheduler slice.
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads == 1 || n * k < (int64_t(1) << 15)) {
+  if (threads == 1 || n * k < (int64_t(1) << 20)) {
     columns(0, n);
     return;
   }
@@ -167,6 +169,20 @@ void gemm_lowp(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
       }
       gemv_lowp(m, n, k, alpha, af, static_cast<const uint16_t*>(b), ldb, bt == DType::bf16, beta,
                 c, ldc);
+      return;
+    }
+    if (!tb && n < k) {
+      // B [k, n] with a long k (the input gradient dy W of a wide layer, e.g. the vocab head):
+      // column panels would be narrow products that each re-read all of A, so B goes by
+      // blocks of whole rows instead, each accumulated by a (multithreaded) sgemm.
+      const int64_t kc = std::max<int64_t>(64, kPanelFloats / n);
+      std::vector<float> buf(static_cast<size_t>(std::min(kc, k) * n));
+      for (int64_t k0 = 0; k0 < k; k0 += kc) {
+        const int64_t kb = std::min(kc, k - k0);
+        convert_block(at(b, bt, k0 * ldb), bt, ldb, kb, n, buf.data());
+        const float* ak = ta ? af + k0 * lda : af + k0;  // A's columns k0.. of op(A) [m, k]
+        gemm(ta, false, m, n, kb, alpha, ak, lda, buf.data(), n, k0 == 0 ? beta : 1.f, c, ldc);
+      }
       return;
     }
     // Panels of columns of op(B): tb: rows j0.. of B [n, k]; else columns j0.. of B [k, n].
