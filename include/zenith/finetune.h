@@ -60,6 +60,10 @@ struct Options {
   int64_t log_every = 1;   // steps between metrics lines
   int64_t eval_every = 0;  // steps between evaluations (0: before and after training only)
   int64_t save_every = 0;  // steps between checkpoints out/checkpoint-<step> (0: the end only)
+  // A checkpoint directory (out/checkpoint-<step>, or a finished run's out) to continue from:
+  // weights, optimizer state, schedule position, random state and data position are restored,
+  // so the run continues as if it had not stopped. Settings that change the run must be equal.
+  std::string resume;
 };
 
 struct EvalRecord {
@@ -88,7 +92,8 @@ DataOptions data_options(const Options& options, const models::LlamaConfig& conf
 // after, when given); `log` receives the lines a user sees (settings, data counts, progress).
 // Writes to options.out: the adapter (lora: adapter_config.json + adapter_model.safetensors) or
 // the model (full: config.json, weights, tokenizer files), metrics.jsonl, tensorboard/ events,
-// eval_log.json (with eval data), checkpoint-<step>/ every save_every steps.
+// eval_log.json (with eval data), checkpoint-<step>/ every save_every steps; each checkpoint
+// and the final directory also hold trainer_state.safetensors (for options.resume).
 Result run(const Options& options, const Data& train, const Data* eval = nullptr,
            const std::function<void(const std::string&)>& log = {});
 

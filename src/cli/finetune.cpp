@@ -2,7 +2,8 @@
 // [--lora-r 8] [--lora-alpha 16] [--lora-dropout 0.05] [--lora-targets q_proj,v_proj|all-linear]
 // [--epochs N | --max-steps N] [--lr 3e-4] [--schedule cosine|wsd|constant] [--warmup-steps N]
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt]
-// [--chat-template NAME] [--activation-checkpointing] [--config FILE.yaml] --out DIR`:
+// [--chat-template NAME] [--activation-checkpointing] [--save-every N] [--resume DIR]
+// [--config FILE.yaml] --out DIR`:
 // supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
 // text, pre-tokenized ids). LoRA writes a PEFT adapter directory, full an HF model directory;
 // both with metrics.jsonl, tensorboard/ and eval_log.json (with --eval-data).
@@ -48,7 +49,8 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("seed", o.seed, "seed of the shuffling, LoRA init and dropout")
       .add("log-every", o.log_every, "steps between metrics lines")
       .add("eval-every", o.eval_every, "steps between evaluations (0: before and after)")
-      .add("save-every", o.save_every, "steps between checkpoints out/checkpoint-<step>");
+      .add("save-every", o.save_every, "steps between checkpoints out/checkpoint-<step>")
+      .add("resume", o.resume, "continue from this checkpoint directory (same settings)");
   return s;
 }
 

@@ -88,14 +88,79 @@ class MetricsOut {
   io::SummaryWriter tensorboard_;
 };
 
+// The settings a resumed run must share with the checkpoint's (the others, such as where
+// output goes and how often to log, may change).
+nlohmann::json run_settings(const Options& o) {
+  return {{"model", o.model},
+          {"data", o.data},
+          {"method", o.method},
+          {"lora_r", o.lora_r},
+          {"lora_alpha", o.lora_alpha},
+          {"lora_dropout", o.lora_dropout},
+          {"lora_targets", o.lora_targets},
+          {"use_rslora", o.use_rslora},
+          {"epochs", o.epochs},
+          {"max_steps", o.max_steps},
+          {"lr", o.lr},
+          {"weight_decay", o.weight_decay},
+          {"clip_grad_norm", o.clip_grad_norm},
+          {"schedule", o.schedule},
+          {"warmup_steps", o.warmup_steps},
+          {"batch_size", o.batch_size},
+          {"accumulate_steps", o.accumulate_steps},
+          {"max_seq_len", o.max_seq_len},
+          {"train_on_prompt", o.train_on_prompt},
+          {"chat_template", o.chat_template},
+          {"seed", o.seed}};
+}
+
+constexpr const char* kTrainerState = "trainer_state.safetensors";
+
+// The weights (adapter or model) and trainer_state.safetensors: the optimizer's state, and as
+// metadata the step, the settings and the random generator's state.
 void save_output(models::Llama& model, const Options& o, const io::LoraConfig& lora,
-                 const std::string& dir) {
+                 const nn::Optimizer& optimizer, int64_t step, const std::string& dir) {
   if (o.method == "lora") {
     models::save_lora(model, lora, dir);
   } else {
     model.save_pretrained(dir);
     models::copy_model_side_files(o.model, dir);
   }
+  io::Metadata meta = {{"format", "zenith-finetune"},
+                       {"step", std::to_string(step)},
+                       {"settings", run_settings(o).dump()},
+                       {"rng", default_generator().state()}};
+  io::save_safetensors(dir + "/" + kTrainerState, optimizer.state_dict(), meta);
+}
+
+struct TrainerState {
+  int64_t step = 0;
+  std::string rng;
+  nn::StateDict optimizer;
+};
+
+// A checkpoint's trainer state; errors name each setting that differs from `o`.
+TrainerState read_trainer_state(const Options& o) {
+  const std::string path = o.resume + "/" + kTrainerState;
+  ZENITH_CHECK(fs::exists(path), "[finetune] --resume ", o.resume, " has no ", kTrainerState,
+               " (a checkpoint-<step> directory of zenith finetune)");
+  io::Metadata meta;
+  TrainerState t;
+  t.optimizer = io::load_safetensors(path, &meta);
+  ZENITH_CHECK(meta.count("settings") && meta.count("step") && meta.count("rng"), "[finetune] ",
+               path, " lacks the step, settings or rng metadata");
+  const nlohmann::json saved = nlohmann::json::parse(meta.at("settings")), now = run_settings(o);
+  std::string changed;
+  for (const auto& [key, value] : now.items())
+    if (!saved.contains(key) || saved[key] != value)
+      changed += "\n  " + key + ": " + value.dump() +
+                 " (the checkpoint's: " + (saved.contains(key) ? saved[key].dump() : "absent") +
+                 ")";
+  ZENITH_CHECK(changed.empty(), "[finetune] cannot resume ", o.resume,
+               " with changed settings:", changed);
+  t.step = std::stoll(meta.at("step"));
+  t.rng = meta.at("rng");
+  return t;
 }
 
 Tensor forward(models::Llama& model, const Batch& b) {
@@ -187,8 +252,11 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
   ZENITH_CHECK(!train.examples.empty(), "[finetune] no training examples");
   const bool lora = o.method == "lora";
   // LoRA keeps the base in its file's dtype (frozen); full fine-tuning trains float32 weights.
-  auto model = lora ? models::Llama::from_pretrained(o.model)
-                    : models::Llama::from_pretrained(o.model, DType::f32);
+  std::optional<TrainerState> resumed;
+  if (!o.resume.empty()) resumed = read_trainer_state(o);
+  auto model = lora      ? models::Llama::from_pretrained(o.model)
+               : resumed ? models::Llama::from_pretrained(o.resume, DType::f32)
+                         : models::Llama::from_pretrained(o.model, DType::f32);
   const int64_t max_seq_len = data_options(o, model->config()).max_seq_len;
   // Padded positions are masked out of attention and loss: any id in the vocabulary does.
   const int64_t pad_id = model->config().pad_token_id.value_or(0);
@@ -199,6 +267,7 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
   std::vector<std::string> adapted;
   if (lora) {
     adapted = models::add_lora(*model, lora_cfg);
+    if (resumed) models::load_lora(*model, o.resume);
     model->freeze_base();
   }
   model->set_activation_checkpointing(o.activation_checkpointing);
@@ -215,6 +284,10 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
       o.warmup_steps >= 0 ? o.warmup_steps : int64_t(std::llround(0.03 * double(total_steps)));
   auto optimizer =
       nn::AdamW(params, schedule(o, warmup, total_steps), 0.9, 0.999, 1e-8, o.weight_decay);
+  if (resumed) {
+    optimizer->load_state_dict(resumed->optimizer);
+    default_generator().set_state(resumed->rng);
+  }
 
   // The settings, as torchtune/PEFT users expect them.
   if (lora)
@@ -262,16 +335,24 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
     log(format("[finetune] step %lld: eval loss %.4f, perplexity %.3f (%lld tokens)",
                (long long)step, r.loss, r.perplexity, (long long)r.targets));
   };
-  run_eval(0);
-
   int64_t step = 0;
-  for (int64_t epoch = 0; step < total_steps; ++epoch) {
+  if (resumed) {
+    step = resumed->step;
+    if (fs::exists(o.out + "/eval_log.json"))
+      eval_log = nlohmann::json::parse(std::ifstream(o.out + "/eval_log.json"));
+    log(format("[finetune] resumed from %s at step %lld", o.resume.c_str(), (long long)step));
+  } else {
+    run_eval(0);
+  }
+  for (int64_t epoch = step / steps_per_epoch; step < total_steps; ++epoch) {
     std::vector<size_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), size_t(0));
     std::mt19937_64 rng(uint64_t(o.seed) * 1000003u + uint64_t(epoch));
     std::shuffle(order.begin(), order.end(), rng);
-    for (int64_t first = 0; first < micro_per_epoch && step < total_steps;
-         first += o.accumulate_steps) {
+    // A resumed run starts at the micro-batch its step left off at.
+    const int64_t skip = step - epoch * steps_per_epoch;
+    for (int64_t first = skip > 0 ? skip * o.accumulate_steps : 0;
+         first < micro_per_epoch && step < total_steps; first += o.accumulate_steps) {
       auto start = std::chrono::steady_clock::now();
       std::vector<Batch> micro;
       int64_t targets = 0, tokens = 0;
@@ -317,12 +398,13 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
       }
       if (o.eval_every > 0 && step % o.eval_every == 0 && step < total_steps) run_eval(step);
       if (o.save_every > 0 && step % o.save_every == 0 && step < total_steps)
-        save_output(*model, o, lora_cfg, o.out + "/checkpoint-" + std::to_string(step));
+        save_output(*model, o, lora_cfg, *optimizer, step,
+                    o.out + "/checkpoint-" + std::to_string(step));
     }
   }
   result.steps = step;
   run_eval(step);
-  save_output(*model, o, lora_cfg, o.out);
+  save_output(*model, o, lora_cfg, *optimizer, step, o.out);
   log(format("[finetune] %lld steps done; %s written to %s", (long long)step,
              lora ? "the PEFT adapter (adapter_config.json, adapter_model.safetensors)"
                   : "the model (config.json, safetensors, tokenizer files)",

@@ -175,6 +175,38 @@ TEST(Finetune, ActivationCheckpointingGivesTheSameRun) {
   for (size_t s = 0; s < 3; ++s) EXPECT_NEAR(losses[1][s], losses[0][s], 1e-6 * losses[0][s]);
 }
 
+// Stopped at a checkpoint and resumed = never stopped, bit for bit (LoRA dropout on: the random
+// state is restored; the checkpoint is mid-epoch and the run crosses an epoch boundary).
+TEST(Finetune, ResumeContinuesBitForBit) {
+  Data train = pattern_data(16, 7);
+  TempDir whole("finetune_whole"), resumed("finetune_resumed");
+  finetune::Options o = lora_options(whole.str());
+  o.lora_dropout = 0.1;
+  o.max_steps = 7;
+  o.batch_size = 4;
+  o.save_every = 3;
+  finetune::Result a = finetune::run(o, train);
+  ASSERT_TRUE(std::filesystem::exists(whole / "checkpoint-3/trainer_state.safetensors"));
+  o.out = resumed.str();
+  o.resume = whole / "checkpoint-3";
+  finetune::Result b = finetune::run(o, train);
+  ASSERT_EQ(b.losses.size(), 4u);
+  for (size_t s = 0; s < 4; ++s) EXPECT_EQ(b.losses[s], a.losses[s + 3]) << "step " << s + 4;
+  auto wa = adapter_tensors(whole.str()), wb = adapter_tensors(resumed.str());
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, t] : wa) EXPECT_EQ(scaled_error(wb.at(name), t), 0.0) << name;
+
+  o.lr = 2e-2;
+  try {
+    finetune::run(o, train);
+    ADD_FAILURE() << "resumed with a changed lr";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resume"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lr: 0.02 (the checkpoint's: 0.01)"), std::string::npos)
+        << e.what();
+  }
+}
+
 std::string run_error(const finetune::Options& o) {
   try {
     finetune::run(o, pattern_data(4, 6));
