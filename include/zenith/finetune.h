@@ -64,6 +64,34 @@ struct Options {
   // weights, optimizer state, schedule position, random state and data position are restored,
   // so the run continues as if it had not stopped. Settings that change the run must be equal.
   std::string resume;
+  // Loss-spike guard (SpikeGuard): a step whose loss exceeds spike_factor x the running median,
+  // or whose loss or gradient norm is not finite, is skipped; after spike_rollback spikes in a
+  // row the weights and optimizer go back to the last good checkpoint (or the start) and the
+  // learning rate is halved. spike_factor 0: off (non-finite steps are still skipped).
+  double spike_factor = 3.0;
+  int64_t spike_rollback = 3;
+  // Fault injection for tests: may change a step's measured loss and gradient norm (before the
+  // guard sees them; the gradients themselves are unchanged).
+  std::function<void(int64_t step, double& loss, double& grad_norm)> inject;
+};
+
+// Decides, step by step, whether an update is a loss spike (see Options::spike_factor).
+class SpikeGuard {
+ public:
+  enum class Verdict { ok, skip, rollback };
+  // factor: a loss above factor x the median of the last `window` accepted losses is a spike
+  // (checked once min_history losses are in; 0: only non-finite values are); rollback: spikes
+  // in a row that ask for a rollback.
+  SpikeGuard(double factor, int64_t rollback, int64_t window = 32, int64_t min_history = 8);
+  // The verdict on a step; `why` receives the reason for a spike.
+  Verdict check(double loss, double grad_norm, std::string* why = nullptr);
+  double median() const;
+
+ private:
+  double factor_;
+  int64_t rollback_, window_, min_history_;
+  int64_t in_a_row_ = 0;
+  std::vector<double> recent_;  // accepted losses, oldest first
 };
 
 struct EvalRecord {
@@ -76,9 +104,10 @@ struct EvalRecord {
 struct Result {
   int64_t steps = 0;
   int64_t trainable_parameters = 0, total_parameters = 0;
-  std::vector<double> losses;      // each optimizer step's loss (mean over its learned labels)
-  std::vector<double> grad_norms;  // each step's global gradient norm (before clipping)
-  std::vector<EvalRecord> evals;   // eval data only: before training, every eval_every, after
+  std::vector<double> losses;         // each optimizer step's loss (mean over its learned labels)
+  std::vector<double> grad_norms;     // each step's global gradient norm (before clipping)
+  std::vector<EvalRecord> evals;      // eval data only: before training, every eval_every, after
+  int64_t spikes = 0, rollbacks = 0;  // updates skipped by the spike guard, rollbacks
 };
 
 // Mean next-token NLL of `data` under `model` (no gradients), in batches of batch_size.

@@ -50,7 +50,11 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("log-every", o.log_every, "steps between metrics lines")
       .add("eval-every", o.eval_every, "steps between evaluations (0: before and after)")
       .add("save-every", o.save_every, "steps between checkpoints out/checkpoint-<step>")
-      .add("resume", o.resume, "continue from this checkpoint directory (same settings)");
+      .add("resume", o.resume, "continue from this checkpoint directory (same settings)")
+      .add("spike-factor", o.spike_factor,
+           "skip a step whose loss is above this x the running median (0: off)")
+      .add("spike-rollback", o.spike_rollback,
+           "spikes in a row that roll back to the last good checkpoint at half the rate");
   return s;
 }
 

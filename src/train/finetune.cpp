@@ -73,11 +73,14 @@ class MetricsOut {
     if (const char* env = std::getenv("ZENITH_METRICS_FILE"); env && *env)
       files_.emplace_back(env, std::ios::app);
   }
-  void emit(const std::string& name, double value, int64_t step, int64_t epoch) {
+  // `event`: a line for an event (a loss spike, a rollback) rather than a plain scalar.
+  void emit(const std::string& name, double value, int64_t step, int64_t epoch,
+            const std::string& event = "") {
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     nlohmann::json j = {
         {"step", step}, {"epoch", epoch}, {"name", name}, {"value", value}, {"time", now}};
+    if (!event.empty()) j["event"] = event;
     const std::string line = j.dump() + "\n";
     for (auto& f : files_) f << line << std::flush;
     tensorboard_.add_scalar(name, value, step);
@@ -214,6 +217,44 @@ Batch collate(const std::vector<const Example*>& examples, int64_t pad_id) {
   return batch;
 }
 
+SpikeGuard::SpikeGuard(double factor, int64_t rollback, int64_t window, int64_t min_history)
+    : factor_(factor), rollback_(rollback), window_(window), min_history_(min_history) {
+  ZENITH_CHECK(factor == 0 || factor > 1, "[finetune] the spike factor must be > 1 (0: off), got ",
+               factor);
+  ZENITH_CHECK(rollback > 0 && window > 0 && min_history > 0 && min_history <= window,
+               "[finetune] bad spike guard settings");
+}
+
+double SpikeGuard::median() const {
+  if (recent_.empty()) return NAN;
+  std::vector<double> v = recent_;
+  std::nth_element(v.begin(), v.begin() + int64_t(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+SpikeGuard::Verdict SpikeGuard::check(double loss, double grad_norm, std::string* why) {
+  std::string reason;
+  if (!std::isfinite(loss)) {
+    reason = "the loss is " + std::to_string(loss);
+  } else if (!std::isfinite(grad_norm)) {
+    reason = "the gradient norm is " + std::to_string(grad_norm);
+  } else if (factor_ > 0 && int64_t(recent_.size()) >= min_history_ && loss > factor_ * median()) {
+    reason = format("the loss %.4g is above %g x the running median %.4g", loss, factor_, median());
+  }
+  if (reason.empty()) {
+    in_a_row_ = 0;
+    recent_.push_back(loss);
+    if (int64_t(recent_.size()) > window_) recent_.erase(recent_.begin());
+    return Verdict::ok;
+  }
+  if (why) *why = reason;
+  if (++in_a_row_ >= rollback_) {
+    in_a_row_ = 0;
+    return Verdict::rollback;
+  }
+  return Verdict::skip;
+}
+
 EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, int64_t pad_id) {
   const bool was_training = model.training();
   model.eval();
@@ -288,6 +329,20 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
     optimizer->load_state_dict(resumed->optimizer);
     default_generator().set_state(resumed->rng);
   }
+  // The last good state, for the spike guard's rollback: taken now and at each checkpoint.
+  struct Snapshot {
+    std::vector<Tensor> params;
+    nn::StateDict optimizer;
+  } good;
+  auto take_snapshot = [&] {
+    good.params.clear();
+    for (const Tensor& p : params) good.params.push_back(p.detach().clone());
+    good.optimizer.clear();
+    for (const auto& [name, t] : optimizer->state_dict()) good.optimizer[name] = t.clone();
+  };
+  take_snapshot();
+  SpikeGuard guard(o.spike_factor, o.spike_rollback);
+  double lr_scale = 1;
 
   // The settings, as torchtune/PEFT users expect them.
   if (lora)
@@ -375,11 +430,36 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
         loss_value += loss.item();
       }
       const double lr = optimizer->current_lr();
-      const double grad_norm = o.clip_grad_norm > 0 ? nn::clip_grad_norm(params, o.clip_grad_norm)
-                                                    : nn::clip_grad_norm(params, 1e300);
-      optimizer->step();
+      double grad_norm = o.clip_grad_norm > 0 ? nn::clip_grad_norm(params, o.clip_grad_norm)
+                                              : nn::clip_grad_norm(params, 1e300);
+      if (o.inject) o.inject(step + 1, loss_value, grad_norm);
+      std::string why;
+      const SpikeGuard::Verdict verdict = guard.check(loss_value, grad_norm, &why);
+      if (verdict == SpikeGuard::Verdict::ok) optimizer->step();
       optimizer->zero_grad();
       ++step;
+      if (verdict != SpikeGuard::Verdict::ok) {
+        ++result.spikes;
+        metrics.emit("spike", loss_value, step, epoch, "loss spike: " + why + "; update skipped");
+        log(format("[finetune] step %lld: loss spike (%s): update skipped", (long long)step,
+                   why.c_str()));
+      }
+      if (verdict == SpikeGuard::Verdict::rollback) {
+        NoGradGuard no_grad;
+        for (size_t i = 0; i < params.size(); ++i) params[i].copy_(good.params[i]);
+        optimizer->load_state_dict(good.optimizer);
+        lr_scale /= 2;
+        nn::LRSchedule base = schedule(o, warmup, total_steps);
+        optimizer->set_lr(nn::LRSchedule{[base, lr_scale](int64_t s) { return base(s) * lr_scale; },
+                                         base.description + " x " + std::to_string(lr_scale)});
+        ++result.rollbacks;
+        const std::string event = format(
+            "%lld loss spikes in a row: rolled back to the last good checkpoint, learning rate "
+            "x %g",
+            (long long)o.spike_rollback, lr_scale);
+        metrics.emit("rollback", lr_scale, step, epoch, event);
+        log("[finetune] step " + std::to_string(step) + ": " + event);
+      }
       result.losses.push_back(loss_value);
       result.grad_norms.push_back(grad_norm);
       const double seconds =
@@ -400,6 +480,8 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
       if (o.save_every > 0 && step % o.save_every == 0 && step < total_steps)
         save_output(*model, o, lora_cfg, *optimizer, step,
                     o.out + "/checkpoint-" + std::to_string(step));
+      if (o.save_every > 0 && step % o.save_every == 0 && verdict == SpikeGuard::Verdict::ok)
+        take_snapshot();
     }
   }
   result.steps = step;

@@ -207,6 +207,69 @@ TEST(Finetune, ResumeContinuesBitForBit) {
   }
 }
 
+TEST(SpikeGuard, SkipsSpikesAndAsksForARollbackAfterThreeInARow) {
+  using V = finetune::SpikeGuard::Verdict;
+  finetune::SpikeGuard guard(3.0, 3, /*window=*/4, /*min_history=*/3);
+  // Too little history: a large loss is accepted.
+  EXPECT_EQ(guard.check(2.0, 1), V::ok);
+  EXPECT_EQ(guard.check(20.0, 1), V::ok);
+  EXPECT_EQ(guard.check(2.0, 1), V::ok);
+  EXPECT_DOUBLE_EQ(guard.median(), 2.0);
+  std::string why;
+  EXPECT_EQ(guard.check(6.5, 1, &why), V::skip);
+  EXPECT_NE(why.find("above 3 x the running median 2"), std::string::npos) << why;
+  EXPECT_EQ(guard.check(5.9, 1), V::ok) << "below 3 x 2";
+  EXPECT_EQ(guard.check(NAN, 1, &why), V::skip);
+  EXPECT_NE(why.find("the loss is nan"), std::string::npos) << why;
+  EXPECT_EQ(guard.check(2.0, INFINITY, &why), V::skip);
+  EXPECT_NE(why.find("gradient norm is inf"), std::string::npos) << why;
+  EXPECT_EQ(guard.check(100.0, 1), V::rollback) << "the third in a row";
+  EXPECT_EQ(guard.check(100.0, 1), V::skip) << "counting starts over";
+  EXPECT_EQ(guard.check(2.0, 1), V::ok);
+  // The window keeps the last 4 accepted losses: 2, 5.9, 2 -> median 2 ... then 3, 3, 3.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(guard.check(3.0, 1), V::ok);
+  EXPECT_DOUBLE_EQ(guard.median(), 3.0);
+  EXPECT_EQ(finetune::SpikeGuard(0, 3).check(1e30, 1), V::ok) << "factor 0: off";
+}
+
+// An injected spike is skipped (an event in metrics.jsonl); three non-finite steps in a row roll
+// the adapters back to the start (B = 0 again) and halve the learning rate.
+TEST(Finetune, SpikeGuardSkipsAndRollsBack) {
+  TempDir dir("finetune_spike");
+  Data train = pattern_data(16, 8);
+  finetune::Options o = lora_options(dir.str());
+  o.max_steps = 14;
+  o.batch_size = 4;
+  o.schedule = "constant";
+  o.inject = [](int64_t step, double& loss, double& grad_norm) {
+    if (step == 10) loss *= 10;
+    if (step >= 12) grad_norm = NAN;
+  };
+  finetune::Result r = finetune::run(o, train);
+  EXPECT_EQ(r.spikes, 4);
+  EXPECT_EQ(r.rollbacks, 1);
+  for (const auto& [name, t] : adapter_tensors(dir.str()))
+    if (name.back() == 'B') {
+      for (double v : t.to_double_vector()) ASSERT_EQ(v, 0.0) << name << " was not rolled back";
+    }
+  std::vector<nlohmann::json> events;
+  std::map<int64_t, double> lr;
+  std::ifstream metrics(dir / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("event")) events.push_back(j);
+    if (j["name"] == "learning_rate") lr[j["step"].get<int64_t>()] = j["value"].get<double>();
+  }
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[0]["step"], 10);
+  EXPECT_EQ(events[0]["name"], "spike");
+  EXPECT_NE(events[0]["event"].get<std::string>().find("update skipped"), std::string::npos);
+  EXPECT_EQ(events[4]["name"], "rollback");
+  EXPECT_EQ(events[4]["step"], 14);
+  EXPECT_DOUBLE_EQ(events[4]["value"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(lr[13], o.lr);
+}
+
 std::string run_error(const finetune::Options& o) {
   try {
     finetune::run(o, pattern_data(4, 6));
