@@ -33,6 +33,12 @@ struct Batch {
 };
 Batch collate(const std::vector<const Example*>& examples, int64_t pad_id);
 
+// Packing: consecutive examples concatenated into sequences of at most max_seq_len tokens (an
+// example that does not fit starts the next sequence), so batches carry no padding. Attention is
+// causal over the whole sequence, as HF's packing without a block mask; the first token of each
+// example after the first is not learned (it is not predicted from its own example).
+Data pack(const Data& data, int64_t max_seq_len);
+
 // ---- training
 
 struct Options {
@@ -54,6 +60,7 @@ struct Options {
   int64_t accumulate_steps = 1;
   int64_t max_seq_len = 512;
   bool train_on_prompt = false;
+  bool packing = false;  // pack examples into sequences of max_seq_len (pack())
   std::string chat_template;
   bool activation_checkpointing = false;
   int64_t seed = 0;

@@ -1,7 +1,7 @@
 // `zenith finetune --model DIR --data FILE.jsonl [--eval-data FILE] --method lora|full
 // [--lora-r 8] [--lora-alpha 16] [--lora-dropout 0.05] [--lora-targets q_proj,v_proj|all-linear]
 // [--epochs N | --max-steps N] [--lr 3e-4] [--schedule cosine|wsd|constant] [--warmup-steps N]
-// [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt]
+// [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
 // [--chat-template NAME] [--activation-checkpointing] [--save-every N] [--resume DIR]
 // [--config FILE.yaml] --out DIR`:
 // supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
@@ -43,6 +43,7 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("accumulate-steps", o.accumulate_steps, "micro-batches per optimizer step")
       .add("max-seq-len", o.max_seq_len, "truncate longer sequences (counted)")
       .add("train-on-prompt", o.train_on_prompt, "learn the prompt tokens too")
+      .add("packing", o.packing, "pack examples into sequences of --max-seq-len (no padding)")
       .add("chat-template", o.chat_template, "llama-2, llama-3, chatml or alpaca")
       .add("activation-checkpointing", o.activation_checkpointing,
            "recompute each decoder layer in backward (less memory, more time)")

@@ -113,6 +113,7 @@ nlohmann::json run_settings(const Options& o) {
           {"accumulate_steps", o.accumulate_steps},
           {"max_seq_len", o.max_seq_len},
           {"train_on_prompt", o.train_on_prompt},
+          {"packing", o.packing},
           {"chat_template", o.chat_template},
           {"seed", o.seed}};
 }
@@ -217,6 +218,24 @@ Batch collate(const std::vector<const Example*>& examples, int64_t pad_id) {
   return batch;
 }
 
+Data pack(const Data& data, int64_t max_seq_len) {
+  Data out = data;
+  out.examples.clear();
+  Example current;
+  for (const Example& e : data.examples) {
+    if (!current.ids.empty() && current.ids.size() + e.ids.size() > size_t(max_seq_len)) {
+      out.examples.push_back(std::move(current));
+      current = Example();
+    }
+    const bool joined = !current.ids.empty();
+    current.ids.insert(current.ids.end(), e.ids.begin(), e.ids.end());
+    current.labels.insert(current.labels.end(), e.labels.begin(), e.labels.end());
+    if (joined) current.labels[current.labels.size() - e.labels.size()] = -100;
+  }
+  if (!current.ids.empty()) out.examples.push_back(std::move(current));
+  return out;
+}
+
 SpikeGuard::SpikeGuard(double factor, int64_t rollback, int64_t window, int64_t min_history)
     : factor_(factor), rollback_(rollback), window_(window), min_history_(min_history) {
   ZENITH_CHECK(factor == 0 || factor > 1, "[finetune] the spike factor must be > 1 (0: off), got ",
@@ -284,13 +303,13 @@ DataOptions data_options(const Options& o, const models::LlamaConfig& config) {
                      .vocab_size = config.vocab_size};
 }
 
-Result run(const Options& o, const Data& train, const Data* eval_data,
+Result run(const Options& o, const Data& train_data, const Data* eval_data,
            const std::function<void(const std::string&)>& log_fn) {
   auto log = [&](const std::string& line) {
     if (log_fn) log_fn(line);
   };
   check_options(o);
-  ZENITH_CHECK(!train.examples.empty(), "[finetune] no training examples");
+  ZENITH_CHECK(!train_data.examples.empty(), "[finetune] no training examples");
   const bool lora = o.method == "lora";
   // LoRA keeps the base in its file's dtype (frozen); full fine-tuning trains float32 weights.
   std::optional<TrainerState> resumed;
@@ -299,6 +318,8 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
                : resumed ? models::Llama::from_pretrained(o.resume, DType::f32)
                          : models::Llama::from_pretrained(o.model, DType::f32);
   const int64_t max_seq_len = data_options(o, model->config()).max_seq_len;
+  const Data packed = o.packing ? pack(train_data, max_seq_len) : Data();
+  const Data& train = o.packing ? packed : train_data;
   // Padded positions are masked out of attention and loss: any id in the vocabulary does.
   const int64_t pad_id = model->config().pad_token_id.value_or(0);
   Result result;
@@ -371,6 +392,9 @@ Result run(const Options& o, const Data& train, const Data* eval_data,
              (long long)max_seq_len, (long long)train.skipped, (long long)o.batch_size,
              (long long)o.accumulate_steps, (long long)steps_per_epoch,
              o.train_on_prompt ? ", training on prompts too" : ", prompts masked"));
+  if (o.packing)
+    log(format("[finetune] packing: %zu examples in %zu sequences of at most %lld tokens",
+               train_data.examples.size(), train.examples.size(), (long long)max_seq_len));
 
   fs::create_directories(o.out);
   MetricsOut metrics(o.out);

@@ -270,6 +270,28 @@ TEST(Finetune, SpikeGuardSkipsAndRollsBack) {
   EXPECT_DOUBLE_EQ(lr[13], o.lr);
 }
 
+TEST(Finetune, PackingFillsSequencesAndLearnsNoBoundary) {
+  Data d;
+  d.examples = {{{1, 5, 2}, {-100, 5, 2}}, {{1, 6, 7, 2}, {1, 6, 7, 2}}, {{1, 8, 9, 10, 2}, {}}};
+  d.examples[2].labels = d.examples[2].ids;
+  Data p = finetune::pack(d, 8);
+  ASSERT_EQ(p.examples.size(), 2u);
+  EXPECT_EQ(p.examples[0].ids, (std::vector<int64_t>{1, 5, 2, 1, 6, 7, 2}));
+  EXPECT_EQ(p.examples[0].labels, (std::vector<int64_t>{-100, 5, 2, -100, 6, 7, 2}));
+  EXPECT_EQ(p.examples[1].ids, d.examples[2].ids);
+  EXPECT_EQ(p.examples[1].labels, d.examples[2].labels);
+
+  TempDir dir("finetune_packing");
+  finetune::Options o = lora_options(dir.str());
+  o.packing = true;
+  o.max_seq_len = 32;
+  o.max_steps = 2;
+  o.batch_size = 2;
+  finetune::Result r = finetune::run(o, pattern_data(16, 9));
+  EXPECT_EQ(r.steps, 2);
+  EXPECT_TRUE(std::isfinite(r.losses.back()));
+}
+
 std::string run_error(const finetune::Options& o) {
   try {
     finetune::run(o, pattern_data(4, 6));
