@@ -44,6 +44,10 @@ Data pack(const Data& data, int64_t max_seq_len);
 struct Options {
   std::string model, data, eval_data, out;
   std::string method = "lora";  // lora | full
+  // pretrained: options.model's weights; random: a new model of options.model_config (or the
+  // model directory's config.json) with transformers' initialisation, for pretraining (full).
+  std::string init = "pretrained";
+  std::string model_config;
   int64_t lora_r = 8;
   double lora_alpha = 16;
   double lora_dropout = 0.05;
@@ -123,6 +127,8 @@ EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, 
 // How load_data (zenith/finetune_data.h, with the model's tokenizer) reads data for `config`:
 // max_seq_len capped at the context, the vocabulary size checked.
 DataOptions data_options(const Options& options, const models::LlamaConfig& config);
+// options.model_config, or options.model (a directory with config.json) when none.
+std::string model_config_path(const Options& options);
 
 // Fine-tunes options.model on `train` (evaluating `eval` before, every eval_every steps and
 // after, when given); `log` receives the lines a user sees (settings, data counts, progress).

@@ -1,6 +1,7 @@
 // `zenith finetune --model DIR --data FILE.jsonl [--eval-data FILE] --method lora|full
 // [--lora-r 8] [--lora-alpha 16] [--lora-dropout 0.05] [--lora-targets q_proj,v_proj|all-linear]
-// [--epochs N | --max-steps N] [--lr 3e-4] [--schedule cosine|wsd|constant] [--warmup-steps N]
+// [--init pretrained|random [--model-config CONFIG.json]] [--epochs N | --max-steps N] [--lr 3e-4]
+// [--schedule cosine|wsd|constant] [--warmup-steps N]
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
 // [--chat-template NAME] [--activation-checkpointing] [--save-every N] [--resume DIR]
 // [--config FILE.yaml] --out DIR`:
@@ -27,6 +28,9 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("eval-data", o.eval_data, "held-out JSONL data: eval loss and perplexity")
       .add("out", o.out, "output directory (adapter or model, metrics, eval_log.json)")
       .add("method", o.method, "lora or full")
+      .add("init", o.init, "pretrained, or random: train from scratch (with --method full)")
+      .add("model-config", o.model_config,
+           "config.json of the model --init random creates (default: --model's)")
       .add("lora-r", o.lora_r, "LoRA rank")
       .add("lora-alpha", o.lora_alpha, "LoRA alpha (scaling alpha / r)")
       .add("lora-dropout", o.lora_dropout, "dropout on the LoRA input")
@@ -72,9 +76,11 @@ int run_finetune(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  ZENITH_CHECK(!o.model.empty() && !o.data.empty() && !o.out.empty(),
-               "[finetune] --model DIR, --data FILE.jsonl and --out DIR are required");
-  const models::LlamaConfig model_config = models::load_llama_config(o.model);
+  ZENITH_CHECK((!o.model.empty() || !o.model_config.empty()) && !o.data.empty() && !o.out.empty(),
+               "[finetune] --model DIR (or --init random --model-config FILE), --data FILE.jsonl "
+               "and --out DIR are required");
+  const models::LlamaConfig model_config =
+      models::load_llama_config(finetune::model_config_path(o));
   auto tokenizer = find_tokenizer(o.model);
   const finetune::DataOptions data_options = finetune::data_options(o, model_config);
   const finetune::Data train = finetune::load_data(o.data, tokenizer.get(), data_options);

@@ -97,6 +97,8 @@ nlohmann::json run_settings(const Options& o) {
   return {{"model", o.model},
           {"data", o.data},
           {"method", o.method},
+          {"init", o.init},
+          {"model_config", o.model_config},
           {"lora_r", o.lora_r},
           {"lora_alpha", o.lora_alpha},
           {"lora_dropout", o.lora_dropout},
@@ -175,7 +177,8 @@ Tensor forward(models::Llama& model, const Batch& b) {
 }
 
 void check_options(const Options& o) {
-  ZENITH_CHECK(!o.model.empty(), "[finetune] --model DIR is required");
+  ZENITH_CHECK(!o.model.empty() || (o.init == "random" && !o.model_config.empty()),
+               "[finetune] --model DIR is required (or --init random --model-config FILE)");
   ZENITH_CHECK(!o.out.empty(), "[finetune] --out DIR is required");
   ZENITH_CHECK(o.method == "lora" || o.method == "full", "[finetune] unknown --method '", o.method,
                "' (lora, full)");
@@ -188,6 +191,10 @@ void check_options(const Options& o) {
                o.accumulate_steps);
   ZENITH_CHECK(o.epochs > 0 || o.max_steps > 0, "[finetune] give --epochs N or --max-steps N");
   ZENITH_CHECK(o.lr > 0, "[finetune] --lr must be positive, got ", o.lr);
+  ZENITH_CHECK(o.init == "pretrained" || o.init == "random", "[finetune] unknown --init '", o.init,
+               "' (pretrained, random)");
+  ZENITH_CHECK(o.init == "pretrained" || o.method == "full",
+               "[finetune] --init random trains every weight: it needs --method full");
   ZENITH_CHECK(o.log_every > 0, "[finetune] --log-every must be positive, got ", o.log_every);
 }
 
@@ -295,6 +302,10 @@ EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, 
   return r;
 }
 
+std::string model_config_path(const Options& o) {
+  return o.model_config.empty() ? o.model : o.model_config;
+}
+
 DataOptions data_options(const Options& o, const models::LlamaConfig& config) {
   const int64_t context = config.max_position_embeddings;
   return DataOptions{.max_seq_len = context > 0 ? std::min(o.max_seq_len, context) : o.max_seq_len,
@@ -314,9 +325,16 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   // LoRA keeps the base in its file's dtype (frozen); full fine-tuning trains float32 weights.
   std::optional<TrainerState> resumed;
   if (!o.resume.empty()) resumed = read_trainer_state(o);
-  auto model = lora      ? models::Llama::from_pretrained(o.model)
-               : resumed ? models::Llama::from_pretrained(o.resume, DType::f32)
-                         : models::Llama::from_pretrained(o.model, DType::f32);
+  manual_seed(uint64_t(o.seed));
+  std::shared_ptr<models::Llama> model;
+  if (lora)
+    model = models::Llama::from_pretrained(o.model);
+  else if (resumed)
+    model = models::Llama::from_pretrained(o.resume, DType::f32);
+  else if (o.init == "random")  // pretraining from scratch: transformers' initialisation
+    model = std::make_shared<models::Llama>(models::load_llama_config(model_config_path(o)));
+  else
+    model = models::Llama::from_pretrained(o.model, DType::f32);
   const int64_t max_seq_len = data_options(o, model->config()).max_seq_len;
   const Data packed = o.packing ? pack(train_data, max_seq_len) : Data();
   const Data& train = o.packing ? packed : train_data;
@@ -325,7 +343,6 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   Result result;
 
   const io::LoraConfig lora_cfg = lora ? lora_config(o) : io::LoraConfig{};
-  manual_seed(uint64_t(o.seed));
   std::vector<std::string> adapted;
   if (lora) {
     adapted = models::add_lora(*model, lora_cfg);
@@ -373,7 +390,9 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
                (long long)o.lora_r, o.lora_alpha, lora_cfg.scaling(), o.lora_dropout,
                o.lora_targets.c_str(), adapted.size(), dtype_name(model->weight_dtype())));
   else
-    log("[finetune] full fine-tuning, float32 weights");
+    log(o.init == "random"
+            ? "[finetune] training from random weights (" + model_config_path(o) + "), float32"
+            : "[finetune] full fine-tuning, float32 weights");
   log(format("[finetune] trainable %lld of %lld parameters (%.3f%%)",
              (long long)result.trainable_parameters, (long long)result.total_parameters,
              100.0 * double(result.trainable_parameters) / double(result.total_parameters)));

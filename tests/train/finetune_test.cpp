@@ -162,6 +162,26 @@ TEST(Finetune, FullFineTuningWritesAModelDirectory) {
   EXPECT_LT(tuned_loss, finetune::evaluate(*base, train, 4, 0).loss);
 }
 
+TEST(Finetune, RandomInitTrainsFromScratch) {
+  TempDir dir("finetune_scratch");
+  finetune::Options o = lora_options(dir.str());
+  o.method = "full";
+  o.init = "random";
+  o.model_config = llama_fixture("llama_gqa") + "/config.json";
+  o.model = "";
+  o.lr = 3e-3;
+  o.max_steps = 8;
+  o.batch_size = 4;
+  Data train = pattern_data(8, 10);
+  finetune::Result r = finetune::run(o, train);
+  EXPECT_LT(r.losses.back(), r.losses.front());
+  EXPECT_NEAR(r.losses.front(), std::log(128.0), 0.1) << "random weights: about uniform";
+  auto tuned = models::Llama::from_pretrained(dir.str());
+  EXPECT_NEAR(finetune::evaluate(*tuned, train, 4, 0).loss, r.losses.back(), 0.5);
+  o.method = "lora";
+  EXPECT_THROW(finetune::run(o, train), Error);
+}
+
 TEST(Finetune, ActivationCheckpointingGivesTheSameRun) {
   Data train = pattern_data(8, 5);
   std::vector<double> losses[2];
