@@ -8,10 +8,10 @@
 #      loss before/after, greedy generations before/after.
 #
 #   scripts/llm_demo.sh [WORKDIR] [PRETRAIN_STEPS] [FINETUNE_STEPS]
-# (defaults runs/llm-demo, 300, 100: about 30 + 10 minutes on 2 shared cores; ZENITH=path/to/zenith, default build/release/zenith).
+# (defaults build/llm-demo, 300, 100: about 30 + 10 minutes on 2 shared cores; ZENITH=path/to/zenith, default build/release/zenith).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-work="${1:-runs/llm-demo}"
+work="${1:-build/llm-demo}"
 pretrain_steps="${2:-300}"
 finetune_steps="${3:-100}"
 zenith="${ZENITH:-$here/build/release/zenith}"
