@@ -312,6 +312,28 @@ TEST(Finetune, PackingFillsSequencesAndLearnsNoBoundary) {
   EXPECT_TRUE(std::isfinite(r.losses.back()));
 }
 
+// Full fine-tuning resumes bit for bit too (the float32 model of the checkpoint, AdamW state).
+TEST(Finetune, FullResumeContinuesBitForBit) {
+  Data train = pattern_data(8, 11);
+  TempDir whole("finetune_full_whole"), resumed("finetune_full_resumed");
+  finetune::Options o = lora_options(whole.str());
+  o.method = "full";
+  o.lr = 1e-3;
+  o.max_steps = 4;
+  o.batch_size = 4;
+  o.save_every = 2;
+  finetune::Result a = finetune::run(o, train);
+  o.out = resumed.str();
+  o.resume = whole / "checkpoint-2";
+  finetune::Result b = finetune::run(o, train);
+  ASSERT_EQ(b.losses.size(), 2u);
+  EXPECT_EQ(b.losses[0], a.losses[2]);
+  EXPECT_EQ(b.losses[1], a.losses[3]);
+  auto wa = models::Llama::from_pretrained(whole.str())->hf_state();
+  auto wb = models::Llama::from_pretrained(resumed.str())->hf_state();
+  for (const auto& [name, t] : wa) EXPECT_EQ(scaled_error(wb.at(name), t), 0.0) << name;
+}
+
 std::string run_error(const finetune::Options& o) {
   try {
     finetune::run(o, pattern_data(4, 6));
