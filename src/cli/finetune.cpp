@@ -1,8 +1,10 @@
 // `zenith finetune --model DIR --data FILE.jsonl [--eval-data FILE] --method lora|full
 // [--lora-r 8] [--lora-alpha 16] [--lora-dropout 0.05] [--lora-targets q_proj,v_proj|all-linear]
-// [--epochs N | --max-steps N] [--lr 3e-4] [--schedule cosine|wsd|constant] [--warmup-steps N]
-// [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt]
-// [--chat-template NAME] [--activation-checkpointing] [--config FILE.yaml] --out DIR`:
+// [--init pretrained|random [--model-config CONFIG.json]] [--epochs N | --max-steps N] [--lr 3e-4]
+// [--schedule cosine|wsd|constant] [--warmup-steps N]
+// [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
+// [--chat-template NAME] [--activation-checkpointing] [--save-every N] [--resume DIR]
+// [--config FILE.yaml] --out DIR`:
 // supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
 // text, pre-tokenized ids). LoRA writes a PEFT adapter directory, full an HF model directory;
 // both with metrics.jsonl, tensorboard/ and eval_log.json (with --eval-data).
@@ -26,6 +28,9 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("eval-data", o.eval_data, "held-out JSONL data: eval loss and perplexity")
       .add("out", o.out, "output directory (adapter or model, metrics, eval_log.json)")
       .add("method", o.method, "lora or full")
+      .add("init", o.init, "pretrained, or random: train from scratch (with --method full)")
+      .add("model-config", o.model_config,
+           "config.json of the model --init random creates (default: --model's)")
       .add("lora-r", o.lora_r, "LoRA rank")
       .add("lora-alpha", o.lora_alpha, "LoRA alpha (scaling alpha / r)")
       .add("lora-dropout", o.lora_dropout, "dropout on the LoRA input")
@@ -42,13 +47,19 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("accumulate-steps", o.accumulate_steps, "micro-batches per optimizer step")
       .add("max-seq-len", o.max_seq_len, "truncate longer sequences (counted)")
       .add("train-on-prompt", o.train_on_prompt, "learn the prompt tokens too")
+      .add("packing", o.packing, "pack examples into sequences of --max-seq-len (no padding)")
       .add("chat-template", o.chat_template, "llama-2, llama-3, chatml or alpaca")
       .add("activation-checkpointing", o.activation_checkpointing,
            "recompute each decoder layer in backward (less memory, more time)")
       .add("seed", o.seed, "seed of the shuffling, LoRA init and dropout")
       .add("log-every", o.log_every, "steps between metrics lines")
       .add("eval-every", o.eval_every, "steps between evaluations (0: before and after)")
-      .add("save-every", o.save_every, "steps between checkpoints out/checkpoint-<step>");
+      .add("save-every", o.save_every, "steps between checkpoints out/checkpoint-<step>")
+      .add("resume", o.resume, "continue from this checkpoint directory (same settings)")
+      .add("spike-factor", o.spike_factor,
+           "skip a step whose loss is above this x the running median (0: off)")
+      .add("spike-rollback", o.spike_rollback,
+           "spikes in a row that roll back to the last good checkpoint at half the rate");
   return s;
 }
 
@@ -65,9 +76,11 @@ int run_finetune(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  ZENITH_CHECK(!o.model.empty() && !o.data.empty() && !o.out.empty(),
-               "[finetune] --model DIR, --data FILE.jsonl and --out DIR are required");
-  const models::LlamaConfig model_config = models::load_llama_config(o.model);
+  ZENITH_CHECK((!o.model.empty() || !o.model_config.empty()) && !o.data.empty() && !o.out.empty(),
+               "[finetune] --model DIR (or --init random --model-config FILE), --data FILE.jsonl "
+               "and --out DIR are required");
+  const models::LlamaConfig model_config =
+      models::load_llama_config(finetune::model_config_path(o));
   auto tokenizer = find_tokenizer(o.model);
   const finetune::DataOptions data_options = finetune::data_options(o, model_config);
   const finetune::Data train = finetune::load_data(o.data, tokenizer.get(), data_options);

@@ -162,6 +162,26 @@ TEST(Finetune, FullFineTuningWritesAModelDirectory) {
   EXPECT_LT(tuned_loss, finetune::evaluate(*base, train, 4, 0).loss);
 }
 
+TEST(Finetune, RandomInitTrainsFromScratch) {
+  TempDir dir("finetune_scratch");
+  finetune::Options o = lora_options(dir.str());
+  o.method = "full";
+  o.init = "random";
+  o.model_config = llama_fixture("llama_gqa") + "/config.json";
+  o.model = "";
+  o.lr = 3e-3;
+  o.max_steps = 8;
+  o.batch_size = 4;
+  Data train = pattern_data(8, 10);
+  finetune::Result r = finetune::run(o, train);
+  EXPECT_LT(r.losses.back(), r.losses.front());
+  EXPECT_NEAR(r.losses.front(), std::log(128.0), 0.1) << "random weights: about uniform";
+  auto tuned = models::Llama::from_pretrained(dir.str());
+  EXPECT_NEAR(finetune::evaluate(*tuned, train, 4, 0).loss, r.losses.back(), 0.5);
+  o.method = "lora";
+  EXPECT_THROW(finetune::run(o, train), Error);
+}
+
 TEST(Finetune, ActivationCheckpointingGivesTheSameRun) {
   Data train = pattern_data(8, 5);
   std::vector<double> losses[2];
@@ -173,6 +193,145 @@ TEST(Finetune, ActivationCheckpointingGivesTheSameRun) {
     losses[i] = finetune::run(o, train).losses;
   }
   for (size_t s = 0; s < 3; ++s) EXPECT_NEAR(losses[1][s], losses[0][s], 1e-6 * losses[0][s]);
+}
+
+// Stopped at a checkpoint and resumed = never stopped, bit for bit (LoRA dropout on: the random
+// state is restored; the checkpoint is mid-epoch and the run crosses an epoch boundary).
+TEST(Finetune, ResumeContinuesBitForBit) {
+  Data train = pattern_data(16, 7);
+  TempDir whole("finetune_whole"), resumed("finetune_resumed");
+  finetune::Options o = lora_options(whole.str());
+  o.lora_dropout = 0.1;
+  o.max_steps = 7;
+  o.batch_size = 4;
+  o.save_every = 3;
+  finetune::Result a = finetune::run(o, train);
+  ASSERT_TRUE(std::filesystem::exists(whole / "checkpoint-3/trainer_state.safetensors"));
+  o.out = resumed.str();
+  o.resume = whole / "checkpoint-3";
+  finetune::Result b = finetune::run(o, train);
+  ASSERT_EQ(b.losses.size(), 4u);
+  for (size_t s = 0; s < 4; ++s) EXPECT_EQ(b.losses[s], a.losses[s + 3]) << "step " << s + 4;
+  auto wa = adapter_tensors(whole.str()), wb = adapter_tensors(resumed.str());
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, t] : wa) EXPECT_EQ(scaled_error(wb.at(name), t), 0.0) << name;
+
+  o.lr = 2e-2;
+  try {
+    finetune::run(o, train);
+    ADD_FAILURE() << "resumed with a changed lr";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resume"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lr: 0.02 (the checkpoint's: 0.01)"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(SpikeGuard, SkipsSpikesAndAsksForARollbackAfterThreeInARow) {
+  using V = finetune::SpikeGuard::Verdict;
+  finetune::SpikeGuard guard(3.0, 3, /*window=*/4, /*min_history=*/3);
+  // Too little history: a large loss is accepted.
+  EXPECT_EQ(guard.check(2.0, 1), V::ok);
+  EXPECT_EQ(guard.check(20.0, 1), V::ok);
+  EXPECT_EQ(guard.check(2.0, 1), V::ok);
+  EXPECT_DOUBLE_EQ(guard.median(), 2.0);
+  std::string why;
+  EXPECT_EQ(guard.check(6.5, 1, &why), V::skip);
+  EXPECT_NE(why.find("above 3 x the running median 2"), std::string::npos) << why;
+  EXPECT_EQ(guard.check(5.9, 1), V::ok) << "below 3 x 2";
+  EXPECT_EQ(guard.check(NAN, 1, &why), V::skip);
+  EXPECT_NE(why.find("the loss is nan"), std::string::npos) << why;
+  EXPECT_EQ(guard.check(2.0, INFINITY, &why), V::skip);
+  EXPECT_NE(why.find("gradient norm is inf"), std::string::npos) << why;
+  EXPECT_EQ(guard.check(100.0, 1), V::rollback) << "the third in a row";
+  EXPECT_EQ(guard.check(100.0, 1), V::skip) << "counting starts over";
+  EXPECT_EQ(guard.check(2.0, 1), V::ok);
+  // The window keeps the last 4 accepted losses: 2, 5.9, 2 -> median 2 ... then 3, 3, 3.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(guard.check(3.0, 1), V::ok);
+  EXPECT_DOUBLE_EQ(guard.median(), 3.0);
+  EXPECT_EQ(finetune::SpikeGuard(0, 3).check(1e30, 1), V::ok) << "factor 0: off";
+}
+
+// An injected spike is skipped (an event in metrics.jsonl); three non-finite steps in a row roll
+// the adapters back to the start (B = 0 again) and halve the learning rate.
+TEST(Finetune, SpikeGuardSkipsAndRollsBack) {
+  TempDir dir("finetune_spike");
+  Data train = pattern_data(16, 8);
+  finetune::Options o = lora_options(dir.str());
+  o.max_steps = 14;
+  o.batch_size = 4;
+  o.schedule = "constant";
+  o.inject = [](int64_t step, double& loss, double& grad_norm) {
+    if (step == 10) loss *= 10;
+    if (step >= 12) grad_norm = NAN;
+  };
+  finetune::Result r = finetune::run(o, train);
+  EXPECT_EQ(r.spikes, 4);
+  EXPECT_EQ(r.rollbacks, 1);
+  for (const auto& [name, t] : adapter_tensors(dir.str()))
+    if (name.back() == 'B') {
+      for (double v : t.to_double_vector()) ASSERT_EQ(v, 0.0) << name << " was not rolled back";
+    }
+  std::vector<nlohmann::json> events;
+  std::map<int64_t, double> lr;
+  std::ifstream metrics(dir / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("event")) events.push_back(j);
+    if (j["name"] == "learning_rate") lr[j["step"].get<int64_t>()] = j["value"].get<double>();
+  }
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[0]["step"], 10);
+  EXPECT_EQ(events[0]["name"], "spike");
+  EXPECT_NE(events[0]["event"].get<std::string>().find("update skipped"), std::string::npos);
+  EXPECT_EQ(events[4]["name"], "rollback");
+  EXPECT_EQ(events[4]["step"], 14);
+  EXPECT_DOUBLE_EQ(events[4]["value"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(lr[13], o.lr);
+}
+
+TEST(Finetune, PackingFillsSequencesAndLearnsNoBoundary) {
+  Data d;
+  d.examples = {{{1, 5, 2}, {-100, 5, 2}}, {{1, 6, 7, 2}, {1, 6, 7, 2}}, {{1, 8, 9, 10, 2}, {}}};
+  d.examples[2].labels = d.examples[2].ids;
+  Data p = finetune::pack(d, 8);
+  ASSERT_EQ(p.examples.size(), 2u);
+  EXPECT_EQ(p.examples[0].ids, (std::vector<int64_t>{1, 5, 2, 1, 6, 7, 2}));
+  EXPECT_EQ(p.examples[0].labels, (std::vector<int64_t>{-100, 5, 2, -100, 6, 7, 2}));
+  EXPECT_EQ(p.examples[1].ids, d.examples[2].ids);
+  EXPECT_EQ(p.examples[1].labels, d.examples[2].labels);
+
+  TempDir dir("finetune_packing");
+  finetune::Options o = lora_options(dir.str());
+  o.packing = true;
+  o.max_seq_len = 32;
+  o.max_steps = 2;
+  o.batch_size = 2;
+  finetune::Result r = finetune::run(o, pattern_data(16, 9));
+  EXPECT_EQ(r.steps, 2);
+  EXPECT_TRUE(std::isfinite(r.losses.back()));
+}
+
+// Full fine-tuning resumes bit for bit too (the float32 model of the checkpoint, AdamW state).
+TEST(Finetune, FullResumeContinuesBitForBit) {
+  Data train = pattern_data(8, 11);
+  TempDir whole("finetune_full_whole"), resumed("finetune_full_resumed");
+  finetune::Options o = lora_options(whole.str());
+  o.method = "full";
+  o.lr = 1e-3;
+  o.max_steps = 4;
+  o.batch_size = 4;
+  o.save_every = 2;
+  finetune::Result a = finetune::run(o, train);
+  o.out = resumed.str();
+  o.resume = whole / "checkpoint-2";
+  finetune::Result b = finetune::run(o, train);
+  ASSERT_EQ(b.losses.size(), 2u);
+  EXPECT_EQ(b.losses[0], a.losses[2]);
+  EXPECT_EQ(b.losses[1], a.losses[3]);
+  auto wa = models::Llama::from_pretrained(whole.str())->hf_state();
+  auto wb = models::Llama::from_pretrained(resumed.str())->hf_state();
+  for (const auto& [name, t] : wa) EXPECT_EQ(scaled_error(wb.at(name), t), 0.0) << name;
 }
 
 std::string run_error(const finetune::Options& o) {
