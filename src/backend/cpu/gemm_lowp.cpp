@@ -55,30 +55,59 @@ void convert_block(const void* src, DType t, int64_t ld, int64_t rows, int64_t c
   for (int64_t r = 0; r < rows; ++r) to_float(at(src, t, r * ld), t, dst + r * cols, cols);
 }
 
+// Columns [j, j + C) of C[M, n] = alpha A B^T + beta C: M C independent FMA chains (one chain
+// alone is latency-bound); M and C compile-time so the accumulators stay in registers.
+template <int M, int C>
+void gemv_block(int64_t j, int64_t k, float alpha, const float* a, const uint16_t* b, int64_t ldb,
+                bool bf16, float beta, float* c, int64_t ldc) {
+  __m256 acc[C][M];
+  for (int q = 0; q < C; ++q)
+    for (int i = 0; i < M; ++i) acc[q][i] = _mm256_setzero_ps();
+  int64_t e = 0;
+  for (; e + 8 <= k; e += 8) {
+    __m256 wv[C];
+    for (int q = 0; q < C; ++q) wv[q] = load8(b + (j + q) * ldb + e, bf16);
+    for (int i = 0; i < M; ++i) {
+      const __m256 av = _mm256_loadu_ps(a + i * k + e);
+      for (int q = 0; q < C; ++q) acc[q][i] = _mm256_fmadd_ps(av, wv[q], acc[q][i]);
+    }
+  }
+  for (int q = 0; q < C; ++q) {
+    const uint16_t* w = b + (j + q) * ldb;
+    for (int i = 0; i < M; ++i) {
+      __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[q][i]), _mm256_extractf128_ps(acc[q][i], 1));
+      s = _mm_hadd_ps(s, s);
+      s = _mm_hadd_ps(s, s);
+      float sum = _mm_cvtss_f32(s);
+      for (int64_t t = e; t < k; ++t) sum += a[i * k + t] * load1(w[t], bf16);
+      float* out = c + i * ldc + j + q;
+      *out = alpha * sum + (beta == 0.f ? 0.f : beta * *out);
+    }
+  }
+}
+
+template <int M>
+void gemv_columns(int64_t j0, int64_t j1, int64_t k, float alpha, const float* a, const uint16_t* b,
+                  int64_t ldb, bool bf16, float beta, float* c, int64_t ldc) {
+  int64_t j = j0;
+  for (; j + 4 <= j1; j += 4) gemv_block<M, 4>(j, k, alpha, a, b, ldb, bf16, beta, c, ldc);
+  for (; j < j1; ++j) gemv_block<M, 1>(j, k, alpha, a, b, ldb, bf16, beta, c, ldc);
+}
+
 // C[m, n] = alpha A B^T + beta C for m <= kGemvRows: A float32 [m, k] contiguous, B 16-bit
 // [n, k] with row stride ldb. Output columns in parallel; each weight is read once.
 void gemv_lowp(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const uint16_t* b,
                int64_t ldb, bool bf16, float beta, float* c, int64_t ldc) {
   auto columns = [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      const uint16_t* w = b + j * ldb;
-      __m256 acc[kGemvRows];
-      for (int64_t i = 0; i < m; ++i) acc[i] = _mm256_setzero_ps();
-      int64_t e = 0;
-      for (; e + 8 <= k; e += 8) {
-        const __m256 wv = load8(w + e, bf16);
-        for (int64_t i = 0; i < m; ++i)
-          acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i * k + e), wv, acc[i]);
-      }
-      for (int64_t i = 0; i < m; ++i) {
-        __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
-        s = _mm_hadd_ps(s, s);
-        s = _mm_hadd_ps(s, s);
-        float sum = _mm_cvtss_f32(s);
-        for (int64_t t = e; t < k; ++t) sum += a[i * k + t] * load1(w[t], bf16);
-        float* out = c + i * ldc + j;
-        *out = alpha * sum + (beta == 0.f ? 0.f : beta * *out);
-      }
+    switch (m) {
+      case 1:
+        return gemv_columns<1>(j0, j1, k, alpha, a, b, ldb, bf16, beta, c, ldc);
+      case 2:
+        return gemv_columns<2>(j0, j1, k, alpha, a, b, ldb, bf16, beta, c, ldc);
+      case 3:
+        return gemv_columns<3>(j0, j1, k, alpha, a, b, ldb, bf16, beta, c, ldc);
+      default:
+        return gemv_columns<4>(j0, j1, k, alpha, a, b, ldb, bf16, beta, c, ldc);
     }
   };
   // Below about a million weights (2 MiB) one thread streams them in tens of microseconds;
