@@ -15,17 +15,22 @@
 
 namespace zenith::bench {
 
-// "avx512" when the CPU has AVX-512F, else "avx2", else "sse4" (what /proc/cpuinfo lists).
+// "avx512" when the CPU has AVX-512F, else "avx2"; with the bf16 extensions it has.
 inline std::string cpu_isa() {
   std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    if (line.find(" avx512f") != std::string::npos) return "avx512";
-    if (line.find(" avx2") != std::string::npos) return "avx2";
-    return "sse4";
-  }
-  return "unknown";
+  std::string line, flags;
+  while (std::getline(f, line))
+    if (line.rfind("flags", 0) == 0) {
+      flags = " " + line + " ";
+      break;
+    }
+  auto has = [&](const char* flag) {
+    return flags.find(std::string(" ") + flag + " ") != std::string::npos;
+  };
+  std::string isa = has("avx512f") ? "avx512" : has("avx2") ? "avx2" : "sse";
+  if (has("avx512_bf16")) isa += "+avx512_bf16";
+  if (has("amx_bf16")) isa += "+amx_bf16";
+  return isa;
 }
 
 // The ISA oneDNN's kernels use (ONEDNN_MAX_CPU_ISA can lower it, e.g. to AVX2).

@@ -26,15 +26,15 @@
 #include <thread>
 #include <vector>
 
-#include "bench_machine.h"
+#include "bench_common.h"
 #include "core/dispatch.h"
 #include "zenith/zenith.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using namespace zenith;
+using namespace zenith::bench;
 
 struct Workload {
   std::string name, model;
@@ -52,16 +52,6 @@ double train_flops_per_image(const Workload& w) {
   return bench::train_flops_per_image(w.model, w.channels, w.image);
 }
 
-using bench::sgemm_peak_gflops;
-
-int64_t vmhwm_kb() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  return 0;
-}
-
 // ---- per-op profile: time between consecutive dispatch callbacks is charged to the op that
 // just finished (its kernel plus the framework glue that led to it).
 struct Profile {
@@ -70,12 +60,6 @@ struct Profile {
   Clock::time_point last;
   bool active = false;
 };
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
 
 void observe(void* user, const dispatch::OpEvent& event) {
   if (event.decomposed) return;  // its ops were seen one by one
@@ -154,26 +138,6 @@ int run_zenith_child(const Workload& w, int threads, int warmup, int steps, bool
   std::cout << out.dump() << std::endl;
   return 0;
 }
-
-// Runs `cmd`, returns the last line of its stdout parsed as JSON (null on failure).
-json run_child(const std::string& cmd) {
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return nullptr;
-  std::string text, last;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) text += buf;
-  int rc = ::pclose(pipe);
-  std::istringstream is(text);
-  for (std::string line; std::getline(is, line);)
-    if (!line.empty() && line[0] == '{') last = line;
-  if (rc != 0 || last.empty()) {
-    std::cerr << "vs_pytorch: child failed (rc " << rc << "): " << cmd << "\n" << text;
-    return nullptr;
-  }
-  return json::parse(last);
-}
-
-std::string quote(const std::string& s) { return "'" + s + "'"; }
 
 void print_profile(const std::string& workload, const json& profile, double step_ms) {
   std::vector<std::pair<double, std::string>> rows;

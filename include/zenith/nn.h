@@ -58,6 +58,8 @@ class Cell {
     children_.emplace_back(name, cell);
     return cell;
   }
+  // Removes the child registered as `name` (a LoRA adapter merged away); fails if there is none.
+  void unregister_cell(const std::string& name);
   Tensor& param(const std::string& name);   // this cell's own parameter
   Tensor& buffer(const std::string& name);  // this cell's own buffer
   // Attribute-style registration for cells assembled at run time (the Python front end's

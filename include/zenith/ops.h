@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zenith/tensor.h"
@@ -68,8 +69,12 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 
 // ---- linear algebra (src/ops/matmul.cpp)
 // [.., n, k] x [.., k, m] -> [.., n, m] with broadcast batch dims; 1-d operands as in numpy.
+// float32 or float64 operands of one dtype; a bfloat16/float16 operand with a float32 one
+// computes in float32 and returns float32 (no float32 copy of the 16-bit matrix is made); two
+// 16-bit operands of one dtype compute in float32 and return that dtype.
 Tensor matmul(const Tensor& a, const Tensor& b);
-// x [.., in] W [out, in] b [out] -> [.., out]
+// x [.., in] W [out, in] b [out] -> [.., out]; dtypes as for matmul (a 16-bit weight with float32
+// x gives float32; the bias may have x's or the weight's dtype).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- convolution and pooling, NCHW (src/ops/conv.cpp, src/ops/pool.cpp)
@@ -97,9 +102,52 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
                   Tensor running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// weight * (x / sqrt(mean(x^2) + eps)) over the trailing dims; Hugging Face's LlamaRMSNorm for
+// bfloat16/float16 x or weight: normalised in float32, cast back to x's dtype, times weight
+// (the result in the dtype of weight * x).
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                 double eps = 1e-6);
 Tensor dropout(const Tensor& x, double p, bool training);
+
+// ---- transformer ops (src/ops/attention.cpp, src/ops/rotary.cpp, src/ops/swiglu.cpp).
+// float32 and float64 compute; bfloat16/float16 inputs are computed in float32 and the result
+// cast back to their dtype.
+struct AttentionOptions {
+  // Query i attends key j only when j <= i + (S - T): bottom-right aligned, so one op serves
+  // training (T = S) and a KV-cache decode step (T new queries after S - T cached keys).
+  bool causal = false;
+  Tensor key_padding_mask = {};      // optional bool/integer [B, S]: nonzero = attend, 0 = pad
+  Tensor attn_mask = {};             // optional additive float, broadcastable to [B, Hq, T, S]
+  std::optional<double> scale = {};  // default 1 / sqrt(D)
+};
+// softmax(q k^T scale + masks) v, one fused kernel forward and backward (no [T, S] matrix).
+// q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv] with Hq % Hkv == 0: query head h reads
+// kv head h / (Hq / Hkv) (HF's repeat_kv). Returns [B, Hq, T, Dv]. A query row whose every key
+// is masked (causal, padding, or -inf in attn_mask) outputs 0. Gradients for q, k, v (not for
+// attn_mask).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+// x cos + rotate_half(x) sin (Hugging Face's half convention: rotate_half(x) = [-x2, x1] over
+// the two halves of the last dim). x [B, H, T, D]; cos, sin [B or 1, T, D] (or [T, D]) as
+// rope_cos_sin makes them. Gradients for x (and cos/sin when they require grad).
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
+// Hugging Face's rotary inverse frequencies: theta^(-2i/head_dim), i < head_dim / 2, then
+// rope_scaling (modeling_rope_utils): "default" (none), "linear" (/ factor) or "llama3".
+struct RopeOptions {
+  double theta = 10000.0;
+  std::string scaling = "default";  // "default" (or "none"), "linear", "llama3"
+  double factor = 1.0;
+  double low_freq_factor = 1.0;                     // llama3
+  double high_freq_factor = 4.0;                    // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3
+};
+Tensor rope_inv_freq(int64_t head_dim, const RopeOptions& options = {});  // float64 [D / 2]
+// cos and sin [B, T, D] of position_ids [B, T] (integers) times inv_freq, cat(freqs, freqs) as
+// HF lays them out; angles in float64, results in `dtype`. No gradient.
+std::pair<Tensor, Tensor> rope_cos_sin(const Tensor& inv_freq, const Tensor& position_ids,
+                                       DType dtype = DType::f32);
+// silu(gate) * up (the LLaMA MLP's activation), fused forward and backward; same shapes.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 
 // ---- softmax and losses (src/ops/softmax.cpp, src/ops/loss.cpp)
 Tensor softmax(const Tensor& x, int64_t dim);
@@ -112,7 +160,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target,
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 
 // ---- indexing and joining (src/ops/index.cpp)
-Tensor embedding(const Tensor& weight, const Tensor& indices);  // [V, D] x int [..] -> [.., D]
+// [V, D] x int [..] -> [.., D]; a bfloat16/float16 table gives float32 rows.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);

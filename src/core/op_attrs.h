@@ -173,6 +173,19 @@ struct DropoutAttrs {
   }
 };
 
+// scaled_dot_product_attention: scores = q k^T scale (+ masks); causal keeps key j for query i
+// when j <= i + (S - T) (bottom-right aligned, so a decode step with T = 1 sees the whole cache).
+struct AttentionAttrs {
+  bool causal = false;
+  double scale = 1.0;
+  bool operator==(const AttentionAttrs&) const = default;
+  template <typename F>
+  void fields(F&& f) const {
+    f("causal", causal);
+    f("scale", scale);
+  }
+};
+
 // softmax / log_softmax (and gradients) over one non-negative dim.
 struct SoftmaxAttrs {
   int64_t dim = 0;

@@ -53,6 +53,13 @@ Tensor Cell::register_buffer(const std::string& name, Tensor value) {
   return buffers_.back().second;
 }
 
+void Cell::unregister_cell(const std::string& name) {
+  auto it = std::find_if(children_.begin(), children_.end(),
+                         [&](const auto& c) { return c.first == name; });
+  ZENITH_CHECK(it != children_.end(), "[", type_name(), "] has no child '", name, "'");
+  children_.erase(it);
+}
+
 Tensor& Cell::param(const std::string& name) {
   for (auto& [n, t] : params_)
     if (n == name) return t;

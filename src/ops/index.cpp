@@ -1,7 +1,8 @@
 // Indexing and joining: embedding, cat, stack, index_select, gather. Gradients of the gathers
 // scatter-add back into a zero tensor of the input's shape (detail::scatter_add_into);
 // embedding's gradient is the op embedding_backward, a scatter-add of rows by decomposition
-// with a fused CPU kernel.
+// with a fused CPU kernel. A bfloat16/float16 table gives float32 rows (16-bit LLaMA weights,
+// float32 activations).
 #include "ops/op_utils.h"
 
 namespace zenith::ops {
@@ -47,9 +48,10 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices) {
   if (autograd::needs_grad({weight})) {
     Tensor idx = indices.detach();
     int64_t rows = weight.shape()[0];
-    autograd::record("embedding", {weight}, {out}, [idx, rows](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{
-          dispatch::call1<OpId::embedding_backward>({g[0], idx}, {.num_rows = rows})};
+    DType wt = weight.dtype();
+    autograd::record("embedding", {weight}, {out}, [idx, rows, wt](const std::vector<Tensor>& g) {
+      Tensor dw = dispatch::call1<OpId::embedding_backward>({g[0], idx}, {.num_rows = rows});
+      return std::vector<Tensor>{dw.dtype() == wt ? dw : dw.to(wt)};
     });
   }
   return out;

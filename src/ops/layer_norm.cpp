@@ -1,7 +1,8 @@
 // Layer norm and RMS norm (as in PyTorch's layer_norm.cpp, the two norms over the trailing
 // `normalized_shape` dims of each row). Their gradients are the ops layer_norm_backward and
 // rms_norm_backward, defined here by decompositions into ops; the CPU registers fused row
-// kernels for both as fast paths.
+// kernels for both as fast paths. RMS norm also takes bfloat16/float16 inputs and weights
+// (LLaMA checkpoints), computing in float32 as Hugging Face's LlamaRMSNorm does.
 #include "ops/op_utils.h"
 
 namespace zenith::ops {
@@ -52,16 +53,23 @@ std::vector<Tensor> layer_norm_backward_composed(const std::vector<Tensor>& in,
   return {dx.reshape(in[1].shape()), sum(mul(dy, xhat), {0}), sum(dy, {0})};
 }
 
+// The type rms_norm computes in: float64 for float64 inputs, else float32.
+DType rms_compute_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
+
 // rms_norm_backward(dy, x, weight?, rstd) -> {dx, dweight [D]}:
-// dx = rstd (dxh - xhat mean(dxh xhat)), xhat = x rstd, dxh = dy weight.
+// dx = rstd (dxh - xhat mean(dxh xhat)), xhat = x rstd, dxh = dy weight; computed in float32
+// for 16-bit inputs, dx and dweight returned in the dtypes of x and weight.
 std::vector<Tensor> rms_norm_backward_composed(const std::vector<Tensor>& in,
                                                const LayerNormAttrs& a) {
-  Tensor dy = rows(in[0], a.D), x = rows(in[1], a.D);
+  const DType c = rms_compute_dtype(in[1].dtype());
+  Tensor dy = rows(in[0], a.D).to(c), x = rows(in[1], a.D).to(c);
+  Tensor w = in[2].defined() ? in[2].to(c) : Tensor();
   Tensor rstd = in[3].reshape({-1, 1});
   Tensor xhat = mul(x, rstd);
-  Tensor dxh = scaled(dy, in[2], a.D);
+  Tensor dxh = scaled(dy, w, a.D);
   Tensor dx = mul(rstd, sub(dxh, mul(xhat, mean(mul(dxh, xhat), {1}, true))));
-  return {dx.reshape(in[1].shape()), sum(mul(dy, xhat), {0})};
+  Tensor dw = sum(mul(dy, xhat), {0});
+  return {dx.reshape(in[1].shape()).to(in[1].dtype()), w.defined() ? dw.to(in[2].dtype()) : dw};
 }
 
 ZENITH_REGISTER_DECOMPOSITION(layer_norm_backward, layer_norm_backward_composed);
@@ -96,10 +104,23 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return outs[0];
 }
 
+// y = weight * (x rstd cast back to x's dtype), rstd = 1 / sqrt(mean(x^2) + eps) in float32
+// (float64 for float64 x); the dtype of y is that of weight * x (float32 for a float32 input
+// and a 16-bit weight).
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
-  check_float(x, "rms_norm");
+  ZENITH_CHECK(x.defined(), "[rms_norm] undefined input");
+  ZENITH_CHECK(is_floating(x.dtype()), "[rms_norm] expected a floating input, got ",
+               dtype_name(x.dtype()));
   const int64_t D = normalized_size(x, normalized_shape, "rms_norm");
-  check_param(weight, x, normalized_shape, "rms_norm", "weight");
+  if (weight.defined()) {
+    ZENITH_CHECK(
+        is_floating(weight.dtype()) && (x.dtype() == DType::f64) == (weight.dtype() == DType::f64),
+        "[rms_norm] weight is ", dtype_name(weight.dtype()), " but input is ",
+        dtype_name(x.dtype()));
+    ZENITH_CHECK(weight.shape() == normalized_shape, "[rms_norm] expected weight ",
+                 shape_str(normalized_shape), ", got ", shape_str(weight.shape()), " (input ",
+                 shape_str(x.shape()), ")");
+  }
   const LayerNormAttrs attrs{.D = D, .eps = eps};
   auto outs = dispatch::call<OpId::rms_norm>({x, weight}, attrs);
   if (autograd::needs_grad({x, weight})) {
@@ -108,7 +129,7 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
     autograd::record("rms_norm", {x, weight}, {outs[0]}, [=](const std::vector<Tensor>& g) {
       Tensor r = rstd;
       if (autograd::grad_enabled())  // create_graph: rstd as a function of x
-        r = rsqrt(add(ops::mean(square(rows(x, D)), {1}), eps));
+        r = rsqrt(add(ops::mean(square(rows(x, D).to(rstd.dtype())), {1}), eps));
       auto d = dispatch::call<OpId::rms_norm_backward>({g[0], x, weight, r}, attrs);
       return std::vector<Tensor>{d[0], gw ? d[1].reshape(normalized_shape) : Tensor()};
     });

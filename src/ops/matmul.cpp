@@ -1,17 +1,27 @@
 // matmul (numpy semantics, broadcast batch dims) and linear; gradients are matmuls with
-// transposed views, which the gemm kernels take as transpose flags instead of copies.
+// transposed views, which the gemm kernels take as transpose flags instead of copies. A
+// bfloat16/float16 operand (16-bit weights with float32 activations, e.g. a frozen LLaMA base)
+// computes in float32 and gives float32; two 16-bit operands of one dtype give that dtype.
 #include "ops/op_utils.h"
 
 namespace zenith::ops {
 namespace {
 
+// Operands of a product: float32 or float64 of one dtype, or float32 and 16-bit floats mixed.
 void check_float_pair(const char* op, const Tensor& a, const Tensor& b, const char* na,
                       const char* nb) {
   ZENITH_CHECK(a.defined() && b.defined(), "[", op, "] undefined input");
-  ZENITH_CHECK(a.dtype() == b.dtype(), "[", op, "] ", na, " is ", dtype_name(a.dtype()), " but ",
-               nb, " is ", dtype_name(b.dtype()));
-  ZENITH_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, "[", op,
-               "] expected float32 or float64, got ", dtype_name(a.dtype()));
+  for (const Tensor* t : {&a, &b})
+    ZENITH_CHECK(is_floating(t->dtype()), "[", op,
+                 "] expected float32, float64, bfloat16 or float16, got ", dtype_name(t->dtype()));
+  const bool f64 = a.dtype() == DType::f64 || b.dtype() == DType::f64;
+  ZENITH_CHECK(a.dtype() == b.dtype() || !f64, "[", op, "] ", na, " is ", dtype_name(a.dtype()),
+               " but ", nb, " is ", dtype_name(b.dtype()));
+}
+
+// A gradient in the dtype of the input it belongs to (a float32 gradient of a 16-bit weight).
+Tensor as_dtype_of(const Tensor& g, const Tensor& input) {
+  return g.defined() && g.dtype() != input.dtype() ? g.to(input.dtype()) : g;
 }
 
 // Both operands at least 2-d with matching inner dims.
@@ -23,7 +33,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
       // dA = dC B^T, dB = A^T dC, summed over broadcast batch dims.
       Tensor da = ga ? sum_to(matmul_nd(g[0], b.transpose(-1, -2)), a.shape()) : Tensor();
       Tensor db = gb ? sum_to(matmul_nd(a.transpose(-1, -2), g[0]), b.shape()) : Tensor();
-      return std::vector<Tensor>{da, db};
+      return std::vector<Tensor>{as_dtype_of(da, a), as_dtype_of(db, b)};
     });
   }
   return out;
@@ -60,8 +70,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   ZENITH_CHECK(x.size(-1) == in, "[linear] input has ", x.size(-1), " features, weight expects ",
                in, " (input ", shape_str(x.shape()), ", weight ", shape_str(weight.shape()), ")");
   if (bias.defined()) {
-    ZENITH_CHECK(bias.dtype() == x.dtype(), "[linear] bias is ", dtype_name(bias.dtype()),
-                 " but input is ", dtype_name(x.dtype()));
+    ZENITH_CHECK(bias.dtype() == x.dtype() || bias.dtype() == weight.dtype(), "[linear] bias is ",
+                 dtype_name(bias.dtype()), " but input is ", dtype_name(x.dtype()), " and weight ",
+                 dtype_name(weight.dtype()));
     ZENITH_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "[linear] expected bias [",
                  out_features, "], got ", shape_str(bias.shape()));
   }
@@ -71,11 +82,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     bool gx = x2.requires_grad(), gw = weight.requires_grad();
     bool gb = bias.defined() && bias.requires_grad();
     autograd::record("linear", {x2, weight, bias}, {out},
-                     [x2, weight, gx, gw, gb](const std::vector<Tensor>& g) {
+                     [x2, weight, bias, gx, gw, gb](const std::vector<Tensor>& g) {
                        // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum_rows(dy)
-                       return std::vector<Tensor>{gx ? matmul(g[0], weight) : Tensor(),
-                                                  gw ? matmul(g[0].t(), x2) : Tensor(),
-                                                  gb ? sum(g[0], {0}) : Tensor()};
+                       return std::vector<Tensor>{
+                           gx ? as_dtype_of(matmul(g[0], weight), x2) : Tensor(),
+                           gw ? as_dtype_of(matmul(g[0].t(), x2), weight) : Tensor(),
+                           gb ? as_dtype_of(sum(g[0], {0}), bias) : Tensor()};
                      });
   }
   if (x.dim() == 2) return out;

@@ -27,4 +27,8 @@ Tensor scalar_like(double v, const Tensor& like);
 // own gradient is a gather.
 Tensor scatter_add_into(const Tensor& src, const Tensor& index, int64_t dim, const Shape& shape);
 
+// attention(q, k, v, key_padding_mask?, attn_mask?) -> {out, lse} composed of ops, materialising
+// the [B, Hq, T, S] scores: the reference the fused kernels are tested against.
+std::vector<Tensor> attention_composed(const std::vector<Tensor>& in, const AttentionAttrs& a);
+
 }  // namespace zenith::ops::detail

@@ -1,7 +1,8 @@
 // Elementwise unary ops and their gradients. Each gradient is an op of the list,
 // <op>_backward(dy, saved), defined here by a decomposition into ops (so every backend
 // differentiates it, twice if needed); a backend may register a fused kernel for it as a fast
-// path (the CPU does for relu_backward, the hot path of CNNs).
+// path (the CPU does for relu_backward, the hot path of CNNs, and for silu_backward and
+// gelu_backward, those of transformer MLPs).
 #include <cmath>
 
 #include "ops/op_utils.h"

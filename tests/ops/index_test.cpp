@@ -31,6 +31,23 @@ TEST(Index, Embedding) {
   EXPECT_EQ(ops::sum(big.grad()).item(), 64.0 * 4096);
 }
 
+// A 16-bit table (a LLaMA checkpoint's embed_tokens) gives float32 rows, exactly its values;
+// a table that trains gets its gradient in its own dtype.
+TEST(Index, EmbeddingOf16BitTable) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor w = random_input({7, 12}, DType::f32).to(dtype);
+    Tensor idx = ints({6, 0, 6, 3}, {2, 2});
+    Tensor y = ops::embedding(w, idx);
+    EXPECT_EQ(y.dtype(), DType::f32);
+    EXPECT_TRUE(all_close(y, ops::embedding(w.to(DType::f32), idx), 0, 0));
+    w.requires_grad_();
+    ops::sum(ops::embedding(w, idx)).backward();
+    EXPECT_EQ(w.grad().dtype(), dtype);
+    EXPECT_EQ(ops::sum(w.grad().to(DType::f32)).item(), 4.0 * 12);
+  }
+}
+
 TEST(Index, EmbeddingErrors) {
   Tensor w = Tensor::zeros({10, 3});
   EXPECT_TRUE(throws_with(

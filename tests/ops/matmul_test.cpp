@@ -94,7 +94,7 @@ TEST(Matmul, Errors) {
       "cannot be broadcast"));
   EXPECT_TRUE(throws_with(
       [&] { ops::matmul(Tensor::zeros({2}, DType::i64), Tensor::zeros({2}, DType::i64)); },
-      "[matmul] expected float32 or float64"));
+      "[matmul] expected float32, float64, bfloat16 or float16, got int64"));
 }
 
 TEST(Linear, ForwardAndGradients) {

@@ -261,6 +261,41 @@ void add_norms(std::vector<OpCase>& cases) {
                    Check::kRun});
 }
 
+void add_transformer(std::vector<OpCase>& cases) {
+  const std::vector<OpId> attention = {OpId::attention, OpId::attention_backward};
+  cases.push_back({"attention gqa causal padding, T != S",
+                   attention,
+                   [](const std::vector<Tensor>& x) {
+                     ops::AttentionOptions o{.causal = true};
+                     o.key_padding_mask = Tensor::from_vector(
+                         std::vector<int64_t>{1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0}, {2, 6});
+                     return ops::scaled_dot_product_attention(x[0], x[1], x[2], o);
+                   },
+                   {grad_input({2, 4, 3, 5}), grad_input({2, 2, 6, 5}, -1, 1, true),
+                    grad_input({2, 2, 6, 3})}});
+  Tensor mask = random_input({1, 2, 4, 5});
+  cases.push_back({"attention additive mask, scale",
+                   attention,
+                   [mask](const std::vector<Tensor>& x) {
+                     ops::AttentionOptions o{.attn_mask = mask, .scale = 0.7};
+                     return ops::scaled_dot_product_attention(x[0], x[1], x[2], o);
+                   },
+                   {grad_input({1, 2, 4, 3}, -1, 1, true), grad_input({1, 2, 5, 3}),
+                    grad_input({1, 2, 5, 3})}});
+  auto [cos, sin] = ops::rope_cos_sin(
+      ops::rope_inv_freq(6, {.theta = 100.0}),
+      Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 5, 3, 9}, {2, 3}), DType::f64);
+  cases.push_back(
+      {"rotary_embedding",
+       {OpId::rotary_embedding, OpId::rotary_embedding_backward},
+       [cos, sin](const std::vector<Tensor>& x) { return ops::rotary_embedding(x[0], cos, sin); },
+       {grad_input({2, 2, 3, 6}, -1, 1, true)}});
+  cases.push_back({"swiglu",
+                   {OpId::swiglu, OpId::swiglu_backward},
+                   [](const std::vector<Tensor>& x) { return ops::swiglu(x[0], x[1]); },
+                   {grad_input({3, 5}, -3, 3, true), grad_input({3, 5})}});
+}
+
 void add_softmax_and_losses(std::vector<OpCase>& cases) {
   cases.push_back({"softmax dim 1 of 3",
                    {OpId::softmax, OpId::softmax_backward},
@@ -465,6 +500,7 @@ std::vector<OpCase> build() {
   add_conv(cases);
   add_pool(cases);
   add_norms(cases);
+  add_transformer(cases);
   add_softmax_and_losses(cases);
   add_index(cases);
   add_copies(cases);

@@ -12,6 +12,7 @@
 namespace zenith::cpu {
 
 inline constexpr double kSqrtHalf = 0.70710678118654752440;
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
 inline constexpr double kGeluTanhScale = 0.79788456080286535588;  // sqrt(2 / pi)
 inline constexpr double kGeluTanhCubic = 0.044715;
 
@@ -162,11 +163,25 @@ struct Erf {
   }
 };
 
-// ---- fused gradient: dx = F(dy, y), y being the op's output.
+// ---- fused gradients: dx = F(dy, saved), the saved tensor being the op's output or input.
 struct ReluBackward {  // saved y
   template <typename T>
   ZENITH_SIMD_INLINE T operator()(T dy, T y) const {
     return simd::select(y > T(0), dy, T(0));
+  }
+};
+struct SiluBackward {  // saved x: dy s (1 + x (1 - s)), s = sigmoid(x)
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+    T s = sigmoid_of(x);
+    return dy * s * (T(1) + x * (T(1) - s));
+  }
+};
+struct GeluBackward {  // saved x: dy (Phi(x) + x phi(x))
+  template <typename T>
+  ZENITH_SIMD_INLINE T operator()(T dy, T x) const {
+    T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
+    return dy * (normal_cdf_of(x) + x * pdf);
   }
 };
 // ---- binary

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "zenith/dtype.h"
+
 namespace zenith::cpu {
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -12,6 +14,15 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
           int64_t ldc);
+
+// The same product with A and B each float32, bfloat16 or float16 (at least one 16-bit), C
+// float32, computed in float32 (gemm_lowp.cpp): the 16-bit matrix is converted in panels, never
+// whole; few rows against a transposed 16-bit B (a linear layer's decode step) run a GEMV.
+void gemm_lowp(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const void* a, DType a_dtype, int64_t lda, const void* b, DType b_dtype, int64_t ldb,
+               float beta, float* c, int64_t ldc);
+// n values of dtype t (float32, bfloat16 or float16) as float32.
+void to_float(const void* src, DType t, float* dst, int64_t n);
 
 // Which float32 GEMM runs: "onednn" (default) or "openblas"; ZENITH_SGEMM overrides at startup.
 void set_sgemm_backend(const char* name);

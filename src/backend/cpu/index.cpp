@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
 #include "core/dispatch.h"
 
@@ -124,7 +125,8 @@ std::vector<Tensor> scatter_add_kernel(const std::vector<Tensor>& in,
   return {out};
 }
 
-// embedding(weight [V, D], indices [..]) -> [.., D]: one row copy per index.
+// embedding(weight [V, D], indices [..]) -> [.., D]: one row copy per index; rows of a 16-bit
+// table are converted to float32 (16-bit LLaMA weights, float32 activations).
 std::vector<Tensor> embedding_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   Tensor weight = in[0].contiguous();
   Tensor index = as_int64(in[1]).contiguous();
@@ -132,16 +134,23 @@ std::vector<Tensor> embedding_kernel(const std::vector<Tensor>& in, const NoAttr
   check_range(index, v, "embedding", -1);
   Shape out_shape = index.shape();
   out_shape.push_back(d);
-  Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
+  const DType wt = weight.dtype();
+  const bool widen = wt == DType::bf16 || wt == DType::f16;
+  Tensor out = Tensor::empty(out_shape, widen ? DType::f32 : wt, weight.device());
   const int64_t n = index.numel();
   const int64_t* ip = index.data<int64_t>();
-  const size_t row_bytes = size_t(d) * itemsize(weight.dtype());
+  const size_t row_bytes = size_t(d) * itemsize(wt);
   const char* w = static_cast<const char*>(weight.raw_data());
   char* o = static_cast<char*>(out.raw_data());
   parallel_for(n, std::max<int64_t>(1, kGrain / std::max<int64_t>(d, 1)),
                [&](int64_t b, int64_t e) {
-                 for (int64_t i = b; i < e; ++i)
-                   std::memcpy(o + size_t(i) * row_bytes, w + size_t(ip[i]) * row_bytes, row_bytes);
+                 for (int64_t i = b; i < e; ++i) {
+                   const char* src = w + size_t(ip[i]) * row_bytes;
+                   if (widen)
+                     to_float(src, wt, out.data<float>() + i * d, d);
+                   else
+                     std::memcpy(o + size_t(i) * row_bytes, src, row_bytes);
+                 }
                });
   return {out};
 }

@@ -1,11 +1,13 @@
 // Layer norm and RMS norm kernels (the ops of src/ops/layer_norm.cpp): rows of D elements (the
 // normalised trailing dims), rows in parallel, vectorised inner loops; weight/bias gradients
-// reduced from per-thread partial sums.
+// reduced from per-thread partial sums. RMS norm also reads and writes bfloat16/float16,
+// computing in float32.
 #include <omp.h>
 
 #include <cmath>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/math_simd.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
@@ -141,75 +143,124 @@ std::vector<Tensor> layer_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
   return {dx, dw, db};
 }
 
-// rms_norm(x, weight?; D, eps) -> {y, rstd [R]}; y = x * rstd * weight, rstd =
-// 1/sqrt(mean(x^2)+eps)
-template <typename T>
+// RMS norm computes in C: double for double inputs, else float (16-bit inputs included).
+template <typename TX>
+using NormCompute = std::conditional_t<std::is_same_v<TX, double>, double, float>;
+
+// v rounded to TX and back: Hugging Face casts the normalised row to x's dtype before * weight.
+template <typename TX, typename C>
+ZENITH_SIMD_INLINE C round_to(C v) {
+  if constexpr (std::is_same_v<TX, C>)
+    return v;
+  else
+    return C(load(store<TX>(v)));
+}
+
+// The weight [D] in the compute type (a copy of D elements when it is 16-bit), or undefined.
+template <typename C>
+Tensor compute_weight(const Tensor& w) {
+  if (!w.defined()) return w;
+  return w.dtype() == DTypeOf<C>::value ? w.contiguous() : w.to(DTypeOf<C>::value);
+}
+
+// rms_norm(x, weight?; D, eps) -> {y, rstd [R]}: y = round_TX(x rstd) weight in TO, rstd =
+// 1/sqrt(mean(x^2)+eps) in the compute type.
+template <typename TX, typename TO>
 std::vector<Tensor> rms_norm_fwd(const std::vector<Tensor>& in, int64_t D, double eps) {
+  using C = NormCompute<TX>;
   Tensor x = in[0].contiguous();
-  Tensor w = in[1].defined() ? in[1].contiguous() : Tensor();
+  Tensor w = compute_weight<C>(in[1]);
   Rows r(x, D);
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
-  Tensor rstd = Tensor::empty({r.R}, x.dtype());
-  const T* px = x.data<T>();
-  const T* pw = w.defined() ? w.data<T>() : nullptr;
-  T* py = y.data<T>();
-  T* ps = rstd.data<T>();
+  Tensor y = Tensor::empty(x.shape(), DTypeOf<TO>::value);
+  Tensor rstd = Tensor::empty({r.R}, DTypeOf<C>::value);
+  const TX* px = x.data<TX>();
+  const C* pw = w.defined() ? w.data<C>() : nullptr;
+  TO* py = y.data<TO>();
+  C* ps = rstd.data<C>();
   parallel_for(r.R, kRowGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const T* p = px + i * D;
-      T* q = py + i * D;
-      T ss = 0;
+      const TX* p = px + i * D;
+      TO* q = py + i * D;
+      C ss = 0;
 #pragma omp simd reduction(+ : ss)
-      for (int64_t j = 0; j < D; ++j) ss += p[j] * p[j];
-      const T rs = T(1) / std::sqrt(ss / T(D) + T(eps));
+      for (int64_t j = 0; j < D; ++j) ss += C(load(p[j])) * C(load(p[j]));
+      const C rs = C(1) / std::sqrt(ss / C(D) + C(eps));
       ps[i] = rs;
+      if (pw) {
 #pragma omp simd
-      for (int64_t j = 0; j < D; ++j) q[j] = pw ? p[j] * rs * pw[j] : p[j] * rs;
+        for (int64_t j = 0; j < D; ++j) q[j] = store<TO>(round_to<TX>(C(load(p[j])) * rs) * pw[j]);
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < D; ++j) q[j] = store<TO>(round_to<TX>(C(load(p[j])) * rs));
+      }
     }
   });
   return {y, rstd};
 }
 
-// rms_norm_backward(dy, x, weight?, rstd; D) -> {dx, dweight}
+// rms_norm_backward(dy, x, weight?, rstd; D) -> {dx (x's dtype), dweight (weight's dtype)}
 // dx = rstd * (dxh - xhat * mean(dxh * xhat)), dxh = dy * weight, xhat = x * rstd
-template <typename T>
+template <typename TX, typename TO>
 std::vector<Tensor> rms_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
-  Tensor dy = in[0].contiguous(), x = in[1].contiguous();
-  Tensor w = in[2].defined() ? in[2].contiguous() : Tensor();
+  using C = NormCompute<TX>;
+  Tensor dy =
+      in[0].dtype() == DTypeOf<TO>::value ? in[0].contiguous() : in[0].to(DTypeOf<TO>::value);
+  Tensor x = in[1].contiguous();
+  Tensor w = compute_weight<C>(in[2]);
   Tensor rstd = in[3].contiguous();
   Rows r(x, D);
   Tensor dx = Tensor::empty(x.shape(), x.dtype());
-  Tensor dw = Tensor::empty({D}, x.dtype());
-  const T* pdy = dy.data<T>();
-  const T* px = x.data<T>();
-  const T* pw = w.defined() ? w.data<T>() : nullptr;
-  const T* ps = rstd.data<T>();
-  T* pdx = dx.data<T>();
-  Partials<T> part(D, 1);
+  Tensor dw = Tensor::empty({D}, DTypeOf<C>::value);
+  const TO* pdy = dy.data<TO>();
+  const TX* px = x.data<TX>();
+  const C* pw = w.defined() ? w.data<C>() : nullptr;
+  const C* ps = rstd.data<C>();
+  TX* pdx = dx.data<TX>();
+  Partials<C> part(D, 1);
   int64_t chunks = chunked(r.R, [&](int64_t chunk, int64_t begin, int64_t end) {
-    T* acc_w = part.get(chunk, 0);
+    C* acc_w = part.get(chunk, 0);
     for (int64_t i = begin; i < end; ++i) {
-      const T* p = px + i * D;
-      const T* d = pdy + i * D;
-      T* o = pdx + i * D;
-      const T rs = ps[i];
-      T c = 0;
+      const TX* p = px + i * D;
+      const TO* d = pdy + i * D;
+      TX* o = pdx + i * D;
+      const C rs = ps[i];
+      C c = 0;
 #pragma omp simd reduction(+ : c)
       for (int64_t j = 0; j < D; ++j) {
-        T xh = p[j] * rs;
-        c += (pw ? d[j] * pw[j] : d[j]) * xh;
-        acc_w[j] += d[j] * xh;
+        C dj = C(load(d[j])), xh = C(load(p[j])) * rs;
+        c += (pw ? dj * pw[j] : dj) * xh;
+        acc_w[j] += dj * xh;
       }
-      c /= T(D);
+      c /= C(D);
 #pragma omp simd
       for (int64_t j = 0; j < D; ++j) {
-        T dxh = pw ? d[j] * pw[j] : d[j];
-        o[j] = rs * (dxh - p[j] * rs * c);
+        C dj = C(load(d[j]));
+        C dxh = pw ? dj * pw[j] : dj;
+        o[j] = store<TX>(rs * (dxh - C(load(p[j])) * rs * c));
       }
     }
   });
-  part.reduce_into(chunks, 0, dw.data<T>());
+  part.reduce_into(chunks, 0, dw.data<C>());
+  if (in[2].defined() && in[2].dtype() != dw.dtype()) dw = dw.to(in[2].dtype());
   return {dx, dw};
+}
+
+// f(TX{}, TO{}) for the input and output dtypes rms_norm supports: float32, float64, and
+// 16-bit inputs giving their own dtype or float32 (with a float32 weight).
+template <typename F>
+decltype(auto) visit_rms_types(DType x, DType out, F&& f) {
+  if (x == DType::f32 && out == DType::f32) return f(float{}, float{});
+  if (x == DType::f64 && out == DType::f64) return f(double{}, double{});
+  if (x == DType::bf16 && out == DType::bf16) return f(BFloat16{}, BFloat16{});
+  if (x == DType::bf16 && out == DType::f32) return f(BFloat16{}, float{});
+  if (x == DType::f16 && out == DType::f16) return f(Half{}, Half{});
+  if (x == DType::f16 && out == DType::f32) return f(Half{}, float{});
+  ZENITH_FAIL("[rms_norm] unsupported input ", dtype_name(x), " with output ", dtype_name(out));
+}
+
+// The dtype of rms_norm's output: that of weight * x.
+DType rms_out_dtype(const Tensor& x, const Tensor& w) {
+  return w.defined() ? promote_types(x.dtype(), w.dtype()) : x.dtype();
 }
 
 std::vector<Tensor> layer_norm_kernel(const std::vector<Tensor>& in, const LayerNormAttrs& a) {
@@ -222,13 +273,15 @@ std::vector<Tensor> layer_norm_backward_kernel(const std::vector<Tensor>& in,
                      [&](auto tag) { return layer_norm_bwd<decltype(tag)>(in, a.D); });
 }
 std::vector<Tensor> rms_norm_kernel(const std::vector<Tensor>& in, const LayerNormAttrs& a) {
-  return visit_float(in[0].dtype(), "rms_norm",
-                     [&](auto tag) { return rms_norm_fwd<decltype(tag)>(in, a.D, a.eps); });
+  return visit_rms_types(in[0].dtype(), rms_out_dtype(in[0], in[1]), [&](auto tx, auto to) {
+    return rms_norm_fwd<decltype(tx), decltype(to)>(in, a.D, a.eps);
+  });
 }
 std::vector<Tensor> rms_norm_backward_kernel(const std::vector<Tensor>& in,
                                              const LayerNormAttrs& a) {
-  return visit_float(in[1].dtype(), "rms_norm_backward",
-                     [&](auto tag) { return rms_norm_bwd<decltype(tag)>(in, a.D); });
+  return visit_rms_types(in[1].dtype(), rms_out_dtype(in[1], in[2]), [&](auto tx, auto to) {
+    return rms_norm_bwd<decltype(tx), decltype(to)>(in, a.D);
+  });
 }
 
 ZENITH_REGISTER_KERNEL(layer_norm, CPU, layer_norm_kernel);

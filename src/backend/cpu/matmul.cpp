@@ -1,5 +1,7 @@
 // matmul and linear kernels on top of gemm(): strided operands pass as transpose flags when one
 // of their two matrix dims is unit-stride, so transposed views (gradients) are never copied.
+// Products with a bfloat16/float16 operand (16-bit weights, float32 activations) run gemm_lowp
+// in float32; their result is float32, or the 16-bit dtype when both operands have it.
 #include <algorithm>
 
 #include "backend/cpu/gemm.h"
@@ -43,7 +45,34 @@ Shape batch_strides(const Tensor& t, const Shape& batch) {
   return st;
 }
 
-// matmul(a [..., n, k], b [..., k, m]) -> [batch..., n, m], both at least 2-d, same float dtype.
+// Element offsets of batch item i in two operands with batch strides sa and sb.
+std::pair<int64_t, int64_t> batch_offsets(int64_t i, const Shape& batch, const Shape& sa,
+                                          const Shape& sb) {
+  int64_t oa = 0, ob = 0, r = i;
+  for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
+    int64_t idx = r % batch[size_t(d)];
+    r /= batch[size_t(d)];
+    oa += idx * sa[size_t(d)];
+    ob += idx * sb[size_t(d)];
+  }
+  return {oa, ob};
+}
+
+bool is_low(DType t) { return t == DType::bf16 || t == DType::f16; }
+// A product gemm_lowp computes: a 16-bit operand with a float32 or 16-bit one.
+bool lowp_product(DType a, DType b) { return is_low(a) || is_low(b); }
+// The float32 result of such a product in the dtype the op returns (PyTorch's promotion).
+Tensor in_product_dtype(const Tensor& out, DType a, DType b) {
+  DType t = promote_types(a, b);
+  return t == DType::f32 ? out : out.to(t);
+}
+// Element `offset` of t's data, untyped.
+const void* element(const Tensor& t, int64_t offset) {
+  return static_cast<const char*>(t.raw_data()) + offset * int64_t(itemsize(t.dtype()));
+}
+
+// matmul(a [..., n, k], b [..., k, m]) -> [batch..., n, m], both at least 2-d, float32/float64
+// of one dtype, or a product with a 16-bit operand.
 std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   const Tensor& a = in[0];
   const Tensor& b = in[1];
@@ -52,23 +81,27 @@ std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const NoAttrs&)
   Shape out_shape = batch;
   out_shape.push_back(n);
   out_shape.push_back(m);
-  Tensor out = Tensor::empty(out_shape, a.dtype());
   MatrixArg ma = matrix_arg(a), mb = matrix_arg(b);
   Shape sa = batch_strides(ma.t, batch), sb = batch_strides(mb.t, batch);
   const int64_t count = shape_numel(batch);
+  if (lowp_product(a.dtype(), b.dtype())) {
+    Tensor out = Tensor::empty(out_shape, DType::f32);
+    float* po = out.data<float>();
+    for (int64_t i = 0; i < count; ++i) {
+      auto [oa, ob] = batch_offsets(i, batch, sa, sb);
+      gemm_lowp(ma.trans, mb.trans, n, m, k, 1.f, element(ma.t, oa), a.dtype(), ma.ld,
+                element(mb.t, ob), b.dtype(), mb.ld, 0.f, po + i * n * m, m);
+    }
+    return {in_product_dtype(out, a.dtype(), b.dtype())};
+  }
+  Tensor out = Tensor::empty(out_shape, a.dtype());
   visit_float(a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = ma.t.template data<T>();
     const T* pb = mb.t.template data<T>();
     T* po = out.data<T>();
     auto one = [&](int64_t i) {
-      int64_t oa = 0, ob = 0, r = i;
-      for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
-        int64_t idx = r % batch[size_t(d)];
-        r /= batch[size_t(d)];
-        oa += idx * sa[size_t(d)];
-        ob += idx * sb[size_t(d)];
-      }
+      auto [oa, ob] = batch_offsets(i, batch, sa, sb);
       gemm(ma.trans, mb.trans, n, m, k, T(1), pa + oa, ma.ld, pb + ob, mb.ld, T(0), po + i * n * m,
            m);
     };
@@ -83,14 +116,29 @@ std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const NoAttrs&)
   return {out};
 }
 
-// linear(x [M, in], weight [out, in], bias [out]?) -> x weight^T + bias [M, out]
+// linear(x [M, in], weight [out, in], bias [out]?) -> x weight^T + bias [M, out]; a 16-bit
+// weight (or input, or bias) computes in float32.
 std::vector<Tensor> linear_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   const Tensor& bias = in[2];
   const int64_t rows = x.size(0), features = x.size(1), outs = w.size(0);
-  Tensor out = Tensor::empty({rows, outs}, x.dtype());
   MatrixArg mx = matrix_arg(x), mw = matrix_arg(w);
+  if (lowp_product(x.dtype(), w.dtype()) || (bias.defined() && is_low(bias.dtype()))) {
+    Tensor out = Tensor::empty({rows, outs}, DType::f32);
+    float* po = out.data<float>();
+    float beta = 0.f;
+    if (bias.defined()) {  // out rows start as the bias, gemm accumulates onto them
+      Tensor bc = bias.contiguous();
+      to_float(bc.raw_data(), bc.dtype(), po, outs);
+      for (int64_t r = 1; r < rows; ++r) std::copy(po, po + outs, po + r * outs);
+      beta = 1.f;
+    }
+    gemm_lowp(mx.trans, !mw.trans, rows, outs, features, 1.f, mx.t.raw_data(), x.dtype(), mx.ld,
+              mw.t.raw_data(), w.dtype(), mw.ld, beta, po, outs);
+    return {in_product_dtype(out, x.dtype(), w.dtype())};
+  }
+  Tensor out = Tensor::empty({rows, outs}, x.dtype());
   visit_float(x.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
     T* po = out.data<T>();

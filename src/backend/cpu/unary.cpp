@@ -1,6 +1,8 @@
 // CPU unary elementwise kernels: one functor per op (elementwise_functors.h), one loop for all
-// of them. The gradients are ops composed in src/ops/unary.cpp; relu_backward also has a fused
-// kernel here (the hot path of CNNs, on oneDNN blocked activations too).
+// of them. float32 uses the vectorisable math of math_simd.h; float64 is the reference and uses
+// std::. The gradients are ops composed in src/ops/unary.cpp; relu_backward (the hot path of CNNs,
+// on oneDNN blocked activations too), silu_backward and gelu_backward (of transformer MLPs) also
+// have fused kernels here.
 #include <cmath>
 
 #include "backend/cpu/elementwise_functors.h"
@@ -109,6 +111,9 @@ ZENITH_REGISTER_KERNEL(erf, CPU, unary_kernel<Erf>);
 // The fast path of relu's gradient (its decomposition is in src/ops/unary.cpp).
 ZENITH_REGISTER_KERNEL(relu_backward, CPU, layout_elementwise<unary_backward_kernel<ReluBackward>>);
 ZENITH_LAYOUT_AWARE(relu_backward);
+// Fast paths of the transformer activations' gradients (composed forms in src/ops/unary.cpp).
+ZENITH_REGISTER_KERNEL(silu_backward, CPU, unary_backward_kernel<SiluBackward>);
+ZENITH_REGISTER_KERNEL(gelu_backward, CPU, unary_backward_kernel<GeluBackward>);
 
 }  // namespace
 }  // namespace zenith::cpu

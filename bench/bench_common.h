@@ -1,0 +1,83 @@
+// What the side-by-side benchmarks share: the machine's sgemm peak and memory bandwidth, this
+// process's peak resident memory, the CPU's vector ISA, children whose last JSON line is their
+// result, medians.
+#pragma once
+
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_machine.h"
+
+namespace zenith::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Read bandwidth in GB/s: the sum of a buffer far larger than the caches, best of several runs.
+inline double read_bandwidth_gbs(int threads, size_t bytes = size_t(512) << 20) {
+  const size_t n = bytes / sizeof(float);
+  std::vector<float> data(n, 1.0f);
+  double best = 1e30, sink = 0;
+  for (int rep = 0; rep < 6; ++rep) {
+    auto t0 = Clock::now();
+    double total = 0;
+#pragma omp parallel for simd num_threads(threads) reduction(+ : total) schedule(static)
+    for (size_t i = 0; i < n; ++i) total += double(data[i]);
+    double s = seconds_since(t0);
+    sink += total;
+    if (rep > 0) best = std::min(best, s);
+  }
+  if (sink < 0) std::cerr << sink;  // keeps the sums
+  return double(bytes) / best / 1e9;
+}
+
+// This process's peak resident memory (VmHWM), KiB.
+inline int64_t vmhwm_kb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  return 0;
+}
+
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// Runs `cmd`, returns the last line of its stdout that starts with '{', parsed (null on
+// failure, with the output on stderr).
+inline nlohmann::json run_child(const std::string& cmd) {
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return nullptr;
+  std::string text, last;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) text += buf;
+  int rc = ::pclose(pipe);
+  std::istringstream is(text);
+  for (std::string line; std::getline(is, line);)
+    if (!line.empty() && line[0] == '{') last = line;
+  if (rc != 0 || last.empty()) {
+    std::cerr << "bench: child failed (rc " << rc << "): " << cmd << "\n" << text;
+    return nullptr;
+  }
+  return nlohmann::json::parse(last);
+}
+
+inline std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace zenith::bench

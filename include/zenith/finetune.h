@@ -1,0 +1,142 @@
+// Supervised fine-tuning of a LLaMA-family model (zenith finetune): instruction/chat/text/
+// pre-tokenized JSONL data turned into ids and labels, and a training loop (LoRA or full,
+// AdamW, warmup + cosine/wsd/constant, gradient accumulation, clipping) writing PEFT adapters
+// or HF model directories, metrics.jsonl, TensorBoard events and eval_log.json.
+//
+//   finetune::Options o{.model = "examples/llm/demo-llama", .data = "train.jsonl", .out = "run"};
+//   auto tokenizer = text::Tokenizer::from_dir(o.model);                      // zenith_text
+//   auto options = finetune::data_options(o, models::load_llama_config(o.model));
+//   finetune::Data train = finetune::load_data(o.data, tokenizer.get(), options);
+//   finetune::Result r = finetune::run(o, train);  // run/adapter_config.json, adapter_model...
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zenith/finetune_data.h"
+#include "zenith/llama.h"
+
+namespace zenith::finetune {
+
+// ---- batches
+
+struct Batch {
+  Tensor input_ids;       // int64 [B, T], T = the longest example, right-padded with pad_id
+  Tensor attention_mask;  // int64 [B, T]: 1 token, 0 padding
+  Tensor labels;          // int64 [B, T]: -100 on padding
+  int64_t tokens = 0;     // real tokens (attention_mask's sum)
+  int64_t targets = 0;    // predicted labels: labels[:, 1:] != -100
+};
+Batch collate(const std::vector<const Example*>& examples, int64_t pad_id);
+
+// Packing: consecutive examples concatenated into sequences of at most max_seq_len tokens (an
+// example that does not fit starts the next sequence), so batches carry no padding. Attention is
+// causal over the whole sequence, as HF's packing without a block mask; the first token of each
+// example after the first is not learned (it is not predicted from its own example).
+Data pack(const Data& data, int64_t max_seq_len);
+
+// ---- training
+
+struct Options {
+  std::string model, data, eval_data, out;
+  std::string method = "lora";  // lora | full
+  // pretrained: options.model's weights; random: a new model of options.model_config (or the
+  // model directory's config.json) with transformers' initialisation, for pretraining (full).
+  std::string init = "pretrained";
+  std::string model_config;
+  int64_t lora_r = 8;
+  double lora_alpha = 16;
+  double lora_dropout = 0.05;
+  std::string lora_targets = "q_proj,v_proj";  // comma list (suffix match) or all-linear
+  bool use_rslora = false;
+  int64_t epochs = 1;
+  int64_t max_steps = 0;  // optimizer steps; > 0 overrides epochs
+  double lr = 3e-4;
+  double weight_decay = 0;
+  double clip_grad_norm = 1.0;      // 0: off
+  std::string schedule = "cosine";  // cosine | wsd | constant (each after linear warmup)
+  int64_t warmup_steps = -1;        // -1: 3% of the steps
+  int64_t batch_size = 4;
+  int64_t accumulate_steps = 1;
+  int64_t max_seq_len = 512;
+  bool train_on_prompt = false;
+  bool packing = false;  // pack examples into sequences of max_seq_len (pack())
+  std::string chat_template;
+  bool activation_checkpointing = false;
+  int64_t seed = 0;
+  int64_t log_every = 1;   // steps between metrics lines
+  int64_t eval_every = 0;  // steps between evaluations (0: before and after training only)
+  int64_t save_every = 0;  // steps between checkpoints out/checkpoint-<step> (0: the end only)
+  // A checkpoint directory (out/checkpoint-<step>, or a finished run's out) to continue from:
+  // weights, optimizer state, schedule position, random state and data position are restored,
+  // so the run continues as if it had not stopped. Settings that change the run must be equal.
+  std::string resume;
+  // Loss-spike guard (SpikeGuard): a step whose loss exceeds spike_factor x the running median,
+  // or whose loss or gradient norm is not finite, is skipped; after spike_rollback spikes in a
+  // row the weights and optimizer go back to the last good checkpoint (or the start) and the
+  // learning rate is halved. spike_factor 0: off (non-finite steps are still skipped).
+  double spike_factor = 3.0;
+  int64_t spike_rollback = 3;
+  // Fault injection for tests: may change a step's measured loss and gradient norm (before the
+  // guard sees them; the gradients themselves are unchanged).
+  std::function<void(int64_t step, double& loss, double& grad_norm)> inject;
+};
+
+// Decides, step by step, whether an update is a loss spike (see Options::spike_factor).
+class SpikeGuard {
+ public:
+  enum class Verdict { ok, skip, rollback };
+  // factor: a loss above factor x the median of the last `window` accepted losses is a spike
+  // (checked once min_history losses are in; 0: only non-finite values are); rollback: spikes
+  // in a row that ask for a rollback.
+  SpikeGuard(double factor, int64_t rollback, int64_t window = 32, int64_t min_history = 8);
+  // The verdict on a step; `why` receives the reason for a spike.
+  Verdict check(double loss, double grad_norm, std::string* why = nullptr);
+  double median() const;
+
+ private:
+  double factor_;
+  int64_t rollback_, window_, min_history_;
+  int64_t in_a_row_ = 0;
+  std::vector<double> recent_;  // accepted losses, oldest first
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  double loss = 0;  // mean NLL per predicted label
+  double perplexity = 0;
+  int64_t targets = 0;
+};
+
+struct Result {
+  int64_t steps = 0;
+  int64_t trainable_parameters = 0, total_parameters = 0;
+  std::vector<double> losses;         // each optimizer step's loss (mean over its learned labels)
+  std::vector<double> grad_norms;     // each step's global gradient norm (before clipping)
+  std::vector<EvalRecord> evals;      // eval data only: before training, every eval_every, after
+  int64_t spikes = 0, rollbacks = 0;  // updates skipped by the spike guard, rollbacks
+};
+
+// Mean next-token NLL of `data` under `model` (no gradients), in batches of batch_size.
+EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, int64_t pad_id);
+
+// How load_data (zenith/finetune_data.h, with the model's tokenizer) reads data for `config`:
+// max_seq_len capped at the context, the vocabulary size checked.
+DataOptions data_options(const Options& options, const models::LlamaConfig& config);
+// options.model_config, or options.model (a directory with config.json) when none.
+std::string model_config_path(const Options& options);
+
+// Fine-tunes options.model on `train` (evaluating `eval` before, every eval_every steps and
+// after, when given); `log` receives the lines a user sees (settings, data counts, progress).
+// Writes to options.out: the adapter (lora: adapter_config.json + adapter_model.safetensors) or
+// the model (full: config.json, weights, tokenizer files), metrics.jsonl, tensorboard/ events,
+// eval_log.json (with eval data), checkpoint-<step>/ every save_every steps; each checkpoint
+// and the final directory also hold trainer_state.safetensors (for options.resume).
+Result run(const Options& options, const Data& train, const Data* eval = nullptr,
+           const std::function<void(const std::string&)>& log = {});
+
+}  // namespace zenith::finetune

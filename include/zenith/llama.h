@@ -1,0 +1,191 @@
+// The LLaMA family as a Cell tree with Hugging Face's parameter names (LLaMA 1/2/3.x, TinyLlama,
+// SmolLM, Mistral without a sliding window, Qwen2), so HF model directories load without
+// renaming; a KV cache for decoding; PEFT LoRA adapters applied unmerged or merged; sampling and
+// greedy generation; perplexity.
+//
+//   auto model = models::Llama::from_pretrained("TinyLlama-1.1B");   // bf16 stays bf16
+//   Tensor logits = model->forward(ids);                             // [B, T, V] float32
+//   Tensor loss = models::causal_lm_loss(logits, labels);            // HF's shift, -100 ignored
+//   models::load_lora(*model, "my-adapter");                         // unmerged
+//   auto out = models::generate(*model, prompt, {.max_new_tokens = 32, .temperature = 0});
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zenith/hf.h"
+#include "zenith/llama_config.h"
+#include "zenith/lora.h"
+#include "zenith/nn.h"
+
+namespace zenith::models {
+
+// Keys and values of the positions seen so far, per layer [B, Hkv, capacity, D] in float32
+// (after rotary embedding, before grouped-query sharing). The buffers are allocated once and
+// doubled when a forward pass needs more room.
+class KVCache {
+ public:
+  KVCache(const LlamaConfig& config, int64_t batch, int64_t capacity = 0);
+  int64_t length() const { return length_; }  // positions stored
+  int64_t batch() const { return batch_; }
+  int64_t capacity() const { return capacity_; }
+  int64_t num_layers() const { return int64_t(keys_.size()); }
+  void reset() { length_ = 0; }
+
+  // Stores k, v [B, Hkv, T, D] at positions length() .. length() + T - 1 of `layer` and returns
+  // the layer's keys and values for positions 0 .. length() + T - 1 (views of the buffers).
+  std::pair<Tensor, Tensor> append(int64_t layer, const Tensor& k, const Tensor& v);
+  // Moves length() on by `t` once every layer has appended (Llama::forward does this).
+  void advance(int64_t t);
+
+ private:
+  void reserve(int64_t capacity);
+  int64_t batch_, kv_heads_, head_dim_;
+  int64_t length_ = 0, capacity_ = 0;
+  std::vector<Tensor> keys_, values_;
+};
+
+struct LlamaInput {
+  Tensor input_ids;       // integer [B, T], each in [0, vocab_size)
+  Tensor attention_mask;  // optional integer/bool [B, past + T]: 1 token, 0 padding
+  Tensor position_ids;    // optional integer [B, T]; default past + arange(T) (HF's forward)
+  KVCache* cache = nullptr;
+  bool last_position_only = false;  // logits of the last position only: [B, 1, V]
+};
+
+class Llama : public nn::Cell {
+ public:
+  // Random weights as transformers initialises them (normal(0, initializer_range) for linear
+  // and embedding weights, zero biases, norms at 1), stored in `dtype`.
+  explicit Llama(LlamaConfig config, DType dtype = DType::f32);
+  // Adopts `weights` under HF's names, each in its own dtype (no copy). They are checked
+  // against the config first (check_llama_state; `source` names them in errors). A tied
+  // model's lm_head.weight and old rotary inv_freq buffers are dropped.
+  Llama(LlamaConfig config, std::map<std::string, Tensor> weights, const std::string& source);
+
+  // An HF model directory: config.json and model.safetensors or shards + index. Weights keep
+  // their file dtype (F32, BF16, F16; compute is float32) unless `dtype` is given.
+  static std::shared_ptr<Llama> from_pretrained(const std::string& dir,
+                                                std::optional<DType> dtype = std::nullopt);
+  // config.json (torch_dtype = the weights' dtype) and the weights as save_pretrained writes
+  // them: model.safetensors, or shards of at most max_shard_bytes + the index. Adapters are
+  // not saved (merge_lora first, or save_lora for the adapter).
+  void save_pretrained(const std::string& dir,
+                       uint64_t max_shard_bytes = io::kHfDefaultMaxShardBytes) const;
+
+  // Logits [B, T, V] float32 of input_ids [B, T].
+  Tensor forward(const Tensor& input_ids) override;
+  Tensor forward(const LlamaInput& input);
+
+  const LlamaConfig& config() const { return config_; }
+  // The weights under HF's names (no adapters; no lm_head.weight when tied).
+  std::map<std::string, Tensor> hf_state() const;
+  DType weight_dtype() const;  // the embedding's storage dtype
+
+  // Every linear layer by module path ("model.layers.0.self_attn.q_proj", ..., "lm_head" when
+  // untied), in model order.
+  std::vector<std::pair<std::string, std::shared_ptr<nn::LoraLinear>>> linear_layers() const;
+  // Base weights stop (or start) requiring gradients; adapter weights keep theirs.
+  void freeze_base(bool frozen = true);
+
+  // Recompute each decoder layer in backward instead of keeping its activations: memory for
+  // time. Applies when gradients are recorded and no KV cache is used.
+  void set_activation_checkpointing(bool enabled) { checkpointing_ = enabled; }
+  bool activation_checkpointing() const { return checkpointing_; }
+
+  std::string type_name() const override { return config_.architecture; }
+
+  struct Parts;  // the cells of the tree, typed (defined in src/models/llama_layers.h)
+
+ private:
+  void build(const std::function<Tensor(const std::string&, const Shape&)>& take);
+  LlamaConfig config_;
+  std::shared_ptr<Parts> parts_;
+  Tensor inv_freq_;  // float64 [head_dim / 2], rope_theta and rope_scaling applied
+  bool checkpointing_ = false;
+};
+
+// Copies a model directory's tokenizer and generation files (tokenizer.json, tokenizer.model,
+// tokenizer_config.json, special_tokens_map.json, generation_config.json) that exist to `to`.
+void copy_model_side_files(const std::string& from, const std::string& to);
+
+// HF's causal-LM loss: mean cross entropy of logits [B, T, V] at t against labels [B, T] at
+// t + 1; labels of -100 are ignored.
+Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels);
+
+// ---- LoRA (PEFT semantics; adapter files through io::load_lora_adapter / save_lora_adapter)
+
+// Module paths of the linear layers `config` targets (suffix match, all-linear, a regex,
+// layers_to_transform). Each name in target_modules must match some layer: errors list the
+// model's linear layer names.
+std::vector<std::string> lora_targets(const Llama& model, const io::LoraConfig& config);
+// Fresh adapters (A kaiming-uniform, B zero: the model computes what it did) on every target;
+// returns the module paths.
+std::vector<std::string> add_lora(Llama& model, const io::LoraConfig& config);
+// An adapter's weights, checked against the model (check_lora_adapter), applied unmerged.
+void apply_lora(Llama& model, const io::LoraAdapter& adapter, const std::string& source = "");
+void load_lora(Llama& model, const std::string& adapter_dir);
+// The adapters on the model as a PEFT adapter with `config`'s settings (weights float32).
+io::LoraAdapter lora_adapter(const Llama& model, const io::LoraConfig& config);
+void save_lora(const Llama& model, const io::LoraConfig& config, const std::string& dir);
+// W += B A scaling for every adapter, in each base weight's dtype; the adapters are removed.
+// Returns the merged module paths.
+std::vector<std::string> merge_lora(Llama& model);
+
+// ---- generation
+
+struct GenerationConfig {
+  int64_t max_new_tokens = 128;
+  double temperature = 1.0;         // 0: greedy (argmax)
+  int64_t top_k = 0;                // 0: off
+  double top_p = 1.0;               // 1: off
+  double repetition_penalty = 1.0;  // HF's RepetitionPenaltyLogitsProcessor; 1: off
+  uint64_t seed = 0;
+  std::vector<int64_t> eos_token_ids;  // generation stops after any of these
+};
+
+struct GenerationResult {
+  std::vector<int64_t> tokens;  // generated ids, prompt excluded (an eos that stopped it included)
+  // "eos", "max_new_tokens", or "context": the context (max_position_embeddings) is full.
+  std::string stop_reason;
+};
+
+// Decodes one sequence with a KV cache: the prompt in one forward pass, then one token per
+// step. Errors (naming the value): an empty prompt, an id outside [0, vocab_size), a prompt of
+// max_position_embeddings tokens or more (nothing could be generated within the context), bad
+// sampling settings. Generation stops at an eos id, after max_new_tokens, or when the context is
+// full. `on_token` sees each id as it is chosen (streaming).
+GenerationResult generate(Llama& model, const std::vector<int64_t>& prompt,
+                          const GenerationConfig& config,
+                          const std::function<void(int64_t)>& on_token = {});
+
+// The sampling step on one row of logits (modified in place), with `history` the ids so far
+// (prompt and generated): HF's order — repetition penalty, then greedy when temperature is 0,
+// else temperature, top-k, top-p, and a draw from the softmax with `rng`.
+class TokenSampler {
+ public:
+  explicit TokenSampler(const GenerationConfig& config);
+  int64_t next(std::vector<float>& logits, const std::vector<int64_t>& history);
+
+ private:
+  GenerationConfig config_;
+  uint64_t state_;  // splitmix64: the same draws on every platform
+};
+
+struct PerplexityResult {
+  double nll = 0;         // mean negative log-likelihood per predicted token (nats)
+  double perplexity = 0;  // exp(nll)
+  int64_t tokens = 0;     // tokens predicted: every id but the first
+};
+// Mean next-token NLL of `ids` (at least 2) in windows of max_seq_len tokens that overlap by one
+// token, so each id but the first is predicted exactly once, with at most max_seq_len - 1
+// tokens of context. max_seq_len 0 means max_position_embeddings.
+PerplexityResult perplexity(Llama& model, const std::vector<int64_t>& ids, int64_t max_seq_len = 0);
+
+}  // namespace zenith::models

@@ -1,0 +1,65 @@
+// A linear layer that can carry a LoRA adapter (PEFT's lora.Linear):
+//   y = x W^T + b + B(A(dropout(x))) * scaling,   W [out, in], A [r, in], B [out, r],
+// scaling = alpha / r, or alpha / sqrt(r) with rsLoRA. The base weight may be stored in bf16 or
+// f16 (float32 compute); the adapter is float32. Parameters are named as PEFT's state dict
+// names them once the adapter name is dropped: `weight`, `bias`, `lora_A.weight`,
+// `lora_B.weight`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "zenith/nn.h"
+
+namespace zenith::nn {
+
+struct LoraSpec {
+  int64_t r = 8;
+  double alpha = 8;
+  double dropout = 0;
+  bool use_rslora = false;
+  // alpha / r, or alpha / sqrt(r) with rsLoRA.
+  double scaling() const;
+};
+
+class LoraLinear : public Cell {
+ public:
+  // Adopts `weight` [out, in] (any float dtype) and `bias` [out] (optional) as the base.
+  explicit LoraLinear(Tensor weight, Tensor bias = Tensor());
+  // A fresh layer with PyTorch's nn.Linear initialisation, stored in `dtype`.
+  static std::shared_ptr<LoraLinear> create(int64_t in_features, int64_t out_features,
+                                            bool has_bias, DType dtype = DType::f32);
+
+  Tensor forward(const Tensor& x) override;
+
+  // Adds an adapter initialised as PEFT does: A kaiming-uniform (a = sqrt(5)), B zero, so the
+  // layer computes what it did before. Replaces an adapter already there.
+  void add_adapter(const LoraSpec& spec);
+  // Adds an adapter with the given weights A [r, in] and B [out, r] (copied, as float32).
+  void set_adapter(const LoraSpec& spec, const Tensor& A, const Tensor& B);
+  void remove_adapter();
+  bool has_adapter() const { return lora_A_ != nullptr; }
+  const LoraSpec& adapter_spec() const { return spec_; }
+  // B A scaling [out, in] in float32.
+  Tensor delta_weight() const;
+  // W += B A scaling, rounded once to W's dtype; the adapter is removed.
+  void merge();
+
+  int64_t in_features() const { return weight_.size(1); }
+  int64_t out_features() const { return weight_.size(0); }
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }
+  const Tensor& lora_A() const;  // [r, in]; fails without an adapter
+  const Tensor& lora_B() const;  // [out, r]
+
+  std::string type_name() const override { return "LoraLinear"; }
+  std::string extra_repr() const override;
+
+ private:
+  Tensor weight_, bias_;
+  LoraSpec spec_;
+  CellPtr lora_A_, lora_B_;  // Dense cells without bias: lora_A.weight, lora_B.weight
+};
+
+}  // namespace zenith::nn

@@ -1,0 +1,102 @@
+// `zenith finetune --model DIR --data FILE.jsonl [--eval-data FILE] --method lora|full
+// [--lora-r 8] [--lora-alpha 16] [--lora-dropout 0.05] [--lora-targets q_proj,v_proj|all-linear]
+// [--init pretrained|random [--model-config CONFIG.json]] [--epochs N | --max-steps N] [--lr 3e-4]
+// [--schedule cosine|wsd|constant] [--warmup-steps N]
+// [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
+// [--chat-template NAME] [--activation-checkpointing] [--save-every N] [--resume DIR]
+// [--config FILE.yaml] --out DIR`:
+// supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
+// text, pre-tokenized ids). LoRA writes a PEFT adapter directory, full an HF model directory;
+// both with metrics.jsonl, tensorboard/ and eval_log.json (with --eval-data).
+#include "zenith/finetune.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "cli/llm_common.h"
+#include "cli/settings_schema.h"
+
+namespace zenith::cli {
+namespace {
+
+SettingsSchema finetune_schema(finetune::Options& o) {
+  SettingsSchema s("finetune");
+  s.add("model", o.model, "base model directory (HF: config.json, safetensors, tokenizer)")
+      .add("data", o.data, "training data, JSONL: Alpaca, chat messages, text or input_ids")
+      .add("eval-data", o.eval_data, "held-out JSONL data: eval loss and perplexity")
+      .add("out", o.out, "output directory (adapter or model, metrics, eval_log.json)")
+      .add("method", o.method, "lora or full")
+      .add("init", o.init, "pretrained, or random: train from scratch (with --method full)")
+      .add("model-config", o.model_config,
+           "config.json of the model --init random creates (default: --model's)")
+      .add("lora-r", o.lora_r, "LoRA rank")
+      .add("lora-alpha", o.lora_alpha, "LoRA alpha (scaling alpha / r)")
+      .add("lora-dropout", o.lora_dropout, "dropout on the LoRA input")
+      .add("lora-targets", o.lora_targets, "modules to adapt: q_proj,v_proj,... or all-linear")
+      .add("use-rslora", o.use_rslora, "scaling alpha / sqrt(r) (rsLoRA)")
+      .add("epochs", o.epochs, "passes over the data")
+      .add("max-steps", o.max_steps, "optimizer steps (overrides --epochs when > 0)")
+      .add("lr", o.lr, "peak learning rate (AdamW)")
+      .add("weight-decay", o.weight_decay, "AdamW weight decay")
+      .add("clip-grad-norm", o.clip_grad_norm, "clip the gradient norm to this (0: off)")
+      .add("schedule", o.schedule, "cosine, wsd or constant, after linear warmup")
+      .add("warmup-steps", o.warmup_steps, "warmup steps (-1: 3% of the steps)")
+      .add("batch-size", o.batch_size, "sequences per micro-batch (padded to the longest)")
+      .add("accumulate-steps", o.accumulate_steps, "micro-batches per optimizer step")
+      .add("max-seq-len", o.max_seq_len, "truncate longer sequences (counted)")
+      .add("train-on-prompt", o.train_on_prompt, "learn the prompt tokens too")
+      .add("packing", o.packing, "pack examples into sequences of --max-seq-len (no padding)")
+      .add("chat-template", o.chat_template, "llama-2, llama-3, chatml or alpaca")
+      .add("activation-checkpointing", o.activation_checkpointing,
+           "recompute each decoder layer in backward (less memory, more time)")
+      .add("seed", o.seed, "seed of the shuffling, LoRA init and dropout")
+      .add("log-every", o.log_every, "steps between metrics lines")
+      .add("eval-every", o.eval_every, "steps between evaluations (0: before and after)")
+      .add("save-every", o.save_every, "steps between checkpoints out/checkpoint-<step>")
+      .add("resume", o.resume, "continue from this checkpoint directory (same settings)")
+      .add("spike-factor", o.spike_factor,
+           "skip a step whose loss is above this x the running median (0: off)")
+      .add("spike-rollback", o.spike_rollback,
+           "spikes in a row that roll back to the last good checkpoint at half the rate");
+  return s;
+}
+
+int run_finetune(int argc, char** argv) {
+  finetune::Options o;
+  const SettingsSchema schema = finetune_schema(o);
+  std::string config = prescan_flag(argc, argv, "--config");
+  if (!config.empty()) schema.apply_yaml_file(config);
+  CLI::App app{"Fine-tune a LLaMA-family model (LoRA or full) on JSONL data", "zenith finetune"};
+  app.add_option("--config", config, "YAML file of settings (flags override it)");
+  schema.add_flags(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  ZENITH_CHECK((!o.model.empty() || !o.model_config.empty()) && !o.data.empty() && !o.out.empty(),
+               "[finetune] --model DIR (or --init random --model-config FILE), --data FILE.jsonl "
+               "and --out DIR are required");
+  const models::LlamaConfig model_config =
+      models::load_llama_config(finetune::model_config_path(o));
+  auto tokenizer = find_tokenizer(o.model);
+  const finetune::DataOptions data_options = finetune::data_options(o, model_config);
+  const finetune::Data train = finetune::load_data(o.data, tokenizer.get(), data_options);
+  std::optional<finetune::Data> eval;
+  if (!o.eval_data.empty()) eval = finetune::load_data(o.eval_data, tokenizer.get(), data_options);
+  auto print = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  finetune::run(o, train, eval ? &*eval : nullptr, print);
+  return 0;
+}
+
+}  // namespace
+
+ZENITH_COMMAND("finetune", "Fine-tune a LLaMA-family model (LoRA or full) on JSONL data",
+               run_finetune);
+
+}  // namespace zenith::cli

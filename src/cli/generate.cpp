@@ -1,0 +1,126 @@
+// `zenith generate --model DIR [--adapter DIR] (--prompt TEXT | --prompt-ids 1,2,3)
+// [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]
+// [--seed S] [--chat] [--chat-template NAME] [--json]`: continues a prompt with a KV cache,
+// streaming the text to stdout as it is generated (the ids, when the model directory has no
+// tokenizer). --temperature 0 is greedy. --json prints one object instead: {"tokens": generated
+// ids (prompt excluded), "text": their decoding (null without a tokenizer), "prompt_tokens",
+// "stop_reason" (eos, max_new_tokens, context), "tokens_per_second"}.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/llm_common.h"
+
+namespace zenith::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model, adapter, prompt, prompt_ids, chat_template;
+  bool chat = false, json = false;
+  models::GenerationConfig generation{.max_new_tokens = 128,
+                                      .temperature = 0.8,
+                                      .top_k = 40,
+                                      .top_p = 0.95,
+                                      .repetition_penalty = 1.0,
+                                      .seed = 0,
+                                      .eos_token_ids = {}};
+};
+
+// The prompt as ids: the given ids, the text encoded (bos as the tokenizer adds it), or the text
+// as one user message of the chat template.
+std::vector<int64_t> prompt_ids(const GenerateArgs& a, const text::Tokenizer* tokenizer) {
+  if (!a.prompt_ids.empty()) return parse_id_list(a.prompt_ids, "--prompt-ids");
+  ZENITH_CHECK(tokenizer != nullptr, "[generate] ", a.model,
+               " has no tokenizer (tokenizer.json or tokenizer.model): give --prompt-ids");
+  if (!a.chat) return to_int64(tokenizer->encode(a.prompt));
+  auto chat_template = text::ChatTemplate::for_tokenizer(*tokenizer, a.chat_template);
+  const std::vector<text::ChatMessage> messages = {{"user", a.prompt}};
+  return to_int64(text::encode_chat(*tokenizer, chat_template, messages, true).ids);
+}
+
+int run_generate(int argc, char** argv) {
+  GenerateArgs a;
+  auto& g = a.generation;
+  CLI::App app{"Continue a prompt with a LLaMA-family model (HF directory)", "zenith generate"};
+  app.add_option("--model", a.model, "model directory (config.json, safetensors)")->required();
+  app.add_option("--adapter", a.adapter, "a PEFT LoRA adapter directory, applied unmerged");
+  auto* text = app.add_option("--prompt", a.prompt, "prompt text");
+  auto* ids = app.add_option("--prompt-ids", a.prompt_ids, "prompt token ids: 1,2,3");
+  text->excludes(ids);
+  app.add_option("--max-new-tokens", g.max_new_tokens, "tokens to generate at most")
+      ->capture_default_str();
+  app.add_option("--temperature", g.temperature, "sampling temperature; 0: greedy")
+      ->capture_default_str();
+  app.add_option("--top-k", g.top_k, "sample among the k most likely; 0: off")
+      ->capture_default_str();
+  app.add_option("--top-p", g.top_p, "sample within this probability mass; 1: off")
+      ->capture_default_str();
+  app.add_option("--repetition-penalty", g.repetition_penalty,
+                 "divide the scores of tokens seen so far (HF's); 1: off")
+      ->capture_default_str();
+  app.add_option("--seed", g.seed, "random seed of the sampler")->capture_default_str();
+  app.add_flag("--chat", a.chat, "wrap the prompt as a user message of the chat template");
+  app.add_option("--chat-template", a.chat_template,
+                 "llama-2, llama-3, chatml or alpaca (default: tokenizer_config.json's); "
+                 "implies --chat");
+  app.add_flag("--json", a.json, "print one JSON object with the ids and the text");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  ZENITH_CHECK(text->count() + ids->count() == 1, "[generate] give --prompt TEXT or --prompt-ids");
+  a.chat = a.chat || !a.chat_template.empty();
+  ZENITH_CHECK(!(a.chat && ids->count()), "[generate] --chat needs --prompt TEXT, not ids");
+
+  auto model = load_llama(a.model, a.adapter);
+  auto tokenizer = find_tokenizer(a.model);
+  const std::vector<int64_t> prompt = prompt_ids(a, tokenizer.get());
+  g.eos_token_ids = model->config().eos_token_ids;
+  if (tokenizer)
+    for (int32_t id : tokenizer->eos_ids()) g.eos_token_ids.push_back(id);
+
+  std::unique_ptr<text::StreamDecoder> stream;
+  if (!a.json && tokenizer) stream = std::make_unique<text::StreamDecoder>(*tokenizer, true);
+  auto start = std::chrono::steady_clock::now();
+  models::GenerationResult result = models::generate(*model, prompt, g, [&](int64_t id) {
+    if (a.json) return;
+    if (stream)
+      std::fputs(stream->push(int32_t(id)).c_str(), stdout);
+    else
+      std::printf("%lld ", (long long)id);
+    std::fflush(stdout);
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double rate = seconds > 0 ? double(result.tokens.size()) / seconds : 0;
+  if (a.json) {
+    nlohmann::json out = {{"tokens", result.tokens},
+                          {"prompt_tokens", prompt.size()},
+                          {"stop_reason", result.stop_reason},
+                          {"tokens_per_second", rate}};
+    std::vector<int32_t> generated(result.tokens.begin(), result.tokens.end());
+    out["text"] = tokenizer ? nlohmann::json(tokenizer->decode(generated, true)) : nullptr;
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  if (stream) std::fputs(stream->finish().c_str(), stdout);
+  std::printf("\n");
+  std::fflush(stdout);  // the text before the summary, also when both go to one pipe
+  std::fprintf(
+      stderr, "[generate] %zu prompt tokens, %zu generated in %.2f s (%.1f tokens/s), %s\n",
+      prompt.size(), result.tokens.size(), seconds, rate,
+      result.stop_reason == "eos"       ? "stopped at eos"
+      : result.stop_reason == "context" ? "stopped: the context (max_position_embeddings) is full"
+                                        : "reached --max-new-tokens");
+  return 0;
+}
+
+}  // namespace
+
+ZENITH_COMMAND("generate", "Generate text with a LLaMA-family model (KV cache, sampling)",
+               run_generate);
+
+}  // namespace zenith::cli

@@ -1,0 +1,72 @@
+// `zenith perplexity --model DIR [--adapter DIR] (--ids 1,2,3 | --text FILE) [--max-seq-len N]
+// [--json]`: the mean next-token negative log-likelihood of the ids (or of FILE's text encoded
+// by the model's tokenizer, bos included as the tokenizer adds it) in windows of max-seq-len
+// tokens that overlap by one, so every token but the first is predicted once. --json prints
+// {"nll", "perplexity", "tokens"} (tokens = predicted tokens).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/command.h"
+#include "cli/llm_common.h"
+
+namespace zenith::cli {
+namespace {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  ZENITH_CHECK(in.good(), "[perplexity] cannot read --text file ", path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int run_perplexity(int argc, char** argv) {
+  std::string model_dir, adapter, ids_text, text_file;
+  int64_t max_seq_len = 0;
+  bool json = false;
+  CLI::App app{"Perplexity of a text under a LLaMA-family model", "zenith perplexity"};
+  app.add_option("--model", model_dir, "model directory (config.json, safetensors)")->required();
+  app.add_option("--adapter", adapter, "a PEFT LoRA adapter directory, applied unmerged");
+  auto* ids = app.add_option("--ids", ids_text, "token ids: 1,2,3");
+  auto* text = app.add_option("--text", text_file, "a text file, encoded by the model's tokenizer");
+  ids->excludes(text);
+  app.add_option("--max-seq-len", max_seq_len,
+                 "window length in tokens (default: max_position_embeddings)");
+  app.add_flag("--json", json, "print {\"nll\", \"perplexity\", \"tokens\"}");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  ZENITH_CHECK(ids->count() + text->count() == 1, "[perplexity] give --ids 1,2,3 or --text FILE");
+
+  auto model = load_llama(model_dir, adapter);
+  std::vector<int64_t> tokens;
+  if (ids->count()) {
+    tokens = parse_id_list(ids_text, "--ids");
+  } else {
+    auto tokenizer = find_tokenizer(model_dir);
+    ZENITH_CHECK(tokenizer != nullptr, "[perplexity] ", model_dir,
+                 " has no tokenizer (tokenizer.json or tokenizer.model): give --ids");
+    tokens = to_int64(tokenizer->encode(read_text_file(text_file)));
+  }
+  models::PerplexityResult r = models::perplexity(*model, tokens, max_seq_len);
+  if (json) {
+    nlohmann::json out = {{"nll", r.nll}, {"perplexity", r.perplexity}, {"tokens", r.tokens}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("perplexity %.4f (mean NLL %.6f nats over %lld predicted tokens)\n", r.perplexity,
+                r.nll, (long long)r.tokens);
+  }
+  return 0;
+}
+
+}  // namespace
+
+ZENITH_COMMAND("perplexity", "Perplexity of token ids or a text file under a LLaMA-family model",
+               run_perplexity);
+
+}  // namespace zenith::cli

@@ -1,0 +1,42 @@
+// models::Llama in and out of Hugging Face model directories.
+#include <filesystem>
+
+#include "zenith/llama.h"
+
+namespace zenith::models {
+
+std::shared_ptr<Llama> Llama::from_pretrained(const std::string& dir, std::optional<DType> dtype) {
+  LlamaConfig config = load_llama_config(dir);
+  // Names and shapes from the headers first: a wrong file fails before any data is read.
+  std::vector<io::TensorInfo> listing = io::list_hf_state(dir);
+  check_llama_state(config, listing, dir);
+  std::map<std::string, Tensor> weights = io::read_tensors(listing);
+  if (dtype) {
+    ZENITH_CHECK(is_floating(*dtype), "[llama] weights must be floating point, got ",
+                 dtype_name(*dtype));
+    for (auto& [name, w] : weights)
+      if (w.dtype() != *dtype) w = w.to(*dtype);
+  }
+  return std::make_shared<Llama>(std::move(config), std::move(weights), dir);
+}
+
+void Llama::save_pretrained(const std::string& dir, uint64_t max_shard_bytes) const {
+  LlamaConfig config = config_;
+  config.torch_dtype = dtype_name(weight_dtype());
+  io::save_hf_state(dir, hf_state(), max_shard_bytes);
+  save_llama_config(dir, config);
+}
+
+void copy_model_side_files(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  static const char* const kSideFiles[] = {"tokenizer.json", "tokenizer.model",
+                                           "tokenizer_config.json", "special_tokens_map.json",
+                                           "generation_config.json"};
+  fs::create_directories(to);
+  for (const char* name : kSideFiles)
+    if (fs::exists(fs::path(from) / name))
+      fs::copy_file(fs::path(from) / name, fs::path(to) / name,
+                    fs::copy_options::overwrite_existing);
+}
+
+}  // namespace zenith::models

@@ -1,0 +1,122 @@
+// The cells of models::Llama, named as Hugging Face's LlamaForCausalLM modules so that the
+// dotted parameter names are HF's: model.embed_tokens, model.layers.N.{self_attn,mlp,
+// input_layernorm,post_attention_layernorm}, model.norm, lm_head.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zenith/llama.h"
+
+namespace zenith::models::detail {
+
+// Gives each parameter its tensor: a loaded one or a fresh initialised one.
+using TakeWeight = std::function<Tensor(const std::string& name, const Shape& shape)>;
+
+// What every decoder layer of one forward pass shares.
+struct LayerContext {
+  Tensor cos, sin;          // rotary tables [B or 1, T, head_dim], float32
+  Tensor key_padding_mask;  // [B, past + T] or undefined
+  KVCache* cache = nullptr;
+};
+
+class RmsNormCell : public nn::Cell {
+ public:
+  RmsNormCell(const std::string& name, int64_t dim, double eps, const TakeWeight& take);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "LlamaRMSNorm"; }
+
+ private:
+  Tensor weight_;
+  int64_t dim_;
+  double eps_;
+};
+
+class EmbeddingCell : public nn::Cell {
+ public:
+  EmbeddingCell(const std::string& name, int64_t vocab, int64_t dim, const TakeWeight& take);
+  Tensor forward(const Tensor& ids) override;
+  const Tensor& weight() const { return weight_; }
+  std::string type_name() const override { return "Embedding"; }
+
+ private:
+  Tensor weight_;
+};
+
+class AttentionCell : public nn::Cell {
+ public:
+  AttentionCell(const LlamaConfig& c, const std::string& prefix, const TakeWeight& take);
+  Tensor forward(const Tensor& x) override;  // not used: needs the layer context
+  // x [B, T, hidden] -> [B, T, hidden]
+  Tensor forward(const Tensor& x, const LayerContext& ctx, int64_t layer);
+  std::string type_name() const override { return "LlamaAttention"; }
+
+  std::shared_ptr<nn::LoraLinear> q_proj, k_proj, v_proj, o_proj;
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+};
+
+class MlpCell : public nn::Cell {
+ public:
+  MlpCell(const LlamaConfig& c, const std::string& prefix, const TakeWeight& take);
+  // down(silu(gate(x)) * up(x))
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "LlamaMLP"; }
+
+  std::shared_ptr<nn::LoraLinear> gate_proj, up_proj, down_proj;
+};
+
+class DecoderLayerCell : public nn::Cell {
+ public:
+  DecoderLayerCell(const LlamaConfig& c, int64_t index, const TakeWeight& take);
+  Tensor forward(const Tensor& x) override;  // not used: needs the layer context
+  Tensor forward(const Tensor& x, const LayerContext& ctx);
+  std::string type_name() const override { return "LlamaDecoderLayer"; }
+
+  std::shared_ptr<AttentionCell> self_attn;
+  std::shared_ptr<MlpCell> mlp;
+
+ private:
+  int64_t index_;
+  std::shared_ptr<RmsNormCell> input_layernorm_, post_attention_layernorm_;
+};
+
+// A list of cells named 0, 1, ... (PyTorch's ModuleList).
+class CellList : public nn::Cell {
+ public:
+  void append(nn::CellPtr cell) { register_cell(std::to_string(named_children().size()), cell); }
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "ModuleList"; }
+};
+
+// HF's LlamaModel: embeddings, decoder layers, final norm.
+class DecoderCell : public nn::Cell {
+ public:
+  DecoderCell(const LlamaConfig& c, const TakeWeight& take);
+  Tensor forward(const Tensor& x) override;  // not used: Llama::forward drives the layers
+  std::string type_name() const override { return "LlamaModel"; }
+
+  std::shared_ptr<EmbeddingCell> embed_tokens;
+  std::vector<std::shared_ptr<DecoderLayerCell>> layers;
+  std::shared_ptr<RmsNormCell> norm;
+};
+
+// Activation checkpointing: runs fn(x) without recording the graph inside it and records one
+// node whose backward runs fn again (with the random generator as it was, so dropout draws the
+// same mask) and differentiates that, for x and `params` (those that require grad).
+Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x,
+                  const std::vector<Tensor>& params);
+
+}  // namespace zenith::models::detail
+
+namespace zenith::models {
+
+struct Llama::Parts {
+  std::shared_ptr<detail::DecoderCell> model;
+  std::shared_ptr<nn::LoraLinear> lm_head;  // null when tied to the embedding
+};
+
+}  // namespace zenith::models

@@ -1,0 +1,153 @@
+// LoraLinear: a linear layer with an optional unmerged LoRA adapter (PEFT's lora.Linear).
+#include "zenith/lora.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "zenith/autograd.h"
+
+namespace zenith::nn {
+namespace {
+
+// One bias-free linear map held as `weight`: the lora_A / lora_B children, so their
+// parameters are named lora_A.weight and lora_B.weight as in PEFT's files.
+class AdapterWeight : public Cell {
+ public:
+  explicit AdapterWeight(Tensor w) { weight_ = register_parameter("weight", std::move(w)); }
+  Tensor forward(const Tensor& x) override { return ops::linear(x, weight_); }
+  const Tensor& weight() const { return weight_; }
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override {
+    std::ostringstream os;
+    os << "in_features=" << weight_.size(1) << ", out_features=" << weight_.size(0)
+       << ", bias=false";
+    return os.str();
+  }
+
+ private:
+  Tensor weight_;
+};
+
+bool is_16bit(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+const Tensor& adapter_weight(const CellPtr& cell) {
+  return static_cast<const AdapterWeight&>(*cell).weight();
+}
+
+}  // namespace
+
+double LoraSpec::scaling() const { return alpha / (use_rslora ? std::sqrt(double(r)) : double(r)); }
+
+LoraLinear::LoraLinear(Tensor weight, Tensor bias) {
+  ZENITH_CHECK(weight.defined() && weight.dim() == 2 && is_floating(weight.dtype()),
+               "[LoraLinear] expected a floating weight [out, in], got ",
+               weight.defined() ? shape_str(weight.shape()) : "none");
+  weight_ = register_parameter("weight", std::move(weight));
+  if (bias.defined()) {
+    ZENITH_CHECK(bias.dim() == 1 && bias.size(0) == weight_.size(0), "[LoraLinear] bias ",
+                 shape_str(bias.shape()), " does not fit weight ", shape_str(weight_.shape()));
+    bias_ = register_parameter("bias", std::move(bias));
+  }
+}
+
+std::shared_ptr<LoraLinear> LoraLinear::create(int64_t in_features, int64_t out_features,
+                                               bool has_bias, DType dtype) {
+  ZENITH_CHECK(in_features > 0 && out_features > 0,
+               "[LoraLinear] in_features and out_features must be positive, got ", in_features,
+               " and ", out_features);
+  Tensor w = Tensor::empty({out_features, in_features});
+  init::kaiming_uniform_(w, std::sqrt(5.0));
+  Tensor b;
+  if (has_bias) {
+    const double bound = 1.0 / std::sqrt(double(in_features));
+    b = Tensor::uniform({out_features}, -bound, bound);
+  }
+  if (dtype != DType::f32) {
+    w = w.to(dtype);
+    if (b.defined()) b = b.to(dtype);
+  }
+  return std::make_shared<LoraLinear>(w, b);
+}
+
+Tensor LoraLinear::forward(const Tensor& x) {
+  // A bfloat16/float16 weight (and bias) with float32 x: ops::linear computes in float32 without
+  // a float32 copy of the weight. Other mixes (a float64 x) cast to x's dtype.
+  const bool lowp = x.dtype() == DType::f32 && is_16bit(weight_.dtype());
+  Tensor w = weight_.dtype() == x.dtype() || lowp ? weight_ : ops::cast(weight_, x.dtype());
+  Tensor bias = bias_;
+  if (bias.defined() && bias.dtype() != x.dtype() && !(lowp && bias.dtype() == weight_.dtype()))
+    bias = ops::cast(bias, x.dtype());
+  Tensor y = ops::linear(x, w, bias);
+  if (!lora_A_) return y;
+  Tensor h = spec_.dropout > 0 && training() ? ops::dropout(x, spec_.dropout, true) : x;
+  Tensor delta = lora_B_->forward(lora_A_->forward(h));
+  return ops::add(y, ops::mul(delta, spec_.scaling()));
+}
+
+void LoraLinear::add_adapter(const LoraSpec& spec) {
+  ZENITH_CHECK(spec.r > 0, "[LoraLinear] LoRA rank r must be positive, got ", spec.r);
+  Tensor A = Tensor::empty({spec.r, in_features()});
+  init::kaiming_uniform_(A, std::sqrt(5.0));
+  set_adapter(spec, A, Tensor::zeros({out_features(), spec.r}));
+}
+
+void LoraLinear::set_adapter(const LoraSpec& spec, const Tensor& A, const Tensor& B) {
+  ZENITH_CHECK(spec.r > 0, "[LoraLinear] LoRA rank r must be positive, got ", spec.r);
+  ZENITH_CHECK(spec.dropout >= 0 && spec.dropout < 1,
+               "[LoraLinear] lora dropout must be in [0, 1), got ", spec.dropout);
+  const Shape want_a = {spec.r, in_features()}, want_b = {out_features(), spec.r};
+  ZENITH_CHECK(A.shape() == want_a && B.shape() == want_b, "[LoraLinear] adapter A ",
+               shape_str(A.shape()), " and B ", shape_str(B.shape()), " do not fit a layer ",
+               shape_str(weight_.shape()), " with r ", spec.r, ": expected A ", shape_str(want_a),
+               " and B ", shape_str(want_b));
+  if (has_adapter()) remove_adapter();
+  spec_ = spec;
+  // Own float32 copies: the adapter trains in float32 whatever the file held.
+  lora_A_ = register_cell("lora_A", std::make_shared<AdapterWeight>(A.to(DType::f32).clone()));
+  lora_B_ = register_cell("lora_B", std::make_shared<AdapterWeight>(B.to(DType::f32).clone()));
+  lora_A_->set_train(training());
+  lora_B_->set_train(training());
+}
+
+void LoraLinear::remove_adapter() {
+  if (!has_adapter()) return;
+  unregister_cell("lora_A");
+  unregister_cell("lora_B");
+  lora_A_ = lora_B_ = nullptr;
+}
+
+const Tensor& LoraLinear::lora_A() const {
+  ZENITH_CHECK(has_adapter(), "[LoraLinear] the layer has no adapter");
+  return adapter_weight(lora_A_);
+}
+
+const Tensor& LoraLinear::lora_B() const {
+  ZENITH_CHECK(has_adapter(), "[LoraLinear] the layer has no adapter");
+  return adapter_weight(lora_B_);
+}
+
+Tensor LoraLinear::delta_weight() const {
+  NoGradGuard no_grad;
+  return ops::mul(ops::matmul(lora_B(), lora_A()), spec_.scaling());
+}
+
+void LoraLinear::merge() {
+  ZENITH_CHECK(has_adapter(), "[LoraLinear] merge: the layer has no adapter");
+  NoGradGuard no_grad;
+  Tensor merged = ops::add(weight_.to(DType::f32), delta_weight());
+  Tensor w = weight_;  // the same storage: optimizers and views keep seeing the weight
+  w.copy_(merged);     // rounds once to the weight's dtype
+  remove_adapter();
+}
+
+std::string LoraLinear::extra_repr() const {
+  std::ostringstream os;
+  os << "in_features=" << in_features() << ", out_features=" << out_features()
+     << ", bias=" << (bias_.defined() ? "true" : "false")
+     << ", dtype=" << dtype_name(weight_.dtype());
+  if (has_adapter())
+    os << ", r=" << spec_.r << ", alpha=" << spec_.alpha << (spec_.use_rslora ? ", rslora" : "");
+  return os.str();
+}
+
+}  // namespace zenith::nn

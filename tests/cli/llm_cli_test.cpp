@@ -1,0 +1,161 @@
+// `zenith generate`, `zenith perplexity` and `zenith merge-adapter` on the LLaMA fixtures and the
+// demo model (examples/llm/demo-llama, which has a tokenizer).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "support/files.h"
+#include "support/llama_fixtures.h"
+#include "support/run_zenith.h"
+#include "support/temp_dir.h"
+#include "zenith/llama.h"
+
+namespace zenith::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string demo_model() { return std::string(ZENITH_SOURCE_DIR) + "/examples/llm/demo-llama"; }
+
+std::string id_list(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t id : ids) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(id);
+  }
+  return s;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  CliResult r = run_zenith(args + " --json");
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
+  return r.code == 0 ? nlohmann::json::parse(r.output) : nlohmann::json();
+}
+
+TEST(GenerateCli, GreedyJsonEqualsTheReference) {
+  auto ref = llama_reference("llama_gqa");
+  auto j = run_json("generate --model " + llama_fixture("llama_gqa") + " --prompt-ids " +
+                    id_list(ref.at("greedy.prompt").to_int_vector()) +
+                    " --temperature 0 --max-new-tokens 8");
+  EXPECT_EQ(j["tokens"].get<std::vector<int64_t>>(), ref.at("greedy.tokens").to_int_vector());
+  EXPECT_TRUE(j["text"].is_null());  // the fixture has no tokenizer
+  EXPECT_EQ(j["prompt_tokens"], 5);
+  EXPECT_EQ(j["stop_reason"], "max_new_tokens");
+}
+
+// The greedy continuation with the adapter applied, unmerged (--adapter) and merged
+// (merge-adapter), is the reference's.
+void check_adapter(const std::string& adapter, const std::string& base, bool merged_too) {
+  auto ref = llama_reference(adapter);
+  const std::string prompt = " --prompt-ids " + id_list(ref.at("greedy.prompt").to_int_vector()) +
+                             " --temperature 0 --max-new-tokens 8";
+  const auto expected = ref.at("greedy.tokens").to_int_vector();
+  auto j = run_json("generate --model " + llama_fixture(base) + " --adapter " +
+                    llama_fixture(adapter) + prompt);
+  EXPECT_EQ(j["tokens"].get<std::vector<int64_t>>(), expected) << adapter << " unmerged";
+  TempDir tmp("merge_cli");
+  CliResult r = run_zenith("merge-adapter --model " + llama_fixture(base) + " --adapter " +
+                           llama_fixture(adapter) + " --out " + tmp.str());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const size_t layers = io::load_lora_adapter(llama_fixture(adapter)).modules.size();
+  EXPECT_NE(r.output.find("into " + std::to_string(layers) + " layers"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(read_json(tmp / "config.json")["torch_dtype"],
+            read_json(llama_fixture(base) + "/config.json")["torch_dtype"]);
+  if (!merged_too) return;
+  j = run_json("generate --model " + tmp.str() + prompt);
+  EXPECT_EQ(j["tokens"].get<std::vector<int64_t>>(), expected) << adapter << " merged";
+}
+
+TEST(GenerateCli, AdapterUnmergedAndMergedGiveTheReference) {
+  check_adapter("lora_qv", "llama_gqa", true);
+  // A bf16 base merges into bf16 weights: rounding moves the logits past the fixture's greedy
+  // margins, so only the unmerged continuation is compared (the library tests bound the merge).
+  check_adapter("lora_all_linear_rslora", "llama_bf16", false);
+}
+
+TEST(GenerateCli, TextPromptStreamsWhatJsonReports) {
+  const std::string args = "generate --model " + demo_model() +
+                           " --prompt 'Once upon a time' --max-new-tokens 12 --seed 3";
+  auto j = run_json(args);
+  ASSERT_TRUE(j["text"].is_string());
+  EXPECT_EQ(j["tokens"].size(), 12u);
+  CliResult plain = run_zenith(args);
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  // The streamed text, a newline, then the summary on stderr.
+  EXPECT_EQ(plain.output.substr(0, plain.output.find("[generate] ")),
+            j["text"].get<std::string>() + "\n");
+  EXPECT_NE(plain.output.find("12 generated in"), std::string::npos) << plain.output;
+  // Chat: the prompt becomes a user turn of the template (tokenizer_config.json: llama-2).
+  auto chat = run_json("generate --model " + demo_model() +
+                       " --prompt hello --chat --max-new-tokens 4 --temperature 0");
+  auto raw = run_json("generate --model " + demo_model() +
+                      " --prompt hello --max-new-tokens 4 --temperature 0");
+  EXPECT_GT(chat["prompt_tokens"].get<int>(), raw["prompt_tokens"].get<int>() + 4);
+}
+
+TEST(GenerateCli, Errors) {
+  CliResult r =
+      run_zenith("generate --model " + llama_fixture("llama_gqa") + " --prompt-ids 1,2,500");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("prompt token id 500 at position 2 is outside the model's vocabulary "
+                          "[0, 128)"),
+            std::string::npos)
+      << r.output;
+  r = run_zenith("generate --model " + llama_fixture("llama_gqa") + " --prompt-ids 1,x");
+  EXPECT_NE(r.output.find("item 2 ('x') is not a token id"), std::string::npos) << r.output;
+  r = run_zenith("generate --model " + llama_fixture("llama_gqa") + " --prompt hello");
+  EXPECT_NE(r.output.find("has no tokenizer (tokenizer.json or tokenizer.model): give "
+                          "--prompt-ids"),
+            std::string::npos)
+      << r.output;
+  r = run_zenith("generate --model " + demo_model() + " --prompt hi --chat-template vicuna");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("llama-2, llama-3, chatml, alpaca"), std::string::npos) << r.output;
+  r = run_zenith("generate --model " + llama_fixture("llama_gqa"));
+  EXPECT_NE(r.output.find("give --prompt TEXT or --prompt-ids"), std::string::npos) << r.output;
+  // A prompt as long as the context.
+  TempDir tmp("generate_cli");
+  fs::copy_file(llama_fixture("llama_gqa") + "/model.safetensors", tmp / "model.safetensors");
+  auto config = read_json(llama_fixture("llama_gqa") + "/config.json");
+  config["max_position_embeddings"] = 4;
+  write_bytes(tmp / "config.json", config.dump());
+  r = run_zenith("generate --model " + tmp.str() + " --prompt-ids 1,2,3,4");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("the prompt has 4 tokens, but the model's context"), std::string::npos)
+      << r.output;
+}
+
+TEST(PerplexityCli, JsonEqualsTheLibrary) {
+  auto ref = llama_reference("llama_gqa");
+  const std::vector<int64_t> ids = ref.at("input_ids").to_int_vector();
+  auto model = models::Llama::from_pretrained(llama_fixture("llama_gqa"));
+  auto expected = models::perplexity(*model, ids, 8);
+  auto j = run_json("perplexity --model " + llama_fixture("llama_gqa") + " --ids " + id_list(ids) +
+                    " --max-seq-len 8");
+  EXPECT_NEAR(j["nll"].get<double>(), expected.nll, 1e-6);
+  EXPECT_NEAR(j["perplexity"].get<double>(), expected.perplexity, 1e-6 * expected.perplexity);
+  EXPECT_EQ(j["tokens"], 23);
+  // A text file through the demo model's tokenizer.
+  TempDir tmp("perplexity_cli");
+  write_bytes(tmp / "story.txt", "Once upon a time there was a little computer.\n");
+  j = run_json("perplexity --model " + demo_model() + " --text " + (tmp / "story.txt"));
+  EXPECT_GT(j["tokens"].get<int>(), 5);
+  EXPECT_GT(j["perplexity"].get<double>(), 1.0);
+  CliResult r = run_zenith("perplexity --model " + demo_model() + " --ids 5");
+  EXPECT_NE(r.output.find("needs at least 2 tokens"), std::string::npos) << r.output;
+}
+
+TEST(MergeAdapterCli, AdapterForAnotherBaseFails) {
+  TempDir tmp("merge_cli");
+  CliResult r = run_zenith("merge-adapter --model " + llama_fixture("mistral_head_dim") +
+                           " --adapter " + llama_fixture("lora_qv") + " --out " + tmp.str());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("the adapter does not fit the base model"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(tmp / "config.json"));
+}
+
+}  // namespace
+}  // namespace zenith::testing
