@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace zenith::bench {
@@ -31,6 +33,13 @@ inline std::string cpu_isa() {
   if (has("avx512_bf16")) isa += "+avx512_bf16";
   if (has("amx_bf16")) isa += "+amx_bf16";
   return isa;
+}
+
+// The threads a bench uses unless --threads says: ZENITH_NUM_THREADS, else every core.
+inline int default_threads() {
+  const char* env = std::getenv("ZENITH_NUM_THREADS");
+  return env && std::atoi(env) > 0 ? std::atoi(env)
+                                   : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // The ISA oneDNN's kernels use (ONEDNN_MAX_CPU_ISA can lower it, e.g. to AVX2).

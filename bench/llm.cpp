@@ -218,11 +218,7 @@ int main(int argc, char** argv) {
     else
       return usage();
   }
-  if (threads <= 0) {
-    const char* env = std::getenv("ZENITH_NUM_THREADS");
-    threads = env && std::atoi(env) > 0 ? std::atoi(env)
-                                        : int(std::max(1u, std::thread::hardware_concurrency()));
-  }
+  if (threads <= 0) threads = bench::default_threads();
   std::vector<Measurement> selected;
   for (const auto& m : kMeasurements)
     if (child.empty()
