@@ -4,10 +4,14 @@
 // [--schedule cosine|wsd|constant] [--warmup-steps N]
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
 // [--chat-template NAME] [--activation-checkpointing] [--save-every N] [--resume DIR]
-// [--config FILE.yaml] --out DIR`:
+// [--nproc N [--max-restarts N]] [--config FILE.yaml] --out DIR`:
 // supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
 // text, pre-tokenized ids). LoRA writes a PEFT adapter directory, full an HF model directory;
 // both with metrics.jsonl, tensorboard/ and eval_log.json (with --eval-data).
+// Data parallel: --nproc N runs N ranks of this command as a platform job in the foreground
+// (rank_launcher.h), as a job YAML with `npu: N` does; each rank takes --batch-size examples of
+// every micro-batch, so N ranks train as one process with --batch-size N*B. Rank 0 writes OUT.
+// A restarted job (--max-restarts) resumes from OUT's newest checkpoint-<step>.
 #include "zenith/finetune.h"
 
 #include <CLI/CLI.hpp>
@@ -16,7 +20,9 @@
 
 #include "cli/command.h"
 #include "cli/llm_common.h"
+#include "cli/rank_launcher.h"
 #include "cli/settings_schema.h"
+#include "zenith/communication.h"
 
 namespace zenith::cli {
 namespace {
@@ -70,6 +76,8 @@ int run_finetune(int argc, char** argv) {
   if (!config.empty()) schema.apply_yaml_file(config);
   CLI::App app{"Fine-tune a LLaMA-family model (LoRA or full) on JSONL data", "zenith finetune"};
   app.add_option("--config", config, "YAML file of settings (flags override it)");
+  RankLauncher launcher("finetune");
+  launcher.add_flags(app);
   schema.add_flags(app);
   try {
     app.parse(argc, argv);
@@ -79,6 +87,10 @@ int run_finetune(int argc, char** argv) {
   ZENITH_CHECK((!o.model.empty() || !o.model_config.empty()) && !o.data.empty() && !o.out.empty(),
                "[finetune] --model DIR (or --init random --model-config FILE), --data FILE.jsonl "
                "and --out DIR are required");
+  const int world_env = env_world_size("finetune");
+  launcher.check(world_env);
+  if (launcher.launches()) return launcher.launch(argc, argv);
+  if (o.resume.empty()) o.resume = restart_checkpoint("finetune", o.out);
   const models::LlamaConfig model_config =
       models::load_llama_config(finetune::model_config_path(o));
   auto tokenizer = find_tokenizer(o.model);
@@ -90,7 +102,9 @@ int run_finetune(int argc, char** argv) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   };
+  const RankPlace place = join_ranks(world_env, 0);
   finetune::run(o, train, eval ? &*eval : nullptr, print);
+  if (place.world > 1) communication::release();
   return 0;
 }
 

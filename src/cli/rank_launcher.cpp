@@ -23,16 +23,21 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-// The checkpoint in `dir` with the most training steps, "" when there is none.
+// The checkpoint in `dir` with the most training steps, "" when there is none: train's
+// checkpoint_*.safetensors files or finetune's checkpoint-<step>/ directories (their step in
+// trainer_state.safetensors).
 std::string latest_checkpoint(const std::string& dir) {
   std::string best;
   int64_t best_step = -1;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
-    if (name.rfind("checkpoint_", 0) != 0 || e.path().extension() != ".safetensors") continue;
+    const bool file = name.rfind("checkpoint_", 0) == 0 && e.path().extension() == ".safetensors";
+    const auto state = e.path() / "trainer_state.safetensors";
+    const bool directory = name.rfind("checkpoint-", 0) == 0 && std::filesystem::exists(state);
+    if (!file && !directory) continue;
     try {
-      auto meta = io::read_safetensors_metadata(e.path().string());
+      auto meta = io::read_safetensors_metadata(file ? e.path().string() : state.string());
       int64_t step = meta.count("step") ? std::stoll(meta["step"]) : 0;
       if (step > best_step) best_step = step, best = e.path().string();
     } catch (const std::exception&) {

@@ -12,9 +12,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 
+#include "train/finetune_ranks.h"
 #include "zenith/autograd.h"
 #include "zenith/io.h"
 #include "zenith/optim.h"
@@ -68,7 +70,10 @@ nn::LRSchedule schedule(const Options& o, int64_t warmup, int64_t total) {
 // and dashboard read this shape), to out/metrics.jsonl and $ZENITH_METRICS_FILE when set.
 class MetricsOut {
  public:
-  MetricsOut(const std::string& out) : tensorboard_(out + "/tensorboard") {
+  // `writes` false (ranks other than 0): emits nothing.
+  MetricsOut(const std::string& out, bool writes) {
+    if (!writes) return;
+    tensorboard_.emplace(out + "/tensorboard");
     files_.emplace_back(out + "/metrics.jsonl", std::ios::app);
     if (const char* env = std::getenv("ZENITH_METRICS_FILE"); env && *env)
       files_.emplace_back(env, std::ios::app);
@@ -83,17 +88,18 @@ class MetricsOut {
     if (!event.empty()) j["event"] = event;
     const std::string line = j.dump() + "\n";
     for (auto& f : files_) f << line << std::flush;
-    tensorboard_.add_scalar(name, value, step);
+    if (tensorboard_) tensorboard_->add_scalar(name, value, step);
   }
 
  private:
   std::vector<std::ofstream> files_;
-  io::SummaryWriter tensorboard_;
+  std::optional<io::SummaryWriter> tensorboard_;
 };
 
 // The settings a resumed run must share with the checkpoint's (the others, such as where
-// output goes and how often to log, may change).
-nlohmann::json run_settings(const Options& o) {
+// output goes and how often to log, may change). `ranks`: the data-parallel ranks, each taking
+// batch_size examples of a micro-batch.
+nlohmann::json run_settings(const Options& o, int ranks) {
   return {{"model", o.model},
           {"data", o.data},
           {"method", o.method},
@@ -117,7 +123,8 @@ nlohmann::json run_settings(const Options& o) {
           {"train_on_prompt", o.train_on_prompt},
           {"packing", o.packing},
           {"chat_template", o.chat_template},
-          {"seed", o.seed}};
+          {"seed", o.seed},
+          {"ranks", ranks}};
 }
 
 constexpr const char* kTrainerState = "trainer_state.safetensors";
@@ -125,7 +132,7 @@ constexpr const char* kTrainerState = "trainer_state.safetensors";
 // The weights (adapter or model) and trainer_state.safetensors: the optimizer's state, and as
 // metadata the step, the settings and the random generator's state.
 void save_output(models::Llama& model, const Options& o, const io::LoraConfig& lora,
-                 const nn::Optimizer& optimizer, int64_t step, const std::string& dir) {
+                 const nn::Optimizer& optimizer, int64_t step, int ranks, const std::string& dir) {
   if (o.method == "lora") {
     models::save_lora(model, lora, dir);
   } else {
@@ -134,7 +141,7 @@ void save_output(models::Llama& model, const Options& o, const io::LoraConfig& l
   }
   io::Metadata meta = {{"format", "zenith-finetune"},
                        {"step", std::to_string(step)},
-                       {"settings", run_settings(o).dump()},
+                       {"settings", run_settings(o, ranks).dump()},
                        {"rng", default_generator().state()}};
   io::save_safetensors(dir + "/" + kTrainerState, optimizer.state_dict(), meta);
 }
@@ -146,7 +153,7 @@ struct TrainerState {
 };
 
 // A checkpoint's trainer state; errors name each setting that differs from `o`.
-TrainerState read_trainer_state(const Options& o) {
+TrainerState read_trainer_state(const Options& o, int ranks) {
   const std::string path = o.resume + "/" + kTrainerState;
   ZENITH_CHECK(fs::exists(path), "[finetune] --resume ", o.resume, " has no ", kTrainerState,
                " (a checkpoint-<step> directory of zenith finetune)");
@@ -155,7 +162,9 @@ TrainerState read_trainer_state(const Options& o) {
   t.optimizer = io::load_safetensors(path, &meta);
   ZENITH_CHECK(meta.count("settings") && meta.count("step") && meta.count("rng"), "[finetune] ",
                path, " lacks the step, settings or rng metadata");
-  const nlohmann::json saved = nlohmann::json::parse(meta.at("settings")), now = run_settings(o);
+  nlohmann::json saved = nlohmann::json::parse(meta.at("settings"));
+  const nlohmann::json now = run_settings(o, ranks);
+  if (!saved.contains("ranks")) saved["ranks"] = 1;  // written before data parallelism
   std::string changed;
   for (const auto& [key, value] : now.items())
     if (!saved.contains(key) || saved[key] != value)
@@ -281,13 +290,20 @@ SpikeGuard::Verdict SpikeGuard::check(double loss, double grad_norm, std::string
   return Verdict::skip;
 }
 
-EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, int64_t pad_id) {
+namespace {
+
+// evaluate() over every world-th batch of `data`, from the rank-th, summed over the ranks.
+EvalRecord evaluate_shared(models::Llama& model, const Data& data, int64_t batch_size,
+                           int64_t pad_id, const Ranks* ranks) {
   const bool was_training = model.training();
   model.eval();
   NoGradGuard no_grad;
   double total = 0;
   EvalRecord r;
-  for (size_t i = 0; i < data.examples.size(); i += size_t(batch_size)) {
+  const size_t first = ranks ? size_t(ranks->rank()) : 0,
+               every = ranks ? size_t(ranks->world()) : 1;
+  for (size_t i = first * size_t(batch_size); i < data.examples.size();
+       i += every * size_t(batch_size)) {
     std::vector<const Example*> part;
     for (size_t j = i; j < std::min(data.examples.size(), i + size_t(batch_size)); ++j)
       part.push_back(&data.examples[j]);
@@ -297,9 +313,20 @@ EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, 
     r.targets += b.targets;
   }
   model.train(was_training);
+  if (ranks) {
+    const std::vector<double> sums = ranks->sum({total, double(r.targets)});
+    total = sums[0];
+    r.targets = int64_t(sums[1]);
+  }
   r.loss = r.targets > 0 ? total / double(r.targets) : 0;
   r.perplexity = std::exp(r.loss);
   return r;
+}
+
+}  // namespace
+
+EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, int64_t pad_id) {
+  return evaluate_shared(model, data, batch_size, pad_id, nullptr);
 }
 
 std::string model_config_path(const Options& o) {
@@ -316,15 +343,16 @@ DataOptions data_options(const Options& o, const models::LlamaConfig& config) {
 
 Result run(const Options& o, const Data& train_data, const Data* eval_data,
            const std::function<void(const std::string&)>& log_fn) {
+  const Ranks ranks;  // rank 0 alone logs and writes
   auto log = [&](const std::string& line) {
-    if (log_fn) log_fn(line);
+    if (log_fn && ranks.writes()) log_fn(line);
   };
   check_options(o);
   ZENITH_CHECK(!train_data.examples.empty(), "[finetune] no training examples");
   const bool lora = o.method == "lora";
   // LoRA keeps the base in its file's dtype (frozen); full fine-tuning trains float32 weights.
   std::optional<TrainerState> resumed;
-  if (!o.resume.empty()) resumed = read_trainer_state(o);
+  if (!o.resume.empty()) resumed = read_trainer_state(o, ranks.world());
   manual_seed(uint64_t(o.seed));
   std::shared_ptr<models::Llama> model;
   if (lora)
@@ -355,8 +383,10 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   for (const auto& p : params) result.trainable_parameters += p.numel();
   for (const auto& [name, p] : model->named_parameters()) result.total_parameters += p.numel();
 
+  // A micro-batch holds batch_size examples per rank; rank r takes its r-th run of them.
   const int64_t n = int64_t(train.examples.size());
-  const int64_t micro_per_epoch = (n + o.batch_size - 1) / o.batch_size;
+  const int64_t global_batch = o.batch_size * ranks.world();
+  const int64_t micro_per_epoch = (n + global_batch - 1) / global_batch;
   const int64_t steps_per_epoch = (micro_per_epoch + o.accumulate_steps - 1) / o.accumulate_steps;
   const int64_t total_steps = o.max_steps > 0 ? o.max_steps : o.epochs * steps_per_epoch;
   const int64_t warmup =
@@ -415,19 +445,23 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
     log(format("[finetune] packing: %zu examples in %zu sequences of at most %lld tokens",
                train_data.examples.size(), train.examples.size(), (long long)max_seq_len));
 
-  fs::create_directories(o.out);
-  MetricsOut metrics(o.out);
+  if (ranks.world() > 1 && log_fn)
+    log_fn(format("[finetune] rank %d of %d: %lld examples of each micro-batch of %lld; %s",
+                  ranks.rank(), ranks.world(), (long long)o.batch_size, (long long)global_batch,
+                  ranks.writes() ? ("writing " + o.out).c_str() : "rank 0 writes"));
+  if (ranks.writes()) fs::create_directories(o.out);
+  MetricsOut metrics(o.out, ranks.writes());
   nlohmann::json eval_log = nlohmann::json::array();
   auto run_eval = [&](int64_t step) {
     if (!eval_data) return;
-    EvalRecord r = evaluate(*model, *eval_data, o.batch_size, pad_id);
+    EvalRecord r = evaluate_shared(*model, *eval_data, o.batch_size, pad_id, &ranks);
     r.step = step;
     result.evals.push_back(r);
     eval_log.push_back({{"step", step},
                         {"eval_loss", r.loss},
                         {"perplexity", r.perplexity},
                         {"tokens", r.targets}});
-    std::ofstream(o.out + "/eval_log.json") << eval_log.dump(2) << "\n";
+    if (ranks.writes()) std::ofstream(o.out + "/eval_log.json") << eval_log.dump(2) << "\n";
     metrics.emit("eval/loss", r.loss, step, 0);
     metrics.emit("eval/perplexity", r.perplexity, step, 0);
     log(format("[finetune] step %lld: eval loss %.4f, perplexity %.3f (%lld tokens)",
@@ -456,14 +490,21 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
       int64_t targets = 0, tokens = 0;
       for (int64_t m = first; m < std::min(first + o.accumulate_steps, micro_per_epoch); ++m) {
         std::vector<const Example*> part;
-        for (int64_t i = m * o.batch_size; i < std::min(n, (m + 1) * o.batch_size); ++i)
-          part.push_back(&train.examples[order[size_t(i)]]);
+        const auto [begin, end] = ranks.share(m * global_batch, o.batch_size, n);
+        for (int64_t i = begin; i < end; ++i) part.push_back(&train.examples[order[size_t(i)]]);
+        if (part.empty()) continue;  // the epoch's last micro-batch has none for this rank
         micro.push_back(collate(part, pad_id));
         targets += micro.back().targets;
         tokens += micro.back().tokens;
       }
-      // Each micro-batch's mean loss weighted by its share of the step's learned labels: the
-      // gradient of the mean over all of them, as one batch of the combined examples gives.
+      {
+        const std::vector<double> sums = ranks.sum({double(targets), double(tokens)});
+        targets = int64_t(sums[0]);
+        tokens = int64_t(sums[1]);
+      }
+      // Each micro-batch's mean loss weighted by its share of the step's learned labels (over
+      // every rank): the gradient of the mean over all of them, as one batch of the combined
+      // examples gives, once the ranks' gradients are summed.
       double loss_value = 0;
       for (const Batch& b : micro) {
         if (b.targets == 0) continue;
@@ -472,6 +513,8 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         loss.backward();
         loss_value += loss.item();
       }
+      loss_value = ranks.sum({loss_value})[0];
+      ranks.sum_gradients(params);
       const double lr = optimizer->current_lr();
       double grad_norm = o.clip_grad_norm > 0 ? nn::clip_grad_norm(params, o.clip_grad_norm)
                                               : nn::clip_grad_norm(params, 1e300);
@@ -520,8 +563,8 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
                    grad_norm, rate));
       }
       if (o.eval_every > 0 && step % o.eval_every == 0 && step < total_steps) run_eval(step);
-      if (o.save_every > 0 && step % o.save_every == 0 && step < total_steps)
-        save_output(*model, o, lora_cfg, *optimizer, step,
+      if (o.save_every > 0 && step % o.save_every == 0 && step < total_steps && ranks.writes())
+        save_output(*model, o, lora_cfg, *optimizer, step, ranks.world(),
                     o.out + "/checkpoint-" + std::to_string(step));
       if (o.save_every > 0 && step % o.save_every == 0 && verdict == SpikeGuard::Verdict::ok)
         take_snapshot();
@@ -529,7 +572,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   }
   result.steps = step;
   run_eval(step);
-  save_output(*model, o, lora_cfg, *optimizer, step, o.out);
+  if (ranks.writes()) save_output(*model, o, lora_cfg, *optimizer, step, ranks.world(), o.out);
   log(format("[finetune] %lld steps done; %s written to %s", (long long)step,
              lora ? "the PEFT adapter (adapter_config.json, adapter_model.safetensors)"
                   : "the model (config.json, safetensors, tokenizer files)",
