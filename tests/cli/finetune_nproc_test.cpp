@@ -1,6 +1,7 @@
-// `zenith finetune --nproc N` as a user runs it: 2 ranks with --batch-size 4 train as one process
-// with --batch-size 8 (losses, gradient norms, eval loss and the LoRA adapter), only rank 0
-// writes, and a 2-rank run resumed from its checkpoint ends where the uninterrupted one did.
+// `zenith finetune --nproc N` and a job YAML with `npu: 2` as a user runs them: 2 ranks with
+// --batch-size 4 train as one process with --batch-size 8 (losses, gradient norms, eval loss and
+// the LoRA adapter), only rank 0 writes, and a 2-rank run resumed from its checkpoint ends where
+// the uninterrupted one did.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -75,15 +76,28 @@ TEST_F(FinetuneNproc, TwoRanksMatchOneProcessWithTheCombinedBatch) {
   EXPECT_NE(ddp.output.find("rank 1 of 2: 4 examples of each micro-batch of 8; rank 0 writes"),
             std::string::npos)
       << ddp.output;
+  // The same as a platform job of 2 devices (zenith run; zenith submit runs it alike).
+  std::ofstream(root_ / "job.yaml") << "job:\n  name: finetune-2-ranks\n  framework: zenith\n"
+                                       "  resources: { npu: 2 }\n  entry: "
+                                    << ZENITH_BINARY << " " << args("job", 4) << " --max-steps 4\n";
+  CliResult job = run_zenith("run " + (root_ / "job.yaml").string());
+  ASSERT_EQ(job.code, 0) << job.output;
+  EXPECT_NE(job.output.find("rank 1 of 2"), std::string::npos) << job.output;
+  EXPECT_TRUE(same_parameters((root_ / "ddp/adapter_model.safetensors").string(),
+                              (root_ / "job/adapter_model.safetensors").string(), 1e-3, 28));
 
   auto a = read_metrics(root_ / "single/metrics.jsonl"),
-       b = read_metrics(root_ / "ddp/metrics.jsonl");
+       b = read_metrics(root_ / "job/metrics.jsonl");
   for (const char* name : {"loss", "grad_norm"}) {
     ASSERT_EQ(a[name].size(), 4u) << name;
     ASSERT_EQ(b[name].size(), 4u) << name << ": rank 0 alone writes metrics.jsonl";
     for (const auto& [step, value] : a[name])
       EXPECT_NEAR(b[name][step], value, 1e-5 * value) << name << " at step " << step;
   }
+  auto nproc = read_metrics(root_ / "ddp/metrics.jsonl");
+  ASSERT_EQ(nproc["loss"].size(), 4u);
+  for (const auto& [step, value] : nproc["loss"])
+    EXPECT_NEAR(value, a["loss"][step], 1e-5 * value) << "--nproc 2, step " << step;
   auto eval_a = nlohmann::json::parse(std::ifstream(root_ / "single/eval_log.json"));
   auto eval_b = nlohmann::json::parse(std::ifstream(root_ / "ddp/eval_log.json"));
   ASSERT_EQ(eval_b.size(), 2u);
