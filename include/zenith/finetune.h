@@ -67,6 +67,14 @@ struct Options {
   bool packing = false;  // pack examples into sequences of max_seq_len (pack())
   std::string chat_template;
   bool activation_checkpointing = false;
+  // Mixed precision, MindSpore's levels: O0 float32; O1 every linear layer in amp_dtype; O2 also
+  // the LoRA matmuls and the hidden states between layers, norms float32 (Llama::
+  // set_low_precision). Trained weights stay float32 masters; a LoRA base is held in amp_dtype.
+  // amp_dtype bf16 or fp16; fp16 adds dynamic loss scaling (nn::DynamicLossScaler: 2^16, x2
+  // after 2000 clean steps, x0.5 and the step skipped on inf/NaN gradients). On CPUs the low
+  // precision is a storage format: values are rounded to it, arithmetic is float32.
+  std::string amp = "O0";
+  std::string amp_dtype = "bf16";
   int64_t seed = 0;
   int64_t log_every = 1;   // steps between metrics lines
   int64_t eval_every = 0;  // steps between evaluations (0: before and after training only)
@@ -84,6 +92,9 @@ struct Options {
   // Fault injection for tests: may change a step's measured loss and gradient norm (before the
   // guard sees them; the gradients themselves are unchanged).
   std::function<void(int64_t step, double& loss, double& grad_norm)> inject;
+  // Fault injection for tests: may change a step's gradients (still scaled by the loss scale)
+  // before they are checked for inf/NaN and unscaled.
+  std::function<void(int64_t step, const std::vector<Tensor>& params)> inject_gradients;
 };
 
 // Decides, step by step, whether an update is a loss spike (see Options::spike_factor).
@@ -119,6 +130,8 @@ struct Result {
   std::vector<double> grad_norms;     // each step's global gradient norm (before clipping)
   std::vector<EvalRecord> evals;      // eval data only: before training, every eval_every, after
   int64_t spikes = 0, rollbacks = 0;  // updates skipped by the spike guard, rollbacks
+  int64_t overflows = 0;              // fp16: updates skipped for inf/NaN gradients
+  std::vector<double> loss_scales;    // fp16: each step's loss scale (empty without scaling)
 };
 
 // Mean next-token NLL of `data` under `model` (no gradients), in batches of batch_size.

@@ -99,6 +99,12 @@ class Llama : public nn::Cell {
   void set_activation_checkpointing(bool enabled) { checkpointing_ = enabled; }
   bool activation_checkpointing() const { return checkpointing_; }
 
+  // Mixed precision (MindSpore's amp levels, for finetune --amp): `dtype` bf16 or f16 runs every
+  // linear layer in it (LoraLinear::set_compute_dtype: O1); `all_but_norms` also the LoRA
+  // matmuls and the hidden states between layers (embedding output, each decoder layer's
+  // output), the RMS norms staying float32 (O2). float32: off. Weights keep their dtype.
+  void set_low_precision(DType dtype, bool all_but_norms = false);
+
   std::string type_name() const override { return config_.architecture; }
 
   struct Parts;  // the cells of the tree, typed (defined in src/models/llama_layers.h)
@@ -109,6 +115,8 @@ class Llama : public nn::Cell {
   std::shared_ptr<Parts> parts_;
   Tensor inv_freq_;  // float64 [head_dim / 2], rope_theta and rope_scaling applied
   bool checkpointing_ = false;
+  DType lowp_ = DType::f32;            // hidden states rounded to this between layers (O2)
+  DType tied_head_lowp_ = DType::f32;  // the tied lm_head's matmul in this (O1, O2)
 };
 
 // Copies a model directory's tokenizer and generation files (tokenizer.json, tokenizer.model,

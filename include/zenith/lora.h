@@ -33,6 +33,14 @@ class LoraLinear : public Cell {
 
   Tensor forward(const Tensor& x) override;
 
+  // Mixed precision (finetune --amp): with `dtype` bf16 or f16 the base matmul takes its input,
+  // weight and output rounded to `dtype` (a float32 weight is cast each forward, so it stays the
+  // float32 master and its gradient comes back through the cast, rounded to `dtype` too);
+  // `adapter_too` does the same for the LoRA matmuls. Compute stays float32 (a storage format on
+  // CPUs without 16-bit arithmetic). float32: off.
+  void set_compute_dtype(DType dtype, bool adapter_too = false);
+  DType compute_dtype() const { return compute_; }
+
   // Adds an adapter initialised as PEFT does: A kaiming-uniform (a = sqrt(5)), B zero, so the
   // layer computes what it did before. Replaces an adapter already there.
   void add_adapter(const LoraSpec& spec);
@@ -59,6 +67,8 @@ class LoraLinear : public Cell {
  private:
   Tensor weight_, bias_;
   LoraSpec spec_;
+  DType compute_ = DType::f32;
+  bool adapter_lowp_ = false;
   CellPtr lora_A_, lora_B_;  // Dense cells without bias: lora_A.weight, lora_B.weight
 };
 

@@ -3,7 +3,8 @@
 // [--init pretrained|random [--model-config CONFIG.json]] [--epochs N | --max-steps N] [--lr 3e-4]
 // [--schedule cosine|wsd|constant] [--warmup-steps N]
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
-// [--chat-template NAME] [--activation-checkpointing] [--save-every N] [--resume DIR]
+// [--chat-template NAME] [--activation-checkpointing] [--amp O0|O1|O2 [--amp-dtype bf16|fp16]]
+// [--save-every N] [--resume DIR]
 // [--nproc N [--max-restarts N]] [--config FILE.yaml] --out DIR`:
 // supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
 // text, pre-tokenized ids). LoRA writes a PEFT adapter directory, full an HF model directory;
@@ -57,6 +58,10 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("chat-template", o.chat_template, "llama-2, llama-3, chatml or alpaca")
       .add("activation-checkpointing", o.activation_checkpointing,
            "recompute each decoder layer in backward (less memory, more time)")
+      .add("amp", o.amp,
+           "mixed precision: O0 float32, O1 linear layers in --amp-dtype, O2 all but norms "
+           "(float32 masters; CPUs store, not compute, in low precision)")
+      .add("amp-dtype", o.amp_dtype, "bf16, or fp16 (with dynamic loss scaling)")
       .add("seed", o.seed, "seed of the shuffling, LoRA init and dropout")
       .add("log-every", o.log_every, "steps between metrics lines")
       .add("eval-every", o.eval_every, "steps between evaluations (0: before and after)")

@@ -139,21 +139,38 @@ Tensor Llama::forward(const LlamaInput& in) {
   std::tie(ctx.cos, ctx.sin) = ops::rope_cos_sin(inv_freq_, positions, DType::f32);
 
   const detail::DecoderCell& model = *parts_->model;
-  Tensor x = model.embed_tokens->forward(ids);
+  // O2 (set_low_precision): hidden states stored in low precision between the layers.
+  auto store = [this](const Tensor& h) {
+    return lowp_ == DType::f32 ? h : h.to(lowp_).to(h.dtype());
+  };
+  Tensor x = store(model.embed_tokens->forward(ids));
   const bool recompute = checkpointing_ && !cache && autograd::grad_enabled();
   for (const auto& layer : model.layers) {
     if (recompute) {
-      x = detail::checkpoint([layer, ctx](const Tensor& h) { return layer->forward(h, ctx); }, x,
-                             layer->parameters());
+      x = store(detail::checkpoint([layer, ctx](const Tensor& h) { return layer->forward(h, ctx); },
+                                   x, layer->parameters()));
     } else {
-      x = layer->forward(x, ctx);
+      x = store(layer->forward(x, ctx));
     }
   }
   if (cache) cache->advance(t);
   if (in.last_position_only && t > 1) x = x.slice(1, t - 1, t);
   x = model.norm->forward(x);
-  return parts_->lm_head ? parts_->lm_head->forward(x)
-                         : ops::linear(x, model.embed_tokens->weight());
+  if (parts_->lm_head) return parts_->lm_head->forward(x);
+  if (tied_head_lowp_ == DType::f32) return ops::linear(x, model.embed_tokens->weight());
+  // A tied head in low precision, as LoraLinear::set_compute_dtype computes.
+  const Tensor& w = model.embed_tokens->weight();
+  auto round = [&](const Tensor& t) { return t.to(tied_head_lowp_).to(DType::f32); };
+  return round(ops::linear(round(x), w.dtype() == tied_head_lowp_ ? w : w.to(tied_head_lowp_)));
+}
+
+void Llama::set_low_precision(DType dtype, bool all_but_norms) {
+  ZENITH_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+               "[llama] low precision must be bfloat16 or float16 (float32: off), got ",
+               dtype_name(dtype));
+  for (const auto& [path, layer] : linear_layers()) layer->set_compute_dtype(dtype, all_but_norms);
+  tied_head_lowp_ = dtype;
+  lowp_ = all_but_norms ? dtype : DType::f32;
 }
 
 Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels) {

@@ -30,6 +30,16 @@ class AdapterWeight : public Cell {
 
 bool is_16bit(DType t) { return t == DType::bf16 || t == DType::f16; }
 
+// x rounded to `dtype` and back (its gradient rounded alike): a value stored in low precision.
+Tensor round_to(const Tensor& x, DType dtype) { return x.to(dtype).to(x.dtype()); }
+
+// linear in low precision: input, weight and output rounded to `dtype`, float32 compute.
+Tensor linear_lowp(const Tensor& x, const Tensor& weight, const Tensor& bias, DType dtype) {
+  Tensor w = weight.dtype() == dtype ? weight : weight.to(dtype);
+  Tensor b = bias.defined() && bias.dtype() != x.dtype() ? bias.to(x.dtype()) : bias;
+  return round_to(ops::linear(round_to(x, dtype), w, b), dtype);
+}
+
 const Tensor& adapter_weight(const CellPtr& cell) {
   return static_cast<const AdapterWeight&>(*cell).weight();
 }
@@ -69,7 +79,24 @@ std::shared_ptr<LoraLinear> LoraLinear::create(int64_t in_features, int64_t out_
   return std::make_shared<LoraLinear>(w, b);
 }
 
+void LoraLinear::set_compute_dtype(DType dtype, bool adapter_too) {
+  ZENITH_CHECK(dtype == DType::f32 || is_16bit(dtype),
+               "[LoraLinear] compute dtype must be float32, bfloat16 or float16, got ",
+               dtype_name(dtype));
+  compute_ = dtype;
+  adapter_lowp_ = adapter_too && dtype != DType::f32;
+}
+
 Tensor LoraLinear::forward(const Tensor& x) {
+  if (compute_ != DType::f32 && x.dtype() == DType::f32) {
+    Tensor y = linear_lowp(x, weight_, bias_, compute_);
+    if (!lora_A_) return y;
+    Tensor h = spec_.dropout > 0 && training() ? ops::dropout(x, spec_.dropout, true) : x;
+    Tensor delta = adapter_lowp_ ? linear_lowp(linear_lowp(h, lora_A(), Tensor(), compute_),
+                                               lora_B(), Tensor(), compute_)
+                                 : lora_B_->forward(lora_A_->forward(h));
+    return ops::add(y, ops::mul(delta, spec_.scaling()));
+  }
   // A bfloat16/float16 weight (and bias) with float32 x: ops::linear computes in float32 without
   // a float32 copy of the weight. Other mixes (a float64 x) cast to x's dtype.
   const bool lowp = x.dtype() == DType::f32 && is_16bit(weight_.dtype());

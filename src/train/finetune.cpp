@@ -19,6 +19,7 @@
 #include "train/finetune_ranks.h"
 #include "zenith/autograd.h"
 #include "zenith/io.h"
+#include "zenith/loss_scaler.h"
 #include "zenith/optim.h"
 #include "zenith/random.h"
 
@@ -124,7 +125,9 @@ nlohmann::json run_settings(const Options& o, int ranks) {
           {"packing", o.packing},
           {"chat_template", o.chat_template},
           {"seed", o.seed},
-          {"ranks", ranks}};
+          {"ranks", ranks},
+          {"amp", o.amp},
+          {"amp_dtype", o.amp_dtype}};
 }
 
 constexpr const char* kTrainerState = "trainer_state.safetensors";
@@ -132,7 +135,8 @@ constexpr const char* kTrainerState = "trainer_state.safetensors";
 // The weights (adapter or model) and trainer_state.safetensors: the optimizer's state, and as
 // metadata the step, the settings and the random generator's state.
 void save_output(models::Llama& model, const Options& o, const io::LoraConfig& lora,
-                 const nn::Optimizer& optimizer, int64_t step, int ranks, const std::string& dir) {
+                 const nn::Optimizer& optimizer, const nn::DynamicLossScaler* scaler, int64_t step,
+                 int ranks, const std::string& dir) {
   if (o.method == "lora") {
     models::save_lora(model, lora, dir);
   } else {
@@ -143,6 +147,9 @@ void save_output(models::Llama& model, const Options& o, const io::LoraConfig& l
                        {"step", std::to_string(step)},
                        {"settings", run_settings(o, ranks).dump()},
                        {"rng", default_generator().state()}};
+  if (scaler)
+    for (const auto& [name, t] : scaler->state_dict())
+      meta["loss_scaler." + name] = format("%.17g", t.item());
   io::save_safetensors(dir + "/" + kTrainerState, optimizer.state_dict(), meta);
 }
 
@@ -150,6 +157,7 @@ struct TrainerState {
   int64_t step = 0;
   std::string rng;
   nn::StateDict optimizer;
+  io::Metadata meta;
 };
 
 // A checkpoint's trainer state; errors name each setting that differs from `o`.
@@ -164,7 +172,10 @@ TrainerState read_trainer_state(const Options& o, int ranks) {
                path, " lacks the step, settings or rng metadata");
   nlohmann::json saved = nlohmann::json::parse(meta.at("settings"));
   const nlohmann::json now = run_settings(o, ranks);
-  if (!saved.contains("ranks")) saved["ranks"] = 1;  // written before data parallelism
+  // Settings added later, as checkpoints written before them ran.
+  for (const auto& [key, value] :
+       {std::pair<const char*, nlohmann::json>{"ranks", 1}, {"amp", "O0"}, {"amp_dtype", "bf16"}})
+    if (!saved.contains(key)) saved[key] = value;
   std::string changed;
   for (const auto& [key, value] : now.items())
     if (!saved.contains(key) || saved[key] != value)
@@ -175,6 +186,7 @@ TrainerState read_trainer_state(const Options& o, int ranks) {
                " with changed settings:", changed);
   t.step = std::stoll(meta.at("step"));
   t.rng = meta.at("rng");
+  t.meta = meta;
   return t;
 }
 
@@ -205,6 +217,10 @@ void check_options(const Options& o) {
   ZENITH_CHECK(o.init == "pretrained" || o.method == "full",
                "[finetune] --init random trains every weight: it needs --method full");
   ZENITH_CHECK(o.log_every > 0, "[finetune] --log-every must be positive, got ", o.log_every);
+  ZENITH_CHECK(o.amp == "O0" || o.amp == "O1" || o.amp == "O2", "[finetune] unknown --amp '", o.amp,
+               "' (O0, O1, O2)");
+  ZENITH_CHECK(o.amp_dtype == "bf16" || o.amp_dtype == "fp16", "[finetune] unknown --amp-dtype '",
+               o.amp_dtype, "' (bf16, fp16)");
 }
 
 }  // namespace
@@ -355,8 +371,11 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   if (!o.resume.empty()) resumed = read_trainer_state(o, ranks.world());
   manual_seed(uint64_t(o.seed));
   std::shared_ptr<models::Llama> model;
-  if (lora)
-    model = models::Llama::from_pretrained(o.model);
+  const bool amp = o.amp != "O0";
+  const DType amp_dtype = o.amp_dtype == "fp16" ? DType::f16 : DType::bf16;
+  if (lora)  // the frozen base in its file's dtype, or the amp dtype
+    model = amp ? models::Llama::from_pretrained(o.model, amp_dtype)
+                : models::Llama::from_pretrained(o.model);
   else if (resumed)
     model = models::Llama::from_pretrained(o.resume, DType::f32);
   else if (o.init == "random")  // pretraining from scratch: transformers' initialisation
@@ -378,6 +397,19 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
     model->freeze_base();
   }
   model->set_activation_checkpointing(o.activation_checkpointing);
+  model->set_low_precision(amp ? amp_dtype : DType::f32, o.amp == "O2");
+  // float16's narrow range needs loss scaling; bfloat16's is float32's.
+  std::optional<nn::DynamicLossScaler> scaler;
+  if (amp && amp_dtype == DType::f16) {
+    scaler.emplace();
+    if (resumed && resumed->meta.count("loss_scaler.scale")) {
+      nn::StateDict state;
+      for (const std::string name : {"scale", "clean_steps"})
+        state[name] =
+            Tensor::scalar(std::stod(resumed->meta.at("loss_scaler." + name)), DType::f64);
+      scaler->load_state_dict(state);
+    }
+  }
   model->train();
   std::vector<Tensor> params = model->trainable_params();
   for (const auto& p : params) result.trainable_parameters += p.numel();
@@ -423,6 +455,19 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
     log(o.init == "random"
             ? "[finetune] training from random weights (" + model_config_path(o) + "), float32"
             : "[finetune] full fine-tuning, float32 weights");
+  if (amp)
+    log(
+        format("[finetune] amp %s: %s in %s, float32 master weights and norms%s; on this CPU %s "
+               "is a storage format (values rounded to it), arithmetic is float32",
+               o.amp.c_str(),
+               o.amp == "O1" ? "linear layers" : "linear layers, LoRA matmuls and hidden states",
+               dtype_name(amp_dtype),
+               scaler ? ", dynamic loss scaling (2^16, x2 after 2000 clean steps, x0.5 and skip "
+                        "on inf/NaN)"
+                      : "",
+               dtype_name(amp_dtype)));
+  else
+    log("[finetune] amp O0: float32 compute");
   log(format("[finetune] trainable %lld of %lld parameters (%.3f%%)",
              (long long)result.trainable_parameters, (long long)result.total_parameters,
              100.0 * double(result.trainable_parameters) / double(result.total_parameters)));
@@ -510,20 +555,37 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         if (b.targets == 0) continue;
         Tensor logits = forward(*model, b);
         Tensor loss = models::causal_lm_loss(logits, b.labels) * (double(b.targets) / targets);
-        loss.backward();
+        (scaler ? scaler->scale_loss(loss) : loss).backward();
         loss_value += loss.item();
       }
       loss_value = ranks.sum({loss_value})[0];
       ranks.sum_gradients(params);
+      if (o.inject_gradients) o.inject_gradients(step + 1, params);
+      // fp16: inf/NaN in the (summed, so every rank's same) gradients skips the update.
+      const double loss_scale = scaler ? scaler->scale() : 1;
+      const bool overflow = scaler && !scaler->unscale_and_update(params);
       const double lr = optimizer->current_lr();
-      double grad_norm = o.clip_grad_norm > 0 ? nn::clip_grad_norm(params, o.clip_grad_norm)
-                                              : nn::clip_grad_norm(params, 1e300);
-      if (o.inject) o.inject(step + 1, loss_value, grad_norm);
+      double grad_norm = NAN;
+      SpikeGuard::Verdict verdict = SpikeGuard::Verdict::ok;
       std::string why;
-      const SpikeGuard::Verdict verdict = guard.check(loss_value, grad_norm, &why);
-      if (verdict == SpikeGuard::Verdict::ok) optimizer->step();
+      if (!overflow) {
+        grad_norm = o.clip_grad_norm > 0 ? nn::clip_grad_norm(params, o.clip_grad_norm)
+                                         : nn::clip_grad_norm(params, 1e300);
+        if (o.inject) o.inject(step + 1, loss_value, grad_norm);
+        verdict = guard.check(loss_value, grad_norm, &why);
+        if (verdict == SpikeGuard::Verdict::ok) optimizer->step();
+      }
       optimizer->zero_grad();
       ++step;
+      if (scaler) result.loss_scales.push_back(loss_scale);
+      if (overflow) {
+        ++result.overflows;
+        const std::string event =
+            format("inf/NaN gradients at loss scale %g: update skipped, loss scale halved to %g",
+                   loss_scale, scaler->scale());
+        metrics.emit("loss_scale_overflow", loss_scale, step, epoch, event);
+        log(format("[finetune] step %lld: %s", (long long)step, event.c_str()));
+      }
       if (verdict != SpikeGuard::Verdict::ok) {
         ++result.spikes;
         metrics.emit("spike", loss_value, step, epoch, "loss spike: " + why + "; update skipped");
@@ -556,6 +618,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         metrics.emit("learning_rate", lr, step, epoch);
         metrics.emit("grad_norm", grad_norm, step, epoch);
         metrics.emit("tokens_per_second", rate, step, epoch);
+        if (scaler) metrics.emit("loss_scale", scaler->scale(), step, epoch);
         log(
             format("[finetune] step %lld/%lld epoch %lld: loss %.4f, lr %.3g, grad norm %.3f, "
                    "%.0f tokens/s",
@@ -564,15 +627,17 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
       }
       if (o.eval_every > 0 && step % o.eval_every == 0 && step < total_steps) run_eval(step);
       if (o.save_every > 0 && step % o.save_every == 0 && step < total_steps && ranks.writes())
-        save_output(*model, o, lora_cfg, *optimizer, step, ranks.world(),
-                    o.out + "/checkpoint-" + std::to_string(step));
+        save_output(*model, o, lora_cfg, *optimizer, scaler ? &*scaler : nullptr, step,
+                    ranks.world(), o.out + "/checkpoint-" + std::to_string(step));
       if (o.save_every > 0 && step % o.save_every == 0 && verdict == SpikeGuard::Verdict::ok)
         take_snapshot();
     }
   }
   result.steps = step;
   run_eval(step);
-  if (ranks.writes()) save_output(*model, o, lora_cfg, *optimizer, step, ranks.world(), o.out);
+  if (ranks.writes())
+    save_output(*model, o, lora_cfg, *optimizer, scaler ? &*scaler : nullptr, step, ranks.world(),
+                o.out);
   log(format("[finetune] %lld steps done; %s written to %s", (long long)step,
              lora ? "the PEFT adapter (adapter_config.json, adapter_model.safetensors)"
                   : "the model (config.json, safetensors, tokenizer files)",
