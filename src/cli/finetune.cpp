@@ -83,6 +83,10 @@ int run_finetune(int argc, char** argv) {
   app.add_option("--config", config, "YAML file of settings (flags override it)");
   RankLauncher launcher("finetune");
   launcher.add_flags(app);
+  int64_t inject_spike = 0;
+  app.add_option("--inject-spike", inject_spike,
+                 "testing aid: the spike guard sees step N's loss x 100 (a spike, its metrics "
+                 "event and, in a platform job, its alert)");
   schema.add_flags(app);
   try {
     app.parse(argc, argv);
@@ -92,6 +96,10 @@ int run_finetune(int argc, char** argv) {
   ZENITH_CHECK((!o.model.empty() || !o.model_config.empty()) && !o.data.empty() && !o.out.empty(),
                "[finetune] --model DIR (or --init random --model-config FILE), --data FILE.jsonl "
                "and --out DIR are required");
+  if (inject_spike > 0)
+    o.inject = [inject_spike](int64_t step, double& loss, double&) {
+      if (step == inject_spike) loss *= 100;
+    };
   const int world_env = env_world_size("finetune");
   launcher.check(world_env);
   if (launcher.launches()) return launcher.launch(argc, argv);

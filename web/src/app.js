@@ -301,6 +301,8 @@ function jobPage(rawId) {
       <div class="card chart" id="chart-memory"></div>
       <div class="card chart" id="chart-comm"></div>
       <div class="card chart" id="chart-lr"></div>
+      <div class="card chart" id="chart-tokens"></div>
+      <div class="card chart" id="chart-eval-step"></div>
     </div>
     <div class="card">
       <div class="toolbar"><h2 style="margin:0">Profile</h2>
@@ -384,6 +386,11 @@ function jobPage(rawId) {
                             empty: "no communication metrics (single-rank job, or none logged)" });
     lineChart("chart-lr", "Learning rate", perRank(named.learning_rate, "step", "lr"),
               { xLabel: "step" });
+    // zenith finetune's scalars: throughput and the held-out loss at its evaluation steps.
+    lineChart("chart-tokens", "Tokens/s", perRank(named.tokens_per_second, "step", "tokens/s"),
+              { xLabel: "step", empty: "no tokens/s logged (zenith finetune logs it each step)" });
+    lineChart("chart-eval-step", "Eval loss per step", perRank(named["eval/loss"], "step", "eval"),
+              { xLabel: "step", empty: "no eval loss per step (zenith finetune --eval-data)" });
     const dev = [], mem = [];
     for (const r of u.ranks) {
       dev.push({ label: `CPU % r${r.rank} (dev ${r.device})`, x: r.time,

@@ -32,7 +32,7 @@ struct RankRecord {
 struct Alert {
   std::int64_t id = 0;
   std::int64_t job_id = 0;
-  std::string kind;  // oom, abnormal_exit, hang, over_quota, lost
+  std::string kind;  // oom, abnormal_exit, hang, over_quota, lost, training_event
   std::string message;
   double created_at = 0;
 };

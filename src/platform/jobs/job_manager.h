@@ -88,6 +88,10 @@ class JobManager {
   void add_prune_hook(std::function<void(std::int64_t job_id)> hook);
   // Jobs pending or running, or finished at or after `since` (unix seconds).
   std::vector<JobRecord> active_since(double since);
+  // Records an alert for `job` (the store, the webhook, the server's log); any thread.
+  void alert(const JobRecord& job, const std::string& kind, const std::string& message) {
+    record_alert(job, kind, message);
+  }
   // The newest `limit` alerts, newest first.
   std::vector<Alert> recent_alerts(int limit);
   // Removes what retention says is old now; the loop calls it every few minutes.

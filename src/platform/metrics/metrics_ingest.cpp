@@ -17,6 +17,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::size_t kMaxReadBytes = 64 << 20;  // per file and pass; the rest comes next pass
+constexpr std::size_t kMaxEventBytes = 1000;     // of an event's text in an alert
+constexpr int kMaxEventAlerts = 100;             // per job: a run that spikes all along
 
 // A Prometheus label value: backslash, quote and newline escaped.
 std::string label(const std::string& v) {
@@ -58,6 +60,8 @@ std::vector<MetricPoint> parse_metric_lines(const std::string& text, const Metri
     if (j.contains("step") && j["step"].is_number()) p.step = j["step"].get<std::int64_t>();
     if (j.contains("epoch") && j["epoch"].is_number()) p.epoch = j["epoch"].get<std::int64_t>();
     if (j.contains("time") && j["time"].is_number()) p.time = j["time"].get<double>();
+    if (j.contains("event") && j["event"].is_string())
+      p.event = j["event"].get<std::string>().substr(0, kMaxEventBytes);
     out.push_back(std::move(p));
   }
   return out;
@@ -159,6 +163,7 @@ void MetricsIngest::ingest_files() {
                      "series: the rest are dropped\n",
                      static_cast<long long>(job.id), limits_.max_series,
                      static_cast<long long>(limits_.max_points_per_series));
+      raise_event_alerts(job, rank, points);
       store_.add_points(job.id, rank, points, offset + std::int64_t(cut));
       if (offset + std::int64_t(cut) < size) complete = false;
       std::lock_guard lock(mutex_);
@@ -168,10 +173,26 @@ void MetricsIngest::ingest_files() {
     if (ended && complete) {
       unfinished_.erase(job.id);
       counts_.erase(job.id);
+      event_alerts_.erase(job.id);
       std::lock_guard lock(mutex_);
       for (auto it = last_.begin(); it != last_.end();)
         it = std::get<0>(it->first) == job.id ? last_.erase(it) : std::next(it);
     }
+  }
+}
+
+void MetricsIngest::raise_event_alerts(const JobRecord& job, int rank,
+                                       const std::vector<MetricPoint>& points) {
+  for (const MetricPoint& p : points) {
+    if (p.event.empty()) continue;
+    int& raised = event_alerts_[job.id];
+    if (raised > kMaxEventAlerts) continue;
+    std::string message =
+        "rank " + std::to_string(rank) + " step " + std::to_string(p.step) + ": " + p.name;
+    message += ++raised > kMaxEventAlerts ? ": more than " + std::to_string(kMaxEventAlerts) +
+                                                " events; the rest only in the metrics file"
+                                          : " (" + p.event + ")";
+    jobs_.alert(job, "training_event", message);
   }
 }
 

@@ -7,7 +7,9 @@
 //   ZENITH_METRICS_FILE=DATA/jobs/<id>/logs/rank_<rank>.metrics.jsonl (beside its log; the logs
 //   dir exists from submission on, so a plain `echo ... >> "$ZENITH_METRICS_FILE"` works)
 // and `zenith train` appends its metrics.jsonl lines ({"step", "epoch", "name", "value",
-// "time"}) there as well as to OUT/metrics.jsonl. Any program may write the same lines.
+// "time"}) there as well as to OUT/metrics.jsonl. Any program may write the same lines. A line
+// with an "event" string (zenith finetune's loss spikes, rollbacks and loss-scale overflows)
+// also raises a "training_event" alert naming the job, rank, step and event.
 #pragma once
 
 #include <condition_variable>
@@ -21,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "platform/jobs/job.h"
 #include "platform/metrics/metrics_store.h"
 #include "platform/metrics/nvml.h"
 
@@ -69,12 +72,16 @@ class MetricsIngest {
 
  private:
   void loop();
+  // An alert for each line of `points` that reports an event (MetricPoint::event), with the job,
+  // rank, step and what happened; at most kMaxEventAlerts per job.
+  void raise_event_alerts(const JobRecord& job, int rank, const std::vector<MetricPoint>& points);
 
   JobManager& jobs_;
   MetricsStore& store_;
   std::unique_ptr<Nvml> nvml_;
   std::set<std::int64_t> unfinished_;            // ended jobs whose files still have unread lines
   std::map<std::int64_t, SeriesCounts> counts_;  // per job being ingested
+  std::map<std::int64_t, int> event_alerts_;     // alerts raised per job being ingested
   std::set<std::int64_t> warned_;                // jobs told they went over the limits
   MetricLimits limits_;
   double last_pass_ = 0;

@@ -22,6 +22,9 @@ struct MetricPoint {
   std::int64_t epoch = 0;
   double value = 0;
   double time = 0;
+  // What happened, for a line that reports an event (a loss spike, a rollback, a loss-scale
+  // overflow): the platform raises an alert with it. Not stored with the series.
+  std::string event;
 };
 
 // One sample of the device a rank runs on. gpu_* are negative when not measured.

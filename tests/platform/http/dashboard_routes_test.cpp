@@ -187,4 +187,68 @@ TEST_F(DashboardServer, IngestsEachRanksMetricsAndSamplesItsDevice) {
   EXPECT_EQ(c.get("/api/v1/dashboard/jobs?state=bogus").status, 400);
 }
 
+// A `zenith finetune` job: its tokens/s and eval loss per step reach the dashboard's series, and
+// the loss spike it reports (--inject-spike, the spike guard's test hook) becomes an alert with
+// the job, rank, step and reason.
+TEST_F(DashboardServer, FinetuneJobShowsTokensEvalLossAndSpikeAlerts) {
+  ServerProcess server(dir.str() + "/data", {"--cpu-devices", "2"});
+  auto c = server.client();
+  const std::string llm = std::string(ZENITH_SOURCE_DIR) + "/examples/llm";
+  const long long id =
+      submit(c, std::string(ZENITH_BINARY) + " finetune --model " + llm + "/demo-llama --data " +
+                    llm + "/finetune/train.jsonl --eval-data " + llm +
+                    "/finetune/eval.jsonl --max-steps 12 --batch-size 4 --eval-every 4 "
+                    "--inject-spike 10 --out " +
+                    dir.str() + "/out");
+  const std::string j = "/api/v1/dashboard/jobs/" + std::to_string(id);
+  json job;
+  ASSERT_TRUE(zt::wait_for(
+      [&] {
+        job = json_body(c.get("/api/v1/jobs/" + std::to_string(id)));
+        return job.is_object() && (job["state"] == "succeeded" || job["state"] == "failed");
+      },
+      240))
+      << job.dump();
+  ASSERT_EQ(job["state"], "succeeded") << job.dump();
+  json series;
+  auto named = [&](const std::string& name) {
+    for (const auto& s : series["series"])
+      if (s["name"] == name) return s;
+    return json();
+  };
+  ASSERT_TRUE(zt::wait_for(
+      [&] {
+        series = json_body(c.get(j + "/series"));
+        return series.is_object() && named("eval/loss").is_object() &&
+               named("eval/loss")["total"] == 4 && named("tokens_per_second").is_object() &&
+               named("tokens_per_second")["total"] == 12;
+      },
+      30))
+      << series.dump();
+  EXPECT_EQ(named("eval/loss")["step"], json({0, 4, 8, 12}));
+  for (const auto& v : named("tokens_per_second")["value"]) EXPECT_GT(v.get<double>(), 0);
+  EXPECT_TRUE(named("spike").is_object()) << "the event's value is a series point too";
+
+  json alerts;
+  ASSERT_TRUE(zt::wait_for(
+      [&] {
+        alerts = json_body(c.get("/api/v1/alerts"));
+        for (const auto& a : alerts)
+          if (a["kind"] == "training_event") return true;
+        return false;
+      },
+      30))
+      << alerts.dump();
+  int events = 0;
+  for (const auto& a : alerts) {
+    if (a["kind"] != "training_event") continue;
+    ++events;
+    EXPECT_EQ(a["job_id"], id);
+    const std::string m = a["message"];
+    EXPECT_NE(m.find("rank 0 step 10: spike (loss spike: the loss"), std::string::npos) << m;
+    EXPECT_NE(m.find("update skipped"), std::string::npos) << m;
+  }
+  EXPECT_EQ(events, 1) << alerts.dump();
+}
+
 }  // namespace

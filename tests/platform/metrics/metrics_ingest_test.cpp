@@ -21,6 +21,23 @@ TEST(MetricLines, ParsesTrainOutputAndSkipsJunk) {
   EXPECT_EQ(points[1].step, 3);
 }
 
+// zenith finetune's event lines (a loss spike, a rollback, a loss-scale overflow) keep their text
+// for the alert; other lines have none.
+TEST(MetricLines, KeepsTheEventOfAnEventLine) {
+  auto points = zp::parse_metric_lines(
+      "{\"step\": 10, \"epoch\": 0, \"name\": \"spike\", \"value\": 512.5, \"time\": 1, "
+      "\"event\": \"loss spike: the loss 512.5 is above 3 x the running median 5.1; update "
+      "skipped\"}\n"
+      "{\"step\": 10, \"name\": \"loss\", \"value\": 5.0}\n"
+      "{\"step\": 11, \"name\": \"rollback\", \"value\": 0.5, \"event\": 7}\n");
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[0].name, "spike");
+  EXPECT_EQ(points[0].event,
+            "loss spike: the loss 512.5 is above 3 x the running median 5.1; update skipped");
+  EXPECT_EQ(points[1].event, "");
+  EXPECT_EQ(points[2].event, "") << "an event that is not a string is none";
+}
+
 // A rank writes what it likes to its metrics file: long lines and names are skipped, and a job
 // gets a bounded number of series and points per series.
 TEST(MetricLines, LimitsLinesNamesSeriesAndPoints) {
