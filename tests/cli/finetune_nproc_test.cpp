@@ -133,5 +133,30 @@ TEST_F(FinetuneNproc, TwoRanksResumeWhereTheyLeftOff) {
   EXPECT_NE(other.output.find("ranks: 1 (the checkpoint's: 2)"), std::string::npos) << other.output;
 }
 
+// A job of 2 ranks that the platform restarts (max_restarts) resumes from its newest
+// checkpoint-<step>/ and repeats the steps after it exactly. The first attempt fails after
+// finishing (the entry's exit code), so both attempts' steps are in metrics.jsonl.
+TEST_F(FinetuneNproc, ARestartedJobResumesFromItsNewestCheckpoint) {
+  std::ofstream(root_ / "job.yaml")
+      << "job:\n  name: finetune-restart\n  resources: { npu: 2 }\n  max_restarts: 1\n"
+         "  entry: "
+      << ZENITH_BINARY << " " << args("out", 4)
+      << " --max-steps 5 --save-every 2; [ \"$ZENITH_RESTART_COUNT\" = 1 ]\n";
+  CliResult job = run_zenith("run " + (root_ / "job.yaml").string());
+  ASSERT_EQ(job.code, 0) << job.output;
+  EXPECT_NE(job.output.find("restart 1: resuming from " + (root_ / "out/checkpoint-4").string()),
+            std::string::npos)
+      << job.output;
+  EXPECT_NE(job.output.find("at step 4"), std::string::npos) << job.output;
+  std::vector<double> step5;
+  std::ifstream in(root_ / "out/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["name"] == "loss" && j["step"] == 5) step5.push_back(j["value"].get<double>());
+  }
+  ASSERT_EQ(step5.size(), 2u) << "step 5 of each attempt";
+  EXPECT_EQ(step5[0], step5[1]);
+}
+
 }  // namespace
 }  // namespace zenith::testing
