@@ -19,6 +19,7 @@
 
 #include "zenith/finetune_data.h"
 #include "zenith/llama.h"
+#include "zenith/train.h"
 
 namespace zenith::finetune {
 
@@ -95,6 +96,11 @@ struct Options {
   // Fault injection for tests: may change a step's gradients (still scaled by the loss scale)
   // before they are checked for inf/NaN and unscaled.
   std::function<void(int64_t step, const std::vector<Tensor>& params)> inject_gradients;
+  // Told of the run's begin, each optimizer step's end (RunContext::step, loss, learning_rate;
+  // no model) and its end: callbacks::Profile (zenith finetune --profile) and the like. The
+  // steps mark their phases (data wait, forward, backward, communication wait, optimizer) for
+  // the profiler.
+  std::vector<callbacks::CallbackPtr> callbacks;
 };
 
 // Decides, step by step, whether an update is a loss spike (see Options::spike_factor).

@@ -5,7 +5,8 @@
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
 // [--chat-template NAME] [--activation-checkpointing] [--amp O0|O1|O2 [--amp-dtype bf16|fp16]]
 // [--save-every N] [--resume DIR]
-// [--nproc N [--max-restarts N]] [--config FILE.yaml] --out DIR`:
+// [--nproc N [--max-restarts N]] [--profile STEPS [--profile-skip N]] [--config FILE.yaml]
+// --out DIR`:
 // supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
 // text, pre-tokenized ids). LoRA writes a PEFT adapter directory, full an HF model directory;
 // both with metrics.jsonl, tensorboard/ and eval_log.json (with --eval-data).
@@ -21,6 +22,7 @@
 
 #include "cli/command.h"
 #include "cli/llm_common.h"
+#include "cli/profile_flags.h"
 #include "cli/rank_launcher.h"
 #include "cli/settings_schema.h"
 #include "zenith/communication.h"
@@ -83,6 +85,8 @@ int run_finetune(int argc, char** argv) {
   app.add_option("--config", config, "YAML file of settings (flags override it)");
   RankLauncher launcher("finetune");
   launcher.add_flags(app);
+  ProfileFlags profile;
+  profile.add(app);
   int64_t inject_spike = 0;
   app.add_option("--inject-spike", inject_spike,
                  "testing aid: the spike guard sees step N's loss x 100 (a spike, its metrics "
@@ -96,6 +100,7 @@ int run_finetune(int argc, char** argv) {
   ZENITH_CHECK((!o.model.empty() || !o.model_config.empty()) && !o.data.empty() && !o.out.empty(),
                "[finetune] --model DIR (or --init random --model-config FILE), --data FILE.jsonl "
                "and --out DIR are required");
+  profile.check();
   if (inject_spike > 0)
     o.inject = [inject_spike](int64_t step, double& loss, double&) {
       if (step == inject_spike) loss *= 100;
@@ -116,6 +121,7 @@ int run_finetune(int argc, char** argv) {
     std::fflush(stdout);
   };
   const RankPlace place = join_ranks(world_env, 0);
+  if (auto p = profile.callback(o.out, place.rank, place.world)) o.callbacks.push_back(p);
   finetune::run(o, train, eval ? &*eval : nullptr, print);
   if (place.world > 1) communication::release();
   return 0;

@@ -16,6 +16,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/trace_range.h"
 #include "train/finetune_ranks.h"
 #include "zenith/autograd.h"
 #include "zenith/io.h"
@@ -521,6 +522,10 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   } else {
     run_eval(0);
   }
+  callbacks::RunContext context;
+  context.steps_per_epoch = steps_per_epoch;
+  context.step = step;
+  for (const auto& cb : o.callbacks) cb->on_train_begin(context);
   for (int64_t epoch = step / steps_per_epoch; step < total_steps; ++epoch) {
     std::vector<size_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), size_t(0));
@@ -531,6 +536,10 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
     for (int64_t first = skip > 0 ? skip * o.accumulate_steps : 0;
          first < micro_per_epoch && step < total_steps; first += o.accumulate_steps) {
       auto start = std::chrono::steady_clock::now();
+      // The step's phases for the profiler (core/trace_range.h), as zenith train marks them.
+      std::optional<core::TraceRange> step_range, phase;
+      step_range.emplace(core::Range::step);
+      phase.emplace(core::Range::data_wait);
       std::vector<Batch> micro;
       int64_t targets = 0, tokens = 0;
       for (int64_t m = first; m < std::min(first + o.accumulate_steps, micro_per_epoch); ++m) {
@@ -542,7 +551,9 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         targets += micro.back().targets;
         tokens += micro.back().tokens;
       }
+      phase.reset();
       {
+        core::TraceRange wait(core::Range::communication_wait);
         const std::vector<double> sums = ranks.sum({double(targets), double(tokens)});
         targets = int64_t(sums[0]);
         tokens = int64_t(sums[1]);
@@ -553,13 +564,24 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
       double loss_value = 0;
       for (const Batch& b : micro) {
         if (b.targets == 0) continue;
-        Tensor logits = forward(*model, b);
-        Tensor loss = models::causal_lm_loss(logits, b.labels) * (double(b.targets) / targets);
-        (scaler ? scaler->scale_loss(loss) : loss).backward();
+        Tensor loss;
+        {
+          core::TraceRange range(core::Range::forward);
+          Tensor logits = forward(*model, b);
+          loss = models::causal_lm_loss(logits, b.labels) * (double(b.targets) / targets);
+        }
+        {
+          core::TraceRange range(core::Range::backward);
+          (scaler ? scaler->scale_loss(loss) : loss).backward();
+        }
         loss_value += loss.item();
       }
-      loss_value = ranks.sum({loss_value})[0];
-      ranks.sum_gradients(params);
+      {
+        core::TraceRange wait(core::Range::communication_wait);
+        loss_value = ranks.sum({loss_value})[0];
+        ranks.sum_gradients(params);
+      }
+      phase.emplace(core::Range::optimizer);
       if (o.inject_gradients) o.inject_gradients(step + 1, params);
       // fp16: inf/NaN in the (summed, so every rank's same) gradients skips the update.
       const double loss_scale = scaler ? scaler->scale() : 1;
@@ -576,7 +598,13 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         if (verdict == SpikeGuard::Verdict::ok) optimizer->step();
       }
       optimizer->zero_grad();
+      phase.reset();
+      step_range.reset();
       ++step;
+      context.step = step;
+      context.loss = loss_value;
+      context.learning_rate = lr;
+      for (const auto& cb : o.callbacks) cb->on_train_step_end(context);
       if (scaler) result.loss_scales.push_back(loss_scale);
       if (overflow) {
         ++result.overflows;
@@ -633,6 +661,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         take_snapshot();
     }
   }
+  for (const auto& cb : o.callbacks) cb->on_train_end(context);
   result.steps = step;
   run_eval(step);
   if (ranks.writes())

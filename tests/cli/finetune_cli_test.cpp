@@ -5,8 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "support/chrome_trace_check.h"
 #include "support/run_zenith.h"
 #include "support/temp_dir.h"
 
@@ -75,6 +77,33 @@ TEST(FinetuneCli, SettingsFromYamlAndFlags) {
   nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "out/adapter_config.json"));
   EXPECT_EQ(config["r"], 4);
   EXPECT_EQ(config["target_modules"], nlohmann::json({"q_proj", "v_proj"}));
+}
+
+// --profile STEPS as for zenith train: the trace holds each profiled step with the finetune
+// step's phases (data wait, forward, backward, optimizer) and the ops inside them.
+TEST(FinetuneCli, ProfileRecordsTheStepsPhases) {
+  TempDir dir("finetune_profile");
+  CliResult r = run_zenith("finetune --model " + source("examples/llm/demo-llama") + " --data " +
+                           source("examples/llm/finetune/train.jsonl") + " --out " + dir.str() +
+                           " --max-steps 4 --batch-size 4 --profile 2 --profile-skip 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("op (by self time)"), std::string::npos) << r.output;
+  auto trace = nlohmann::json::parse(std::ifstream(dir / "profile/trace.json"));
+  EXPECT_EQ(chrome_trace_problems(trace), std::vector<std::string>{});
+  std::map<std::string, int> phases;
+  int ops = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "step") ++phases["step"];  // named "step N"
+    if (e["cat"] == "phase") ++phases[e["name"].get<std::string>()];
+    ops += e["cat"] == "op";
+  }
+  EXPECT_EQ(phases["step"], 2);
+  for (const char* phase : {"data wait", "forward", "backward", "optimizer"})
+    EXPECT_EQ(phases[phase], 2) << phase;
+  EXPECT_GT(ops, 0);
+  auto summary = nlohmann::json::parse(std::ifstream(dir / "profile/summary.json"));
+  EXPECT_EQ(summary["steps"], 2);
 }
 
 TEST(FinetuneCli, BadDataAndSettingsAreClearErrors) {
