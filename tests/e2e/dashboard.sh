@@ -1,8 +1,8 @@
 #!/bin/bash
 # The dashboard in a real browser (Debian chromium, headless, driven by playwright-core from the
-# build's npm dir): a server on loopback runs a short 2-rank training job, a job that fails and a
-# job that logs 100k points; dashboard_browser.js checks the pages and saves screenshots under
-# <build>/test-artifacts/dashboard/. $1 is the zenith binary.
+# build's npm dir): a server on loopback runs a short 2-rank training job, a job that fails, a
+# job that logs 100k points and a short zenith finetune job; dashboard_browser.js checks the
+# pages and saves screenshots under <build>/test-artifacts/dashboard/. $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")
 build=$(dirname "$ZENITH")
@@ -54,16 +54,30 @@ job:
   entry: >-
     awk 'BEGIN { for (i = 0; i < 100000; i++) printf "{\"step\": %d, \"epoch\": %d, \"name\": \"loss\", \"value\": %.5f, \"time\": %d}\n", i, int(i / 10000), 2.3 * exp(-i / 30000) + 0.05 * sin(i / 40), 1700000000 + i }' >> "$ZENITH_METRICS_FILE"
 YAML
+# A short zenith finetune run (LoRA on the demo model, 12 steps, eval every 4) whose step 10 is
+# made a loss spike: its tokens/s and eval loss charts, and the spike's alert.
+cat > finetune.yaml <<YAML
+job:
+  name: finetune-spike
+  resources: { npu: 1 }
+  env: { ZENITH_NUM_THREADS: "1" }
+  entry: >-
+    $ZENITH finetune --model $here/../../examples/llm/demo-llama
+    --data $here/../../examples/llm/finetune/train.jsonl
+    --eval-data $here/../../examples/llm/finetune/eval.jsonl --max-steps 12 --batch-size 4
+    --eval-every 4 --inject-spike 10 --out out-finetune
+YAML
 id_of() { sed -n 's/^submitted job \([0-9]*\) .*/\1/p'; }
 # The quick jobs first: the training job then holds both devices.
 fail_id=$("$ZENITH" submit fail.yaml | id_of)
 big_id=$("$ZENITH" submit big.yaml | id_of)
+finetune_id=$("$ZENITH" submit finetune.yaml | id_of)
 train_id=$("$ZENITH" submit train.yaml | id_of)
-[ -n "$train_id" ] && [ -n "$fail_id" ] && [ -n "$big_id" ] || fail "submit"
+[ -n "$train_id" ] && [ -n "$fail_id" ] && [ -n "$big_id" ] && [ -n "$finetune_id" ] || fail "submit"
 echo "jobs: train $train_id, fail $fail_id, 100k points $big_id"
 
 ZENITH_URL="$ZENITH_SERVER" ZENITH_TOKEN=$(cat "$work/srv/token") TRAIN_ID=$train_id \
-  FAIL_ID=$fail_id BIG_ID=$big_id ARTIFACTS="$artifacts" CHROMIUM="$chromium" \
+  FAIL_ID=$fail_id BIG_ID=$big_id FINETUNE_ID=$finetune_id ARTIFACTS="$artifacts" CHROMIUM="$chromium" \
   NODE_PATH="$modules" timeout 600 node "$here/dashboard_browser.js" || fail "browser checks"
 "$ZENITH" job "$train_id" | grep -q succeeded || fail "training job: $("$ZENITH" job "$train_id"; tail -5 "$work/srv/jobs/$train_id/logs/rank_0.log")"
 echo "screenshots: $artifacts"

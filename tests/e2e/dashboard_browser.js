@@ -1,12 +1,13 @@
 // Drives the dashboard in headless Chromium (playwright-core) for tests/e2e/dashboard.sh.
-// Environment: ZENITH_URL, ZENITH_TOKEN, TRAIN_ID, FAIL_ID, BIG_ID, ARTIFACTS, CHROMIUM.
+// Environment: ZENITH_URL, ZENITH_TOKEN, TRAIN_ID, FAIL_ID, BIG_ID, FINETUNE_ID, ARTIFACTS,
+// CHROMIUM.
 "use strict";
 const { chromium } = require("playwright-core");
 const path = require("path");
 
 const url = process.env.ZENITH_URL;
 const token = process.env.ZENITH_TOKEN;
-const { TRAIN_ID, FAIL_ID, BIG_ID, ARTIFACTS, CHROMIUM } = process.env;
+const { TRAIN_ID, FAIL_ID, BIG_ID, FINETUNE_ID, ARTIFACTS, CHROMIUM } = process.env;
 let checks = 0;
 
 function ok(message) {
@@ -158,6 +159,21 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
                                null, { timeout: 30000 });
     await shot("job-failed.png");
     ok("the failed job's page shows its abnormal_exit alert and its log");
+
+    // --- a zenith finetune job: tokens/s and eval loss per step charted, its loss spike an alert.
+    await page.goto(`${url}/#/jobs/${FINETUNE_ID}`);
+    await page.waitForFunction(
+      () => Number(document.getElementById("chart-tokens")?.dataset.points || 0) >= 12 &&
+            Number(document.getElementById("chart-eval-step")?.dataset.points || 0) >= 4,
+      null, { timeout: 120000 });
+    await page.waitForFunction(
+      () => /training_event[\s\S]*step 10: spike/.test(document.getElementById("job-alerts")?.textContent || ""),
+      null, { timeout: 60000 });
+    await page.waitForSelector("#chart-tokens canvas");
+    await page.waitForSelector("#chart-eval-step canvas");
+    await shot("job-finetune.png");
+    ok(`finetune job: tokens/s (${await points(page, "chart-tokens")} points) and eval loss ` +
+       `(${await points(page, "chart-eval-step")} points) charted, its loss spike an alert`);
 
     // --- a wrong id shows an error, never another job's logs.
     await page.goto(`${url}/#/jobs/${FAIL_ID}x`);
