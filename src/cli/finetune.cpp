@@ -81,7 +81,7 @@ int run_finetune(int argc, char** argv) {
                "and --out DIR are required");
   const models::LlamaConfig model_config =
       models::load_llama_config(finetune::model_config_path(o));
-  auto tokenizer = find_tokenizer(o.model);
+  auto tokenizer = text::Tokenizer::find_in_dir(o.model);
   const finetune::DataOptions data_options = finetune::data_options(o, model_config);
   const finetune::Data train = finetune::load_data(o.data, tokenizer.get(), data_options);
   std::optional<finetune::Data> eval;
