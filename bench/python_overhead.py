@@ -4,7 +4,8 @@
    (the seed's SequentialCell; and a Python Cell subclass whose construct() C++ calls back),
    against bench/python_overhead_ref, the same training in a C++ program. Target <= 1.1x.
 2. MindSpore 2's functional loop (value_and_grad + optimizer(grads) over
-   create_tuple_iterator()) against the same C++ step. Target <= 1.3x.
+   create_tuple_iterator()) against the same C++ step. Target <= 1.3x. Also in GRAPH_MODE
+   (forward and backward replayed as a captured graph; the C++ reference runs eagerly).
 3. GeneratorDataset from a Python list of (uint8 image, label) with Rescale + HWC2CHW feeding
    a 2-thread Model.train: images/s against an in-memory C++ dataset, and the time the step
    waited for data.
@@ -87,7 +88,8 @@ def model_train(net, data, repeats):
     return best_of(repeats, lambda: model.train(1, data)), model
 
 
-def functional_loop(data, repeats):
+def functional_loop(data, repeats, mode=zenith.PYNATIVE_MODE):
+    zenith.set_context(mode=mode)
     net = seed_sequential()
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     optimizer = nn.Momentum(net.trainable_params(), 0.01, 0.9)
@@ -104,8 +106,11 @@ def functional_loop(data, repeats):
             (loss, _), grads = grad_fn(x, y)
             optimizer(grads)
 
-    epoch()  # warm-up
-    return best_of(repeats, epoch)
+    epoch()  # warm-up (in GRAPH_MODE: the capture)
+    try:
+        return best_of(repeats, epoch)
+    finally:
+        zenith.set_context(mode=zenith.PYNATIVE_MODE)
 
 
 def main():
@@ -137,6 +142,7 @@ def main():
     seq_s, _ = model_train(seed_sequential(), data, args.repeats)
     cell_s, _ = model_train(SeedCell(), data, args.repeats)
     loop_s = functional_loop(data, args.repeats)
+    graph_loop_s = functional_loop(data, args.repeats, zenith.GRAPH_MODE)
 
     # 3. the input pipeline from a Python list
     raw = rng.integers(0, 256, size=(n, 28, 28, 1), dtype=np.uint8)
@@ -156,7 +162,8 @@ def main():
               "cpp_cpu_ms_per_step": cpp_cpu_ms}
     for key, (wall, cpu) in (("model_train_sequential", seq_s),
                              ("model_train_python_cell", cell_s),
-                             ("value_and_grad_loop", loop_s)):
+                             ("value_and_grad_loop", loop_s),
+                             ("value_and_grad_loop_graph", graph_loop_s)):
         result[key + "_ms"] = ms(wall)
         result[key + "_ratio"] = ms(wall) / cpp_ms
         result[key + "_cpu_ms"] = ms(cpu)
@@ -173,7 +180,8 @@ def main():
           f"{cpp_cpu_ms:12.2f}")
     for label, key in (("Model.train, SequentialCell from Python", "model_train_sequential"),
                        ("Model.train, Python Cell (construct)", "model_train_python_cell"),
-                       ("value_and_grad loop + optimizer(grads)", "value_and_grad_loop")):
+                       ("value_and_grad loop + optimizer(grads)", "value_and_grad_loop"),
+                       ("the same loop in GRAPH_MODE", "value_and_grad_loop_graph")):
         print(f"  {label:42s} {result[key + '_ms']:12.2f} {result[key + '_ratio']:6.3f}x "
               f"{result[key + '_cpu_ms']:12.2f} {result[key + '_cpu_ratio']:6.3f}x")
     print(f"  GeneratorDataset from a list, 2 workers   {result['generator_list_images_per_s']:8.0f}"

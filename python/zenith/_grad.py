@@ -185,6 +185,7 @@ class _GraphStep:
         self._weights = weights
         self._compiler = None
         self._specs = {}
+        self._cells = None
 
     def _state(self):
         state, seen = [], set()
@@ -194,7 +195,7 @@ class _GraphStep:
                 seen.add(t._id())
                 state.append((name, t))
 
-        for i, cell in enumerate(_reachable_cells(self._fn)):
+        for i, cell in enumerate(self._cells):
             for n, t in cell._named_parameters():
                 add(f"cell{i}.{n}", t)
             for n, t in cell._named_buffers():
@@ -207,9 +208,13 @@ class _GraphStep:
         args = [_as_tensor(a) if type(a).__module__ == "numpy" else a for a in args]
         inputs = [a for a in args if isinstance(a, Tensor)]
         inputs += [kwargs[k] for k in sorted(kwargs) if isinstance(kwargs[k], Tensor)]
-        # What the tensors do not show: the other arguments (frozen into the graph).
+        if self._cells is None:
+            self._cells = _reachable_cells(self._fn)
+        # What the tensors do not show: the other arguments (frozen into the graph) and whether
+        # the cells train (dropout, batch statistics).
         tag = repr([None if isinstance(a, Tensor) else a for a in args] +
-                   sorted((k, None if isinstance(v, Tensor) else v) for k, v in kwargs.items()))
+                   sorted((k, None if isinstance(v, Tensor) else v) for k, v in kwargs.items()) +
+                   [c.training for c in self._cells])
         key = (tag, tuple((tuple(t.shape), str(t.dtype)) for t in inputs))
         if self._compiler is None:
             self._compiler = _C.graph.StepCompiler(self._state(), _log)

@@ -115,3 +115,21 @@ def test_data_dependent_control_flow_falls_back_with_its_reason(graph_mode, caps
     np.testing.assert_allclose(graph_losses, eager_losses, rtol=1e-6)
     for name, value in eager_params.items():
         np.testing.assert_allclose(graph_params[name], value, rtol=1e-6, err_msg=name)
+
+
+def test_train_and_eval_modes_are_separate_graphs(graph_mode):
+    graph_mode(zenith.GRAPH_MODE)
+    zenith.set_seed(0)
+    net = nn.SequentialCell([nn.Dense(4, 4), nn.Dropout(p=0.5)])
+    x = zenith.Tensor(np.ones((2, 4), np.float32))
+    grad_fn = zenith.value_and_grad(lambda v: ops.sum(net(v)), None, net.trainable_params())
+    net.set_train(True)
+    grad_fn(x)
+    grad_fn(x)
+    net.set_train(False)  # no dropout: a graph of its own, not the training one replayed
+    evaluated = [float(grad_fn(x)[0].asnumpy()) for _ in range(2)]
+    compiler = grad_fn._graph._compiler
+    assert (compiler.captures, compiler.replays) == (2, 2)
+    graph_mode(zenith.PYNATIVE_MODE)
+    expected = float(ops.sum(net(x)).asnumpy())
+    assert evaluated == pytest.approx([expected, expected], rel=1e-6)
