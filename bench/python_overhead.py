@@ -64,9 +64,13 @@ class SeedCell(nn.Cell):
         self.flatten = nn.Flatten()
         self.fc = nn.Dense(64 * 5 * 5, 10)
 
+    # Max-pooling before ReLU, as C++ SequentialCell runs a ReLU, MaxPool2d pair (the same
+    # values, ReLU on a 4x smaller tensor): the same ops as the reference, so the ratio is the
+    # front end's overhead. Written ReLU first, a Python Cell computes ~15% more (measured 8.2
+    # against 7.1 CPU ms per step, 1 thread): the reordering is SequentialCell's, not the tape's.
     def construct(self, x):
-        x = self.pool(self.relu(self.conv1(x)))
-        x = self.pool(self.relu(self.conv2(x)))
+        x = self.relu(self.pool(self.conv1(x)))
+        x = self.relu(self.pool(self.conv2(x)))
         return self.fc(self.flatten(x))
 
 
