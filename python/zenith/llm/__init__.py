@@ -7,7 +7,7 @@ names of Hugging Face transformers and PEFT.
     ids = tokenizer.encode("Once upon a time")
     out = model.generate(ids, max_new_tokens=32, temperature=0)           # greedy
     print(tokenizer.decode(out[len(ids):], skip_special_tokens=True))
-    print(llm.perplexity(model, ids))                                     # {'nll', 'perplexity', 'tokens'}
+    print(llm.perplexity(model, ids))             # {"nll", "perplexity", "tokens"}
 
     model = llm.get_peft_model(model, llm.LoraConfig(r=8, lora_alpha=16,
                                                      target_modules=["q_proj", "v_proj"]))
