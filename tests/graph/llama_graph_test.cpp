@@ -4,8 +4,11 @@
 // written in one mode resumes in the other.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <map>
 
+#include "graph/passes/passes.h"
 #include "graph_test_util.h"
 #include "zenith/graph.h"
 #include "zenith/llama.h"
@@ -116,6 +119,70 @@ void expect_equal_training(bool lora_bf16, int steps) {
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0].rfind("graph: ", 0), 0u) << log[0];
   std::cout << (lora_bf16 ? "llama lora bf16: " : "llama f32: ") << log[0] << "\n";
+}
+
+// The transformer patterns in a captured LLaMA step, before and after the passes. RMSNorm, RoPE,
+// SwiGLU and attention (scale, causal and padding mask, softmax: one fused kernel) reach the
+// graph as one op each, forward and backward, so the passes leave them as they are; residual
+// adds and the gradient sums of the residual stream join elementwise loops; the AdamW updates
+// become one. One replay of the optimized graph equals an eager step.
+TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
+  LlamaTrainer eager, graphed;
+  manual_seed(1);
+  auto [ids, labels] = batch(2, 12);
+  const double eager_loss = eager.step(nullptr, ids, labels);
+  graphed.opt->zero_grad();
+  Recorder rec({ids, labels}, graphed.state);
+  rec.begin_phase();
+  Tensor loss = models::causal_lm_loss(graphed.model->forward(ids), labels);
+  rec.end_phase({loss});
+  rec.begin_phase();
+  loss.backward();
+  rec.end_phase({});
+  rec.begin_phase();
+  graphed.opt->step();
+  rec.end_phase({});
+  std::optional<Graph> g = rec.finish();
+  ASSERT_TRUE(g.has_value()) << rec.failure();
+  if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << g->dump();
+  const int layers = 2, params = int(graphed.model->trainable_params().size());
+  std::map<std::string, int> before = g->op_counts();
+  const std::map<std::string, int> patterns = {{"rms_norm", 2 * layers + 1},
+                                               {"rms_norm_backward", 2 * layers + 1},
+                                               {"rotary_embedding", 2 * layers},
+                                               {"rotary_embedding_backward", 2 * layers},
+                                               {"attention", layers},
+                                               {"attention_backward", layers},
+                                               {"swiglu", layers},
+                                               {"swiglu_backward", layers}};
+  for (const auto& [op, n] : patterns) EXPECT_EQ(before[op], n) << op;
+  EXPECT_EQ(before["adam_update"], params);
+  PassReport report = optimize(*g);
+  if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << "after:\n" << g->dump();
+  std::map<std::string, int> after = g->op_counts();
+  for (const auto& [op, n] : patterns) EXPECT_EQ(after[op], n) << op;
+  EXPECT_EQ(after["adam_update"], 0);
+  EXPECT_EQ(after["multi_adam_update"], 1);
+  EXPECT_LT(after["add"], before["add"]);
+  EXPECT_GE(after["fused_elementwise"], 1);
+  EXPECT_EQ(report.ops_after, int(g->nodes.size()));
+  EXPECT_LT(report.ops_after, report.ops_before);
+
+  // The optimized graph replayed from the start weights: the eager step's loss and weights.
+  LlamaTrainer replayed;
+  test::State state = replayed.state;
+  for (size_t i = 0; i < state.size(); ++i)  // rebind the graph's state to the fresh trainer
+    for (Value& v : g->values)
+      if (v.kind == ValueKind::kState && v.name == state[i].first) v.tensor = state[i].second;
+  Program p(*g);
+  p.bind_inputs({ids, labels});
+  p.set_update_params({.lr = replayed.opt->current_lr(), .step = 1});
+  const double replay_loss = p.run_segment(0)[0].item();
+  p.run_segment(1);
+  p.run_segment(2);
+  p.finish();
+  EXPECT_NEAR(replay_loss, eager_loss, 1e-6);
+  EXPECT_LE(max_param_diff(*eager.model, *replayed.model), 1e-6);
 }
 
 TEST_F(LlamaGraph, TwentyStepsEqualEager) { expect_equal_training(false, 20); }

@@ -227,6 +227,63 @@ TEST(Finetune, ResumeContinuesBitForBit) {
   }
 }
 
+// --mode graph: each step (forward, loss, backward, clipping, AdamW) captured once for the one
+// batch shape of equal-length data and replayed; the run equals eager to float32 rounding (graph
+// mode sums the gradient norm in float32, eager in double), the capture line is logged and its
+// figures go to metrics.jsonl; a checkpoint written in graph mode resumes in eager mode and one
+// written in eager mode resumes in graph mode.
+TEST(Finetune, GraphModeEqualsEagerAndResumesAcrossModes) {
+  Data train = pattern_data(16, 7);
+  for (Example& e : train.examples) {  // one length: one batch shape, one graph
+    e.ids.resize(6);
+    e.labels.resize(6);
+  }
+  TempDir eager("finetune_eager"), graph("finetune_graph"), resumed("finetune_graph_resumed");
+  finetune::Options o = lora_options(eager.str());
+  o.lora_dropout = 0.1;  // random masks replay as eager draws them
+  o.max_steps = 6;
+  o.batch_size = 4;
+  o.save_every = 3;
+  finetune::Result a = finetune::run(o, train);
+  o.out = graph.str();
+  o.mode = "graph";
+  std::vector<std::string> lines;
+  finetune::Result b =
+      finetune::run(o, train, nullptr, [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_EQ(b.losses.size(), 6u);
+  for (size_t s = 0; s < 6; ++s) {
+    EXPECT_NEAR(b.losses[s], a.losses[s], 1e-5 * a.losses[s]) << "step " << s + 1;
+    EXPECT_NEAR(b.grad_norms[s], a.grad_norms[s], 1e-5 * a.grad_norms[s]) << "step " << s + 1;
+  }
+  int captures = 0;
+  for (const std::string& l : lines) captures += l.rfind("graph: ", 0) == 0;
+  EXPECT_EQ(captures, 1);
+  std::map<std::string, int> names;
+  std::ifstream metrics(graph / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);)
+    ++names[nlohmann::json::parse(line)["name"].get<std::string>()];
+  for (const char* name : {"graph/ops", "graph/ops_after_fusion", "graph/activations_mb_after"})
+    EXPECT_EQ(names[name], 1) << name;
+
+  // graph -> eager, and eager -> graph, from the checkpoints at step 3.
+  for (const auto& [from, mode] : {std::pair{graph.str(), "pynative"}, {eager.str(), "graph"}}) {
+    o.out = resumed.str();
+    o.resume = from + "/checkpoint-3";
+    o.mode = mode;
+    finetune::Result r = finetune::run(o, train);
+    ASSERT_EQ(r.losses.size(), 3u);
+    for (size_t s = 0; s < 3; ++s)
+      EXPECT_NEAR(r.losses[s], a.losses[s + 3], 1e-5 * a.losses[s + 3]) << mode << s + 4;
+  }
+  o.mode = "turbo";
+  try {
+    finetune::run(o, train);
+    ADD_FAILURE() << "--mode turbo accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown --mode 'turbo'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SpikeGuard, SkipsSpikesAndAsksForARollbackAfterThreeInARow) {
   using V = finetune::SpikeGuard::Verdict;
   finetune::SpikeGuard guard(3.0, 3, /*window=*/4, /*min_history=*/3);
