@@ -311,40 +311,46 @@ TEST(SpikeGuard, SkipsSpikesAndAsksForARollbackAfterThreeInARow) {
 
 // An injected spike is skipped (an event in metrics.jsonl); three non-finite steps in a row roll
 // the adapters back to the start (B = 0 again) and halve the learning rate.
+// In graph mode too: a skipped step leaves its replay unfinished (nothing applied), a rollback
+// drops the compiled graphs.
 TEST(Finetune, SpikeGuardSkipsAndRollsBack) {
-  TempDir dir("finetune_spike");
-  Data train = pattern_data(16, 8);
-  finetune::Options o = lora_options(dir.str());
-  o.max_steps = 14;
-  o.batch_size = 4;
-  o.schedule = "constant";
-  o.inject = [](int64_t step, double& loss, double& grad_norm) {
-    if (step == 10) loss *= 10;
-    if (step >= 12) grad_norm = NAN;
-  };
-  finetune::Result r = finetune::run(o, train);
-  EXPECT_EQ(r.spikes, 4);
-  EXPECT_EQ(r.rollbacks, 1);
-  for (const auto& [name, t] : adapter_tensors(dir.str()))
-    if (name.back() == 'B') {
-      for (double v : t.to_double_vector()) ASSERT_EQ(v, 0.0) << name << " was not rolled back";
+  for (const char* mode : {"pynative", "graph"}) {
+    SCOPED_TRACE(mode);
+    TempDir dir(std::string("finetune_spike_") + mode);
+    Data train = pattern_data(16, 8);
+    finetune::Options o = lora_options(dir.str());
+    o.max_steps = 14;
+    o.batch_size = 4;
+    o.schedule = "constant";
+    o.mode = mode;
+    o.inject = [](int64_t step, double& loss, double& grad_norm) {
+      if (step == 10) loss *= 10;
+      if (step >= 12) grad_norm = NAN;
+    };
+    finetune::Result r = finetune::run(o, train);
+    EXPECT_EQ(r.spikes, 4);
+    EXPECT_EQ(r.rollbacks, 1);
+    for (const auto& [name, t] : adapter_tensors(dir.str()))
+      if (name.back() == 'B') {
+        for (double v : t.to_double_vector()) ASSERT_EQ(v, 0.0) << name << " was not rolled back";
+      }
+    std::vector<nlohmann::json> events;
+    std::map<int64_t, double> lr;
+    std::ifstream metrics(dir / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("event")) events.push_back(j);
+      if (j["name"] == "learning_rate") lr[j["step"].get<int64_t>()] = j["value"].get<double>();
     }
-  std::vector<nlohmann::json> events;
-  std::map<int64_t, double> lr;
-  std::ifstream metrics(dir / "metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    if (j.contains("event")) events.push_back(j);
-    if (j["name"] == "learning_rate") lr[j["step"].get<int64_t>()] = j["value"].get<double>();
+    ASSERT_EQ(events.size(), 5u);
+    EXPECT_EQ(events[0]["step"], 10);
+    EXPECT_EQ(events[0]["name"], "spike");
+    EXPECT_NE(events[0]["event"].get<std::string>().find("update skipped"), std::string::npos);
+    EXPECT_EQ(events[4]["name"], "rollback");
+    EXPECT_EQ(events[4]["step"], 14);
+    EXPECT_DOUBLE_EQ(events[4]["value"].get<double>(), 0.5);
+    EXPECT_DOUBLE_EQ(lr[13], o.lr);
   }
-  ASSERT_EQ(events.size(), 5u);
-  EXPECT_EQ(events[0]["step"], 10);
-  EXPECT_EQ(events[0]["name"], "spike");
-  EXPECT_NE(events[0]["event"].get<std::string>().find("update skipped"), std::string::npos);
-  EXPECT_EQ(events[4]["name"], "rollback");
-  EXPECT_EQ(events[4]["step"], 14);
-  EXPECT_DOUBLE_EQ(events[4]["value"].get<double>(), 0.5);
-  EXPECT_DOUBLE_EQ(lr[13], o.lr);
 }
 
 TEST(Finetune, PackingFillsSequencesAndLearnsNoBoundary) {
