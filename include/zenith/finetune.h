@@ -67,6 +67,11 @@ struct Options {
   bool packing = false;  // pack examples into sequences of max_seq_len (pack())
   std::string chat_template;
   bool activation_checkpointing = false;
+  // pynative: every op dispatched eagerly; graph: each step (forward, loss, backward, clipping,
+  // AdamW) captured once per batch shape and replayed (zenith/graph.h); the capture line is
+  // logged and its figures go to metrics.jsonl. Not a run setting: a checkpoint written in one
+  // mode resumes in the other.
+  std::string mode = "pynative";
   int64_t seed = 0;
   int64_t log_every = 1;   // steps between metrics lines
   int64_t eval_every = 0;  // steps between evaluations (0: before and after training only)

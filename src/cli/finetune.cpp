@@ -4,6 +4,7 @@
 // [--schedule cosine|wsd|constant] [--warmup-steps N]
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
 // [--chat-template NAME] [--activation-checkpointing] [--save-every N] [--resume DIR]
+// [--mode pynative|graph]
 // [--config FILE.yaml] --out DIR`:
 // supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
 // text, pre-tokenized ids). LoRA writes a PEFT adapter directory, full an HF model directory;
@@ -51,6 +52,7 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("chat-template", o.chat_template, "llama-2, llama-3, chatml or alpaca")
       .add("activation-checkpointing", o.activation_checkpointing,
            "recompute each decoder layer in backward (less memory, more time)")
+      .add("mode", o.mode, "pynative, or graph: capture each step once and replay it")
       .add("seed", o.seed, "seed of the shuffling, LoRA init and dropout")
       .add("log-every", o.log_every, "steps between metrics lines")
       .add("eval-every", o.eval_every, "steps between evaluations (0: before and after)")

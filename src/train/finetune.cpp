@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "train/finetune_step.h"
 #include "zenith/autograd.h"
 #include "zenith/io.h"
 #include "zenith/optim.h"
@@ -169,13 +170,6 @@ TrainerState read_trainer_state(const Options& o) {
   return t;
 }
 
-Tensor forward(models::Llama& model, const Batch& b) {
-  models::LlamaInput input;
-  input.input_ids = b.input_ids;
-  input.attention_mask = b.attention_mask;
-  return model.forward(input);
-}
-
 void check_options(const Options& o) {
   ZENITH_CHECK(!o.model.empty() || (o.init == "random" && !o.model_config.empty()),
                "[finetune] --model DIR is required (or --init random --model-config FILE)");
@@ -195,6 +189,8 @@ void check_options(const Options& o) {
                "' (pretrained, random)");
   ZENITH_CHECK(o.init == "pretrained" || o.method == "full",
                "[finetune] --init random trains every weight: it needs --method full");
+  ZENITH_CHECK(o.mode == "pynative" || o.mode == "graph", "[finetune] unknown --mode '", o.mode,
+               "' (known: pynative, graph)");
   ZENITH_CHECK(o.log_every > 0, "[finetune] --log-every must be positive, got ", o.log_every);
 }
 
@@ -292,7 +288,7 @@ EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, 
     for (size_t j = i; j < std::min(data.examples.size(), i + size_t(batch_size)); ++j)
       part.push_back(&data.examples[j]);
     Batch b = collate(part, pad_id);
-    Tensor logits = forward(model, b);
+    Tensor logits = detail::forward(model, b);
     total += models::causal_lm_loss(logits, b.labels).item() * double(b.targets);
     r.targets += b.targets;
   }
@@ -380,6 +376,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   };
   take_snapshot();
   SpikeGuard guard(o.spike_factor, o.spike_rollback);
+  detail::StepRunner runner(*model, params, *optimizer, o.mode == "graph", o.clip_grad_norm, log);
   double lr_scale = 1;
 
   // The settings, as torchtune/PEFT users expect them.
@@ -464,23 +461,20 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
       }
       // Each micro-batch's mean loss weighted by its share of the step's learned labels: the
       // gradient of the mean over all of them, as one batch of the combined examples gives.
-      double loss_value = 0;
-      for (const Batch& b : micro) {
-        if (b.targets == 0) continue;
-        Tensor logits = forward(*model, b);
-        Tensor loss = models::causal_lm_loss(logits, b.labels) * (double(b.targets) / targets);
-        loss.backward();
-        loss_value += loss.item();
-      }
       const double lr = optimizer->current_lr();
-      double grad_norm = o.clip_grad_norm > 0 ? nn::clip_grad_norm(params, o.clip_grad_norm)
-                                              : nn::clip_grad_norm(params, 1e300);
-      if (o.inject) o.inject(step + 1, loss_value, grad_norm);
       std::string why;
-      const SpikeGuard::Verdict verdict = guard.check(loss_value, grad_norm, &why);
-      if (verdict == SpikeGuard::Verdict::ok) optimizer->step();
+      SpikeGuard::Verdict verdict = SpikeGuard::Verdict::ok;
+      const detail::StepRunner::Outcome outcome =
+          runner.run(micro, targets, [&](double& loss, double& norm) {
+            if (o.inject) o.inject(step + 1, loss, norm);
+            verdict = guard.check(loss, norm, &why);
+            return verdict == SpikeGuard::Verdict::ok;
+          });
+      const double loss_value = outcome.loss, grad_norm = outcome.grad_norm;
       optimizer->zero_grad();
       ++step;
+      for (const auto& [name, value] : runner.take_capture_scalars())
+        metrics.emit(name, value, step, epoch);
       if (verdict != SpikeGuard::Verdict::ok) {
         ++result.spikes;
         metrics.emit("spike", loss_value, step, epoch, "loss spike: " + why + "; update skipped");
@@ -491,6 +485,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         NoGradGuard no_grad;
         for (size_t i = 0; i < params.size(); ++i) params[i].copy_(good.params[i]);
         optimizer->load_state_dict(good.optimizer);
+        runner.reset_graphs();
         lr_scale /= 2;
         nn::LRSchedule base = schedule(o, warmup, total_steps);
         optimizer->set_lr(nn::LRSchedule{[base, lr_scale](int64_t s) { return base(s) * lr_scale; },
