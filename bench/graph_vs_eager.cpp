@@ -1,6 +1,7 @@
 // Graph mode against eager (PYNATIVE) mode: one training step (forward, loss, backward,
-// Momentum update) per workload, both modes in one process on the same batches, timed
-// alternately (eager step, graph step, ...) so that load from other processes hits both alike.
+// Momentum update; AdamW for the LLaMA rows) per workload, both modes in one process on the same
+// batches, timed alternately (eager step, graph step, ...) so that load from other processes hits
+// both alike.
 //
 //   graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--check] [--json]
 //
@@ -36,7 +37,7 @@ using namespace zenith;
 
 struct Workload {
   std::string name, model;
-  int64_t channels, image, batch;
+  int64_t channels, image, batch;  // llama: image is the sequence length
   int default_steps;
 };
 
@@ -45,7 +46,37 @@ const std::vector<Workload> kWorkloads = {
     {"seedcnn-cifar-b64", "seedcnn", 3, 32, 64, 30},
     {"seedcnn-cifar-b8", "seedcnn", 3, 32, 8, 60},
     {"resnet18-cifar-b8", "resnet18", 3, 32, 8, 8},
+    {"llama15m-s256-b8", "llama", 0, 256, 8, 4},
+    {"llama15m-s64-b2", "llama", 0, 64, 2, 20},
 };
+
+// stories15M's shape (llama2.c): dim 288, 6 layers of 6 heads, hidden 768, vocabulary 32000,
+// tied embeddings.
+models::LlamaConfig stories15m_config() {
+  models::LlamaConfig c;
+  c.vocab_size = 32000;
+  c.hidden_size = 288;
+  c.intermediate_size = 768;
+  c.num_hidden_layers = 6;
+  c.num_attention_heads = 6;
+  c.num_key_value_heads = 6;
+  c.head_dim = 48;
+  c.max_position_embeddings = 256;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+// Training FLOPs of one sequence of t tokens: 6 per linear weight per token (forward, the two
+// backward GEMMs; the tied embedding counts once, as the lm_head), attention's QK^T and AV at
+// 12 T D per layer per token (causal masking not subtracted).
+double llama_train_flops(const models::LlamaConfig& c, int64_t t) {
+  const double d = double(c.hidden_size), ff = double(c.intermediate_size);
+  const double per_layer = d * double(c.q_dim()) * 2 + d * double(c.kv_dim()) * 2 + 3 * d * ff;
+  const double linear = double(c.num_hidden_layers) * per_layer + d * double(c.vocab_size);
+  const double attention = double(c.num_hidden_layers) * 12.0 * double(t) * double(c.q_dim());
+  return double(t) * (6.0 * linear + attention);
+}
 
 struct Trainer {
   nn::CellPtr net;
@@ -55,10 +86,15 @@ struct Trainer {
   std::string capture_line;
   Trainer(const Workload& w, bool graph_mode) {
     manual_seed(0);
-    net = models::create(w.model, w.channels, w.image, 10);
+    if (w.model == "llama") {
+      net = std::make_shared<models::Llama>(stories15m_config());
+      opt = nn::AdamW(net->trainable_params(), 1e-3);
+    } else {
+      net = models::create(w.model, w.channels, w.image, 10);
+      loss_fn = nn::SoftmaxCrossEntropyWithLogits(true);
+      opt = nn::Momentum(net->trainable_params(), 0.01, 0.9);
+    }
     net->set_train(true);
-    loss_fn = nn::SoftmaxCrossEntropyWithLogits(true);
-    opt = nn::Momentum(net->trainable_params(), 0.01, 0.9);
     if (!graph_mode) return;
     std::vector<std::pair<std::string, Tensor>> state = net->named_parameters();
     for (auto& b : net->named_buffers()) state.push_back(b);
@@ -73,7 +109,10 @@ struct Trainer {
   double step(const Tensor& x, const Tensor& y) {
     opt->zero_grad();
     graph::StepRun run = compiler ? compiler->begin({x, y}) : graph::StepRun::eager();
-    Tensor loss = run.phase([&] { return std::vector<Tensor>{(*loss_fn)(net->forward(x), y)}; })[0];
+    Tensor loss = run.phase([&] {
+      Tensor out = net->forward(x);
+      return std::vector<Tensor>{loss_fn ? (*loss_fn)(out, y) : models::causal_lm_loss(out, y)};
+    })[0];
     const double value = loss.item();
     run.phase([&] {
       loss.backward();
@@ -128,6 +167,11 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
   const int batches = 4;
   std::vector<Tensor> xs, ys;
   for (int i = 0; i < batches; ++i) {
+    if (w.model == "llama") {  // next-token prediction on random ids
+      xs.push_back(Tensor::randint(0, stories15m_config().vocab_size, {w.batch, w.image}));
+      ys.push_back(xs.back());
+      continue;
+    }
     xs.push_back(Tensor::randn({w.batch, w.channels, w.image, w.image}));
     ys.push_back(Tensor::randint(0, 10, {w.batch}));
   }
@@ -154,7 +198,10 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
   const double mem_e = step_peak_mb(eager, xs[0], ys[0]);
   const double mem_g = step_peak_mb(graphed, xs[0], ys[0]);
   const double me = median_of(te), mg = median_of(tg);
-  const double flops = bench::train_flops_per_image(w.model, w.channels, w.image) * double(w.batch);
+  const double flops =
+      double(w.batch) * (w.model == "llama"
+                             ? llama_train_flops(stories15m_config(), w.image)
+                             : bench::train_flops_per_image(w.model, w.channels, w.image));
   // With one thread, the % of peak comes from CPU times (the step's and the sgemm's), which
   // load from other processes does not inflate; with more, from wall times.
   const bool cpu = threads == 1;
@@ -253,8 +300,8 @@ int main(int argc, char** argv) {
     std::cout << results.dump(2) << std::endl;
     return 0;
   }
-  std::cout << "graph vs eager: training step (forward + backward + Momentum), " << threads
-            << " thread(s), median of alternating steps after " << warmup << " warmup\n"
+  std::cout << "graph vs eager: training step (forward + backward + Momentum; AdamW for LLaMA), "
+            << threads << " thread(s), median of alternating steps after " << warmup << " warmup\n"
             << "ISA: " << bench::cpu_isa() << " (oneDNN uses " << bench::onednn_isa()
             << "); sgemm peak (dnnl_sgemm 2048^3): " << std::fixed << std::setprecision(1) << peak
             << " GFLOP/s\n\n";

@@ -76,6 +76,11 @@ struct Options {
   // precision is a storage format: values are rounded to it, arithmetic is float32.
   std::string amp = "O0";
   std::string amp_dtype = "bf16";
+  // pynative: every op dispatched eagerly; graph: each step (forward, loss, backward, clipping,
+  // AdamW) captured once per batch shape and replayed (zenith/graph.h); the capture line is
+  // logged and its figures go to metrics.jsonl. Not a run setting: a checkpoint written in one
+  // mode resumes in the other.
+  std::string mode = "pynative";
   int64_t seed = 0;
   int64_t log_every = 1;   // steps between metrics lines
   int64_t eval_every = 0;  // steps between evaluations (0: before and after training only)

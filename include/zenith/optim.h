@@ -85,5 +85,9 @@ OptimizerPtr AdamW(std::vector<Tensor> params, LRSchedule learning_rate, double 
 
 // Scales all gradients so their global L2 norm is at most max_norm; returns the norm before.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// The same with ops only, no host read (graph mode captures it): the norm before as a 0-d
+// tensor; every gradient is scaled by min(1, max_norm / (norm + 1e-6)). The norm is summed in
+// float32 (clip_grad_norm sums in double), so the two agree to rounding.
+Tensor clip_grad_norm_ops(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace zenith::nn

@@ -52,6 +52,9 @@ class Tokenizer {
   // chat_template), special_tokens_map.json and generation_config.json (eos_token_id lists)
   // where present. Errors name the file and the JSON key.
   static std::shared_ptr<Tokenizer> from_dir(const std::string& dir);
+  // from_dir, or null when DIR has neither tokenizer.json nor tokenizer.model (a model
+  // directory without a tokenizer: its users give token ids).
+  static std::shared_ptr<Tokenizer> find_in_dir(const std::string& dir);
 
   // Text (UTF-8) -> ids.
   std::vector<int32_t> encode(std::string_view text, bool add_special = true) const {
@@ -108,6 +111,12 @@ class Tokenizer {
   int32_t bos_id_ = -1, eos_id_ = -1, pad_id_ = -1, unk_id_ = -1;
   std::vector<int32_t> eos_ids_;
 };
+
+// The ids generation stops at by default: the model's (config.json's eos_token_id), then the
+// tokenizer's (its eos and generation_config.json's) when there is one; `zenith generate` and
+// zenith.llm's generate use them.
+std::vector<int64_t> generation_eos_ids(std::vector<int64_t> model_eos_ids,
+                                        const Tokenizer* tokenizer);
 
 // Incremental decoding for streaming generation: push() returns the text that the new token
 // completes. A token may end in the middle of a UTF-8 character (byte-fallback and byte-level

@@ -10,6 +10,9 @@ namespace {
 PyObject* g_error = nullptr;  // zenith.Error, owned by the module
 
 }  // namespace
+
+void bind_graph(py::module_& m);  // graph mode and the profiler (graph.cpp)
+
 }  // namespace zenith::python
 
 namespace py = pybind11;
@@ -42,4 +45,5 @@ PYBIND11_MODULE(_zenith, m) {
   zp::bind_data(m);
   zp::bind_train(m);
   zp::bind_distributed(m);
+  zp::bind_graph(m);
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "bindings.h"
+#include "core/dispatch.h"
 
 namespace zenith::python {
 namespace {
@@ -254,6 +255,7 @@ Tensor returned_tensor(const py::handle& value, const std::string& what) {
 }
 
 py::object to_numpy(const Tensor& tensor) {
+  dispatch::note_host_read(tensor);  // graph capture: a value read by Python (control flow)
   Tensor t = tensor.detach();
   {
     py::gil_scoped_release release;

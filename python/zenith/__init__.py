@@ -28,6 +28,7 @@ from zenith._grad import grad, value_and_grad
 from zenith import ops, nn, dataset, train, communication, models, llm
 from zenith._checkpoint import load_checkpoint, load_param_into_net, save_checkpoint
 from zenith.train import Model
+from zenith.profiler import Profiler
 
 __version__ = "0.1.0"
 
@@ -39,6 +40,6 @@ __all__ = [
     "reset_auto_parallel_context",
     "value_and_grad", "grad",
     "save_checkpoint", "load_checkpoint", "load_param_into_net",
-    "Model",
+    "Model", "Profiler",
     "ops", "nn", "dataset", "train", "communication", "models", "llm",
 ]

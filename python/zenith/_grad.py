@@ -7,6 +7,16 @@
 The function runs eagerly with its inputs at grad_position made leaves that require gradients;
 the gradients are then taken of its (first, with has_aux) output with respect to those inputs
 and the weights, without touching any accumulated .grad.
+
+In GRAPH_MODE (zenith.set_context(mode=zenith.GRAPH_MODE)) the returned function is a graph
+step (src/graph, as `zenith train --mode graph`): its first call per input signature runs
+eagerly under capture (forward and backward become one optimized graph, the log prints
+"graph: N ops -> M after fusion ..."), later calls replay the graph without entering fn. fn
+must be a function of its tensor inputs and of the state: the weights and the parameters and
+buffers of the Cells fn reaches (its globals, closure or self); other values it reads are
+frozen at capture. A construct that reads a value on the host (control flow on data:
+.asnumpy(), .item(), float()) cannot be captured: that signature runs eagerly, the reason
+logged once.
 """
 
 from zenith import _zenith as _C
@@ -47,7 +57,7 @@ def _make(fn, grad_position, weights, has_aux, return_ids):
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
 
-    def run(*args, **kwargs):
+    def eager(*args, **kwargs):
         args = list(args)
         leaves = []
         previous = _C.autograd.is_grad_enabled()
@@ -98,7 +108,128 @@ def _make(fn, grad_position, weights, has_aux, return_ids):
             result = (input_part, tuple(weight_grads))
         return out, result
 
+    graph = _GraphStep(fn, params)
+
+    def run(*args, **kwargs):
+        if _C.context.get_mode() == _C.context.GRAPH_MODE:
+            return graph(eager, args, kwargs)
+        return eager(*args, **kwargs)
+
+    run._graph = graph  # its captures and replays, for tests
+
     return run
+
+
+# ---- GRAPH_MODE: a value_and_grad call as a captured and replayed graph step
+
+
+def _flatten(obj, leaves):
+    """A structure of tensors as (spec, leaves): tuples and lists kept, other values constant."""
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return ("tensor",)
+    if isinstance(obj, (tuple, list)):
+        return ("seq", type(obj), [_flatten(o, leaves) for o in obj])
+    return ("const", obj)
+
+
+def _unflatten(spec, leaves):
+    if spec[0] == "tensor":
+        return next(leaves)
+    if spec[0] == "const":
+        return spec[1]
+    return spec[1](_unflatten(s, leaves) for s in spec[2])
+
+
+def _reachable_cells(fn):
+    """The Cells fn uses: itself, its self, its closure and the globals its code names (one
+    level of helper functions deep)."""
+    from zenith.nn.cell import Cell
+    cells, seen = [], set()
+
+    def visit(obj, depth):
+        if isinstance(obj, Cell):
+            if id(obj) not in seen:
+                seen.add(id(obj))
+                cells.append(obj)
+            return
+        if depth > 1:
+            return
+        f = getattr(obj, "__func__", obj)
+        visit(getattr(obj, "__self__", None), depth + 1)
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        for name in code.co_names:
+            visit(f.__globals__.get(name), depth + 1)
+        for cell in f.__closure__ or ():
+            try:
+                visit(cell.cell_contents, depth + 1)
+            except ValueError:  # an empty closure cell
+                pass
+
+    visit(fn, 0)
+    return cells
+
+
+def _log(line):
+    print(line, flush=True)
+
+
+class _GraphStep:
+    """value_and_grad's function in GRAPH_MODE: a graph::StepCompiler over the weights and the
+    parameters and buffers of the Cells fn reaches."""
+
+    def __init__(self, fn, weights):
+        self._fn = fn
+        self._weights = weights
+        self._compiler = None
+        self._specs = {}
+        self._cells = None
+
+    def _state(self):
+        state, seen = [], set()
+
+        def add(name, t):
+            if t._id() not in seen:
+                seen.add(t._id())
+                state.append((name, t))
+
+        for i, cell in enumerate(self._cells):
+            for n, t in cell._named_parameters():
+                add(f"cell{i}.{n}", t)
+            for n, t in cell._named_buffers():
+                add(f"cell{i}.{n}", t)
+        for i, w in enumerate(self._weights):
+            add(f"weight{i}", w)
+        return state
+
+    def __call__(self, eager, args, kwargs):
+        args = [_as_tensor(a) if type(a).__module__ == "numpy" else a for a in args]
+        inputs = [a for a in args if isinstance(a, Tensor)]
+        inputs += [kwargs[k] for k in sorted(kwargs) if isinstance(kwargs[k], Tensor)]
+        if self._cells is None:
+            self._cells = _reachable_cells(self._fn)
+        # What the tensors do not show: the other arguments (frozen into the graph) and whether
+        # the cells train (dropout, batch statistics).
+        tag = repr([None if isinstance(a, Tensor) else a for a in args] +
+                   sorted((k, None if isinstance(v, Tensor) else v) for k, v in kwargs.items()) +
+                   [c.training for c in self._cells])
+        key = (tag, tuple((tuple(t.shape), str(t.dtype)) for t in inputs))
+        if self._compiler is None:
+            self._compiler = _C.graph.StepCompiler(self._state(), _log)
+        captured = {}
+
+        def phase():
+            out = eager(*args, **kwargs)
+            leaves = []
+            captured["spec"] = _flatten(out, leaves)
+            return leaves
+
+        leaves = self._compiler.run(inputs, tag, phase)
+        if "spec" in captured:
+            self._specs[key] = captured["spec"]
+        return _unflatten(self._specs[key], iter(leaves))
 
 
 def value_and_grad(fn, grad_position=0, weights=None, has_aux=False, return_ids=False):

@@ -24,7 +24,9 @@ def set_context(**kwargs):
     """Sets process-wide options: mode (PYNATIVE_MODE or GRAPH_MODE), device_target ('CPU';
     'GPU' where CUDA kernels exist), runtime_num_threads (the kernels' thread count), and
     MindSpore's other keys, accepted for compatibility (device_id, deterministic, save_graphs,
-    ...). GRAPH_MODE is recorded; steps run eagerly until graph capture (src/graph) lands.
+    ...). GRAPH_MODE: Model.train and value_and_grad's functions capture each training step
+    once per input signature and replay it as an optimized graph (src/graph, as `zenith train
+    --mode graph`); other code runs eagerly in both modes.
     Unknown keys raise ValueError."""
     unknown = sorted(set(kwargs) - set(_CONTEXT))
     if unknown:

@@ -4,7 +4,7 @@
 // [--schedule cosine|wsd|constant] [--warmup-steps N]
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
 // [--chat-template NAME] [--activation-checkpointing] [--amp O0|O1|O2 [--amp-dtype bf16|fp16]]
-// [--save-every N] [--resume DIR]
+// [--save-every N] [--resume DIR] [--mode pynative|graph]
 // [--nproc N [--max-restarts N]] [--profile STEPS [--profile-skip N]] [--config FILE.yaml]
 // --out DIR`:
 // supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
@@ -64,6 +64,7 @@ SettingsSchema finetune_schema(finetune::Options& o) {
            "mixed precision: O0 float32, O1 linear layers in --amp-dtype, O2 all but norms "
            "(float32 masters; CPUs store, not compute, in low precision)")
       .add("amp-dtype", o.amp_dtype, "bf16, or fp16 (with dynamic loss scaling)")
+      .add("mode", o.mode, "pynative, or graph: capture each step once and replay it")
       .add("seed", o.seed, "seed of the shuffling, LoRA init and dropout")
       .add("log-every", o.log_every, "steps between metrics lines")
       .add("eval-every", o.eval_every, "steps between evaluations (0: before and after)")
@@ -111,7 +112,7 @@ int run_finetune(int argc, char** argv) {
   if (o.resume.empty()) o.resume = restart_checkpoint("finetune", o.out);
   const models::LlamaConfig model_config =
       models::load_llama_config(finetune::model_config_path(o));
-  auto tokenizer = find_tokenizer(o.model);
+  auto tokenizer = text::Tokenizer::find_in_dir(o.model);
   const finetune::DataOptions data_options = finetune::data_options(o, model_config);
   const finetune::Data train = finetune::load_data(o.data, tokenizer.get(), data_options);
   std::optional<finetune::Data> eval;

@@ -76,11 +76,9 @@ int run_generate(int argc, char** argv) {
   ZENITH_CHECK(!(a.chat && ids->count()), "[generate] --chat needs --prompt TEXT, not ids");
 
   auto model = load_llama(a.model, a.adapter);
-  auto tokenizer = find_tokenizer(a.model);
+  auto tokenizer = text::Tokenizer::find_in_dir(a.model);
   const std::vector<int64_t> prompt = prompt_ids(a, tokenizer.get());
-  g.eos_token_ids = model->config().eos_token_ids;
-  if (tokenizer)
-    for (int32_t id : tokenizer->eos_ids()) g.eos_token_ids.push_back(id);
+  g.eos_token_ids = text::generation_eos_ids(model->config().eos_token_ids, tokenizer.get());
 
   std::unique_ptr<text::StreamDecoder> stream;
   if (!a.json && tokenizer) stream = std::make_unique<text::StreamDecoder>(*tokenizer, true);

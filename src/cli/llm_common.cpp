@@ -2,7 +2,6 @@
 #include "cli/llm_common.h"
 
 #include <cctype>
-#include <filesystem>
 
 namespace zenith::cli {
 
@@ -37,14 +36,6 @@ std::shared_ptr<models::Llama> load_llama(const std::string& model_dir,
   if (!adapter_dir.empty()) models::load_lora(*model, adapter_dir);
   model->eval();
   return model;
-}
-
-std::shared_ptr<text::Tokenizer> find_tokenizer(const std::string& model_dir) {
-  namespace fs = std::filesystem;
-  if (!fs::exists(fs::path(model_dir) / "tokenizer.json") &&
-      !fs::exists(fs::path(model_dir) / "tokenizer.model"))
-    return nullptr;
-  return text::Tokenizer::from_dir(model_dir);
 }
 
 std::vector<int64_t> to_int64(const std::vector<int32_t>& ids) {

@@ -19,9 +19,6 @@ std::vector<int64_t> parse_id_list(const std::string& text, const std::string& f
 std::shared_ptr<models::Llama> load_llama(const std::string& model_dir,
                                           const std::string& adapter_dir);
 
-// The directory's tokenizer (tokenizer.json or tokenizer.model), or null when it has none.
-std::shared_ptr<text::Tokenizer> find_tokenizer(const std::string& model_dir);
-
 std::vector<int64_t> to_int64(const std::vector<int32_t>& ids);
 
 }  // namespace zenith::cli

@@ -48,7 +48,7 @@ int run_perplexity(int argc, char** argv) {
   if (ids->count()) {
     tokens = parse_id_list(ids_text, "--ids");
   } else {
-    auto tokenizer = find_tokenizer(model_dir);
+    auto tokenizer = text::Tokenizer::find_in_dir(model_dir);
     ZENITH_CHECK(tokenizer != nullptr, "[perplexity] ", model_dir,
                  " has no tokenizer (tokenizer.json or tokenizer.model): give --ids");
     tokens = to_int64(tokenizer->encode(read_text_file(text_file)));

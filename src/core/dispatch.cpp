@@ -31,6 +31,7 @@ thread_local std::array<bool, kOpCount> g_forced{};
 thread_local int g_kernel_depth = 0;
 thread_local HostReadHook g_host_read_hook = nullptr;
 thread_local void* g_host_read_user = nullptr;
+thread_local bool g_validation_reads = false;
 
 // Counts the kernels running on this thread while alive (exception safe).
 struct KernelDepth {
@@ -169,7 +170,10 @@ std::pair<HostReadHook, void*> set_host_read_hook(HostReadHook hook, void* user)
 }
 
 void note_host_read(const Tensor& t) {
-  if (g_host_read_hook) g_host_read_hook(g_host_read_user, t);
+  if (g_host_read_hook && !g_validation_reads) g_host_read_hook(g_host_read_user, t);
 }
+
+ValidationReads::ValidationReads() : previous_(g_validation_reads) { g_validation_reads = true; }
+ValidationReads::~ValidationReads() { g_validation_reads = previous_; }
 
 }  // namespace zenith::dispatch

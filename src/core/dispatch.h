@@ -100,6 +100,19 @@ void notify_end(const OpEvent& event);
 using HostReadHook = void (*)(void* user, const Tensor& t);
 std::pair<HostReadHook, void*> set_host_read_hook(HostReadHook hook, void* user);
 void note_host_read(const Tensor& t);
+// Within its scope host reads only validate (they may fail the step, never change what it
+// computes, e.g. token ids checked against the vocabulary): they are not reported, so graph
+// capture keeps the step; a replay relies on the kernels' own checks (embedding's range).
+class ValidationReads {
+ public:
+  ValidationReads();
+  ~ValidationReads();
+  ValidationReads(const ValidationReads&) = delete;
+  ValidationReads& operator=(const ValidationReads&) = delete;
+
+ private:
+  bool previous_;
+};
 
 template <OpId op, KernelFn<op> fn>
 std::vector<Tensor> erase_kernel(const std::vector<Tensor>& inputs, const void* attrs) {

@@ -57,9 +57,23 @@ void Recorder::observe(void* self, const dispatch::OpEvent& event) {
 
 void Recorder::host_read(void* self, const Tensor& t) {
   auto* r = static_cast<Recorder*>(self);
-  if (r->in_phase_ && std::this_thread::get_id() == r->thread_)
+  if (r->in_phase_ && std::this_thread::get_id() == r->thread_ && r->varies(t))
     r->fail("a tensor's value is read on the host inside the step (item() or to_vector() on " +
             shape_str(t.shape()) + "): control flow may depend on it");
+}
+
+bool Recorder::varies(const Tensor& t) const {
+  const Storage* storage = t.storage().get();
+  for (const Tensor& in : inputs_)
+    if (in.defined() && in.storage().get() == storage) return true;
+  for (const auto& [name, s] : state_)
+    if (s.storage().get() == storage) return true;
+  auto it = known_.find(storage);
+  if (it != known_.end() && !it->second.alive.expired() &&
+      graph_.values[size_t(it->second.id)].kind != ValueKind::kConstant)
+    return true;
+  auto out = outside_.find(storage);
+  return out != outside_.end() && !out->second.expired();
 }
 
 ValueId Recorder::value_of(const Tensor& t) {

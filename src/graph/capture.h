@@ -4,7 +4,10 @@
 // recorded op made are the step's inputs, its state (parameters, buffers, optimizer slots) or
 // constants. What a graph cannot express ends the capture with a reason (failure()):
 //   - a host read of a tensor value (item(), to_vector()) inside a phase: control flow that
-//     depends on values (the host code between phases may read them, e.g. the loss);
+//     depends on values (the host code between phases may read them, e.g. the loss). Reads of
+//     constants (tensors no op of the step made that are neither inputs nor state, such as
+//     rotary tables computed on the host from a model's fixed frequencies and the positions of
+//     the input's shape) are kept, as the graph keeps any constant an op reads;
 //   - a tensor computed outside the phases read inside one;
 //   - an op that returns a view of an existing tensor without declaring the write;
 //   - state (a parameter or buffer) replaced instead of updated in place.
@@ -43,6 +46,9 @@ class Recorder {
  private:
   static void observe(void* self, const dispatch::OpEvent& event);
   static void host_read(void* self, const Tensor& t);
+  // Whether t's value may differ from one replay to the next: a step input, state, or a value
+  // some op (of a phase, or between phases) made.
+  bool varies(const Tensor& t) const;
   void record(const dispatch::OpEvent& event);
   void fail(std::string reason);
   // The value holding t's storage (new external values for storages seen the first time).

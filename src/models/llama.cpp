@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/dispatch.h"
 #include "models/llama_layers.h"
 #include "zenith/autograd.h"
 
@@ -48,6 +49,7 @@ void check_integer(const Tensor& t, const char* what, const Shape& shape) {
 }
 
 void check_token_ids(const Tensor& ids, int64_t vocab) {
+  dispatch::ValidationReads validation;  // graph mode keeps the step: embedding checks too
   const std::vector<int64_t> v = ids.to_int_vector();
   for (size_t i = 0; i < v.size(); ++i)
     ZENITH_CHECK(v[i] >= 0 && v[i] < vocab, "[llama] token id ", v[i], " at position ",
@@ -177,13 +179,10 @@ Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels) {
   ZENITH_CHECK(logits.defined() && logits.dim() == 3, "[llama] logits must be [batch, seq, vocab]");
   const int64_t b = logits.size(0), t = logits.size(1), v = logits.size(2);
   check_integer(labels, "labels", {b, t});
-  // Shifting the labels (not the logits) keeps the [B T, V] logits a view, no copy.
-  const std::vector<int64_t> l = labels.to_int_vector();
-  std::vector<int64_t> next(size_t(b * t), -100);
-  for (int64_t i = 0; i < b; ++i)
-    for (int64_t j = 0; j + 1 < t; ++j) next[size_t(i * t + j)] = l[size_t(i * t + j + 1)];
-  return ops::cross_entropy(logits.reshape({b * t, v}), Tensor::from_vector(next, {b * t}), "mean",
-                            -100);
+  // Shifting the labels (not the logits) keeps the [B T, V] logits a view, no copy; the shift
+  // is an op, not a host read, so graph mode captures it.
+  Tensor next = ops::cat({labels.slice(1, 1, t), Tensor::full({b, 1}, -100, labels.dtype())}, 1);
+  return ops::cross_entropy(logits.reshape({b * t, v}), next.reshape({b * t}), "mean", -100);
 }
 
 // ---- parts

@@ -22,6 +22,22 @@ std::shared_ptr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
                   : detail::load_sentencepiece(model, config);
 }
 
+std::shared_ptr<Tokenizer> Tokenizer::find_in_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::path(dir) / "tokenizer.json") &&
+      !fs::exists(fs::path(dir) / "tokenizer.model"))
+    return nullptr;
+  return from_dir(dir);
+}
+
+std::vector<int64_t> generation_eos_ids(std::vector<int64_t> model_eos_ids,
+                                        const Tokenizer* tokenizer) {
+  if (tokenizer)
+    model_eos_ids.insert(model_eos_ids.end(), tokenizer->eos_ids().begin(),
+                         tokenizer->eos_ids().end());
+  return model_eos_ids;
+}
+
 bool Tokenizer::is_eos(int32_t id) const {
   return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end();
 }

@@ -18,6 +18,7 @@
 
 #include "core/trace_range.h"
 #include "train/finetune_ranks.h"
+#include "train/finetune_step.h"
 #include "zenith/autograd.h"
 #include "zenith/io.h"
 #include "zenith/loss_scaler.h"
@@ -191,13 +192,6 @@ TrainerState read_trainer_state(const Options& o, int ranks) {
   return t;
 }
 
-Tensor forward(models::Llama& model, const Batch& b) {
-  models::LlamaInput input;
-  input.input_ids = b.input_ids;
-  input.attention_mask = b.attention_mask;
-  return model.forward(input);
-}
-
 void check_options(const Options& o) {
   ZENITH_CHECK(!o.model.empty() || (o.init == "random" && !o.model_config.empty()),
                "[finetune] --model DIR is required (or --init random --model-config FILE)");
@@ -217,6 +211,8 @@ void check_options(const Options& o) {
                "' (pretrained, random)");
   ZENITH_CHECK(o.init == "pretrained" || o.method == "full",
                "[finetune] --init random trains every weight: it needs --method full");
+  ZENITH_CHECK(o.mode == "pynative" || o.mode == "graph", "[finetune] unknown --mode '", o.mode,
+               "' (known: pynative, graph)");
   ZENITH_CHECK(o.log_every > 0, "[finetune] --log-every must be positive, got ", o.log_every);
   ZENITH_CHECK(o.amp == "O0" || o.amp == "O1" || o.amp == "O2", "[finetune] unknown --amp '", o.amp,
                "' (O0, O1, O2)");
@@ -325,7 +321,7 @@ EvalRecord evaluate_shared(models::Llama& model, const Data& data, int64_t batch
     for (size_t j = i; j < std::min(data.examples.size(), i + size_t(batch_size)); ++j)
       part.push_back(&data.examples[j]);
     Batch b = collate(part, pad_id);
-    Tensor logits = forward(model, b);
+    Tensor logits = detail::forward(model, b);
     total += models::causal_lm_loss(logits, b.labels).item() * double(b.targets);
     r.targets += b.targets;
   }
@@ -443,6 +439,16 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   };
   take_snapshot();
   SpikeGuard guard(o.spike_factor, o.spike_rollback);
+  // Graph mode captures one process's step without loss scaling; the ranks' sums and the fp16
+  // scaler run between phases only in eager mode so far.
+  const bool graph_mode = o.mode == "graph";
+  ZENITH_CHECK(!graph_mode || ranks.world() == 1,
+               "[finetune] --mode graph runs one process: use --mode pynative with --nproc/npu ",
+               ranks.world());
+  ZENITH_CHECK(!graph_mode || !scaler,
+               "[finetune] --mode graph has no fp16 loss scaling: use --amp-dtype bf16 or --mode "
+               "pynative");
+  detail::StepRunner runner(*model, params, *optimizer, o.clip_grad_norm, log);
   double lr_scale = 1;
 
   // The settings, as torchtune/PEFT users expect them.
@@ -561,41 +567,54 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
       // Each micro-batch's mean loss weighted by its share of the step's learned labels (over
       // every rank): the gradient of the mean over all of them, as one batch of the combined
       // examples gives, once the ranks' gradients are summed.
-      double loss_value = 0;
-      for (const Batch& b : micro) {
-        if (b.targets == 0) continue;
-        Tensor loss;
-        {
-          core::TraceRange range(core::Range::forward);
-          Tensor logits = forward(*model, b);
-          loss = models::causal_lm_loss(logits, b.labels) * (double(b.targets) / targets);
-        }
-        {
-          core::TraceRange range(core::Range::backward);
-          (scaler ? scaler->scale_loss(loss) : loss).backward();
-        }
-        loss_value += loss.item();
-      }
-      {
-        core::TraceRange wait(core::Range::communication_wait);
-        loss_value = ranks.sum({loss_value})[0];
-        ranks.sum_gradients(params);
-      }
-      phase.emplace(core::Range::optimizer);
-      if (o.inject_gradients) o.inject_gradients(step + 1, params);
-      // fp16: inf/NaN in the (summed, so every rank's same) gradients skips the update.
-      const double loss_scale = scaler ? scaler->scale() : 1;
-      const bool overflow = scaler && !scaler->unscale_and_update(params);
-      const double lr = optimizer->current_lr();
-      double grad_norm = NAN;
+      double loss_value = 0, grad_norm = NAN;
       SpikeGuard::Verdict verdict = SpikeGuard::Verdict::ok;
       std::string why;
-      if (!overflow) {
-        grad_norm = o.clip_grad_norm > 0 ? nn::clip_grad_norm(params, o.clip_grad_norm)
-                                         : nn::clip_grad_norm(params, 1e300);
-        if (o.inject) o.inject(step + 1, loss_value, grad_norm);
-        verdict = guard.check(loss_value, grad_norm, &why);
-        if (verdict == SpikeGuard::Verdict::ok) optimizer->step();
+      bool overflow = false;
+      const double loss_scale = scaler ? scaler->scale() : 1;
+      const double lr = optimizer->current_lr();
+      if (graph_mode) {
+        // One process, no loss scaling (check_options and run() refuse the rest): the step runs
+        // as one captured graph, the spike guard between its phases.
+        const detail::StepRunner::Outcome outcome =
+            runner.run(micro, targets, [&](double& loss, double& norm) {
+              if (o.inject) o.inject(step + 1, loss, norm);
+              verdict = guard.check(loss, norm, &why);
+              return verdict == SpikeGuard::Verdict::ok;
+            });
+        loss_value = outcome.loss;
+        grad_norm = outcome.grad_norm;
+      } else {
+        for (const Batch& b : micro) {
+          if (b.targets == 0) continue;
+          Tensor loss;
+          {
+            core::TraceRange range(core::Range::forward);
+            Tensor logits = detail::forward(*model, b);
+            loss = models::causal_lm_loss(logits, b.labels) * (double(b.targets) / targets);
+          }
+          {
+            core::TraceRange range(core::Range::backward);
+            (scaler ? scaler->scale_loss(loss) : loss).backward();
+          }
+          loss_value += loss.item();
+        }
+        {
+          core::TraceRange wait(core::Range::communication_wait);
+          loss_value = ranks.sum({loss_value})[0];
+          ranks.sum_gradients(params);
+        }
+        phase.emplace(core::Range::optimizer);
+        if (o.inject_gradients) o.inject_gradients(step + 1, params);
+        // fp16: inf/NaN in the (summed, so every rank's same) gradients skips the update.
+        overflow = scaler && !scaler->unscale_and_update(params);
+        if (!overflow) {
+          grad_norm = o.clip_grad_norm > 0 ? nn::clip_grad_norm(params, o.clip_grad_norm)
+                                           : nn::clip_grad_norm(params, 1e300);
+          if (o.inject) o.inject(step + 1, loss_value, grad_norm);
+          verdict = guard.check(loss_value, grad_norm, &why);
+          if (verdict == SpikeGuard::Verdict::ok) optimizer->step();
+        }
       }
       optimizer->zero_grad();
       phase.reset();
@@ -614,6 +633,8 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         metrics.emit("loss_scale_overflow", loss_scale, step, epoch, event);
         log(format("[finetune] step %lld: %s", (long long)step, event.c_str()));
       }
+      for (const auto& [name, value] : runner.take_capture_scalars())
+        metrics.emit(name, value, step, epoch);
       if (verdict != SpikeGuard::Verdict::ok) {
         ++result.spikes;
         metrics.emit("spike", loss_value, step, epoch, "loss spike: " + why + "; update skipped");
@@ -624,6 +645,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         NoGradGuard no_grad;
         for (size_t i = 0; i < params.size(); ++i) params[i].copy_(good.params[i]);
         optimizer->load_state_dict(good.optimizer);
+        runner.reset_graphs();
         lr_scale /= 2;
         nn::LRSchedule base = schedule(o, warmup, total_steps);
         optimizer->set_lr(nn::LRSchedule{[base, lr_scale](int64_t s) { return base(s) * lr_scale; },

@@ -2,9 +2,13 @@
 # `zenith train --mode graph`: the training step is captured once (one `graph: N ops -> M after
 # fusion ...` line, the same figures in metrics.jsonl) and replayed; the losses and the final
 # accuracy equal an eager (--mode pynative) run's; an unknown mode is rejected. Uses the first
-# samples of Fashion-MNIST; a few seconds. $1 is the zenith binary.
+# samples of Fashion-MNIST; a few seconds. `zenith finetune --mode graph` on the demo LLaMA
+# (LoRA, packed sequences: one batch shape) likewise: one capture line, its figures in
+# metrics.jsonl, the losses of eager mode (to 1e-5: graph mode sums the gradient norm in float32).
+# $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")
+llm=$(realpath "$(dirname "${BASH_SOURCE[0]}")/../../examples/llm")
 data=/usr/share/datasets/fashion-mnist
 [ -d "$data" ] || { echo "missing $data: apt-get install dataset-fashion-mnist" >&2; exit 1; }
 source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_work.bash"
@@ -35,3 +39,21 @@ echo "ok: --mode graph captures once and trains as --mode pynative does"
 "$ZENITH" train --mode turbo --out "$work/bad" > /dev/null 2> bad.err && fail "--mode turbo accepted"
 grep -q "unknown mode 'turbo' (known: pynative, graph)" bad.err || fail "bad --mode message: $(cat bad.err)"
 echo "ok: an unknown mode is rejected"
+
+for mode in pynative graph; do
+  "$ZENITH" finetune --model "$llm/demo-llama" --data "$llm/finetune/train.jsonl" --method lora \
+    --max-steps 6 --batch-size 4 --packing --max-seq-len 64 --mode $mode --out "$work/ft_$mode" \
+    > ft_$mode.out 2>&1 || fail "finetune --mode $mode exited $?: $(tail -20 ft_$mode.out)"
+done
+[ "$(grep -c '^graph: ' ft_graph.out)" = 1 ] || fail "finetune: expected one capture line: $(cat ft_graph.out)"
+grep -q '^graph: [0-9]* ops -> [0-9]* after fusion (.*optimizer 1.*); activations .* MB -> .* MB$' \
+  ft_graph.out || fail "finetune capture line: $(grep '^graph' ft_graph.out)"
+! grep -q '^graph: ' ft_pynative.out || fail "finetune --mode pynative captured a graph"
+for name in graph/ops graph/ops_after_fusion graph/activations_mb_after; do
+  grep -q "\"name\":\"$name\"" ft_graph/metrics.jsonl || fail "finetune: no $name in metrics.jsonl"
+done
+paste <(losses ft_pynative) <(losses ft_graph) | awk '
+  { n++; d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 1e-5 * $2) bad = 1 }
+  END { exit (n == 6 && !bad) ? 0 : 1 }' \
+  || fail "finetune losses differ: $(paste <(losses ft_pynative) <(losses ft_graph))"
+echo "ok: finetune --mode graph captures once and trains as --mode pynative does"

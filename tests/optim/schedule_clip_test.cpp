@@ -95,3 +95,22 @@ TEST(Clip, ScalesToMaxNorm) {
   EXPECT_NEAR(b.grad().to_double_vector()[0], 0.8, 1e-6);
   EXPECT_TRUE(throws_with([&] { nn::clip_grad_norm({a}, 0.0); }, "[clip_grad_norm]"));
 }
+
+// The ops-only clipping (graph mode) scales as clip_grad_norm does and reads nothing on the host.
+TEST(Clip, WithOpsOnlyEqualsTheHostVersion) {
+  Tensor a = Tensor::zeros({2}), b = Tensor::zeros({1}), c = Tensor::zeros({1});
+  for (Tensor* t : {&a, &b, &c}) t->requires_grad_();
+  a.set_grad(Tensor::from_vector(std::vector<float>{3, 0}, {2}));
+  b.set_grad(Tensor::from_vector(std::vector<float>{4}, {1}));
+  Tensor norm = nn::clip_grad_norm_ops({a, b, c}, 1.0);  // c has no grad
+  EXPECT_EQ(norm.dim(), 0);
+  EXPECT_NEAR(norm.item(), 5.0, 1e-6);
+  EXPECT_NEAR(a.grad().to_double_vector()[0], 3.0 / 5.0, 1e-6);
+  EXPECT_NEAR(b.grad().to_double_vector()[0], 4.0 / 5.0, 1e-6);
+  // Below the limit: unchanged (scaled by exactly 1).
+  const std::vector<double> before = b.grad().to_double_vector();
+  EXPECT_NEAR(nn::clip_grad_norm_ops({a, b}, 2.0).item(), 1.0, 1e-5);
+  EXPECT_EQ(b.grad().to_double_vector(), before);
+  EXPECT_NEAR(nn::clip_grad_norm_ops({c}, 1.0).item(), 0.0, 0.0);  // no gradients: norm 0
+  EXPECT_TRUE(throws_with([&] { nn::clip_grad_norm_ops({a}, 0.0); }, "[clip_grad_norm]"));
+}

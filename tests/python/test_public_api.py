@@ -1,7 +1,6 @@
 """Every public name is tested: each name a module exports (__all__) and each public method of
 the main classes appears in some test of tests/python (as the op list's coverage test does for
-C++ ops). Also: the package's modules import, docstrings exist, and zenith.llm says it is not
-built yet."""
+C++ ops). Also: the package's modules import and docstrings exist."""
 
 import glob
 import inspect
@@ -16,10 +15,11 @@ from zenith import nn
 
 MODULES = [zenith, zenith.ops, zenith.nn, zenith.dataset, zenith.dataset.vision,
            zenith.dataset.transforms, zenith.dataset.config, zenith.train, zenith.train.callback,
-           zenith.train.metrics, zenith.communication, zenith.models, zenith.context]
+           zenith.train.metrics, zenith.communication, zenith.models, zenith.context, zenith.llm]
 CLASSES = [zenith.Tensor, zenith.Parameter, nn.Cell, nn.SequentialCell, nn.CellList,
            nn.Optimizer, ds.Dataset, zenith.Model, zenith.train.Callback,
-           zenith.train.RunContext, zenith.train.Metric]
+           zenith.train.RunContext, zenith.train.Metric, zenith.llm.Llama, zenith.llm.Tokenizer,
+           zenith.llm.LoraConfig, zenith.llm.LlamaConfig]
 
 
 def _test_sources():

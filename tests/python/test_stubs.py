@@ -67,6 +67,12 @@ def test_stub_matches_the_module():
     check(_zenith, STUBS, "_zenith")
 
 
+def test_llm_stub_matches_its_module():
+    from zenith import _zenith_llm
+    path = os.path.join(os.path.dirname(zenith.__file__), "_zenith_llm.pyi")
+    check(_zenith_llm, declared(ast.parse(open(path).read()).body), "_zenith_llm")
+
+
 @pytest.mark.parametrize("name", ["Tensor", "dtype", "ops", "nn", "data", "train"])
 def test_stub_has_the_main_parts(name):
     assert name in STUBS and STUBS[name]

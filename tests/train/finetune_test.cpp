@@ -184,6 +184,63 @@ TEST(Finetune, ResumeContinuesBitForBit) {
   }
 }
 
+// --mode graph: each step (forward, loss, backward, clipping, AdamW) captured once for the one
+// batch shape of equal-length data and replayed; the run equals eager to float32 rounding (graph
+// mode sums the gradient norm in float32, eager in double), the capture line is logged and its
+// figures go to metrics.jsonl; a checkpoint written in graph mode resumes in eager mode and one
+// written in eager mode resumes in graph mode.
+TEST(Finetune, GraphModeEqualsEagerAndResumesAcrossModes) {
+  Data train = pattern_data(16, 7);
+  for (Example& e : train.examples) {  // one length: one batch shape, one graph
+    e.ids.resize(6);
+    e.labels.resize(6);
+  }
+  TempDir eager("finetune_eager"), graph("finetune_graph"), resumed("finetune_graph_resumed");
+  finetune::Options o = lora_options(eager.str());
+  o.lora_dropout = 0.1;  // random masks replay as eager draws them
+  o.max_steps = 6;
+  o.batch_size = 4;
+  o.save_every = 3;
+  finetune::Result a = finetune::run(o, train);
+  o.out = graph.str();
+  o.mode = "graph";
+  std::vector<std::string> lines;
+  finetune::Result b =
+      finetune::run(o, train, nullptr, [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_EQ(b.losses.size(), 6u);
+  for (size_t s = 0; s < 6; ++s) {
+    EXPECT_NEAR(b.losses[s], a.losses[s], 1e-5 * a.losses[s]) << "step " << s + 1;
+    EXPECT_NEAR(b.grad_norms[s], a.grad_norms[s], 1e-5 * a.grad_norms[s]) << "step " << s + 1;
+  }
+  int captures = 0;
+  for (const std::string& l : lines) captures += l.rfind("graph: ", 0) == 0;
+  EXPECT_EQ(captures, 1);
+  std::map<std::string, int> names;
+  std::ifstream metrics(graph / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);)
+    ++names[nlohmann::json::parse(line)["name"].get<std::string>()];
+  for (const char* name : {"graph/ops", "graph/ops_after_fusion", "graph/activations_mb_after"})
+    EXPECT_EQ(names[name], 1) << name;
+
+  // graph -> eager, and eager -> graph, from the checkpoints at step 3.
+  for (const auto& [from, mode] : {std::pair{graph.str(), "pynative"}, {eager.str(), "graph"}}) {
+    o.out = resumed.str();
+    o.resume = from + "/checkpoint-3";
+    o.mode = mode;
+    finetune::Result r = finetune::run(o, train);
+    ASSERT_EQ(r.losses.size(), 3u);
+    for (size_t s = 0; s < 3; ++s)
+      EXPECT_NEAR(r.losses[s], a.losses[s + 3], 1e-5 * a.losses[s + 3]) << mode << s + 4;
+  }
+  o.mode = "turbo";
+  try {
+    finetune::run(o, train);
+    ADD_FAILURE() << "--mode turbo accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown --mode 'turbo'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SpikeGuard, SkipsSpikesAndAsksForARollbackAfterThreeInARow) {
   using V = finetune::SpikeGuard::Verdict;
   finetune::SpikeGuard guard(3.0, 3, /*window=*/4, /*min_history=*/3);
@@ -211,40 +268,46 @@ TEST(SpikeGuard, SkipsSpikesAndAsksForARollbackAfterThreeInARow) {
 
 // An injected spike is skipped (an event in metrics.jsonl); three non-finite steps in a row roll
 // the adapters back to the start (B = 0 again) and halve the learning rate.
+// In graph mode too: a skipped step leaves its replay unfinished (nothing applied), a rollback
+// drops the compiled graphs.
 TEST(Finetune, SpikeGuardSkipsAndRollsBack) {
-  TempDir dir("finetune_spike");
-  Data train = pattern_data(16, 8);
-  finetune::Options o = lora_options(dir.str());
-  o.max_steps = 14;
-  o.batch_size = 4;
-  o.schedule = "constant";
-  o.inject = [](int64_t step, double& loss, double& grad_norm) {
-    if (step == 10) loss *= 10;
-    if (step >= 12) grad_norm = NAN;
-  };
-  finetune::Result r = finetune::run(o, train);
-  EXPECT_EQ(r.spikes, 4);
-  EXPECT_EQ(r.rollbacks, 1);
-  for (const auto& [name, t] : adapter_tensors(dir.str()))
-    if (name.back() == 'B') {
-      for (double v : t.to_double_vector()) ASSERT_EQ(v, 0.0) << name << " was not rolled back";
+  for (const char* mode : {"pynative", "graph"}) {
+    SCOPED_TRACE(mode);
+    TempDir dir(std::string("finetune_spike_") + mode);
+    Data train = pattern_data(16, 8);
+    finetune::Options o = lora_options(dir.str());
+    o.max_steps = 14;
+    o.batch_size = 4;
+    o.schedule = "constant";
+    o.mode = mode;
+    o.inject = [](int64_t step, double& loss, double& grad_norm) {
+      if (step == 10) loss *= 10;
+      if (step >= 12) grad_norm = NAN;
+    };
+    finetune::Result r = finetune::run(o, train);
+    EXPECT_EQ(r.spikes, 4);
+    EXPECT_EQ(r.rollbacks, 1);
+    for (const auto& [name, t] : adapter_tensors(dir.str()))
+      if (name.back() == 'B') {
+        for (double v : t.to_double_vector()) ASSERT_EQ(v, 0.0) << name << " was not rolled back";
+      }
+    std::vector<nlohmann::json> events;
+    std::map<int64_t, double> lr;
+    std::ifstream metrics(dir / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("event")) events.push_back(j);
+      if (j["name"] == "learning_rate") lr[j["step"].get<int64_t>()] = j["value"].get<double>();
     }
-  std::vector<nlohmann::json> events;
-  std::map<int64_t, double> lr;
-  std::ifstream metrics(dir / "metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    if (j.contains("event")) events.push_back(j);
-    if (j["name"] == "learning_rate") lr[j["step"].get<int64_t>()] = j["value"].get<double>();
+    ASSERT_EQ(events.size(), 5u);
+    EXPECT_EQ(events[0]["step"], 10);
+    EXPECT_EQ(events[0]["name"], "spike");
+    EXPECT_NE(events[0]["event"].get<std::string>().find("update skipped"), std::string::npos);
+    EXPECT_EQ(events[4]["name"], "rollback");
+    EXPECT_EQ(events[4]["step"], 14);
+    EXPECT_DOUBLE_EQ(events[4]["value"].get<double>(), 0.5);
+    EXPECT_DOUBLE_EQ(lr[13], o.lr);
   }
-  ASSERT_EQ(events.size(), 5u);
-  EXPECT_EQ(events[0]["step"], 10);
-  EXPECT_EQ(events[0]["name"], "spike");
-  EXPECT_NE(events[0]["event"].get<std::string>().find("update skipped"), std::string::npos);
-  EXPECT_EQ(events[4]["name"], "rollback");
-  EXPECT_EQ(events[4]["step"], 14);
-  EXPECT_DOUBLE_EQ(events[4]["value"].get<double>(), 0.5);
-  EXPECT_DOUBLE_EQ(lr[13], o.lr);
 }
 
 TEST(Finetune, PackingFillsSequencesAndLearnsNoBoundary) {

