@@ -4,8 +4,9 @@
 # those labelled slow (the Fashion-MNIST accuracy run, about a minute on two idle cores; the
 # tests that start a two-node Slurm cluster, about 15 s each);
 # --quick (or ZENITH_QUICK=1) leaves the slow ones out.
-# With ZENITH_ASAN=1 (or --asan) it then runs the unit tests again under AddressSanitizer +
-# UndefinedBehaviorSanitizer (the `asan` CTest preset). That preset leaves out TrainNproc: its
+# With ZENITH_ASAN=1 (or --asan) it then runs the unit and security (attack suite) tests again
+# under AddressSanitizer + UndefinedBehaviorSanitizer (the `asan` CTest preset), the platform's
+# and the services' included. That preset leaves out TrainNproc: its
 # 1e-5 equivalence of N ranks and one process after 20 steps holds for the release build's
 # arithmetic (4e-7) but not for the sanitizer build's -O2 code (1.9e-5 on the test's data).
 set -euo pipefail

@@ -37,6 +37,7 @@ int run_server(int argc, char** argv) {
   CLI::App app{"Run the job server: REST API, scheduler, executors, alerts", "zenith server"};
   platform::JobManagerOptions options;
   std::string host = "127.0.0.1", hang = "10m", grace = "3s", retention = "30d";
+  std::string restart_delay = "1s", max_restart_delay = "60s", healthy = "60s";
   std::string cert, key;
   std::vector<std::string> hosts;
   bool insecure = false;
@@ -74,10 +75,26 @@ int run_server(int argc, char** argv) {
   app.add_option("--retention-jobs", options.retention_jobs,
                  "and for at most this many finished jobs (newest kept)")
       ->capture_default_str();
+  app.add_option("--restart-delay", restart_delay,
+                 "wait before restarting a failed job (max_restarts) or a crashed service; "
+                 "doubled for each failure in a row")
+      ->capture_default_str();
+  app.add_option("--max-restart-delay", max_restart_delay, "the cap on that wait")
+      ->capture_default_str();
+  app.add_option("--healthy-after", healthy,
+                 "a service up this long counts its next crash as the first (a service that "
+                 "crashes 5 times in a row is marked failed)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   options.hang_timeout_s = hang == "0" ? 0 : duration_option(hang, "--hang-timeout");
   options.grace_s = duration_option(grace, "--grace");
   options.retention_s = duration_option(retention, "--retention");
+  options.restart.delay_s = duration_option(restart_delay, "--restart-delay");
+  options.restart.max_delay_s = duration_option(max_restart_delay, "--max-restart-delay");
+  options.restart.healthy_s = duration_option(healthy, "--healthy-after");
+  if (options.restart.max_delay_s < options.restart.delay_s)
+    throw std::runtime_error("[server] --max-restart-delay (" + max_restart_delay +
+                             ") is shorter than --restart-delay (" + restart_delay + ")");
   options.data_dir = std::filesystem::absolute(options.data_dir).string();
   if (cert.empty() != key.empty())
     throw std::runtime_error("[server] give both --cert and --key, or neither");

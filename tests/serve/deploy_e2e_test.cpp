@@ -37,8 +37,7 @@ int run(const std::string& cmd, std::string* out, const std::string& log) {
 std::string read_all_url(const std::string& url, const std::string& token) {
   httplib::Client c(url.substr(0, url.find('/', 8)));
   c.set_bearer_token_auth(token);
-  // As the CLI waits (60 s): the server answers about a service only once a restart of it
-  // has come up (its monitor holds the services' lock while one starts).
+  // As the CLI waits (60 s).
   c.set_read_timeout(60);
   auto r = c.Get(url.substr(url.find('/', 8)));
   if (!r) ADD_FAILURE() << "GET " << url << ": " << httplib::to_string(r.error());

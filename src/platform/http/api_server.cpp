@@ -355,7 +355,7 @@ struct ApiServer::Impl {
     });
     dashboard = std::make_unique<Dashboard>(jobs);
     dashboard->add_routes(server);
-    services = add_service_routes(server, jobs.options().data_dir);
+    services = add_service_routes(server, jobs.options().data_dir, jobs.options().restart);
     auto not_found = [](const httplib::Request& req, httplib::Response& res) {
       reply_error(res, 404, "[api] no such endpoint: " + req.method + " " + req.path);
     };

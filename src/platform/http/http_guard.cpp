@@ -12,9 +12,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "platform/http/reply.h"
 
@@ -179,39 +181,65 @@ class GuardedStream final : public httplib::Stream {
   int read_timeout_ms_, write_timeout_ms_;
 };
 
-// Connections on threads made as they are needed, up to a cap (then they wait in line).
+// Connections on threads made as they are needed, up to a cap (then they wait in line); a
+// thread idle for `idle_s` ends, down to kKeptThreads, so a burst does not pin its threads.
 class ElasticPool final : public httplib::TaskQueue {
  public:
-  explicit ElasticPool(std::size_t max_threads) : max_(std::max<std::size_t>(4, max_threads)) {}
+  ElasticPool(std::size_t max_threads, double idle_s)
+      : max_(std::max(kKeptThreads, max_threads)), idle_(idle_s) {}
   ~ElasticPool() override { shutdown(); }
 
   void enqueue(std::function<void()> fn) override {
     std::lock_guard lock(mutex_);
     jobs_.push_back(std::move(fn));
-    if (jobs_.size() > idle_ && threads_.size() < max_) threads_.emplace_back([this] { work(); });
+    if (jobs_.size() > waiting_ && threads_.size() < max_) {
+      std::thread t([this] { work(); });
+      const auto id = t.get_id();
+      threads_.emplace(id, std::move(t));
+    }
     cv_.notify_one();
   }
 
   void shutdown() override {
+    std::map<std::thread::id, std::thread> threads;
+    std::vector<std::thread> ended;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return;
       stopping_ = true;
+      threads.swap(threads_);
+      ended.swap(ended_);
     }
     cv_.notify_all();
-    for (auto& t : threads_) t.join();
+    for (auto& [id, t] : threads) t.join();
+    for (auto& t : ended) t.join();
   }
 
  private:
+  static constexpr std::size_t kKeptThreads = 4;
+
   void work() {
     for (;;) {
       std::function<void()> fn;
       {
         std::unique_lock lock(mutex_);
-        ++idle_;
-        cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-        --idle_;
-        if (jobs_.empty()) return;  // stopping
+        ++waiting_;
+        const bool woken = cv_.wait_for(lock, std::chrono::duration<double>(idle_),
+                                        [&] { return stopping_ || !jobs_.empty(); });
+        --waiting_;
+        if (stopping_ && jobs_.empty()) return;  // shutdown() joins this thread
+        if (!woken) {
+          if (threads_.size() <= kKeptThreads) continue;
+          // Idle too long: hand this thread's handle to the next one that ends (or to
+          // shutdown()) to join, and join the one handed over before.
+          auto self = threads_.extract(std::this_thread::get_id());
+          std::vector<std::thread> previous;
+          previous.swap(ended_);
+          ended_.push_back(std::move(self.mapped()));
+          lock.unlock();
+          for (auto& t : previous) t.join();
+          return;
+        }
         fn = std::move(jobs_.front());
         jobs_.pop_front();
       }
@@ -219,12 +247,14 @@ class ElasticPool final : public httplib::TaskQueue {
     }
   }
 
-  std::size_t max_;
+  const std::size_t max_;
+  const double idle_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
-  std::vector<std::thread> threads_;
-  std::size_t idle_ = 0;
+  std::map<std::thread::id, std::thread> threads_;
+  std::vector<std::thread> ended_;  // threads that ended idle, not yet joined
+  std::size_t waiting_ = 0;
   bool stopping_ = false;
 };
 
@@ -381,7 +411,8 @@ std::optional<GateRefusal> GuardedServer::check(const httplib::Request& req) con
 void GuardedServer::install_hooks() {
   set_payload_max_length(limits_.max_body_bytes);
   const std::size_t threads = limits_.max_threads;
-  new_task_queue = [threads] { return new ElasticPool(threads); };
+  const double idle_s = limits_.idle_thread_s;
+  new_task_queue = [threads, idle_s] { return new ElasticPool(threads, idle_s); };
   set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     auto refusal = check(req);
     if (!refusal) return HandlerResponse::Unhandled;

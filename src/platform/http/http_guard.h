@@ -33,6 +33,7 @@ struct HttpLimits {
   std::size_t max_body_bytes = 4 << 20;    // on the wire
   double head_timeout_s = 30;              // the whole head of a request
   std::size_t max_threads = 256;           // connections served at once
+  double idle_thread_s = 10;               // a connection thread idle this long ends
   std::string component = "api";           // error messages start with "[component]"
 };
 

@@ -29,6 +29,7 @@ json service_json(const ServiceView& v, const std::string& cert) {
           {"requests_per_s", v.requests_per_s},
           {"requests_total", v.requests_total},
           {"latency_ms", v.latency_ms},
+          {"crashes", v.crashes},
           {"updated_at", r.updated_at},
           {"ca_cert", cert}};
 }
@@ -61,8 +62,8 @@ std::optional<json> object_body(const httplib::Request& req, httplib::Response& 
 
 }  // namespace
 
-ServiceRoutes::ServiceRoutes(const std::string& data_dir)
-    : manager_(std::make_unique<ServiceManager>(data_dir, self_binary())) {
+ServiceRoutes::ServiceRoutes(const std::string& data_dir, const RestartPolicy& restart)
+    : manager_(std::make_unique<ServiceManager>(data_dir, self_binary(), restart)) {
   manager_->start();
 }
 
@@ -179,8 +180,9 @@ void ServiceRoutes::add_to(httplib::Server& server) {
 }
 
 std::unique_ptr<ServiceRoutes> add_service_routes(httplib::Server& server,
-                                                  const std::string& data_dir) {
-  auto routes = std::make_unique<ServiceRoutes>(data_dir);
+                                                  const std::string& data_dir,
+                                                  const RestartPolicy& restart) {
+  auto routes = std::make_unique<ServiceRoutes>(data_dir, restart);
   routes->add_to(server);
   return routes;
 }

@@ -1,6 +1,7 @@
 // The platform API's service, model registry and token routes (see service_manager.h):
 //
-//   GET  /api/v1/services                  list: name, version, url, state, requests/s
+//   GET  /api/v1/services                  list: name, version, url, state, requests/s,
+//                                          crashes (quick exits in a row)
 //   POST /api/v1/services                  deploy {"name", "package", "replicas", "port",
 //                                          "options": {...}}; 201 with the service, the model
 //                                          version and (first deploy) a token
@@ -20,6 +21,8 @@
 #include <memory>
 #include <string>
 
+#include "platform/jobs/backoff.h"
+
 namespace httplib {
 class Server;
 struct Request;
@@ -32,7 +35,7 @@ class ServiceManager;
 
 class ServiceRoutes {
  public:
-  explicit ServiceRoutes(const std::string& data_dir);
+  ServiceRoutes(const std::string& data_dir, const RestartPolicy& restart);
   ~ServiceRoutes();
   void add_to(httplib::Server& server);
   ServiceManager& manager() { return *manager_; }
@@ -44,6 +47,7 @@ class ServiceRoutes {
 // Starts the services of `data_dir` and adds their routes; call before any catch-all route.
 // The services run `zenith serve` with this program's binary ($ZENITH_SERVE_BINARY overrides).
 std::unique_ptr<ServiceRoutes> add_service_routes(httplib::Server& server,
-                                                  const std::string& data_dir);
+                                                  const std::string& data_dir,
+                                                  const RestartPolicy& restart = {});
 
 }  // namespace zenith::platform

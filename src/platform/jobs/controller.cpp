@@ -187,8 +187,7 @@ bool JobController::tick() {
   if (job_.restart_count < job_.spec.max_restarts) {
     ++job_.restart_count;
     // Exponential backoff: 1 s, 2 s, 4 s, ... up to the cap.
-    const double delay =
-        backoff_delay(job_.restart_count, options_.restart_delay_s, options_.max_restart_delay_s);
+    const double delay = options_.restart.delay(job_.restart_count);
     std::string msg = "[INFO] Restarting job after failure (" + out.reason + "), restart " +
                       std::to_string(job_.restart_count) + " of " +
                       std::to_string(job_.spec.max_restarts) + " in " + format_duration(delay);

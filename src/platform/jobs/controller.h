@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "platform/exec/executor.h"
+#include "platform/jobs/backoff.h"
 #include "platform/jobs/device_inventory.h"
 #include "platform/jobs/job.h"
 
@@ -20,10 +21,9 @@ struct ControllerOptions {
   double quota_interval_s = 2;  // how often the job dir's size is measured
   std::string slurm_partition;  // for the Slurm backend
   bool inherit_env = false;     // ranks get this process's whole environment (`zenith run`)
-  // A failed attempt restarts after restart_delay_s, doubling each restart up to
-  // max_restart_delay_s (a crash loop must not spin).
-  double restart_delay_s = 1;
-  double max_restart_delay_s = 60;
+  // A failed attempt restarts after restart.delay_s, doubling each restart up to
+  // restart.max_delay_s (a crash loop must not spin).
+  RestartPolicy restart;
 };
 
 struct ControllerHooks {

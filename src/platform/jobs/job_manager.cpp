@@ -72,6 +72,7 @@ std::unique_ptr<JobController> JobManager::make_controller(const JobRecord& job)
   ControllerOptions co;
   co.hang_timeout_s = options_.hang_timeout_s;
   co.grace_s = options_.grace_s;
+  co.restart = options_.restart;
   co.slurm_partition = options_.slurm_partition;
   ControllerHooks hooks;
   hooks.save = [this](const JobRecord& j) { store_->update_job(j); };

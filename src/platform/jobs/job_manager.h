@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "platform/exec/executor.h"
+#include "platform/jobs/backoff.h"
 #include "platform/jobs/device_inventory.h"
 #include "platform/jobs/job.h"
 
@@ -41,6 +42,7 @@ struct JobManagerOptions {
   // newest `retention_jobs` of them; the job records stay.
   double retention_s = 30 * 86400.0;
   int retention_jobs = 1000;
+  RestartPolicy restart;  // failed jobs (max_restarts) and managed services
 };
 
 // Submit refused: `status` is the HTTP status to answer with (400 malformed, 422 never fits).

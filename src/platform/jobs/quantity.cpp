@@ -122,7 +122,9 @@ std::string format_size(std::int64_t bytes) {
 std::string format_duration(double seconds) {
   long s = static_cast<long>(seconds + 0.5);
   char buf[64];
-  if (s >= 3600)
+  if (seconds < 9.5 && std::abs(seconds - double(s)) >= 0.005)
+    std::snprintf(buf, sizeof buf, "%.3gs", seconds);  // 0.25s, 1.5s: short waits exactly
+  else if (s >= 3600)
     std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", s / 3600, s / 60 % 60, s % 60);
   else if (s >= 60)
     std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);

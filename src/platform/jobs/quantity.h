@@ -17,7 +17,7 @@ std::optional<double> parse_duration(const std::string& text);
 // "64.0Gi", "512Mi", "100B": the largest binary unit that keeps the number >= 1.
 std::string format_size(std::int64_t bytes);
 
-// "1h02m03s", "4m05s", "12s".
+// "1h02m03s", "4m05s", "12s"; below 10 s fractions show: "0.25s", "1.5s".
 std::string format_duration(double seconds);
 
 }  // namespace zenith::platform

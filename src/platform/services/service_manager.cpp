@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "core/atomic_file.h"
+#include "platform/jobs/quantity.h"
 #include "platform/services/tls_cert.h"
 
 extern char** environ;
@@ -66,16 +67,15 @@ double metric_value(const std::string& metrics, const std::string& name) {
 
 bool process_alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
 
-constexpr int kMaxQuickExits = 5;     // in a row, then the service is marked failed
-constexpr double kHealthyS = 60;      // up this long: its next exit counts as the first
-constexpr double kRestartDelayS = 1;  // doubled per quick exit
-constexpr double kMaxRestartDelayS = 60;
+constexpr int kMaxQuickExits = 5;  // in a row, then the service is marked failed
 
 }  // namespace
 
-ServiceManager::ServiceManager(std::string data_dir, std::string zenith_binary)
+ServiceManager::ServiceManager(std::string data_dir, std::string zenith_binary,
+                               RestartPolicy restart)
     : data_dir_(std::move(data_dir)),
       binary_(std::move(zenith_binary)),
+      restart_(restart),
       store_(data_dir_ + "/zenith.db") {
   fs::create_directories(data_dir_ + "/models");
   fs::create_directories(data_dir_ + "/services");
@@ -94,7 +94,7 @@ ServiceManager::~ServiceManager() {
 
 void ServiceManager::start() {
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     for (auto record : store_.list_services()) {
       if (record.state != "running" && record.state != "starting") continue;
       // A child of a previous server run (killed without stopping it) holds the port.
@@ -106,7 +106,7 @@ void ServiceManager::start() {
       auto model = store_.model_version(record.name, record.version);
       if (!model) continue;
       try {
-        launch(record, *model);
+        launch(record, *model, lock);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "[services] cannot restart %s: %s\n", record.name.c_str(), e.what());
       }
@@ -145,7 +145,8 @@ std::vector<std::string> ServiceManager::serve_args(const ServiceRecord& r, cons
   return args;
 }
 
-void ServiceManager::launch(ServiceRecord& r, const ModelVersion& model) {
+void ServiceManager::launch(ServiceRecord& r, const ModelVersion& model,
+                            std::unique_lock<std::mutex>& lock) {
   const std::string dir = data_dir_ + "/services/" + r.name;
   fs::create_directories(dir);
   const std::string port_file = dir + "/port", log = dir + "/service.log";
@@ -174,39 +175,55 @@ void ServiceManager::launch(ServiceRecord& r, const ModelVersion& model) {
   posix_spawnattr_destroy(&attr);
   if (rc != 0) throw ServiceError(500, "[services] cannot start " + binary_ + ": " + strerror(rc));
 
-  // Ready when the child has written its bound port (after loading the model and binding).
+  // The child is this service's from now on (an undeploy or a new deploy stops it), but its
+  // start is not watched by the monitor: the wait below owns it.
   r.pid = pid;
   r.state = "starting";
   r.reason.clear();
   store_.put_service(r);
+  Child& child = children_[r.name];  // a restart keeps its crash count
+  child.pid = pid;
+  child.starting = true;
+  child.restart_at = 0;
+
+  // Loading the model takes a while: reads and other services go on meanwhile.
+  lock.unlock();
+  const int port = wait_until_ready(pid, port_file);
+  lock.lock();
+  auto it = children_.find(r.name);
+  if (it == children_.end() || it->second.pid != pid)
+    throw ServiceError(
+        409, "[services] " + r.name + " was undeployed or deployed again while it started");
+  it->second.starting = false;
+  if (stop_) throw ServiceError(503, "[services] the server is stopping");
+  if (port <= 0) {
+    it->second.pid = 0;
+    r.state = "failed";
+    r.pid = 0;
+    r.reason = "did not start: " + tail_of(log, 600);
+    store_.put_service(r);
+    throw ServiceError(500, "[services] " + r.name + " " + r.reason);
+  }
+  r.bound_port = port;
+  json options = r.options.empty() ? json::object() : json::parse(r.options);
+  r.url = std::string(options.value("insecure-http", false) ? "http" : "https") +
+          "://127.0.0.1:" + std::to_string(port);
+  r.state = "running";
+  store_.put_service(r);
+  it->second.started_at = unix_now();
+}
+
+int ServiceManager::wait_until_ready(pid_t pid, const std::string& port_file) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  int status = 0;
   while (true) {
     std::ifstream in(port_file);
     int port = 0;
-    if (in >> port && port > 0) {
-      r.bound_port = port;
-      json options = r.options.empty() ? json::object() : json::parse(r.options);
-      r.url = std::string(options.value("insecure-http", false) ? "http" : "https") +
-              "://127.0.0.1:" + std::to_string(port);
-      r.state = "running";
-      store_.put_service(r);
-      Child& c = children_[r.name];
-      c.pid = pid;
-      c.started_at = unix_now();
-      c.restart_at = 0;
-      return;
-    }
-    if (waitpid(pid, &status, WNOHANG) == pid || std::chrono::steady_clock::now() > deadline) {
-      if (process_alive(pid)) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-      }
-      r.state = "failed";
-      r.pid = 0;
-      r.reason = "did not start: " + tail_of(log, 600);
-      store_.put_service(r);
-      throw ServiceError(500, "[services] " + r.name + " " + r.reason);
+    if (in >> port && port > 0) return port;
+    if (waitpid(pid, nullptr, WNOHANG) != 0) return 0;  // exited, or stop_child() reaped it
+    if (stop_ || std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      return 0;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -220,7 +237,8 @@ void ServiceManager::stop_child(const std::string& name) {
   if (pid <= 0) return;
   kill(pid, SIGTERM);
   for (int i = 0; i < 100; ++i) {
-    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+    // A starting child may have been reaped by its launch() already (ECHILD).
+    if (const pid_t w = waitpid(pid, nullptr, WNOHANG); w == pid || w < 0) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   kill(pid, SIGKILL);
@@ -249,7 +267,7 @@ ServiceManager::DeployResult ServiceManager::deploy(const DeployRequest& req) {
     throw ServiceError(400, "[services] " + req.package_dir +
                                 ": content hash mismatch (the package was modified)");
 
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   const int version = store_.next_model_version(req.name);
   const std::string dest = data_dir_ + "/models/" + req.name + "/v" + std::to_string(version);
   fs::remove_all(dest);
@@ -269,7 +287,7 @@ ServiceManager::DeployResult ServiceManager::deploy(const DeployRequest& req) {
   r.options = req.options.dump();
   r.bound_port = 0;
   r.url.clear();
-  launch(r, model);
+  launch(r, model, lock);
 
   DeployResult out{r, model, "", 0};
   const auto live = store_.live_tokens();
@@ -296,7 +314,7 @@ ServiceRecord ServiceManager::undeploy(const std::string& name) {
 }
 
 ServiceRecord ServiceManager::rollback(const std::string& name, int version) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   auto r = store_.get_service(name);
   if (!r) throw ServiceError(404, "[services] no service named '" + name + "'");
   std::optional<ModelVersion> target;
@@ -316,7 +334,7 @@ ServiceRecord ServiceManager::rollback(const std::string& name, int version) {
   }
   stop_child(name);
   r->version = target->version;
-  launch(*r, *target);
+  launch(*r, *target, lock);
   return *r;
 }
 
@@ -329,6 +347,7 @@ std::vector<ServiceView> ServiceManager::list() {
       v.requests_per_s = it->second.rate;
       v.requests_total = it->second.total;
       v.latency_ms = it->second.latency_ms;
+      v.crashes = it->second.crashes.crashes;
     }
     out.push_back(std::move(v));
   }
@@ -342,23 +361,29 @@ std::optional<ServiceView> ServiceManager::get(const std::string& name) {
 }
 
 void ServiceManager::monitor() {
+  double sampled_at = 0;
   while (!stop_) {
     {
+      // Exits and due restarts are handled each tick (a restart is late by at most one tick);
+      // rates are sampled each second.
       std::unique_lock lock(wake_mutex_);
-      wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_.load(); });
+      wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_.load(); });
     }
     if (stop_) break;
+    const bool sample = unix_now() - sampled_at >= 1;
+    if (sample) sampled_at = unix_now();
     // Restart children that died, backing off; a service that keeps dying is marked failed.
     std::vector<std::pair<std::string, std::string>> endpoints;  // name, url
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
       const double now = unix_now();
       std::vector<std::string> failed;
       for (auto& [name, child] : children_) {
         int status = 0;
-        if (child.pid <= 0 || waitpid(child.pid, &status, WNOHANG) != child.pid) continue;
+        if (child.pid <= 0 || child.starting || waitpid(child.pid, &status, WNOHANG) != child.pid)
+          continue;
         child.pid = 0;
-        const int quick = child.crashes.on_exit(now - child.started_at, kHealthyS);
+        const int quick = child.crashes.on_exit(now - child.started_at, restart_.healthy_s);
         auto r = store_.get_service(name);
         if (!r) continue;
         const std::string log = data_dir_ + "/services/" + name + "/service.log";
@@ -371,34 +396,49 @@ void ServiceManager::monitor() {
           failed.push_back(name);
           continue;
         }
-        const double delay = backoff_delay(quick, kRestartDelayS, kMaxRestartDelayS);
+        const double delay = restart_.delay(quick);
         child.restart_at = now + delay;
         r->state = "starting";
         r->pid = 0;
-        r->reason = "exited; restarting in " + std::to_string(int(delay)) + " s";
+        r->reason = "exited (" + std::to_string(quick) + " in a row); restarting in " +
+                    format_duration(delay);
         store_.put_service(*r);
       }
       for (const auto& name : failed) children_.erase(name);
       std::vector<std::string> due;
       for (const auto& [name, child] : children_)
         if (child.pid <= 0 && child.restart_at > 0 && now >= child.restart_at) due.push_back(name);
+      // One at a time; launch() lets go of the lock while each comes up.
       for (const auto& name : due) {
+        // A deploy or undeploy may have come in while the previous one started.
+        if (auto it = children_.find(name);
+            it == children_.end() || it->second.pid > 0 || it->second.restart_at <= 0)
+          continue;
         auto r = store_.get_service(name);
         auto model = r ? store_.model_version(name, r->version) : std::nullopt;
+        if (!model) {
+          children_.erase(name);  // its record or version is gone: nothing to restart
+          continue;
+        }
         try {
-          if (model) launch(*r, *model);
+          launch(*r, *model, lock);
         } catch (const std::exception& e) {
+          if (stop_) break;
+          const auto* error = dynamic_cast<const ServiceError*>(&e);
+          auto it = children_.find(name);
+          if ((error && error->status() == 409) || it == children_.end()) continue;  // replaced
           std::fprintf(stderr, "[services] cannot restart %s: %s\n", name.c_str(), e.what());
-          Child& c = children_[name];
-          const int quick = c.crashes.on_exit(0, kHealthyS);
+          const int quick = it->second.crashes.on_exit(0, restart_.healthy_s);
           if (quick >= kMaxQuickExits)
-            children_.erase(name);  // launch() marked it failed
+            children_.erase(it);  // launch() marked it failed
           else
-            c.restart_at = now + backoff_delay(quick, kRestartDelayS, kMaxRestartDelayS);
+            it->second.restart_at = unix_now() + restart_.delay(quick);
         }
       }
+      if (stop_) break;
       for (const auto& [name, child] : children_)
-        if (auto r = store_.get_service(name); child.pid > 0 && r && !r->url.empty())
+        if (auto r = sample ? store_.get_service(name) : std::nullopt;
+            child.pid > 0 && r && !r->url.empty())
           endpoints.emplace_back(name, r->url);
     }
     // Request rates from each service's /metrics (outside the lock: a slow service must not

@@ -1,9 +1,8 @@
 // Online services for `zenith server`: registers model packages (versioned by name), runs one
 // `zenith serve` child process per service, restarts one that dies (after 1 s, 2 s, 4 s, ... up
-// to 60 s; failed after 5 quick exits in a row, a minute up resetting the count), and samples
-// each service's
-// request rate from its /metrics. Services stop with the server and are started again, at the
-// version they served, when it restarts.
+// to 60 s by default, see RestartPolicy; failed after 5 quick exits in a row, a healthy period
+// up resetting the count), and samples each service's request rate from its /metrics. Services
+// stop with the server and are started again, at the version they served, when it restarts.
 #pragma once
 
 #include <sys/types.h>
@@ -48,12 +47,13 @@ struct ServiceView {
   double requests_per_s = 0;
   std::int64_t requests_total = 0;
   double latency_ms = 0;  // mean request latency over the last sampling interval (0: no requests)
+  int crashes = 0;        // quick exits in a row (a healthy period up resets it)
 };
 
 class ServiceManager {
  public:
   // `zenith_binary`: the program to run as `zenith serve` (this one, normally).
-  ServiceManager(std::string data_dir, std::string zenith_binary);
+  ServiceManager(std::string data_dir, std::string zenith_binary, RestartPolicy restart = {});
   ~ServiceManager();
   ServiceManager(const ServiceManager&) = delete;
   ServiceManager& operator=(const ServiceManager&) = delete;
@@ -78,8 +78,9 @@ class ServiceManager {
 
  private:
   struct Child {
-    pid_t pid = 0;         // 0 while waiting to be restarted
-    CrashCounter crashes;  // quick exits in a row; a healthy run resets it
+    pid_t pid = 0;          // 0 while waiting to be restarted
+    bool starting = false;  // launch() waits for it to come up (and reaps it if it dies)
+    CrashCounter crashes;   // quick exits in a row; a healthy run resets it
     double started_at = 0;
     double restart_at = 0;  // when pid is 0: start again then
     double last_sample_at = 0;
@@ -90,14 +91,21 @@ class ServiceManager {
     double last_latency_count = -1;
     double latency_ms = 0;
   };
-  // Copies the package into the registry and starts it; mutex_ held.
-  void launch(ServiceRecord& record, const ModelVersion& model);
+  // Starts `zenith serve` for `record` and waits until it has bound its port (up to 120 s),
+  // releasing `lock` (on mutex_) meanwhile so that reads and other services go on. Throws
+  // ServiceError when it does not come up (the record then says "failed"), 409 when an undeploy
+  // or another deploy replaced it meanwhile.
+  void launch(ServiceRecord& record, const ModelVersion& model, std::unique_lock<std::mutex>& lock);
+  // The port child `pid` wrote to `port_file`, or 0 when it exited, did not within 120 s or the
+  // manager is stopping (then it is killed and reaped).
+  int wait_until_ready(pid_t pid, const std::string& port_file);
   void stop_child(const std::string& name);
   void monitor();
   std::vector<std::string> serve_args(const ServiceRecord& r, const ModelVersion& m,
                                       const std::string& port_file) const;
 
   std::string data_dir_, binary_, cert_path_;
+  RestartPolicy restart_;
   ServiceStore store_;
   std::mutex mutex_;  // deploys, undeploys, rollbacks and children_, one at a time
   std::map<std::string, Child> children_;

@@ -34,3 +34,13 @@ TEST(PlatformQuantity, FormatsSizes) {
   EXPECT_EQ(zp::format_size(1536), "1.5Ki");
   EXPECT_EQ(zp::format_size(100), "100B");
 }
+
+TEST(PlatformQuantity, FormatsDurations) {
+  EXPECT_EQ(zp::format_duration(0), "0s");
+  EXPECT_EQ(zp::format_duration(12), "12s");
+  EXPECT_EQ(zp::format_duration(0.25), "0.25s");  // a short restart delay, exactly
+  EXPECT_EQ(zp::format_duration(1.5), "1.5s");
+  EXPECT_EQ(zp::format_duration(2.001), "2s");
+  EXPECT_EQ(zp::format_duration(245), "4m05s");
+  EXPECT_EQ(zp::format_duration(3723), "1h02m03s");
+}
