@@ -70,12 +70,14 @@ class Pool {
 
  private:
   void grow(int helpers) {
+    if (started_.load(std::memory_order_acquire) >= helpers) return;
     std::lock_guard<std::mutex> lock(mu_);
     while (int(helpers_.size()) < helpers) {
       const int index = int(helpers_.size());
       helpers_.emplace_back([this, index] { helper(index); });
       helpers_.back().detach();
     }
+    started_.store(int(helpers_.size()), std::memory_order_release);
   }
 
   void helper(int index) {
@@ -106,6 +108,7 @@ class Pool {
   std::shared_ptr<Job> current_;
   std::atomic<uint64_t> epoch_{0};
   std::atomic<int> sleeping_{0};
+  std::atomic<int> started_{0};  // helpers_.size(), read without the lock
 };
 
 }  // namespace
