@@ -59,7 +59,8 @@ models::LlamaConfig shape(const std::string& name) {
   return c;
 }
 
-// The counts bench/llm_torch.py reports, for the same model.
+// The counts bench/llm_torch.py reports, for the same model. A decode step reads every weight but
+// the embedding's (one row) once, in its storage dtype.
 json counts(const models::Llama& model, int64_t seq) {
   const auto& c = model.config();
   const int64_t params = model.num_parameters();
@@ -68,7 +69,7 @@ json counts(const models::Llama& model, int64_t seq) {
   return {{"params", params},
           {"non_embedding_params", non_embedding},
           {"flops_per_token", 6 * non_embedding + attention},
-          {"weight_bytes_per_token", 4 * non_embedding}};
+          {"weight_bytes_per_token", int64_t(itemsize(model.weight_dtype())) * non_embedding}};
 }
 
 json train_child(const Measurement& m, int steps, int warmup) {

@@ -1,5 +1,6 @@
 // Initialisers with PyTorch's formulas (torch.nn.init), drawing from the global generator.
 // Each writes in place under no_grad so a parameter stays the same leaf.
+#include <algorithm>
 #include <cmath>
 
 #include "zenith/autograd.h"
@@ -25,6 +26,25 @@ void assign(Tensor& w, const Tensor& values) {
   w.copy_(values);
 }
 
+// w = values(n) drawn chunk by chunk (values(n) returns n of them, in w's element order): the
+// float64 draws of a large weight (an LLM's vocab embedding: 200 MB each) never exist whole. The
+// generator is consumed in the same order, so the values equal one whole draw.
+template <typename Values>
+void assign_in_chunks(Tensor& w, Values values) {
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  const int64_t n = w.numel();
+  if (!w.is_contiguous() || n <= kChunk) {
+    assign(w, values(n).reshape(w.shape()));
+    return;
+  }
+  NoGradGuard no_grad;
+  Tensor flat = w.view({n});
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t end = std::min(n, begin + kChunk);
+    flat.slice(0, begin, end).copy_(values(end - begin));
+  }
+}
+
 }  // namespace
 
 int64_t fan_in(const Tensor& w) {
@@ -38,13 +58,14 @@ int64_t fan_out(const Tensor& w) {
 }
 
 void uniform_(Tensor& w, double low, double high) {
-  assign(w, Tensor::uniform(w.shape(), low, high, w.dtype()));
+  assign_in_chunks(w, [&](int64_t n) { return Tensor::uniform({n}, low, high, w.dtype()); });
 }
 
 void normal_(Tensor& w, double mean, double std) {
-  Tensor z = Tensor::randn(w.shape(), DType::f64);
-  NoGradGuard no_grad;
-  w.copy_(ops::add(ops::mul(z, std), mean));
+  assign_in_chunks(w, [&](int64_t n) {
+    NoGradGuard no_grad;
+    return ops::add(ops::mul(Tensor::randn({n}, DType::f64), std), mean);
+  });
 }
 
 void constant_(Tensor& w, double value) {

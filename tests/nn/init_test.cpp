@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "support/op_check.h"
+#include "support/peak_rss.h"
 
 using namespace zenith;
 using namespace zenith::testing;
@@ -106,4 +107,28 @@ TEST(Init, SeedMakesInitDeterministic) {
   manual_seed(42);
   auto b = nn::Dense(5, 5);
   EXPECT_TRUE(all_close(param(a, "weight"), param(b, "weight"), 0, 0));
+}
+
+// A weight above one chunk (2^20 elements) is drawn chunk by chunk: the same values as one
+// whole draw, in any dtype, and the float64 draws never exist whole (a 32000 x 768 embedding
+// would otherwise add 3 x 200 MB to an LLM's peak memory).
+TEST(Init, LargeWeightsDrawnInChunksEqualOneDraw) {
+  const Shape shape = {3, 1 << 19};  // 1.5 chunks
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    manual_seed(7);
+    Tensor w = Tensor::empty(shape, dtype);
+    nn::init::normal_(w, 0.5, 0.02);
+    manual_seed(7);
+    Tensor want = ops::add(ops::mul(Tensor::randn(shape, DType::f64), 0.02), 0.5).to(dtype);
+    EXPECT_TRUE(all_close(w, want, 0, 0));
+    manual_seed(7);
+    nn::init::uniform_(w, -0.1, 0.2);
+    manual_seed(7);
+    EXPECT_TRUE(all_close(w, Tensor::uniform(shape, -0.1, 0.2, dtype), 0, 0));
+  }
+  Tensor big = Tensor::zeros({16, 1 << 20});  // 64 MB float32, resident; one float64 draw: 128 MB
+  const int64_t growth = peak_rss_growth([&] { nn::init::normal_(big, 0.0, 1.0); });
+  ASSERT_GE(growth, 0) << "cannot reset the peak RSS through /proc/self/clear_refs";
+  EXPECT_LT(growth, int64_t(48) << 20) << "normal_ grew the peak RSS by " << growth;
 }

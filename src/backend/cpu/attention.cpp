@@ -95,6 +95,8 @@ struct Geometry {
         scale(a.scale) {}
 
   int64_t head(int64_t kv, int64_t r) const { return kv * groups + r / t; }
+  // Multiply-adds of the forward (QK^T and PV, no causal discount).
+  int64_t work() const { return batch * hq * t * s * (d + dv); }
   // The last key row r of any block may see (-1: none).
   int64_t last_key(int64_t r) const { return causal ? std::min(s - 1, r % t + s - t) : s - 1; }
   // The keys a block of rows [r0, r1) needs: [0, end).
@@ -226,12 +228,18 @@ void forward_block(const Geometry& g, const Operand& q, const Operand& k, const 
   }
 }
 
-// Runs f(task) for tasks [0, n), in parallel for float32 (dynamic: causal blocks differ in
-// work), serially for float64 (the test reference; OpenBLAS is not called from many threads).
+// Multiply-adds below which a call runs on one thread: a decode step's attention (one query
+// row per head, ~1e5 multiply-adds, ~20 us) costs less than a fork-join, whose barrier on a
+// loaded machine can wait a whole time slice for a descheduled thread.
+constexpr int64_t kParallelWork = int64_t(1) << 20;
+
+// Runs f(task) for tasks [0, n), in parallel for float32 when the call's `work` (multiply-adds)
+// is worth it (dynamic: causal blocks differ in work), serially for float64 (the test
+// reference; OpenBLAS is not called from many threads).
 template <typename T, typename Setup, typename F>
-void for_tasks(int64_t n, Setup&& setup, F&& f) {
+void for_tasks(int64_t n, int64_t work, Setup&& setup, F&& f) {
   if constexpr (std::is_same_v<T, float>) {
-    if (n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+    if (n > 1 && work >= kParallelWork && omp_get_max_threads() > 1 && !omp_in_parallel()) {
 #pragma omp parallel
       {
         auto scratch = setup();
@@ -267,7 +275,7 @@ std::vector<Tensor> attention_kernel(const std::vector<Tensor>& in, const Attent
     using T = decltype(tag);
     T* plse = lse.data<T>();
     for_tasks<T>(
-        g.batch * g.hkv * blocks, [&] { return ForwardScratch<T>(g); },
+        g.batch * g.hkv * blocks, g.work(), [&] { return ForwardScratch<T>(g); },
         [&](int64_t task, ForwardScratch<T>& w) {
           const int64_t blk = task % blocks, kv = (task / blocks) % g.hkv,
                         b = task / (blocks * g.hkv);
@@ -409,7 +417,7 @@ std::vector<Tensor> attention_backward_kernel(const std::vector<Tensor>& in,
     T* pdq = dq.data<T>();
     T* ppart = chunks > 1 ? partial.data<T>() : nullptr;
     for_tasks<T>(
-        heads * chunks, [&] { return BackwardScratch<T>(g); },
+        heads * chunks, 2 * g.work(), [&] { return BackwardScratch<T>(g); },
         [&](int64_t task, BackwardScratch<T>& w) {
           const int64_t c = task % chunks, head = task / chunks;
           const int64_t b = head / g.hkv, kv = head % g.hkv;

@@ -21,6 +21,12 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 void gemm_lowp(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const void* a, DType a_dtype, int64_t lda, const void* b, DType b_dtype, int64_t ldb,
                float beta, float* c, int64_t ldc);
+// The decode step's product, C[m, n] = alpha A B^T + beta C for m <= kGemvMaxRows: A float32
+// [m, k] contiguous, B [n, k] float32, bfloat16 or float16 with row stride ldb (gemv.cpp:
+// bandwidth-bound, rows of B spread over threads that claim them).
+inline constexpr int64_t kGemvMaxRows = 4;
+void gemv(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const void* b,
+          DType b_dtype, int64_t ldb, float beta, float* c, int64_t ldc);
 // n values of dtype t (float32, bfloat16 or float16) as float32.
 void to_float(const void* src, DType t, float* dst, int64_t n);
 

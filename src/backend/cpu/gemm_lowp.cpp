@@ -10,23 +10,22 @@
 #include <vector>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/lowp_load.h"
 #include "zenith/error.h"
 
 namespace zenith::cpu {
 namespace {
 
 constexpr int64_t kPanelFloats = int64_t(1) << 18;  // 1 MiB of float32 per panel
-constexpr int64_t kGemvRows = 4;                    // rows of A the GEMV path takes
 
 bool is_low(DType t) { return t == DType::bf16 || t == DType::f16; }
 
-// 8 16-bit floats at p as float32.
-inline __m256 load8(const uint16_t* p, bool bf16) {
-  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if (bf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  return _mm256_cvtph_ps(h);
+template <typename L>
+void to_float_typed(const uint16_t* p, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, L::load8(p + i));
+  for (; i < n; ++i) dst[i] = L::load1(p[i]);
 }
-inline float load1(uint16_t v, bool bf16) { return bf16 ? bf16_to_float(v) : half_to_float(v); }
 
 }  // namespace
 
@@ -37,10 +36,10 @@ void to_float(const void* src, DType t, float* dst, int64_t n) {
   }
   ZENITH_CHECK(is_low(t), "[gemm] cannot read ", dtype_name(t), " as float32");
   const uint16_t* p = static_cast<const uint16_t*>(src);
-  const bool bf16 = t == DType::bf16;
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8(p + i, bf16));
-  for (; i < n; ++i) dst[i] = load1(p[i], bf16);
+  if (t == DType::bf16)
+    to_float_typed<LoadBF16>(p, dst, n);
+  else
+    to_float_typed<LoadF16>(p, dst, n);
 }
 
 namespace {
@@ -53,75 +52,6 @@ const void* at(const void* base, DType t, int64_t elements) {
 // rows x cols of a matrix stored with row stride ld, as contiguous float32 [rows, cols].
 void convert_block(const void* src, DType t, int64_t ld, int64_t rows, int64_t cols, float* dst) {
   for (int64_t r = 0; r < rows; ++r) to_float(at(src, t, r * ld), t, dst + r * cols, cols);
-}
-
-// Columns [j, j + C) of C[M, n] = alpha A B^T + beta C: M C independent FMA chains (one chain
-// alone is latency-bound); M and C compile-time so the accumulators stay in registers.
-template <int M, int C>
-void gemv_block(int64_t j, int64_t k, float alpha, const float* a, const uint16_t* b, int64_t ldb,
-                bool bf16, float beta, float* c, int64_t ldc) {
-  __m256 acc[C][M];
-  for (int q = 0; q < C; ++q)
-    for (int i = 0; i < M; ++i) acc[q][i] = _mm256_setzero_ps();
-  int64_t e = 0;
-  for (; e + 8 <= k; e += 8) {
-    __m256 wv[C];
-    for (int q = 0; q < C; ++q) wv[q] = load8(b + (j + q) * ldb + e, bf16);
-    for (int i = 0; i < M; ++i) {
-      const __m256 av = _mm256_loadu_ps(a + i * k + e);
-      for (int q = 0; q < C; ++q) acc[q][i] = _mm256_fmadd_ps(av, wv[q], acc[q][i]);
-    }
-  }
-  for (int q = 0; q < C; ++q) {
-    const uint16_t* w = b + (j + q) * ldb;
-    for (int i = 0; i < M; ++i) {
-      __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[q][i]), _mm256_extractf128_ps(acc[q][i], 1));
-      s = _mm_hadd_ps(s, s);
-      s = _mm_hadd_ps(s, s);
-      float sum = _mm_cvtss_f32(s);
-      for (int64_t t = e; t < k; ++t) sum += a[i * k + t] * load1(w[t], bf16);
-      float* out = c + i * ldc + j + q;
-      *out = alpha * sum + (beta == 0.f ? 0.f : beta * *out);
-    }
-  }
-}
-
-template <int M>
-void gemv_columns(int64_t j0, int64_t j1, int64_t k, float alpha, const float* a, const uint16_t* b,
-                  int64_t ldb, bool bf16, float beta, float* c, int64_t ldc) {
-  int64_t j = j0;
-  for (; j + 4 <= j1; j += 4) gemv_block<M, 4>(j, k, alpha, a, b, ldb, bf16, beta, c, ldc);
-  for (; j < j1; ++j) gemv_block<M, 1>(j, k, alpha, a, b, ldb, bf16, beta, c, ldc);
-}
-
-// C[m, n] = alpha A B^T + beta C for m <= kGemvRows: A float32 [m, k] contiguous, B 16-bit
-// [n, k] with row stride ldb. Output columns in parallel; each weight is read once.
-void gemv_lowp(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const uint16_t* b,
-               int64_t ldb, bool bf16, float beta, float* c, int64_t ldc) {
-  auto columns = [&](int64_t j0, int64_t j1) {
-    switch (m) {
-      case 1:
-        return gemv_columns<1>(j0, j1, k, alpha, a, b, ldb, bf16, beta, c, ldc);
-      case 2:
-        return gemv_columns<2>(j0, j1, k, alpha, a, b, ldb, bf16, beta, c, ldc);
-      case 3:
-        return gemv_columns<3>(j0, j1, k, alpha, a, b, ldb, bf16, beta, c, ldc);
-      default:
-        return gemv_columns<4>(j0, j1, k, alpha, a, b, ldb, bf16, beta, c, ldc);
-    }
-  };
-  // Below about a million weights (2 MiB) one thread streams them in tens of microseconds;
-  // waking a team costs more, and on a loaded machine can cost a whole scheduler slice.
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads == 1 || n * k < (int64_t(1) << 20)) {
-    columns(0, n);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    columns(n * t / nt, n * (t + 1) / nt);
-  }
 }
 
 // Runs f(panel) for panels [0, count) across the pool, each with its own float32 buffer of
@@ -187,7 +117,7 @@ void gemm_lowp(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
     af = a_float.data();
   }
   if (is_low(bt)) {
-    if (tb && m <= kGemvRows) {  // decode steps: a GEMV over the 16-bit rows of B
+    if (tb && m <= kGemvMaxRows) {  // decode steps: a GEMV over the 16-bit rows of B
       std::vector<float> a_rows;
       if (ta || lda != k) {
         a_rows.resize(size_t(m * k));
@@ -196,8 +126,7 @@ void gemm_lowp(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
             a_rows[size_t(i * k + e)] = ta ? af[e * lda + i] : af[i * lda + e];
         af = a_rows.data();
       }
-      gemv_lowp(m, n, k, alpha, af, static_cast<const uint16_t*>(b), ldb, bt == DType::bf16, beta,
-                c, ldc);
+      gemv(m, n, k, alpha, af, b, bt, ldb, beta, c, ldc);
       return;
     }
     if (!tb && n < k) {

@@ -116,6 +116,16 @@ std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const NoAttrs&)
   return {out};
 }
 
+// Starts the `rows` rows [outs] of a float32 result as the bias (float32 or 16-bit) for a gemm
+// that accumulates onto them; returns that gemm's beta (0: no bias).
+float start_with_bias(const Tensor& bias, float* po, int64_t rows, int64_t outs) {
+  if (!bias.defined()) return 0.f;
+  Tensor bc = bias.contiguous();
+  to_float(bc.raw_data(), bc.dtype(), po, outs);
+  for (int64_t r = 1; r < rows; ++r) std::copy(po, po + outs, po + r * outs);
+  return 1.f;
+}
+
 // linear(x [M, in], weight [out, in], bias [out]?) -> x weight^T + bias [M, out]; a 16-bit
 // weight (or input, or bias) computes in float32.
 std::vector<Tensor> linear_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
@@ -127,18 +137,21 @@ std::vector<Tensor> linear_kernel(const std::vector<Tensor>& in, const NoAttrs&)
   if (lowp_product(x.dtype(), w.dtype()) || (bias.defined() && is_low(bias.dtype()))) {
     Tensor out = Tensor::empty({rows, outs}, DType::f32);
     float* po = out.data<float>();
-    float beta = 0.f;
-    if (bias.defined()) {  // out rows start as the bias, gemm accumulates onto them
-      Tensor bc = bias.contiguous();
-      to_float(bc.raw_data(), bc.dtype(), po, outs);
-      for (int64_t r = 1; r < rows; ++r) std::copy(po, po + outs, po + r * outs);
-      beta = 1.f;
-    }
+    const float beta = start_with_bias(bias, po, rows, outs);
     gemm_lowp(mx.trans, !mw.trans, rows, outs, features, 1.f, mx.t.raw_data(), x.dtype(), mx.ld,
               mw.t.raw_data(), w.dtype(), mw.ld, beta, po, outs);
     return {in_product_dtype(out, x.dtype(), w.dtype())};
   }
   Tensor out = Tensor::empty({rows, outs}, x.dtype());
+  // A decode step (a few float32 rows, weight rows contiguous): the bandwidth-bound GEMV.
+  if (x.dtype() == DType::f32 && rows <= kGemvMaxRows && !mw.trans && !mx.trans &&
+      (rows == 1 || mx.ld == features)) {
+    float* po = out.data<float>();
+    const float beta = start_with_bias(bias, po, rows, outs);
+    gemv(rows, outs, features, 1.f, mx.t.data<float>(), mw.t.raw_data(), DType::f32, mw.ld, beta,
+         po, outs);
+    return {out};
+  }
   visit_float(x.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
     T* po = out.data<T>();
