@@ -15,10 +15,14 @@
 // the end of the backward, less the live bytes at its start (weights, optimizer state). Checks
 // printed against the targets: LoRA tokens/s >= 1.5x PyTorch, or >= PyTorch and
 // >= 80% of the peak; LoRA bf16 peak RSS <= 60% of full fine-tuning's; checkpointing cuts the
-// activation memory >= 50% for <= 35% more step time.
+// activation memory >= 50% for <= 35% more step time. The loss is
+// models::causal_lm_loss(model, input, labels): the output layer and cross entropy in chunks of
+// positions, never the whole [B, T, V] logits; --whole-logits takes
+// causal_lm_loss(model.forward(input), labels) instead (PyTorch's way).
 //
 //   finetune [--threads N] [--repeats R] [--configs 15m,110m] [--cases lora,full,...]
-//            [--steps S] [--warmup W] [--json] [--no-pytorch] [--python /usr/bin/python3]
+//            [--steps S] [--warmup W] [--whole-logits] [--json] [--no-pytorch]
+//            [--python /usr/bin/python3]
 #include <omp.h>
 
 #include <filesystem>
@@ -45,7 +49,8 @@ bool listed(const std::string& list, const std::string& name) {
 }
 
 // One case's timed steps in this process.
-json run_case(const std::string& config, const std::string& kase, int steps, int warmup) {
+json run_case(const std::string& config, const std::string& kase, int steps, int warmup,
+              bool whole_logits) {
   manual_seed(0);
   const bool lora = kase != "full";
   models::Llama model(llm_shape(config),
@@ -64,12 +69,15 @@ json run_case(const std::string& config, const std::string& kase, int steps, int
   model.train();
   auto opt = nn::AdamW(model.trainable_params(), 3e-4, 0.9, 0.999, 1e-8, 0.1);
   Tensor x = Tensor::randint(0, model.config().vocab_size, {kBatch, kSeq});
+  models::LlamaInput in;
+  in.input_ids = x;
   size_t state_bytes = 0, activation_bytes = 0;
   auto step = [&] {
     opt->zero_grad();
     const size_t live = core::allocator_stats().live_bytes;
     core::reset_peak_live_bytes();
-    Tensor loss = models::causal_lm_loss(model.forward(x), x);
+    Tensor loss = whole_logits ? models::causal_lm_loss(model.forward(in), x)
+                               : models::causal_lm_loss(model, in, x);
     loss.backward();
     state_bytes = live;
     activation_bytes = std::max(activation_bytes, core::allocator_stats().peak_live_bytes - live);
@@ -99,7 +107,7 @@ json run_case(const std::string& config, const std::string& kase, int steps, int
 int usage() {
   std::cerr << "usage: finetune [--threads N] [--repeats R] [--configs 15m,110m] "
                "[--cases lora,lora-bf16,lora-bf16-ckpt,full] [--steps S] [--warmup W] [--json] "
-               "[--no-pytorch] [--python PATH]\n";
+               "[--whole-logits] [--no-pytorch] [--python PATH]\n";
   return 2;
 }
 
@@ -188,7 +196,7 @@ void print_table(const json& out) {
 
 int main(int argc, char** argv) {
   int threads = 0, repeats = 1, steps = 0, warmup = -1;
-  bool as_json = false, with_pytorch = true;
+  bool as_json = false, with_pytorch = true, whole_logits = false;
   std::string python = "/usr/bin/python3", configs, cases, child;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -207,6 +215,8 @@ int main(int argc, char** argv) {
       warmup = std::atoi(next().c_str());
     else if (a == "--json")
       as_json = true;
+    else if (a == "--whole-logits")
+      whole_logits = true;
     else if (a == "--no-pytorch")
       with_pytorch = false;
     else if (a == "--python")
@@ -228,7 +238,7 @@ int main(int argc, char** argv) {
     if (colon == std::string::npos || !listed("15m,110m", config) ||
         std::find(kCases.begin(), kCases.end(), kase) == kCases.end())
       return usage();
-    json out = run_case(config, kase, steps_of(config), w);
+    json out = run_case(config, kase, steps_of(config), w, whole_logits);
     out.update({{"vmhwm_kb", vmhwm_kb()}, {"threads", omp_get_max_threads()}});
     std::cout << out.dump() << std::endl;
     return 0;
@@ -242,6 +252,7 @@ int main(int argc, char** argv) {
               {"onednn_isa", onednn_isa()},
               {"threads", threads},
               {"sgemm_peak_gflops", sgemm_peak_gflops(threads)},
+              {"loss", whole_logits ? "whole logits" : "chunked"},
               {"batch", kBatch},
               {"seq", kSeq},
               {"lora", {{"r", kRank}, {"alpha", kAlpha}, {"targets", "q_proj,v_proj"}}},
@@ -253,8 +264,8 @@ int main(int argc, char** argv) {
   };
   for (const auto& config : kConfigs) {
     if (!listed(configs, config)) continue;
-    const std::string common =
-        " --steps " + std::to_string(steps_of(config)) + " --warmup " + std::to_string(w);
+    const std::string common = " --steps " + std::to_string(steps_of(config)) + " --warmup " +
+                               std::to_string(w) + (whole_logits ? " --whole-logits" : "");
     for (const auto& kase : kCases) {
       if (!listed(cases, kase)) continue;
       const bool torch_too = with_pytorch && kase == "lora";
