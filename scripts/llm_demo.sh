@@ -12,9 +12,10 @@
 # LoRA fine-tune (three held-out words). The summary ends the output and is in WORKDIR/summary.txt.
 #
 #   scripts/llm_demo.sh [--fast] [WORKDIR] [PRETRAIN_STEPS] [FINETUNE_STEPS]
-# Defaults: build/llm-demo, 300 + 100 steps (about 35 minutes on 2 shared cores). --fast is the
-# smoke test: 200 KB of the corpus, vocab 1000, a 0.3M-parameter model, 20 + 10 steps, 300
-# definitions (about a minute). ZENITH=path/to/zenith (default build/release/zenith).
+# Defaults: build/llm-demo, 300 + 100 steps (63 minutes on 2 cores shared with other builds).
+# --fast is the smoke test: 200 KB of the corpus, vocab 1000, a 0.27M-parameter model, 20 + 10
+# steps, 300 definitions (about a minute and a half). ZENITH=path/to/zenith (default
+# build/release/zenith).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 fast=0
