@@ -169,12 +169,14 @@ TrainerState read_trainer_state(const Options& o) {
   return t;
 }
 
-Tensor forward(models::Llama& model, const Batch& b) {
+models::LlamaInput input_of(const Batch& b) {
   models::LlamaInput input;
   input.input_ids = b.input_ids;
   input.attention_mask = b.attention_mask;
-  return model.forward(input);
+  return input;
 }
+
+Tensor forward(models::Llama& model, const Batch& b) { return model.forward(input_of(b)); }
 
 void check_options(const Options& o) {
   ZENITH_CHECK(!o.model.empty() || (o.init == "random" && !o.model_config.empty()),
@@ -467,8 +469,9 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
       double loss_value = 0;
       for (const Batch& b : micro) {
         if (b.targets == 0) continue;
-        Tensor logits = forward(*model, b);
-        Tensor loss = models::causal_lm_loss(logits, b.labels) * (double(b.targets) / targets);
+        // In chunks of positions: the [B, T, V] logits are never whole (models/llama_loss.cpp).
+        Tensor loss =
+            models::causal_lm_loss(*model, input_of(b), b.labels) * (double(b.targets) / targets);
         loss.backward();
         loss_value += loss.item();
       }
