@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "bench_common.h"
+#include "llm_common.h"
 #include "zenith/zenith.h"
 
 namespace {
@@ -43,38 +44,9 @@ const std::vector<Measurement> kMeasurements = {
     {"gen-110m", "110m", "generate", 1, 0, 3, 1},
 };
 
-models::LlamaConfig shape(const std::string& name) {
-  models::LlamaConfig c;
-  c.vocab_size = 32000;
-  c.rms_norm_eps = 1e-5;
-  c.rope_theta = 10000;
-  c.tie_word_embeddings = false;
-  const bool small = name == "15m";
-  c.hidden_size = small ? 288 : 768;
-  c.num_hidden_layers = small ? 6 : 12;
-  c.num_attention_heads = c.num_key_value_heads = small ? 6 : 12;
-  c.intermediate_size = small ? 768 : 2048;
-  c.max_position_embeddings = small ? 256 : 1024;
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  return c;
-}
-
-// The counts bench/llm_torch.py reports, for the same model. A decode step reads every weight but
-// the embedding's (one row) once, in its storage dtype.
-json counts(const models::Llama& model, int64_t seq) {
-  const auto& c = model.config();
-  const int64_t params = model.num_parameters();
-  const int64_t non_embedding = params - c.vocab_size * c.hidden_size;
-  const int64_t attention = 12 * c.num_hidden_layers * seq * c.num_attention_heads * c.head_dim;
-  return {{"params", params},
-          {"non_embedding_params", non_embedding},
-          {"flops_per_token", 6 * non_embedding + attention},
-          {"weight_bytes_per_token", int64_t(itemsize(model.weight_dtype())) * non_embedding}};
-}
-
 json train_child(const Measurement& m, int steps, int warmup) {
   manual_seed(0);
-  models::Llama model(shape(m.config));
+  models::Llama model(llm_shape(m.config));
   model.train();
   auto opt = nn::AdamW(model.trainable_params(), 3e-4, 0.9, 0.999, 1e-8, 0.1);
   Tensor x = Tensor::randint(0, model.config().vocab_size, {m.batch, m.seq});
@@ -91,7 +63,7 @@ json train_child(const Measurement& m, int steps, int warmup) {
     if (i >= warmup) times.push_back(seconds_since(t0));
   }
   const double median = median_of(times);
-  json out = counts(model, m.seq);
+  json out = llm_counts(model, m.seq);
   out.update({{"batch", m.batch},
               {"seq", m.seq},
               {"tokens_s", double(m.batch * m.seq) / median},
@@ -103,7 +75,7 @@ json train_child(const Measurement& m, int steps, int warmup) {
 json generate_child(const Measurement& m, int runs, int warmup, int64_t gen_tokens) {
   constexpr int64_t kPromptLen = 16;
   manual_seed(0);
-  models::Llama model(shape(m.config));
+  models::Llama model(llm_shape(m.config));
   model.eval();
   NoGradGuard no_grad;
   Tensor prompt = Tensor::randint(0, model.config().vocab_size, {1, kPromptLen});
@@ -126,7 +98,7 @@ json generate_child(const Measurement& m, int runs, int warmup, int64_t gen_toke
     decode.push_back(seconds_since(t1));
   }
   const double median = median_of(decode);
-  json out = counts(model, kPromptLen + gen_tokens);
+  json out = llm_counts(model, kPromptLen + gen_tokens);
   out.update({{"batch", 1},
               {"prompt_len", kPromptLen},
               {"gen_tokens", gen_tokens},
@@ -136,34 +108,12 @@ json generate_child(const Measurement& m, int runs, int warmup, int64_t gen_toke
   return out;
 }
 
-// bench/llm_torch.py: beside this source file, or in the source tree above the build directory
-// (build/<preset>/bench/llm -> bench/llm_torch.py).
-std::string torch_script(const std::string& self) {
-  namespace fs = std::filesystem;
-  const fs::path beside = fs::absolute(fs::path(__FILE__).parent_path() / "llm_torch.py");
-  if (fs::exists(beside)) return beside.string();
-  const fs::path tree =
-      fs::path(self).parent_path() / ".." / ".." / ".." / "bench" / "llm_torch.py";
-  return fs::exists(tree) ? fs::canonical(tree).string() : beside.string();
-}
-
 int usage() {
   std::cerr << "usage: llm [--threads N] [--repeats R] [--only a,b] [--steps S] [--warmup W] "
                "[--gen-tokens G] [--json] [--no-pytorch] [--python PATH]\n  measurements:";
   for (const auto& m : kMeasurements) std::cerr << " " << m.name;
   std::cerr << "\n";
   return 2;
-}
-
-std::string fixed(double v, int digits) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << v;
-  return os.str();
-}
-
-// A cell of the table: "-" where a side did not run.
-std::string cell(const json& v, int digits) {
-  return v.is_number() ? fixed(v.get<double>(), digits) : "-";
 }
 
 void print_table(const json& out) {
@@ -241,7 +191,7 @@ int main(int argc, char** argv) {
   }
 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string script = torch_script(self);
+  const std::string script = bench_script(self, "llm_torch.py");
   const std::string env = "OMP_NUM_THREADS=" + std::to_string(threads) +
                           " ZENITH_NUM_THREADS=" + std::to_string(threads) + " ";
   json out = {{"isa", cpu_isa()},

@@ -17,7 +17,7 @@ untied head; 110m = stories110M's (dim 768, 12 layers, 12 heads, hidden 2048, vo
             timed apart), then --gen-tokens greedy steps of one token each with a KV cache;
             tokens/s = gen_tokens / decode time.
 Prints one JSON object (--json) or a line of text. Besides the rates: params,
-non_embedding_params (all but model.embed_tokens: the weights a decode step reads, x4 bytes
+non_embedding_params (all but model.embed_tokens and the adapters: the weights a decode step reads, x4 bytes
 in weight_bytes_per_token), flops_per_token (train: 6 x non-embedding params + attention
 12 x layers x seq x heads x head_dim, no causal discount; LoRA: 4 x non-embedding params +
 6 x adapter params + the same attention term), vmhwm_kb (this process's peak RSS: run one
@@ -62,9 +62,9 @@ def build(name):
 def counts(model, seq, lora):
     cfg = model.config
     params = sum(p.numel() for p in model.parameters())
-    non_embedding = params - model.model.embed_tokens.weight.numel()
-    attention = 12 * cfg.num_hidden_layers * seq * cfg.num_attention_heads * cfg.head_dim
     adapter = sum(p.numel() for p in model.parameters() if p.requires_grad) if lora else 0
+    non_embedding = params - model.model.embed_tokens.weight.numel() - adapter
+    attention = 12 * cfg.num_hidden_layers * seq * cfg.num_attention_heads * cfg.head_dim
     flops = (4 * non_embedding + 6 * adapter if lora else 6 * non_embedding) + attention
     return {"params": params, "non_embedding_params": non_embedding,
             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),

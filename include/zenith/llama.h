@@ -82,6 +82,11 @@ class Llama : public nn::Cell {
   // Logits [B, T, V] float32 of input_ids [B, T].
   Tensor forward(const Tensor& input_ids) override;
   Tensor forward(const LlamaInput& input);
+  // forward = head(hidden_states(input)): the final norm's output [B, T, D], and the output
+  // layer (lm_head, or the embedding when tied) with the parameters it uses.
+  Tensor hidden_states(const LlamaInput& input);
+  Tensor head(const Tensor& hidden);
+  std::vector<Tensor> head_parameters() const;
 
   const LlamaConfig& config() const { return config_; }
   // The weights under HF's names (no adapters; no lm_head.weight when tied).
@@ -126,6 +131,12 @@ void copy_model_side_files(const std::string& from, const std::string& to);
 // HF's causal-LM loss: mean cross entropy of logits [B, T, V] at t against labels [B, T] at
 // t + 1; labels of -100 are ignored.
 Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels);
+// The same loss of model.forward(input), without the [B, T, V] logits: when gradients are
+// recorded, the output layer and the cross entropy run on chunks of positions and each chunk's
+// gradients (for the hidden states and the head's trainable parameters) are taken at once, so
+// only one chunk's logits exist at a time; backward scales the kept gradients. Without
+// gradients it is causal_lm_loss(model.forward(input), labels).
+Tensor causal_lm_loss(Llama& model, const LlamaInput& input, const Tensor& labels);
 
 // ---- LoRA (PEFT semantics; adapter files through io::load_lora_adapter / save_lora_adapter)
 

@@ -40,14 +40,6 @@ ops::RopeOptions rope_options(const LlamaConfig& c) {
   return o;
 }
 
-void check_integer(const Tensor& t, const char* what, const Shape& shape) {
-  ZENITH_CHECK(t.dtype() == DType::i64 || t.dtype() == DType::i32 ||
-                   (t.dtype() == DType::b8 && std::string(what) == "attention_mask"),
-               "[llama] ", what, " must be integer, got ", dtype_name(t.dtype()));
-  ZENITH_CHECK(t.shape() == shape, "[llama] ", what, " has shape ", shape_str(t.shape()),
-               ", expected ", shape_str(shape));
-}
-
 void check_token_ids(const Tensor& ids, int64_t vocab) {
   dispatch::ValidationReads validation;  // graph mode keeps the step: embedding checks too
   const std::vector<int64_t> v = ids.to_int_vector();
@@ -58,6 +50,18 @@ void check_token_ids(const Tensor& ids, int64_t vocab) {
 }
 
 }  // namespace
+
+namespace detail {
+
+void check_integer(const Tensor& t, const char* what, const Shape& shape) {
+  ZENITH_CHECK(t.dtype() == DType::i64 || t.dtype() == DType::i32 ||
+                   (t.dtype() == DType::b8 && std::string(what) == "attention_mask"),
+               "[llama] ", what, " must be integer, got ", dtype_name(t.dtype()));
+  ZENITH_CHECK(t.shape() == shape, "[llama] ", what, " has shape ", shape_str(t.shape()),
+               ", expected ", shape_str(shape));
+}
+
+}  // namespace detail
 
 // ---- construction
 
@@ -109,13 +113,30 @@ Tensor Llama::forward(const Tensor& input_ids) {
   return forward(input);
 }
 
-Tensor Llama::forward(const LlamaInput& in) {
+Tensor Llama::forward(const LlamaInput& in) { return head(hidden_states(in)); }
+
+Tensor Llama::head(const Tensor& hidden) {
+  if (parts_->lm_head) return parts_->lm_head->forward(hidden);
+  const Tensor& w = parts_->model->embed_tokens->weight();
+  if (tied_head_lowp_ == DType::f32) return ops::linear(hidden, w);
+  // A tied head in low precision, as LoraLinear::set_compute_dtype computes.
+  auto round = [&](const Tensor& t) { return t.to(tied_head_lowp_).to(DType::f32); };
+  return round(
+      ops::linear(round(hidden), w.dtype() == tied_head_lowp_ ? w : w.to(tied_head_lowp_)));
+}
+
+std::vector<Tensor> Llama::head_parameters() const {
+  return parts_->lm_head ? parts_->lm_head->parameters()
+                         : std::vector<Tensor>{parts_->model->embed_tokens->weight()};
+}
+
+Tensor Llama::hidden_states(const LlamaInput& in) {
   const Tensor& ids = in.input_ids;
   ZENITH_CHECK(ids.defined() && ids.dim() == 2, "[llama] input_ids must be [batch, seq], got ",
                ids.defined() ? shape_str(ids.shape()) : "none");
   const int64_t b = ids.size(0), t = ids.size(1);
   ZENITH_CHECK(t > 0, "[llama] input_ids is empty");
-  check_integer(ids, "input_ids", ids.shape());
+  detail::check_integer(ids, "input_ids", ids.shape());
   check_token_ids(ids, config_.vocab_size);
   KVCache* cache = in.cache;
   const int64_t past = cache ? cache->length() : 0;
@@ -127,12 +148,12 @@ Tensor Llama::forward(const LlamaInput& in) {
   detail::LayerContext ctx;
   ctx.cache = cache;
   if (in.attention_mask.defined()) {
-    check_integer(in.attention_mask, "attention_mask", {b, past + t});
+    detail::check_integer(in.attention_mask, "attention_mask", {b, past + t});
     ctx.key_padding_mask = in.attention_mask;
   }
   Tensor positions = in.position_ids;
   if (positions.defined()) {
-    check_integer(positions, "position_ids", {b, t});
+    detail::check_integer(positions, "position_ids", {b, t});
   } else {
     std::vector<int64_t> arange(static_cast<size_t>(t));
     for (int64_t i = 0; i < t; ++i) arange[size_t(i)] = past + i;
@@ -157,13 +178,7 @@ Tensor Llama::forward(const LlamaInput& in) {
   }
   if (cache) cache->advance(t);
   if (in.last_position_only && t > 1) x = x.slice(1, t - 1, t);
-  x = model.norm->forward(x);
-  if (parts_->lm_head) return parts_->lm_head->forward(x);
-  if (tied_head_lowp_ == DType::f32) return ops::linear(x, model.embed_tokens->weight());
-  // A tied head in low precision, as LoraLinear::set_compute_dtype computes.
-  const Tensor& w = model.embed_tokens->weight();
-  auto round = [&](const Tensor& t) { return t.to(tied_head_lowp_).to(DType::f32); };
-  return round(ops::linear(round(x), w.dtype() == tied_head_lowp_ ? w : w.to(tied_head_lowp_)));
+  return model.norm->forward(x);
 }
 
 void Llama::set_low_precision(DType dtype, bool all_but_norms) {
@@ -173,16 +188,6 @@ void Llama::set_low_precision(DType dtype, bool all_but_norms) {
   for (const auto& [path, layer] : linear_layers()) layer->set_compute_dtype(dtype, all_but_norms);
   tied_head_lowp_ = dtype;
   lowp_ = all_but_norms ? dtype : DType::f32;
-}
-
-Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels) {
-  ZENITH_CHECK(logits.defined() && logits.dim() == 3, "[llama] logits must be [batch, seq, vocab]");
-  const int64_t b = logits.size(0), t = logits.size(1), v = logits.size(2);
-  check_integer(labels, "labels", {b, t});
-  // Shifting the labels (not the logits) keeps the [B T, V] logits a view, no copy; the shift
-  // is an op, not a host read, so graph mode captures it.
-  Tensor next = ops::cat({labels.slice(1, 1, t), Tensor::full({b, 1}, -100, labels.dtype())}, 1);
-  return ops::cross_entropy(logits.reshape({b * t, v}), next.reshape({b * t}), "mean", -100);
 }
 
 // ---- parts

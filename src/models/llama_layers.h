@@ -104,6 +104,9 @@ class DecoderCell : public nn::Cell {
   std::shared_ptr<RmsNormCell> norm;
 };
 
+// `t` is an integer tensor (bool too for an attention_mask) of `shape`; errors name `what`.
+void check_integer(const Tensor& t, const char* what, const Shape& shape);
+
 // Activation checkpointing: runs fn(x) without recording the graph inside it and records one
 // node whose backward runs fn again (with the random generator as it was, so dropout draws the
 // same mask) and differentiates that, for x and `params` (those that require grad).

@@ -589,9 +589,11 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
           if (b.targets == 0) continue;
           Tensor loss;
           {
+            // The loss in chunks of positions: the [B, T, V] logits are never whole
+            // (models/llama_loss.cpp); the head's backward runs here, the layers' below.
             core::TraceRange range(core::Range::forward);
-            Tensor logits = detail::forward(*model, b);
-            loss = models::causal_lm_loss(logits, b.labels) * (double(b.targets) / targets);
+            loss = models::causal_lm_loss(*model, detail::input_of(b), b.labels) *
+                   (double(b.targets) / targets);
           }
           {
             core::TraceRange range(core::Range::backward);

@@ -4,12 +4,14 @@
 
 namespace zenith::finetune::detail {
 
-Tensor forward(models::Llama& model, const Batch& b) {
+models::LlamaInput input_of(const Batch& b) {
   models::LlamaInput input;
   input.input_ids = b.input_ids;
   input.attention_mask = b.attention_mask;
-  return model.forward(input);
+  return input;
 }
+
+Tensor forward(models::Llama& model, const Batch& b) { return model.forward(input_of(b)); }
 
 StepRunner::StepRunner(models::Llama& model, std::vector<Tensor> params, nn::Optimizer& optimizer,
                        double clip_grad_norm, std::function<void(const std::string&)> log)

@@ -17,7 +17,8 @@
 
 namespace zenith::finetune::detail {
 
-// The model's logits of a batch (its ids and attention mask).
+// The model's input of a batch (its ids and attention mask), and its logits.
+models::LlamaInput input_of(const Batch& b);
 Tensor forward(models::Llama& model, const Batch& b);
 
 class StepRunner {
