@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <ctime>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,18 +17,19 @@ TEST(MetricsStore, SeriesPerRankDownsampledWithOffsets) {
   zp::MetricsStore store(dir.str() + "/zenith.db");
   std::vector<zp::MetricPoint> points;
   for (int i = 0; i < 100000; ++i) points.push_back({"loss", i, i / 1000, 1.0 / (i + 1), 0.0});
-  auto t0 = std::chrono::steady_clock::now();
+  // CPU time, not wall time: on a shared host the wall clock measures the neighbours.
+  const std::clock_t t0 = std::clock();
   store.add_points(7, 0, points, 1234);
   store.add_points(7, 1, {{"loss", 0, 0, 2.0, 0.0}}, 10);
   store.add_points(8, 0, {{"epoch_loss", 0, 0, 3.0, 0.0}}, 10);
   auto series = store.series(7, "loss", 0, 800);
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms = 1e3 * double(std::clock() - t0) / CLOCKS_PER_SEC;
   EXPECT_EQ(series.total, 100000u);
   EXPECT_EQ(series.step.size(), 800u);
   EXPECT_EQ(series.step.front(), 0);
   EXPECT_EQ(series.step.back(), 99999);
-  EXPECT_LT(ms, 3000) << "storing and downsampling 100k points";
+  EXPECT_LT(ms, 3000) << "storing and downsampling 100k points (CPU ms)";
+  std::printf("storing and downsampling 100k points: %.0f CPU ms\n", ms);
   EXPECT_EQ(store.file_offset(7, 0), 1234);
   EXPECT_EQ(store.file_offset(7, 1), 10);
   EXPECT_EQ(store.file_offset(9, 0), 0);
