@@ -40,7 +40,9 @@ TEST(FinetuneAmp, LowPrecisionLevelsTrainAsFloat32Does) {
     TempDir dir("finetune_amp");
     const finetune::Result o0 = run_amp(method, "O0", "bf16", dir.str() + "/o0");
     ASSERT_EQ(o0.losses.size(), 6u);
-    if (method == "lora") EXPECT_LT(o0.losses.back(), o0.losses.front()) << "LoRA learns";
+    if (method == "lora") {
+      EXPECT_LT(o0.losses.back(), o0.losses.front()) << "LoRA learns";
+    }
     for (const std::string level : {"O1", "O2"})
       for (const std::string dtype : {"bf16", "fp16"}) {
         const finetune::Result r = run_amp(method, level, dtype, dir.str() + "/" + level + dtype);
