@@ -92,6 +92,7 @@ void bind_graph(py::module_& root) {
         return callbacks::Profile({.dir = dir,
                                    .steps = steps,
                                    .skip_steps = skip_steps,
+                                   .copy_to = {},
                                    .rank = rank,
                                    .world = world,
                                    .print = print});

@@ -122,8 +122,9 @@ void bind_model(py::module_& m) {
     for (const auto& [path, layer] : llama(cell).linear_layers()) names.push_back(path);
     return names;
   });
-  m.def("causal_lm_loss", &models::causal_lm_loss, ReleaseGIL(), py::arg("logits"),
-        py::arg("labels"));
+  m.def("causal_lm_loss",
+        static_cast<Tensor (*)(const Tensor&, const Tensor&)>(&models::causal_lm_loss),
+        ReleaseGIL(), py::arg("logits"), py::arg("labels"));
   m.def(
       "generation_eos_ids",
       [](const nn::CellPtr& cell, const std::shared_ptr<text::Tokenizer>& tokenizer) {
