@@ -28,7 +28,9 @@ constexpr auto kSpin = std::chrono::microseconds(100);
 // may have been preempted onto it).
 constexpr auto kWaitBeforeYield = std::chrono::microseconds(100);
 
-thread_local bool t_is_helper = false;
+// A thread running items of a job (a helper, or the caller inside its own run): a nested
+// parallel_claim on it runs serially, as the items' code expects of a nested call.
+thread_local bool t_in_job = false;
 
 struct Job {
   const std::function<void(int64_t)>* f;
@@ -81,7 +83,7 @@ class Pool {
   }
 
   void helper(int index) {
-    t_is_helper = true;
+    t_in_job = true;
     uint64_t seen = 0;
     for (;;) {
       const auto until = SteadyClock::now() + kSpin;
@@ -116,11 +118,15 @@ class Pool {
 void parallel_claim(int64_t count, const std::function<void(int64_t)>& f, int threads) {
   if (threads <= 0) threads = omp_get_max_threads();
   threads = int(std::min<int64_t>(threads, count));
-  if (threads <= 1 || t_is_helper || omp_in_parallel()) {
+  if (threads <= 1 || t_in_job || omp_in_parallel()) {
     for (int64_t i = 0; i < count; ++i) f(i);
     return;
   }
   static Pool* pool = new Pool;  // never destroyed: helpers may still poll at exit
+  t_in_job = true;
+  struct Leave {
+    ~Leave() { t_in_job = false; }
+  } leave;
   pool->run(count, f, threads);
 }
 
