@@ -1,5 +1,5 @@
 // Helpers of the graph tests: capture a function of tensors as a one-phase graph, replay a
-// graph, and compare tensors.
+// graph, run a training step eager or compiled, and compare tensors and models.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 
 #include "graph/capture.h"
 #include "graph/replay.h"
+#include "zenith/graph.h"
 #include "zenith/zenith.h"
 
 namespace zenith::graph::test {
@@ -50,6 +51,34 @@ inline void expect_close(const std::vector<Tensor>& a, const std::vector<Tensor>
                          double tol = 1e-6) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(max_abs_diff(a[i], b[i]), tol) << "output " << i;
+}
+
+// One training step, eager (c null) or through the compiler: the loss phase, backward, the
+// optimizer's update; returns the loss, read on the host between phases.
+inline double train_step(StepCompiler* c, const std::vector<Tensor>& inputs, nn::Optimizer& opt,
+                         const std::function<Tensor()>& loss_fn) {
+  opt.zero_grad();
+  StepRun run = c ? c->begin(inputs) : StepRun::eager();
+  Tensor loss = run.phase([&] { return std::vector<Tensor>{loss_fn()}; })[0];
+  const double value = loss.item();
+  run.phase([&] {
+    loss.backward();
+    return std::vector<Tensor>{};
+  });
+  run.phase([&] {
+    opt.step();
+    return std::vector<Tensor>{};
+  });
+  run.finish();
+  return value;
+}
+
+// The largest difference between two models' state (same names).
+inline double max_param_diff(const nn::Cell& a, const nn::Cell& b) {
+  auto sa = a.state_dict(), sb = b.state_dict();
+  double d = 0;
+  for (auto& [name, t] : sa) d = std::max(d, max_abs_diff(t, sb.at(name)));
+  return d;
 }
 
 }  // namespace zenith::graph::test

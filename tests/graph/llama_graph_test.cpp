@@ -54,31 +54,12 @@ struct LlamaTrainer {
   }
   // One step, eager (c null) or through the compiler; the loss read between phases.
   double step(StepCompiler* c, const Tensor& ids, const Tensor& labels) {
-    opt->zero_grad();
-    StepRun run = c ? c->begin({ids, labels}) : StepRun::eager();
-    Tensor loss = run.phase([&] {
-      return std::vector<Tensor>{models::causal_lm_loss(model->forward(ids), labels)};
-    })[0];
-    const double value = loss.item();
-    run.phase([&] {
-      loss.backward();
-      return std::vector<Tensor>{};
-    });
-    run.phase([&] {
-      opt->step();
-      return std::vector<Tensor>{};
-    });
-    run.finish();
-    return value;
+    return test::train_step(c, {ids, labels}, *opt,
+                            [&] { return models::causal_lm_loss(model->forward(ids), labels); });
   }
 };
 
-double max_param_diff(const nn::Cell& a, const nn::Cell& b) {
-  auto sa = a.state_dict(), sb = b.state_dict();
-  double d = 0;
-  for (auto& [name, t] : sa) d = std::max(d, test::max_abs_diff(t, sb.at(name)));
-  return d;
-}
+using test::max_param_diff;
 
 class LlamaGraph : public ::testing::Test {
  protected:

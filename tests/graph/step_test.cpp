@@ -33,28 +33,12 @@ struct Trainer {
   }
   // One step, eager (c null) or through the compiler; returns the loss read between phases.
   double step(StepCompiler* c, const Tensor& x, const Tensor& y) {
-    opt->zero_grad();
-    StepRun run = c ? c->begin({x, y}) : StepRun::eager();
-    Tensor loss = run.phase([&] { return std::vector<Tensor>{(*loss_fn)(net->forward(x), y)}; })[0];
-    const double value = loss.item();  // host code between phases
-    run.phase([&] {
-      loss.backward();
-      return std::vector<Tensor>{};
-    });
-    run.phase([&] {
-      opt->step();
-      return std::vector<Tensor>{};
-    });
-    run.finish();
-    return value;
+    return test::train_step(c, {x, y}, *opt, [&] { return (*loss_fn)(net->forward(x), y); });
   }
 };
 
 double max_param_diff(const nn::CellPtr& a, const nn::CellPtr& b) {
-  auto sa = a->state_dict(), sb = b->state_dict();
-  double d = 0;
-  for (auto& [name, t] : sa) d = std::max(d, test::max_abs_diff(t, sb.at(name)));
-  return d;
+  return test::max_param_diff(*a, *b);
 }
 
 class GraphStep : public ::testing::Test {
