@@ -27,6 +27,7 @@
 
 #include "bench_machine.h"
 #include "core/allocator.h"
+#include "llm_common.h"
 #include "zenith/zenith.h"
 
 namespace {
@@ -50,19 +51,9 @@ const std::vector<Workload> kWorkloads = {
     {"llama15m-s64-b2", "llama", 0, 64, 2, 20},
 };
 
-// stories15M's shape (llama2.c): dim 288, 6 layers of 6 heads, hidden 768, vocabulary 32000,
-// tied embeddings.
+// stories15M's shape (bench/llm's "15m"), with tied embeddings.
 models::LlamaConfig stories15m_config() {
-  models::LlamaConfig c;
-  c.vocab_size = 32000;
-  c.hidden_size = 288;
-  c.intermediate_size = 768;
-  c.num_hidden_layers = 6;
-  c.num_attention_heads = 6;
-  c.num_key_value_heads = 6;
-  c.head_dim = 48;
-  c.max_position_embeddings = 256;
-  c.rms_norm_eps = 1e-5;
+  models::LlamaConfig c = bench::llm_shape("15m");
   c.tie_word_embeddings = true;
   return c;
 }

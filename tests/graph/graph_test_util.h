@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,27 @@ inline double train_step(StepCompiler* c, const std::vector<Tensor>& inputs, nn:
   });
   run.finish();
   return value;
+}
+
+// One training step recorded as three phases (loss, backward, update); none (and the reason in
+// the test's output) when the capture does not finish.
+inline std::optional<Graph> record_step(const std::vector<Tensor>& inputs, const State& state,
+                                        nn::Optimizer& opt,
+                                        const std::function<Tensor()>& loss_fn) {
+  opt.zero_grad();
+  Recorder rec(inputs, state);
+  rec.begin_phase();
+  Tensor loss = loss_fn();
+  rec.end_phase({loss});
+  rec.begin_phase();
+  loss.backward();
+  rec.end_phase({});
+  rec.begin_phase();
+  opt.step();
+  rec.end_phase({});
+  std::optional<Graph> g = rec.finish();
+  EXPECT_TRUE(g.has_value()) << rec.failure();
+  return g;
 }
 
 // The largest difference between two models' state (same names).

@@ -112,19 +112,10 @@ TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
   manual_seed(1);
   auto [ids, labels] = batch(2, 12);
   const double eager_loss = eager.step(nullptr, ids, labels);
-  graphed.opt->zero_grad();
-  Recorder rec({ids, labels}, graphed.state);
-  rec.begin_phase();
-  Tensor loss = models::causal_lm_loss(graphed.model->forward(ids), labels);
-  rec.end_phase({loss});
-  rec.begin_phase();
-  loss.backward();
-  rec.end_phase({});
-  rec.begin_phase();
-  graphed.opt->step();
-  rec.end_phase({});
-  std::optional<Graph> g = rec.finish();
-  ASSERT_TRUE(g.has_value()) << rec.failure();
+  std::optional<Graph> g = test::record_step({ids, labels}, graphed.state, *graphed.opt, [&] {
+    return models::causal_lm_loss(graphed.model->forward(ids), labels);
+  });
+  ASSERT_TRUE(g.has_value());
   if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << g->dump();
   const int layers = 2, params = int(graphed.model->trainable_params().size());
   std::map<std::string, int> before = g->op_counts();

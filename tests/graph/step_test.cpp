@@ -249,19 +249,9 @@ TEST_F(GraphStep, SeedCnnGraphBeforeAndAfterThePasses) {
   Trainer t("seedcnn", 32);
   manual_seed(6);
   Tensor x = Tensor::randn({8, 3, 32, 32}), y = Tensor::randint(0, 10, {8});
-  t.opt->zero_grad();
-  Recorder rec({x, y}, t.state);
-  rec.begin_phase();
-  Tensor loss = (*t.loss_fn)(t.net->forward(x), y);
-  rec.end_phase({loss});
-  rec.begin_phase();
-  loss.backward();
-  rec.end_phase({});
-  rec.begin_phase();
-  t.opt->step();
-  rec.end_phase({});
-  std::optional<Graph> g = rec.finish();
-  ASSERT_TRUE(g.has_value()) << rec.failure();
+  std::optional<Graph> g = test::record_step({x, y}, t.state, *t.opt,
+                                             [&] { return (*t.loss_fn)(t.net->forward(x), y); });
+  ASSERT_TRUE(g.has_value());
   if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << g->dump();
   EXPECT_EQ(g->count(OpId::copy), 5);  // autograd's 4 gradient clones, the flatten's copy
   EXPECT_EQ(g->count(OpId::momentum_update), 4);
