@@ -62,13 +62,15 @@ inline double read_bandwidth_gbs(int threads, size_t bytes = size_t(512) << 20) 
 }
 
 // This process's peak resident memory (VmHWM), KiB.
-inline int64_t vmhwm_kb() {
+// A field of /proc/self/status in kB ("VmHWM:" the peak resident memory, "VmRSS:" the current).
+inline int64_t proc_status_kb(const std::string& field) {
   std::ifstream f("/proc/self/status");
   std::string line;
   while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size()));
   return 0;
 }
+inline int64_t vmhwm_kb() { return proc_status_kb("VmHWM:"); }
 
 inline double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -48,9 +48,34 @@ bool listed(const std::string& list, const std::string& name) {
   return list.empty() || ("," + list + ",").find("," + name + ",") != std::string::npos;
 }
 
+double mb(double bytes) { return bytes / (1 << 20); }
+
+// Where a case's peak resident memory comes from, in MB: the process before the model
+// (libraries, thread pools), the tensors live at the peak by kind, the allocator's cached blocks
+// on top of them, and the rest of the peak RSS (malloc outside the allocator, oneDNN, stacks).
+json memory_breakdown(const models::Llama& model, int64_t rss_start_kb, int64_t rss_model_kb,
+                      size_t state_bytes, size_t saved_bytes, size_t grad_bytes, size_t peak_live,
+                      size_t peak_held) {
+  double weights = 0;
+  for (const Tensor& p : model.parameters()) weights += double(p.numel() * itemsize(p.dtype()));
+  const double hwm = double(vmhwm_kb()) * 1024;
+  return {{"rss_start_mb", double(rss_start_kb) / 1024},
+          {"rss_after_model_mb", double(rss_model_kb) / 1024},
+          {"weights_mb", mb(weights)},
+          {"optimizer_state_mb", mb(double(state_bytes) - weights)},
+          {"saved_for_backward_mb", mb(double(saved_bytes))},
+          {"param_grads_mb", mb(double(grad_bytes))},
+          {"backward_temporaries_mb", mb(double(peak_live) - double(state_bytes + saved_bytes))},
+          {"peak_live_mb", mb(double(peak_live))},
+          {"allocator_cached_at_peak_mb", mb(double(peak_held) - double(peak_live))},
+          {"non_tensor_mb", mb(hwm - double(peak_held))},
+          {"peak_rss_mb", mb(hwm)}};
+}
+
 // One case's timed steps in this process.
 json run_case(const std::string& config, const std::string& kase, int steps, int warmup,
               bool whole_logits) {
+  const int64_t rss_start_kb = proc_status_kb("VmRSS:");
   manual_seed(0);
   const bool lora = kase != "full";
   models::Llama model(llm_shape(config),
@@ -71,17 +96,28 @@ json run_case(const std::string& config, const std::string& kase, int steps, int
   Tensor x = Tensor::randint(0, model.config().vocab_size, {kBatch, kSeq});
   models::LlamaInput in;
   in.input_ids = x;
-  size_t state_bytes = 0, activation_bytes = 0;
+  const int64_t rss_model_kb = proc_status_kb("VmRSS:");
+  // The allocator's live bytes at the step's marks (the last step's) and its peaks (the most of
+  // any step): what the peak resident memory is made of.
+  size_t state_bytes = 0, activation_bytes = 0, saved_bytes = 0, grad_bytes = 0;
+  size_t peak_live = 0, peak_held = 0;
   auto step = [&] {
     opt->zero_grad();
     const size_t live = core::allocator_stats().live_bytes;
     core::reset_peak_live_bytes();
     Tensor loss = whole_logits ? models::causal_lm_loss(model.forward(in), x)
                                : models::causal_lm_loss(model, in, x);
+    saved_bytes = core::allocator_stats().live_bytes - live;
     loss.backward();
+    loss = Tensor();
+    const core::AllocatorStats s = core::allocator_stats();
     state_bytes = live;
-    activation_bytes = std::max(activation_bytes, core::allocator_stats().peak_live_bytes - live);
+    grad_bytes = s.live_bytes - live;
+    activation_bytes = std::max(activation_bytes, s.peak_live_bytes - live);
     opt->step();
+    const core::AllocatorStats after = core::allocator_stats();
+    peak_live = std::max(peak_live, after.peak_live_bytes);
+    peak_held = std::max(peak_held, after.peak_held_bytes);
   };
   std::vector<double> times, cpu_times;
   for (int i = 0; i < warmup + steps; ++i) {
@@ -99,7 +135,9 @@ json run_case(const std::string& config, const std::string& kase, int steps, int
               {"median_ms", median * 1e3},
               {"median_cpu_ms", median_of(cpu_times) * 1e3},
               {"state_mb", double(state_bytes) / (1 << 20)},
-              {"activation_mb", double(activation_bytes) / (1 << 20)}});
+              {"activation_mb", double(activation_bytes) / (1 << 20)},
+              {"memory", memory_breakdown(model, rss_start_kb, rss_model_kb, state_bytes,
+                                          saved_bytes, grad_bytes, peak_live, peak_held)}});
   for (double t : times) out["steps_ms"].push_back(t * 1e3);
   return out;
 }

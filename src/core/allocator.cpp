@@ -38,7 +38,7 @@ struct Cache {
     return (env ? size_t(std::atoll(env)) : size_t(2048)) << 20;
   }();
   int64_t hits = 0, misses = 0;
-  size_t live = 0, peak = 0;
+  size_t live = 0, peak = 0, peak_held = 0;
   // [base, base + size); live: its blocks handed out and not yet freed. An arena freed while
   // blocks of it are still held (a replay's outputs) is retired and released with the last.
   struct Arena {
@@ -61,6 +61,7 @@ thread_local const AllocationObserver* g_observer = nullptr;
 void count_live(Cache& c, size_t bytes) {
   c.live += bytes;
   c.peak = std::max(c.peak, c.live);
+  c.peak_held = std::max(c.peak_held, c.live + c.cached_bytes);
 }
 
 Cache::Arena* arena_of(Cache& c, const void* p) {
@@ -106,15 +107,16 @@ void* cache_allocate(size_t nbytes) {
   Cache& c = cache();
   if (kCacheEnabled) {
     std::lock_guard<std::mutex> lock(c.mu);
-    count_live(c, cls);
     auto it = c.free_blocks.find(cls);
     if (it != c.free_blocks.end() && !it->second.empty()) {
       void* p = it->second.back();
       it->second.pop_back();
       c.cached_bytes -= cls;
+      count_live(c, cls);
       ++c.hits;
       return p;
     }
+    count_live(c, cls);
     ++c.misses;
   }
   void* p = std::aligned_alloc(kAlign, cls);
@@ -159,13 +161,14 @@ void cpu_free(void* p, size_t nbytes) {
 AllocatorStats allocator_stats() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  return {c.hits, c.misses, c.cached_bytes, c.live, c.peak};
+  return {c.hits, c.misses, c.cached_bytes, c.live, c.peak, c.peak_held};
 }
 
 void reset_peak_live_bytes() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.peak = c.live;
+  c.peak_held = c.live + c.cached_bytes;
 }
 
 void* arena_allocate(size_t nbytes) {

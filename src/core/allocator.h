@@ -22,11 +22,14 @@ struct AllocatorStats {
   size_t cached_bytes = 0;     // held in the cache now
   size_t live_bytes = 0;       // handed out and not yet freed (size classes), arenas included
   size_t peak_live_bytes = 0;  // the most live_bytes since the last reset_peak_live_bytes()
+  // The most live_bytes + cached_bytes (all this allocator holds from the system) since the
+  // last reset: above peak_live_bytes by the cached blocks no allocation at the peak could use.
+  size_t peak_held_bytes = 0;
 };
 AllocatorStats allocator_stats();
 // Returns every cached block to the system.
 void empty_allocator_cache();
-// Starts a new peak: peak_live_bytes = live_bytes.
+// Starts a new peak: peak_live_bytes = live_bytes, peak_held_bytes = live + cached bytes.
 void reset_peak_live_bytes();
 
 // ---- graph replay's memory plan (src/graph/memory_plan.cpp)

@@ -47,10 +47,13 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary<OpId::mul>(a, b);
   if (autograd::needs_grad({a, b})) {
-    bool ga = a.requires_grad(), gb = b.requires_grad();
-    autograd::record("mul", {a, b}, {out}, [a, b, ga, gb](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{ga ? sum_to(mul(g[0], b), a.shape()) : Tensor(),
-                                 gb ? sum_to(mul(g[0], a), b.shape()) : Tensor()};
+    const bool ga = a.requires_grad(), gb = b.requires_grad();
+    // Each factor is saved only for the other's gradient: x * constant keeps no copy of x.
+    const Tensor saved_a = gb ? a : Tensor(), saved_b = ga ? b : Tensor();
+    const Shape sa = a.shape(), sb = b.shape();
+    autograd::record("mul", {a, b}, {out}, [=](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{ga ? sum_to(mul(g[0], saved_b), sa) : Tensor(),
+                                 gb ? sum_to(mul(g[0], saved_a), sb) : Tensor()};
     });
   }
   return out;

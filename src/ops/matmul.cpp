@@ -20,20 +20,25 @@ void check_float_pair(const char* op, const Tensor& a, const Tensor& b, const ch
 }
 
 // A gradient in the dtype of the input it belongs to (a float32 gradient of a 16-bit weight).
-Tensor as_dtype_of(const Tensor& g, const Tensor& input) {
-  return g.defined() && g.dtype() != input.dtype() ? g.to(input.dtype()) : g;
+Tensor as_dtype(const Tensor& g, DType dtype) {
+  return g.defined() && g.dtype() != dtype ? g.to(dtype) : g;
 }
 
 // Both operands at least 2-d with matching inner dims.
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   Tensor out = dispatch::call1<OpId::matmul>({a, b});
   if (autograd::needs_grad({a, b})) {
-    bool ga = a.requires_grad(), gb = b.requires_grad();
-    autograd::record("matmul", {a, b}, {out}, [a, b, ga, gb](const std::vector<Tensor>& g) {
+    const bool ga = a.requires_grad(), gb = b.requires_grad();
+    // Saved only where the backward reads it (PyTorch's rule): B for dA, A for dB, so a product
+    // with a frozen operand keeps no activation alive.
+    const Tensor saved_a = gb ? a : Tensor(), saved_b = ga ? b : Tensor();
+    const Shape sa = a.shape(), sb = b.shape();
+    const DType ta = a.dtype(), tb = b.dtype();
+    autograd::record("matmul", {a, b}, {out}, [=](const std::vector<Tensor>& g) {
       // dA = dC B^T, dB = A^T dC, summed over broadcast batch dims.
-      Tensor da = ga ? sum_to(matmul_nd(g[0], b.transpose(-1, -2)), a.shape()) : Tensor();
-      Tensor db = gb ? sum_to(matmul_nd(a.transpose(-1, -2), g[0]), b.shape()) : Tensor();
-      return std::vector<Tensor>{as_dtype_of(da, a), as_dtype_of(db, b)};
+      Tensor da = ga ? sum_to(matmul_nd(g[0], saved_b.transpose(-1, -2)), sa) : Tensor();
+      Tensor db = gb ? sum_to(matmul_nd(saved_a.transpose(-1, -2), g[0]), sb) : Tensor();
+      return std::vector<Tensor>{as_dtype(da, ta), as_dtype(db, tb)};
     });
   }
   return out;
@@ -79,16 +84,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in});
   Tensor out = dispatch::call1<OpId::linear>({x2, weight, bias});
   if (autograd::needs_grad({x2, weight, bias})) {
-    bool gx = x2.requires_grad(), gw = weight.requires_grad();
-    bool gb = bias.defined() && bias.requires_grad();
-    autograd::record("linear", {x2, weight, bias}, {out},
-                     [x2, weight, bias, gx, gw, gb](const std::vector<Tensor>& g) {
-                       // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum_rows(dy)
-                       return std::vector<Tensor>{
-                           gx ? as_dtype_of(matmul(g[0], weight), x2) : Tensor(),
-                           gw ? as_dtype_of(matmul(g[0].t(), x2), weight) : Tensor(),
-                           gb ? as_dtype_of(sum(g[0], {0}), bias) : Tensor()};
-                     });
+    const bool gx = x2.requires_grad(), gw = weight.requires_grad();
+    const bool gb = bias.defined() && bias.requires_grad();
+    // The input is saved only for dW: a frozen weight (a LoRA base) keeps no activation alive.
+    const Tensor saved_x = gw ? x2 : Tensor(), saved_w = gx ? weight : Tensor();
+    const DType tx = x2.dtype(), tw = weight.dtype(), tb = gb ? bias.dtype() : tx;
+    autograd::record("linear", {x2, weight, bias}, {out}, [=](const std::vector<Tensor>& g) {
+      // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum_rows(dy)
+      return std::vector<Tensor>{gx ? as_dtype(matmul(g[0], saved_w), tx) : Tensor(),
+                                 gw ? as_dtype(matmul(g[0].t(), saved_x), tw) : Tensor(),
+                                 gb ? as_dtype(sum(g[0], {0}), tb) : Tensor()};
+    });
   }
   if (x.dim() == 2) return out;
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);

@@ -67,14 +67,17 @@ Tensor rotary_embedding(const Tensor& x_in, const Tensor& cos_in, const Tensor& 
   Tensor cos = table_for(cos_in, x, "cos"), sin = table_for(sin_in, x, "sin");
   Tensor out = dispatch::call1<OpId::rotary_embedding>({x, cos, sin});
   if (autograd::needs_grad({x, cos, sin})) {
-    bool gx = x.requires_grad(), gc = cos.requires_grad(), gs = sin.requires_grad();
-    autograd::record(kOp, {x, cos, sin}, {out}, [=](const std::vector<Tensor>& g) {
-      Tensor dx =
-          gx ? dispatch::call1<OpId::rotary_embedding_backward>({g[0], cos, sin}) : Tensor();
-      Tensor dc = gc ? sum_to(mul(g[0], x), cos.shape()) : Tensor();
-      Tensor ds = gs ? sum_to(mul(g[0], rotate_half(x)), sin.shape()) : Tensor();
-      return std::vector<Tensor>{dx, dc, ds};
-    });
+    const bool gx = x.requires_grad(), gc = cos.requires_grad(), gs = sin.requires_grad();
+    // dx needs only the tables: x is kept for a trained table's gradient alone.
+    const Tensor x_saved = gc || gs ? x : Tensor();
+    autograd::record(
+        kOp, {x, cos, sin}, {out}, [gx, gc, gs, x_saved, cos, sin](const std::vector<Tensor>& g) {
+          Tensor dx =
+              gx ? dispatch::call1<OpId::rotary_embedding_backward>({g[0], cos, sin}) : Tensor();
+          Tensor dc = gc ? sum_to(mul(g[0], x_saved), cos.shape()) : Tensor();
+          Tensor ds = gs ? sum_to(mul(g[0], rotate_half(x_saved)), sin.shape()) : Tensor();
+          return std::vector<Tensor>{dx, dc, ds};
+        });
   }
   return out;
 }

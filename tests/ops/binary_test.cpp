@@ -39,6 +39,26 @@ TEST(Binary, Sub) {
 TEST(Binary, Mul) {
   check_binary([](auto& x) { return ops::mul(x[0], x[1]); });
 }
+// mul saves each factor only for the other's gradient: x * a frozen factor (a LoRA delta times
+// its scaling) keeps no copy of x.
+TEST(Binary, MulSavesAFactorOnlyForTheOthersGradient) {
+  for (bool train_factor : {false, true}) {
+    SCOPED_TRACE(train_factor);
+    Tensor leaf = Tensor::randn({4, 3}).requires_grad_();
+    Tensor c = Tensor::randn({3}).requires_grad_(train_factor);
+    Tensor x = ops::add(leaf, 1.0);
+    Tensor y = ops::mul(x, c);
+    EXPECT_EQ(kept_for_backward(x), train_factor);
+    Tensor dy = Tensor::randn({4, 3});
+    y.backward(dy);
+    EXPECT_TRUE(all_close(leaf.grad(), ops::mul(dy, c.detach())));
+    if (train_factor) {
+      EXPECT_TRUE(all_close(c.grad(), ops::sum(ops::mul(dy, ops::add(leaf.detach(), 1.0)), {0}),
+                            1e-5, 1e-5));
+    }
+  }
+}
+
 TEST(Binary, Div) {
   check_binary([](auto& x) { return ops::div(x[0], x[1]); }, 0.5, 2.0);
 }

@@ -119,6 +119,54 @@ TEST(Linear, ForwardAndGradients) {
   }
 }
 
+// A frozen weight (a LoRA base) needs no input for its backward: the input is not kept, and the
+// input's gradient equals the one a trained weight gives. float32 and bfloat16 weights.
+TEST(Linear, FrozenWeightKeepsNoInput) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor leaf = Tensor::randn({2, 5, 8}).requires_grad_();
+    Tensor w = Tensor::randn({6, 8}).to(dtype), b = Tensor::randn({6}).to(dtype);
+    Tensor dy = Tensor::randn({2, 5, 6});
+    auto run = [&](bool train_weight) {
+      Tensor weight = w.detach(), bias = b.detach();
+      if (train_weight) weight.requires_grad_();
+      Tensor x = ops::add(leaf, 1.0);  // an activation nothing else saves
+      Tensor y = ops::linear(x, weight, bias);
+      const bool kept = kept_for_backward(x);
+      leaf.zero_grad();
+      y.backward(dy);
+      return std::pair{kept, leaf.grad()};
+    };
+    auto [kept_frozen, grad_frozen] = run(false);
+    auto [kept_trained, grad_trained] = run(true);
+    EXPECT_FALSE(kept_frozen);
+    EXPECT_TRUE(kept_trained);
+    EXPECT_TRUE(all_close(grad_frozen, grad_trained, 0, 0));
+  }
+}
+
+// matmul saves each operand only for the other's gradient; the gradients are dC B^T and A^T dC.
+TEST(Matmul, SavesAnOperandOnlyForTheOthersGradient) {
+  for (auto [ga, gb] : {std::pair{true, false}, {false, true}, {true, true}}) {
+    SCOPED_TRACE(std::to_string(ga) + std::to_string(gb));
+    Tensor la = Tensor::randn({3, 4}).requires_grad_(ga);
+    Tensor lb = Tensor::randn({4, 5}).requires_grad_(gb);
+    Tensor a = ops::add(la, 1.0), b = ops::add(lb, 1.0);
+    Tensor y = ops::matmul(a, b);
+    EXPECT_EQ(kept_for_backward(a), gb);
+    EXPECT_EQ(kept_for_backward(b), ga);
+    Tensor dc = Tensor::randn({3, 5});
+    y.backward(dc);
+    Tensor a1 = ops::add(la.detach(), 1.0), b1 = ops::add(lb.detach(), 1.0);
+    if (ga) {
+      EXPECT_TRUE(all_close(la.grad(), ops::matmul(dc, b1.t())));
+    }
+    if (gb) {
+      EXPECT_TRUE(all_close(lb.grad(), ops::matmul(a1.t(), dc)));
+    }
+  }
+}
+
 TEST(Linear, MatchesMatmulOfTranspose) {
   Tensor x = Tensor::randn({8, 16}), w = Tensor::randn({4, 16}), b = Tensor::randn({4});
   EXPECT_TRUE(all_close(ops::linear(x, w, b), ops::add(ops::matmul(x, w.t()), b), 1e-5, 1e-5));

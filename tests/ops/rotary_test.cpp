@@ -74,6 +74,24 @@ TEST(Rotary, GradientsOfTheTables) {
   EXPECT_TRUE(gradgradcheck(f, in));
 }
 
+// dx needs only the tables: x is kept only when a table is trained.
+TEST(Rotary, KeepsTheInputOnlyForTheTablesGradients) {
+  for (bool train_tables : {false, true}) {
+    SCOPED_TRACE(train_tables);
+    auto [cos, sin] = tables(2, 3, 4, DType::f32);
+    cos = cos.detach().requires_grad_(train_tables);
+    Tensor leaf = Tensor::randn({2, 2, 3, 4}).requires_grad_();
+    Tensor x = ops::add(leaf, 1.0);
+    Tensor y = ops::rotary_embedding(x, cos, sin);
+    EXPECT_EQ(kept_for_backward(x), train_tables);
+    Tensor dy = Tensor::randn({2, 2, 3, 4});
+    y.backward(dy);
+    Tensor x1 = ops::add(leaf.detach(), 1.0).requires_grad_();
+    ops::rotary_embedding(x1, cos.detach(), sin).backward(dy);
+    EXPECT_TRUE(all_close(leaf.grad(), x1.grad()));
+  }
+}
+
 // q as HF makes it ([B, T, H, D] viewed as [B, H, T, D]), tables broadcast over the batch, and a
 // strided incoming gradient: the fused kernels equal the plain loops and the decomposition.
 TEST(Rotary, FusedKernelsEqualDecompositionOnStridedInputs) {

@@ -213,4 +213,10 @@ Tensor first_gradient_dot(const OpFn& f, const std::vector<Tensor>& inputs, cons
   return ::testing::AssertionFailure() << "did not throw";
 }
 
+bool kept_for_backward(Tensor& t) {
+  std::weak_ptr<Storage> storage = t.storage();
+  t = Tensor();
+  return !storage.expired();
+}
+
 }  // namespace zenith::testing

@@ -55,6 +55,10 @@ Tensor output_weights(const OpFn& f, const std::vector<Tensor>& inputs);
 std::vector<Tensor> autograd_grads(const OpFn& f, const std::vector<Tensor>& inputs,
                                    const Tensor& w);
 
+// Whether the autograd graph keeps t's memory alive once the caller drops its handle (t is
+// reset): what an op saved for its backward.
+bool kept_for_backward(Tensor& t);
+
 // Runs `fn` expecting a zenith::Error whose message contains `needle`.
 ::testing::AssertionResult throws_with(const std::function<void()>& fn, const std::string& needle);
 
