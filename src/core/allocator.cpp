@@ -4,6 +4,9 @@
 #include <array>
 #include <cstdlib>
 #include <mutex>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <unordered_map>
 #include <vector>
 
@@ -209,6 +212,9 @@ void empty_allocator_cache() {
     for (void* p : blocks) std::free(p);
   c.free_blocks.clear();
   c.cached_bytes = 0;
+#if defined(__GLIBC__)
+  malloc_trim(0);  // blocks below the mmap threshold went to malloc's free lists, not the system
+#endif
 }
 
 namespace {

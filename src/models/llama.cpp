@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/allocator.h"
 #include "core/dispatch.h"
 #include "models/llama_layers.h"
 #include "zenith/autograd.h"
@@ -81,6 +82,9 @@ Llama::Llama(LlamaConfig config, DType dtype) : config_(std::move(config)) {
     }
     return dtype == DType::f32 ? w : w.to(dtype);
   });
+  // The float32 draws went to the allocator's cache, where allocations of other sizes never
+  // reuse them: as resident memory they would sit under a bf16 LoRA's training peak.
+  if (dtype != DType::f32) core::empty_allocator_cache();
 }
 
 Llama::Llama(LlamaConfig config, std::map<std::string, Tensor> weights, const std::string& source)

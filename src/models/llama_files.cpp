@@ -1,6 +1,7 @@
 // models::Llama in and out of Hugging Face model directories.
 #include <filesystem>
 
+#include "core/allocator.h"
 #include "zenith/llama.h"
 
 namespace zenith::models {
@@ -10,13 +11,17 @@ std::shared_ptr<Llama> Llama::from_pretrained(const std::string& dir, std::optio
   // Names and shapes from the headers first: a wrong file fails before any data is read.
   std::vector<io::TensorInfo> listing = io::list_hf_state(dir);
   check_llama_state(config, listing, dir);
-  std::map<std::string, Tensor> weights = io::read_tensors(listing);
-  if (dtype) {
-    ZENITH_CHECK(is_floating(*dtype), "[llama] weights must be floating point, got ",
-                 dtype_name(*dtype));
-    for (auto& [name, w] : weights)
-      if (w.dtype() != *dtype) w = w.to(*dtype);
+  if (!dtype) return std::make_shared<Llama>(std::move(config), io::read_tensors(listing), dir);
+  ZENITH_CHECK(is_floating(*dtype), "[llama] weights must be floating point, got ",
+               dtype_name(*dtype));
+  // Converted as each is read: the file's float32 state never exists whole beside the bf16 one,
+  // and the float32 blocks go back to the system rather than to the allocator's cache.
+  std::map<std::string, Tensor> weights;
+  for (const io::TensorInfo& info : listing) {
+    Tensor w = io::read_tensor(info);
+    weights.emplace(info.name, w.dtype() == *dtype ? w : w.to(*dtype));
   }
+  core::empty_allocator_cache();
   return std::make_shared<Llama>(std::move(config), std::move(weights), dir);
 }
 

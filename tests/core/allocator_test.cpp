@@ -49,3 +49,24 @@ TEST(Allocator, TensorsOfARepeatedShapeHitTheCache) {
   EXPECT_EQ(core::allocator_stats().hits, before.hits + 3);
 #endif
 }
+
+// peak_held_bytes counts the cached blocks beside the live ones: a block of another size class
+// cannot serve a new allocation, so both are resident at its peak.
+TEST(Allocator, PeakHeldCountsCachedBlocksOfOtherSizes) {
+  core::empty_allocator_cache();
+  void* a = core::cpu_allocate(1 << 20);
+  core::cpu_free(a, 1 << 20);
+  core::reset_peak_live_bytes();
+  const auto before = core::allocator_stats();
+  void* b = core::cpu_allocate(3 << 20);
+  const auto during = core::allocator_stats();
+  EXPECT_EQ(during.peak_live_bytes, before.live_bytes + (3 << 20));
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(before.peak_held_bytes, before.live_bytes + (1 << 20));
+  EXPECT_EQ(during.peak_held_bytes, before.live_bytes + (4 << 20));
+#endif
+  core::cpu_free(b, 3 << 20);
+  core::empty_allocator_cache();
+  core::reset_peak_live_bytes();
+  EXPECT_EQ(core::allocator_stats().peak_held_bytes, core::allocator_stats().live_bytes);
+}

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/allocator.h"
 #include "support/files.h"
 #include "support/llama_fixtures.h"
 #include "support/op_check.h"
@@ -164,8 +165,20 @@ TEST(Llama, ParametersAreHfNamesInModelOrder) {
 
 TEST(Llama, F16WeightsStayF16WithFloat32Compute) {
   auto ref = llama_reference("llama_gqa");
+  const size_t live = core::allocator_stats().live_bytes;
+  core::reset_peak_live_bytes();
   auto model = Llama::from_pretrained(llama_fixture("llama_gqa"), DType::f16);
-  for (const auto& [name, w] : model->hf_state()) EXPECT_EQ(w.dtype(), DType::f16) << name;
+  // Each float32 tensor is converted as it is read: the float32 state never exists whole, and
+  // its blocks are not left in the allocator's cache.
+  size_t f16_bytes = 0, largest = 0;
+  for (const auto& [name, w] : model->hf_state()) {
+    EXPECT_EQ(w.dtype(), DType::f16) << name;
+    f16_bytes += w.nbytes();
+    largest = std::max(largest, w.nbytes());
+  }
+  const auto stats = core::allocator_stats();
+  EXPECT_LE(stats.peak_live_bytes - live, f16_bytes * 9 / 8 + 2 * largest * 9 / 8 + 4096);
+  EXPECT_LT(stats.cached_bytes, f16_bytes / 4);
   NoGradGuard no_grad;
   Tensor logits = model->forward(ref.at("input_ids"));
   EXPECT_EQ(logits.dtype(), DType::f32);
@@ -178,6 +191,8 @@ TEST(Llama, RandomInitialisationAsTransformers) {
   auto config = models::load_llama_config(llama_fixture("llama_gqa"));
   manual_seed(7);
   Llama model(config, DType::bf16);
+  // The float32 draws are not left in the allocator's cache (resident under a LoRA's peak).
+  EXPECT_LT(core::allocator_stats().cached_bytes, model.num_parameters() * 4 / 8);
   auto state = model.hf_state();
   EXPECT_EQ(state.size(), models::expected_llama_parameters(config).size());
   EXPECT_EQ(state.at("model.layers.0.self_attn.q_proj.weight").dtype(), DType::bf16);
