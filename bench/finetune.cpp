@@ -12,7 +12,10 @@
 // sgemm peak for the FLOPs the step needs (bench/llm_common.h: LoRA 4 N + 6 A + attention per
 // token, full 6 N + attention; N the non-embedding base params, A the adapter params), peak RSS,
 // and the activation memory: the allocator's peak of live bytes from the start of the forward to
-// the end of the backward, less the live bytes at its start (weights, optimizer state). Checks
+// the end of the backward, less the live bytes at its start (weights, optimizer state). The peak
+// RSS is split into the process at start, the live tensors at the peak by kind (weights,
+// optimizer state, saved for backward = live after the forward, temporaries = the rest
+// up to the peak), the allocator's cached blocks on top, and the rest (malloc, stacks). Checks
 // printed against the targets: LoRA tokens/s >= 1.5x PyTorch, or >= PyTorch and
 // >= 80% of the peak; LoRA bf16 peak RSS <= 60% of full fine-tuning's; checkpointing cuts the
 // activation memory >= 50% for <= 35% more step time. The loss is
@@ -65,7 +68,7 @@ json memory_breakdown(const models::Llama& model, int64_t rss_start_kb, int64_t 
           {"optimizer_state_mb", mb(double(state_bytes) - weights)},
           {"saved_for_backward_mb", mb(double(saved_bytes))},
           {"param_grads_mb", mb(double(grad_bytes))},
-          {"backward_temporaries_mb", mb(double(peak_live) - double(state_bytes + saved_bytes))},
+          {"temporaries_mb", mb(double(peak_live) - double(state_bytes + saved_bytes))},
           {"peak_live_mb", mb(double(peak_live))},
           {"allocator_cached_at_peak_mb", mb(double(peak_held) - double(peak_live))},
           {"non_tensor_mb", mb(hwm - double(peak_held))},
@@ -208,6 +211,21 @@ void print_table(const json& out) {
               << cell(r.value("torch_pct", json()), 1) << std::setw(11)
               << cell(r.value("zenith_peak_mb", json()), 0) << std::setw(10)
               << cell(r.value("torch_peak_mb", json()), 0) << std::setw(8) << cell(act, 0) << "\n";
+  }
+  std::cout
+      << "peak RSS by part (MB): process start, weights, optimizer state, saved for backward, "
+         "temporaries of the backward and update (live tensors at the peak), allocator cache, the "
+         "rest\n";
+  for (const auto& r : out["results"]) {
+    if (!r.contains("zenith")) continue;
+    const json& m = r["zenith"]["memory"];
+    std::cout << std::left << std::setw(6) << r["config"].get<std::string>() << std::setw(16)
+              << r["case"].get<std::string>() << std::right;
+    for (const char* part :
+         {"rss_start_mb", "weights_mb", "optimizer_state_mb", "saved_for_backward_mb",
+          "temporaries_mb", "allocator_cached_at_peak_mb", "non_tensor_mb", "peak_rss_mb"})
+      std::cout << std::setw(9) << fixed(m[part], 0);
+    std::cout << "\n";
   }
   for (const auto& [config, c] : out["checks"].items()) {
     if (c.contains("lora_ratio"))
