@@ -181,6 +181,16 @@ TEST(OnednnBench, DISABLED_SeedCnnLayers) {
     std::printf("conv2 32->64 13x13 b64: fwd %.3f ms\n", median_ms(conv2));
   }
   std::printf("conv1 fwd+bwd(weights) %.3f ms\n", median_ms(fb(conv1)));
+  {
+    // dy in oneDNN's blocked format, as the layer above hands it back in training.
+    Tensor dy;
+    {
+      NoGradGuard ng;
+      dy = ops::conv2d(x, w1.detach(), b1.detach());
+    }
+    std::printf("conv1 fwd+bwd(weights), dy %s: %.3f ms\n", dy.has_layout() ? "blocked" : "plain",
+                median_ms([&] { conv1().backward(dy); }));
+  }
   std::printf("conv2 fwd+bwd(data+weights) %.3f ms\n", median_ms(fb(conv2)));
   auto net = [&] {
     Tensor h = ops::max_pool2d(ops::relu(ops::conv2d(x, w1, b1)), {2});

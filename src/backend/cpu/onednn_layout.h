@@ -84,5 +84,10 @@ bool keep_layout();
 // 16). ZENITH_CONV_ALGO sets the default.
 void set_conv_algorithm(const std::string& name);
 const std::string& conv_algorithm();
+// float32 weight gradient of convs with fewer than 8 input channels and output channels in
+// multiples of 8 (a network's first conv): "auto" (default: zenith's own AVX2 kernel where
+// oneDNN runs without AVX-512, whose AVX2 kernel pads the channels to 8), "on" (always), "off"
+// (always oneDNN). ZENITH_CONV_FEW_CHANNEL_GRAD sets the default.
+void set_conv_few_channel_grad(const std::string& mode);
 
 }  // namespace zenith::cpu
