@@ -214,17 +214,17 @@ TEST(Conv2d, FewChannelWeightGradientMatchesFloat64) {
     for (bool keep : {true, false})
       for (auto& c : cases) {
         SCOPED_TRACE(std::string(c.name) + " mode " + mode + (keep ? " blocked" : " plain"));
-        cpu::set_conv_few_channel_grad(mode);
+        cpu::set_avx2_fast_paths(mode);
         cpu::set_keep_layout(keep);
         auto in = inputs_for(c);
         for (size_t i = 1; i < in.size(); ++i)
           if (in[i].defined()) in[i].requires_grad_();  // the weights: x needs no gradient
         EXPECT_TRUE(backward_matches_f64(conv_fn(c.options), in, 1e-4, 1e-4));
       }
-  cpu::set_conv_few_channel_grad("auto");
+  cpu::set_avx2_fast_paths("auto");
   cpu::set_keep_layout(true);
-  EXPECT_TRUE(throws_with([] { cpu::set_conv_few_channel_grad("fast"); },
-                          "unknown few-channel weight-gradient mode 'fast'"));
+  EXPECT_TRUE(
+      throws_with([] { cpu::set_avx2_fast_paths("fast"); }, "unknown AVX2 fast-path mode 'fast'"));
 }
 
 TEST(Conv2d, GroupedConvOnBlockedInputMatchesPlain) {

@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -204,25 +203,8 @@ Tensor conv_backward_data_f32(const Tensor& dy, const Tensor& w, const ConvGeome
 // dy in oneDNN's AVX2 format nChw8c and the plain input: per block of 8 output channels and up to
 // 9 taps (c, kh, kw), one dy vector times a broadcast input value per tap and position.
 
-// "auto": where oneDNN runs without AVX-512; "on": always (tests); "off": never.
-std::string& few_channel_grad_setting() {
-  static std::string mode = [] {
-    const char* env = std::getenv("ZENITH_CONV_FEW_CHANNEL_GRAD");
-    return std::string(env ? env : "auto");
-  }();
-  return mode;
-}
-
-bool onednn_has_avx512() {
-  const int isa = int(dnnl_get_effective_cpu_isa());
-  return (isa & int(dnnl_cpu_isa_avx512_core)) == int(dnnl_cpu_isa_avx512_core);
-}
-
 bool use_few_channel_grad(const ConvGeometry& g) {
-  const std::string& mode = few_channel_grad_setting();
-  if (mode == "off" || g.G != 1 || g.C >= 8 || g.O % 8 != 0) return false;
-  static const bool avx512 = onednn_has_avx512();
-  return mode == "on" || !avx512;
+  return g.G == 1 && g.C < 8 && g.O % 8 == 0 && use_avx2_fast_paths();
 }
 
 // The input zero-padded to [N, C, Hp, Wp] (x itself, contiguous, without padding), so the
@@ -245,50 +227,38 @@ PaddedInput pad_input(const Tensor& x, const ConvGeometry& g) {
   return p;
 }
 
-// dw [O, taps] rows ob*8..ob*8+7, columns t0..t0+T-1 (and db [O] when kBias) from dy8 (nChw8c)
-// and the padded input xp; off[t]: tap t0+t's offset from a window's top-left input element.
+// One image's contribution to taps t0..t0+T-1 of output channels ob*8..ob*8+7: sums[t] (and
+// sums[T], the bias, when kBias) += dy vector * input value over the output positions. dyn: the
+// image's block ob of dy (nChw8c), xn: its padded input; off[t]: tap t0+t's offset from a
+// window's top-left input element.
 template <int T, bool kBias, size_t... I>
-void few_channel_taps(const float* dy8, const float* xp, const int64_t* offsets, int64_t ob,
-                      int64_t t0, const ConvGeometry& g, int64_t Hp, int64_t Wp, float* dw,
-                      float* db, std::index_sequence<I...>) {
-  // Constant indices (the fold expressions below) keep the accumulators in registers.
-  __m256 acc[T] = {(void(I), _mm256_setzero_ps())...};
-  __m256 accb = _mm256_setzero_ps();
+void few_channel_taps(const float* dyn, const float* xn, const int64_t* offsets,
+                      const ConvGeometry& g, int64_t Wp, float* sums, std::index_sequence<I...>) {
+  // Constant indices (the fold expressions) keep the accumulators in registers.
+  __m256 acc[T] = {_mm256_loadu_ps(sums + 8 * I)...};
+  __m256 accb = kBias ? _mm256_loadu_ps(sums + 8 * T) : _mm256_setzero_ps();
   const int64_t off[T] = {offsets[I]...};
-  const int64_t OB = g.O / 8, taps = g.C * g.KH * g.KW, OH = g.OH, OW = g.OW;
-  const int64_t sh = g.stride[0], sw = g.stride[1];
-  for (int64_t n = 0; n < g.N; ++n) {
-    const float* dyn = dy8 + (n * OB + ob) * OH * OW * 8;
-    const float* xn = xp + n * g.C * Hp * Wp;
-    for (int64_t oh = 0; oh < OH; ++oh) {
-      const float* xw = xn + oh * sh * Wp;
-      const float* dyp = dyn + oh * OW * 8;
-      for (int64_t ow = 0; ow < OW; ++ow, xw += sw, dyp += 8) {
-        const __m256 d = _mm256_loadu_ps(dyp);
-        ((acc[I] = _mm256_fmadd_ps(d, _mm256_broadcast_ss(xw + off[I]), acc[I])), ...);
-        if (kBias) accb = _mm256_add_ps(accb, d);
-      }
+  const int64_t OH = g.OH, OW = g.OW, sh = g.stride[0], sw = g.stride[1];
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const float* xw = xn + oh * sh * Wp;
+    const float* dyp = dyn + oh * OW * 8;
+    for (int64_t ow = 0; ow < OW; ++ow, xw += sw, dyp += 8) {
+      const __m256 d = _mm256_loadu_ps(dyp);
+      ((acc[I] = _mm256_fmadd_ps(d, _mm256_broadcast_ss(xw + off[I]), acc[I])), ...);
+      if (kBias) accb = _mm256_add_ps(accb, d);
     }
   }
-  auto store = [&](__m256 v, int64_t t) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, v);
-    for (int l = 0; l < 8; ++l) dw[(ob * 8 + l) * taps + t0 + t] = lanes[l];
-  };
-  (store(acc[I], int64_t(I)), ...);
-  if (kBias) _mm256_storeu_ps(db + ob * 8, accb);
+  (_mm256_storeu_ps(sums + 8 * I, acc[I]), ...);
+  if (kBias) _mm256_storeu_ps(sums + 8 * T, accb);
 }
 
 template <int T>
-void few_channel_chunk(const float* dy8, const float* xp, const int64_t* off, int64_t ob,
-                       int64_t t0, const ConvGeometry& g, int64_t Hp, int64_t Wp, float* dw,
-                       float* db) {
-  if (db)
-    few_channel_taps<T, true>(dy8, xp, off, ob, t0, g, Hp, Wp, dw, db,
-                              std::make_index_sequence<T>());
+void few_channel_chunk(const float* dyn, const float* xn, const int64_t* off, const ConvGeometry& g,
+                       int64_t Wp, float* sums, bool bias) {
+  if (bias)
+    few_channel_taps<T, true>(dyn, xn, off, g, Wp, sums, std::make_index_sequence<T>());
   else
-    few_channel_taps<T, false>(dy8, xp, off, ob, t0, g, Hp, Wp, dw, db,
-                               std::make_index_sequence<T>());
+    few_channel_taps<T, false>(dyn, xn, off, g, Wp, sums, std::make_index_sequence<T>());
 }
 
 // -> {dw [O, C, KH, KW], db [O] (undefined without a bias)}
@@ -300,7 +270,7 @@ std::vector<Tensor> conv_backward_weights_few_channels(const Tensor& dy, const T
   Tensor dy8 = dn::to_desc(dy, blocked8);
   if (dy8.has_layout()) dy8 = flat_physical(dy8);
   PaddedInput xp = pad_input(x, g);
-  const int64_t taps = g.C * g.KH * g.KW, chunks = (taps + kChunk - 1) / kChunk;
+  const int64_t taps = g.C * g.KH * g.KW;
   std::vector<int64_t> off(static_cast<size_t>(taps));
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
@@ -313,29 +283,42 @@ std::vector<Tensor> conv_backward_weights_few_channels(const Tensor& dy, const T
   const float* px = xp.t.data<float>();
   float* pdw = dw.data<float>();
   float* pdb = g.bias ? db.data<float>() : nullptr;
-  // One task per (block of 8 output channels, chunk of taps): each writes its own dw entries.
-  parallel_for(g.O / 8 * chunks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t ob = task / chunks, t0 = task % chunks * kChunk;
-      const int64_t count = std::min(kChunk, taps - t0);
-      float* bias_out = t0 == 0 ? pdb : nullptr;
-      const int64_t* o = off.data() + t0;
-      switch (count) {
-#define ZENITH_FEW_CHANNEL_CASE(k)                                            \
-  case k:                                                                     \
-    few_channel_chunk<k>(pdy, px, o, ob, t0, g, xp.Hp, xp.Wp, pdw, bias_out); \
+  // One task per block of 8 output channels (each writes its own dw rows); per image, every
+  // chunk of taps while the image's dy block is in cache.
+  parallel_for(g.O / 8, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> sums(size_t(taps + 1) * 8);  // 8 lanes per tap, then the bias
+    for (int64_t ob = begin; ob < end; ++ob) {
+      std::fill(sums.begin(), sums.end(), 0.0f);
+      for (int64_t n = 0; n < g.N; ++n) {
+        const float* dyn = pdy + (n * g.O / 8 + ob) * g.OH * g.OW * 8;
+        const float* xn = px + n * g.C * xp.Hp * xp.Wp;
+        for (int64_t t0 = 0; t0 < taps; t0 += kChunk) {
+          const int64_t count = std::min(kChunk, taps - t0);
+          // The bias sum rides with the last chunk, in sums[taps].
+          const bool bias = g.bias && t0 + count == taps;
+          const int64_t* o = off.data() + t0;
+          float* acc = sums.data() + t0 * 8;
+          switch (count) {
+#define ZENITH_FEW_CHANNEL_CASE(k)                         \
+  case k:                                                  \
+    few_channel_chunk<k>(dyn, xn, o, g, xp.Wp, acc, bias); \
     break;
-        ZENITH_FEW_CHANNEL_CASE(1)
-        ZENITH_FEW_CHANNEL_CASE(2)
-        ZENITH_FEW_CHANNEL_CASE(3)
-        ZENITH_FEW_CHANNEL_CASE(4)
-        ZENITH_FEW_CHANNEL_CASE(5)
-        ZENITH_FEW_CHANNEL_CASE(6)
-        ZENITH_FEW_CHANNEL_CASE(7)
-        ZENITH_FEW_CHANNEL_CASE(8)
-        ZENITH_FEW_CHANNEL_CASE(9)
+            ZENITH_FEW_CHANNEL_CASE(1)
+            ZENITH_FEW_CHANNEL_CASE(2)
+            ZENITH_FEW_CHANNEL_CASE(3)
+            ZENITH_FEW_CHANNEL_CASE(4)
+            ZENITH_FEW_CHANNEL_CASE(5)
+            ZENITH_FEW_CHANNEL_CASE(6)
+            ZENITH_FEW_CHANNEL_CASE(7)
+            ZENITH_FEW_CHANNEL_CASE(8)
+            ZENITH_FEW_CHANNEL_CASE(9)
 #undef ZENITH_FEW_CHANNEL_CASE
+          }
+        }
       }
+      for (int64_t t = 0; t < taps; ++t)
+        for (int64_t l = 0; l < 8; ++l) pdw[(ob * 8 + l) * taps + t] = sums[size_t(t * 8 + l)];
+      if (g.bias) std::copy_n(sums.data() + taps * 8, 8, pdb + ob * 8);
     }
   });
   return {dw, db};
@@ -541,12 +524,5 @@ ZENITH_LAYOUT_AWARE(conv2d_backward_data);
 ZENITH_LAYOUT_AWARE(conv2d_backward_weights);
 
 }  // namespace
-
-void set_conv_few_channel_grad(const std::string& mode) {
-  ZENITH_CHECK(mode == "auto" || mode == "on" || mode == "off",
-               "[conv2d] unknown few-channel weight-gradient mode '", mode,
-               "' (known: auto, on, off)");
-  few_channel_grad_setting() = mode;
-}
 
 }  // namespace zenith::cpu

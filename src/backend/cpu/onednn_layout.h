@@ -84,10 +84,12 @@ bool keep_layout();
 // 16). ZENITH_CONV_ALGO sets the default.
 void set_conv_algorithm(const std::string& name);
 const std::string& conv_algorithm();
-// float32 weight gradient of convs with fewer than 8 input channels and output channels in
-// multiples of 8 (a network's first conv): "auto" (default: zenith's own AVX2 kernel where
-// oneDNN runs without AVX-512, whose AVX2 kernel pads the channels to 8), "on" (always), "off"
-// (always oneDNN). ZENITH_CONV_FEW_CHANNEL_GRAD sets the default.
-void set_conv_few_channel_grad(const std::string& mode);
+// zenith's own float32 kernels where oneDNN's AVX2 ones are weak: the weight gradient of convs
+// with < 8 input channels (oneDNN pads them to 8) and 2x2 stride-2 max pooling on nChw8c.
+// "auto" (default): where oneDNN runs without AVX-512 (its AVX-512 kernels are fine); "on":
+// always, converting to nChw8c where needed (tests); "off": never. ZENITH_AVX2_FAST_PATHS sets
+// the default.
+void set_avx2_fast_paths(const std::string& mode);
+bool use_avx2_fast_paths();
 
 }  // namespace zenith::cpu
