@@ -310,6 +310,7 @@ int main(int argc, char** argv) {
   context::set_num_threads(threads);
   json results = {{"isa", bench::cpu_isa()},
                   {"onednn_isa", bench::onednn_isa()},
+                  {"avx2_fast_paths", cpu::use_avx2_fast_paths()},
                   {"sgemm_peak_gflops", peak},
                   {"threads", threads},
                   {"workloads", json::object()}};
@@ -325,9 +326,8 @@ int main(int argc, char** argv) {
   }
   std::cout << "graph vs eager: training step (forward + backward + Momentum; AdamW for LLaMA), "
             << threads << " thread(s), median of alternating steps after " << warmup << " warmup\n"
-            << "ISA: " << bench::cpu_isa() << " (oneDNN uses " << bench::onednn_isa()
-            << "); sgemm peak (dnnl_sgemm 2048^3): " << std::fixed << std::setprecision(1) << peak
-            << " GFLOP/s\n\n";
+            << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
+            << std::setprecision(1) << peak << " GFLOP/s\n\n";
   std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(10) << "eager ms"
             << std::setw(10) << "graph ms" << std::setw(8) << "ratio" << std::setw(10) << "saved ms"
             << std::setw(9) << "cpu x" << std::setw(9) << "eager %" << std::setw(9) << "graph %"
