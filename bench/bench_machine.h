@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/onednn_layout.h"
+
 namespace zenith::bench {
 
 // "avx512" when the CPU has AVX-512F, else "avx2"; with the bf16 extensions it has.
@@ -60,6 +62,14 @@ inline std::string onednn_isa() {
     default:
       return "other";
   }
+}
+
+// What runs the float32 kernels: the CPU's ISA, oneDNN's effective one, and whether zenith's
+// AVX2 fast paths (its kernels for oneDNN's weak AVX2 spots) are on; zenith's own kernels are
+// built for x86-64-v3 (AVX2) on every host.
+inline std::string isa_line() {
+  return cpu_isa() + " (oneDNN uses " + onednn_isa() + "; zenith's AVX2 fast paths " +
+         (cpu::use_avx2_fast_paths() ? "on" : "off") + ")";
 }
 
 // ---- analytic FLOPs: conv and matmul only (2 per multiply-add). Backward costs twice the

@@ -4,6 +4,7 @@
 // both alike.
 //
 //   graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--check] [--json]
+//                  [--profile STEPS]
 //
 // Per workload: step time (median and min over S steps) per mode, the ratio eager / graph
 // (> 1: graph mode is faster) and the time it saves per step, the ratio of CPU time per step
@@ -11,7 +12,8 @@
 // matmul FLOPs and their % of the sgemm peak, the step's peak memory per mode (bytes the allocator
 // hands out during a step, plus graph mode's arena) and their ratio, and the capture's log
 // line. --check also runs 20 steps in each mode from equal weights and reports the largest
-// difference of the losses and the weights (graph mode must equal eager to 1e-5).
+// difference of the losses and the weights (graph mode must equal eager to 1e-5). --profile
+// records STEPS more steps per mode under the profiler and prints each mode's op table (stderr).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +21,7 @@
 #include <ctime>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -153,7 +156,29 @@ double max_weight_diff(const Trainer& a, const Trainer& b) {
   return d;
 }
 
-json run_workload(const Workload& w, int warmup, int steps, bool check, double peak, int threads) {
+// The profiler's op table over `steps` steps of one mode, to stderr.
+void print_profile(Trainer& t, const char* mode, const std::string& workload, int steps,
+                   const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) {
+  profiler::Profiler prof;
+  for (int i = 0; i < steps; ++i) t.step(xs[size_t(i) % xs.size()], ys[size_t(i) % ys.size()]);
+  prof.stop();
+  std::cerr << "profile " << workload << " " << mode << " (" << steps << " steps):\n"
+            << prof.summary().table(20);
+  // Self time per op and input shapes: which of several convs drags.
+  std::map<std::string, double> by_shape;
+  for (auto& track : prof.recording().threads)
+    for (auto& op : track.ops) by_shape[std::string(op.name) + " " + op.shapes] += op.self_us;
+  std::vector<std::pair<double, std::string>> rows;
+  for (auto& [k, us] : by_shape) rows.push_back({us, k});
+  std::sort(rows.rbegin(), rows.rend());
+  for (size_t i = 0; i < rows.size() && i < 12; ++i)
+    std::cerr << "  " << std::fixed << std::setprecision(3) << std::setw(9)
+              << rows[i].first / 1e3 / steps << " ms/step  " << rows[i].second << "\n";
+  std::cerr << "\n";
+}
+
+json run_workload(const Workload& w, int warmup, int steps, bool check, double peak, int threads,
+                  int profile_steps) {
   manual_seed(1);
   const int batches = 4;
   std::vector<Tensor> xs, ys;
@@ -185,6 +210,10 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
     graphed.step(x, y);
     tg.push_back(seconds(t0));
     cg.push_back(process_cpu_seconds() - c0);
+  }
+  if (profile_steps > 0) {
+    print_profile(eager, "eager", w.name, profile_steps, xs, ys);
+    print_profile(graphed, "graph", w.name, profile_steps, xs, ys);
   }
   const double mem_e = step_peak_mb(eager, xs[0], ys[0]);
   const double mem_g = step_peak_mb(graphed, xs[0], ys[0]);
@@ -237,7 +266,7 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
 
 int usage() {
   std::cerr << "usage: graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] "
-               "[--check] [--json]\nworkloads:";
+               "[--check] [--json] [--profile STEPS]\nworkloads:";
   for (auto& w : kWorkloads) std::cerr << " " << w.name;
   std::cerr << "\n";
   return 2;
@@ -246,7 +275,7 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 0, warmup = 3, steps = 0;
+  int threads = 0, warmup = 3, steps = 0, profile_steps = 0;
   bool as_json = false, check = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
@@ -264,6 +293,8 @@ int main(int argc, char** argv) {
       as_json = true;
     else if (a == "--check")
       check = true;
+    else if (a == "--profile")
+      profile_steps = std::atoi(next().c_str());
     else
       return usage();
   }
@@ -279,11 +310,13 @@ int main(int argc, char** argv) {
   context::set_num_threads(threads);
   json results = {{"isa", bench::cpu_isa()},
                   {"onednn_isa", bench::onednn_isa()},
+                  {"avx2_fast_paths", cpu::use_avx2_fast_paths()},
                   {"sgemm_peak_gflops", peak},
                   {"threads", threads},
                   {"workloads", json::object()}};
   for (auto& w : selected) {
-    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, peak, threads);
+    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, peak, threads,
+                          profile_steps);
     results["workloads"][w.name] = r;
     if (!as_json) std::cerr << w.name << ": " << r["capture"].get<std::string>() << "\n";
   }
@@ -293,13 +326,13 @@ int main(int argc, char** argv) {
   }
   std::cout << "graph vs eager: training step (forward + backward + Momentum; AdamW for LLaMA), "
             << threads << " thread(s), median of alternating steps after " << warmup << " warmup\n"
-            << "ISA: " << bench::cpu_isa() << " (oneDNN uses " << bench::onednn_isa()
-            << "); sgemm peak (dnnl_sgemm 2048^3): " << std::fixed << std::setprecision(1) << peak
-            << " GFLOP/s\n\n";
+            << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
+            << std::setprecision(1) << peak << " GFLOP/s\n\n";
   std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(10) << "eager ms"
             << std::setw(10) << "graph ms" << std::setw(8) << "ratio" << std::setw(10) << "saved ms"
-            << std::setw(9) << "eager %" << std::setw(9) << "graph %" << std::setw(10) << "eager MB"
-            << std::setw(10) << "graph MB" << std::setw(8) << "mem x";
+            << std::setw(9) << "cpu x" << std::setw(9) << "eager %" << std::setw(9) << "graph %"
+            << std::setw(10) << "eager MB" << std::setw(10) << "graph MB" << std::setw(8)
+            << "mem x";
   if (check) std::cout << std::setw(12) << "max diff";
   std::cout << "\n";
   for (auto& w : selected) {

@@ -247,6 +247,7 @@ int main(int argc, char** argv) {
               {"sgemm_peak_gflops", peak},
               {"isa", bench::cpu_isa()},
               {"onednn_isa", bench::onednn_isa()},
+              {"avx2_fast_paths", cpu::use_avx2_fast_paths()},
               {"threads", threads}};
     if (!z.is_null()) {
       r["zenith_gflops"] = z["img_s"].get<double>() * flops / 1e9;
@@ -276,9 +277,8 @@ int main(int argc, char** argv) {
             << " thread(s), median of the timed steps after " << warmup << " warmup"
             << (repeats > 1 ? ", fastest of " + std::to_string(repeats) + " alternating runs" : "")
             << "\n"
-            << "ISA: " << bench::cpu_isa() << " (oneDNN uses " << bench::onednn_isa()
-            << "); sgemm peak (dnnl_sgemm 2048^3): " << std::fixed << std::setprecision(1) << peak
-            << " GFLOP/s\n\n";
+            << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
+            << std::setprecision(1) << peak << " GFLOP/s\n\n";
   std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(12)
             << "zenith img/s" << std::setw(13) << "torch img/s" << std::setw(8) << "ratio"
             << std::setw(12) << "zenith GF/s" << std::setw(11) << "torch GF/s" << std::setw(8)

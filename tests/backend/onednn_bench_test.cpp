@@ -181,6 +181,34 @@ TEST(OnednnBench, DISABLED_SeedCnnLayers) {
     std::printf("conv2 32->64 13x13 b64: fwd %.3f ms\n", median_ms(conv2));
   }
   std::printf("conv1 fwd+bwd(weights) %.3f ms\n", median_ms(fb(conv1)));
+  // The first conv's weight gradient with dy in oneDNN's blocked format, as the layer above hands
+  // it back in training: fmnist's 1 channel and CIFAR's 3.
+  for (int64_t c : {1, 3}) {
+    const int64_t hw = c == 1 ? 28 : 32;
+    Tensor xc = Tensor::randn({64, c, hw, hw});
+    Tensor wc = (Tensor::randn({32, c, 3, 3}) * 0.3).detach().requires_grad_();
+    Tensor dy;
+    {
+      NoGradGuard ng;
+      dy = ops::conv2d(xc, wc.detach());
+    }
+    std::printf("conv1 %lld->32 %lldx%lld b64 fwd+bwd(weights), dy %s: %.3f ms\n", (long long)c,
+                (long long)hw, (long long)hw, dy.has_layout() ? "blocked" : "plain",
+                median_ms([&] { ops::conv2d(xc, wc).backward(dy); }));
+  }
+  // The first max pooling on the blocked conv output, forward and backward: fmnist's and CIFAR's.
+  for (int64_t hw : {26, 30}) {
+    Tensor h;
+    {
+      NoGradGuard ng;
+      h = ops::conv2d(Tensor::randn({64, 1, hw + 2, hw + 2}), w1.detach());
+    }
+    h.requires_grad_();
+    Tensor dy = ops::max_pool2d(h.detach(), {2}) * 0.5;
+    std::printf("pool1 2x2 64x32x%lldx%lld (%s) fwd+bwd %.3f ms\n", (long long)hw, (long long)hw,
+                h.has_layout() ? "blocked" : "plain",
+                median_ms([&] { ops::max_pool2d(h, {2}).backward(dy); }));
+  }
   std::printf("conv2 fwd+bwd(data+weights) %.3f ms\n", median_ms(fb(conv2)));
   auto net = [&] {
     Tensor h = ops::max_pool2d(ops::relu(ops::conv2d(x, w1, b1)), {2});

@@ -198,6 +198,35 @@ TEST(Conv2d, WinogradMatchesFloat64) {
   EXPECT_TRUE(throws_with([] { cpu::set_conv_algorithm("fft"); }, "unknown algorithm 'fft'"));
 }
 
+TEST(Conv2d, FewChannelWeightGradientMatchesFloat64) {
+  // zenith's AVX2 weight gradient for < 8 input channels ("auto" uses it where oneDNN lacks
+  // AVX-512) against the float64 reference (itself checked by finite differences above): one
+  // channel (SeedCNN fmnist), three with stride and padding (27 taps: three chunks of 9), a 5x5
+  // dilated kernel, no bias; dy blocked (layouts kept) and plain.
+  const std::vector<ConvCase> cases = {
+      {"fmnist", {4, 1, 10, 10}, {16, 1, 3, 3}, opts({1, 1}, {0, 0})},
+      {"rgb_stride2_pad1", {2, 3, 9, 8}, {8, 3, 3, 3}, opts({2, 2}, {1, 1})},
+      {"asymmetric_pad", {2, 2, 7, 6}, {8, 2, 3, 2}, opts({2, 1}, {0, 1, 2, 1})},
+      {"dilated_5x5", {2, 1, 12, 12}, {24, 1, 5, 5}, opts({1, 1}, {2, 2}, "explicit", {2, 2})},
+      {"no_bias", {3, 1, 8, 8}, {32, 1, 3, 3}, opts({1, 1}, {0, 0}), false},
+  };
+  for (const char* mode : {"on", "off"})
+    for (bool keep : {true, false})
+      for (auto& c : cases) {
+        SCOPED_TRACE(std::string(c.name) + " mode " + mode + (keep ? " blocked" : " plain"));
+        cpu::set_avx2_fast_paths(mode);
+        cpu::set_keep_layout(keep);
+        auto in = inputs_for(c);
+        for (size_t i = 1; i < in.size(); ++i)
+          if (in[i].defined()) in[i].requires_grad_();  // the weights: x needs no gradient
+        EXPECT_TRUE(backward_matches_f64(conv_fn(c.options), in, 1e-4, 1e-4));
+      }
+  cpu::set_avx2_fast_paths("auto");
+  cpu::set_keep_layout(true);
+  EXPECT_TRUE(
+      throws_with([] { cpu::set_avx2_fast_paths("fast"); }, "unknown AVX2 fast-path mode 'fast'"));
+}
+
 TEST(Conv2d, GroupedConvOnBlockedInputMatchesPlain) {
   Tensor x = Tensor::randn({2, 8, 9, 9}), w1 = Tensor::randn({32, 8, 3, 3});
   Tensor dw = Tensor::randn({32, 1, 3, 3}), gw = Tensor::randn({32, 8, 3, 3});

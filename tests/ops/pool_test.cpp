@@ -114,6 +114,40 @@ TEST(Pool2d, BackwardOfBlockedPoolMatchesPlain) {
   EXPECT_TRUE(all_close(grads[0], grads[1], 1e-5, 1e-4));
 }
 
+TEST(MaxPool2d, Avx2FastPathMatchesFloat64) {
+  // zenith's 2x2 stride-2 max pooling on nChw8c ("auto" uses it where oneDNN lacks AVX-512)
+  // against the float64 reference, forward and backward: even and odd sizes (a row and a column
+  // in no window), a strided input, and ties (small integers: the first maximum gets dy).
+  std::vector<double> ties(2 * 8 * 6 * 6);
+  for (size_t i = 0; i < ties.size(); ++i) ties[i] = double((i * 7) % 5);
+  const std::vector<std::pair<const char*, Tensor>> inputs = {
+      {"even", random_input({2, 16, 6, 6})},
+      {"odd", random_input({1, 8, 7, 5})},
+      {"strided", random_input({2, 8, 4, 6}, DType::f64, true)},
+      {"ties", Tensor::from_vector(ties, {2, 8, 6, 6})},
+  };
+  OpFn f = [](const std::vector<Tensor>& x) { return ops::max_pool2d(x[0], {2}); };
+  for (const char* mode : {"on", "off"})
+    for (bool keep : {true, false})
+      for (auto& [name, x] : inputs) {
+        SCOPED_TRACE(std::string(name) + " mode " + mode + (keep ? " blocked" : " plain"));
+        cpu::set_avx2_fast_paths(mode);
+        cpu::set_keep_layout(keep);
+        std::vector<Tensor> in = {x.detach().clone().requires_grad_()};
+        EXPECT_TRUE(forward_matches_f64(f, in, 1e-6, 1e-7));  // float32 rounding only
+        EXPECT_TRUE(backward_matches_f64(f, in, 1e-6, 1e-6));
+      }
+  cpu::set_keep_layout(true);
+  // A workspace from oneDNN's kernel reaching the fast path's backward is refused.
+  cpu::set_avx2_fast_paths("off");
+  Tensor x = Tensor::randn({1, 8, 4, 4}).requires_grad_();
+  Tensor y = ops::max_pool2d(x, {2});
+  cpu::set_avx2_fast_paths("on");
+  EXPECT_TRUE(
+      throws_with([&] { ops::sum(y).backward(); }, "the workspace is not the AVX2 fast path's"));
+  cpu::set_avx2_fast_paths("auto");
+}
+
 TEST(Pool2d, Errors) {
   Tensor x = Tensor::zeros({1, 2, 4, 4});
   EXPECT_TRUE(throws_with(

@@ -346,6 +346,32 @@ void set_conv_algorithm(const std::string& name) {
 const std::string& conv_algorithm() { return conv_algorithm_setting(); }
 
 namespace {
+std::string& avx2_fast_paths_setting() {
+  static std::string mode = [] {
+    const char* env = std::getenv("ZENITH_AVX2_FAST_PATHS");
+    return std::string(env ? env : "auto");
+  }();
+  return mode;
+}
+}  // namespace
+
+void set_avx2_fast_paths(const std::string& mode) {
+  ZENITH_CHECK(mode == "auto" || mode == "on" || mode == "off",
+               "[onednn] unknown AVX2 fast-path mode '", mode, "' (known: auto, on, off)");
+  avx2_fast_paths_setting() = mode;
+}
+
+bool use_avx2_fast_paths() {
+  const std::string& mode = avx2_fast_paths_setting();
+  if (mode != "auto") return mode == "on";
+  static const bool avx512 = [] {
+    const int isa = int(dnnl_get_effective_cpu_isa());
+    return (isa & int(dnnl_cpu_isa_avx512_core)) == int(dnnl_cpu_isa_avx512_core);
+  }();
+  return !avx512;
+}
+
+namespace {
 
 // to_plain(x): a layout tensor reordered to a plain contiguous tensor of the same shape.
 std::vector<Tensor> to_plain_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
