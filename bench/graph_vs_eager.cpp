@@ -335,8 +335,9 @@ int main(int argc, char** argv) {
             << " GFLOP/s\n\n";
   std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(10) << "eager ms"
             << std::setw(10) << "graph ms" << std::setw(8) << "ratio" << std::setw(10) << "saved ms"
-            << std::setw(9) << "eager %" << std::setw(9) << "graph %" << std::setw(10) << "eager MB"
-            << std::setw(10) << "graph MB" << std::setw(8) << "mem x";
+            << std::setw(9) << "cpu x" << std::setw(9) << "eager %" << std::setw(9) << "graph %"
+            << std::setw(10) << "eager MB" << std::setw(10) << "graph MB" << std::setw(8)
+            << "mem x";
   if (check) std::cout << std::setw(12) << "max diff";
   std::cout << "\n";
   for (auto& w : selected) {

@@ -109,6 +109,14 @@ std::vector<Tensor> rms_norm_add_backward_composed(const std::vector<Tensor>& in
   return {dispatch::call1<OpId::add>({g[0], in[4]}), g[1]};
 }
 
+// (dy, indices, base): embedding_backward(dy, indices) + base.
+std::vector<Tensor> embedding_backward_add_composed(const std::vector<Tensor>& in,
+                                                    const EmbeddingBackwardAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 3, "[embedding_backward_add] expected 3 inputs, got ", in.size());
+  Tensor rows = dispatch::call1<OpId::embedding_backward>({in[0], in[1]}, attrs);
+  return {dispatch::call1<OpId::add>({in[2], rows})};
+}
+
 }  // namespace
 
 ZENITH_REGISTER_DECOMPOSITION(conv2d_relu, conv2d_relu_composed);
@@ -119,5 +127,6 @@ ZENITH_REGISTER_DECOMPOSITION(multi_momentum_update, multi_momentum_update_compo
 ZENITH_REGISTER_DECOMPOSITION(multi_adam_update, multi_adam_update_composed);
 ZENITH_REGISTER_DECOMPOSITION(add_rms_norm, add_rms_norm_composed);
 ZENITH_REGISTER_DECOMPOSITION(rms_norm_add_backward, rms_norm_add_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(embedding_backward_add, embedding_backward_add_composed);
 
 }  // namespace zenith::ops

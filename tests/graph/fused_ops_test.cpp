@@ -21,7 +21,7 @@ TEST(GraphFusedOps, KernelsEqualTheirDecompositions) {
   const OpId fused[] = {
       OpId::conv2d_relu,       OpId::batch_norm_relu,       OpId::batch_norm_relu_backward,
       OpId::fused_elementwise, OpId::multi_momentum_update, OpId::multi_adam_update,
-      OpId::add_rms_norm,      OpId::rms_norm_add_backward};
+      OpId::add_rms_norm,      OpId::rms_norm_add_backward, OpId::embedding_backward_add};
   for (OpId op : fused) {
     ASSERT_TRUE(dispatch::has_kernel(op, DeviceType::CPU)) << op_name(op);
     ASSERT_TRUE(dispatch::has_decomposition(op)) << op_name(op);

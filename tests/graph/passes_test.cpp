@@ -362,6 +362,34 @@ TEST(GraphPasses, ResidualAddAndRmsNormFuseForwardAndBackward) {
   expect_close(replay(g, {x, y, dy, dres}), eager, 1e-6);
 }
 
+// A tied embedding's gradient: the output layer's [V, D] weight gradient plus the embedding's
+// scattered rows becomes one op; an embedding gradient read elsewhere too stays.
+TEST(GraphPasses, TiedEmbeddingGradientScatterAddsIntoTheOutputLayers) {
+  manual_seed(18);
+  Tensor dy = randn({2, 5, 8}), dh = randn({10, 16}), h = randn({10, 8});
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 3, 3, 0, 15, 2, 3, 9, 1, 1}, {2, 5});
+  const EmbeddingBackwardAttrs a{.num_rows = 16};
+  auto fn = [&] {
+    Tensor head = ops::matmul(dh.t(), h);  // [16, 8]
+    Tensor tied = ops::add(head, dispatch::call1<OpId::embedding_backward>({dy, ids}, a));
+    Tensor rows = dispatch::call1<OpId::embedding_backward>({dy, ids}, a);
+    Tensor twice = ops::add(rows, head);
+    return std::vector<Tensor>{tied, twice, ops::sum(rows)};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {dy, dh, h, ids});
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::embedding_backward), 2);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_embedding_grad(g, counts), 1);
+  dump("after", g);
+  EXPECT_EQ(counts["embedding grad+add"], 1);
+  EXPECT_EQ(g.count(OpId::embedding_backward_add), 1);
+  EXPECT_EQ(g.count(OpId::embedding_backward), 1);  // its rows also summed: not fused
+  EXPECT_EQ(g.count(OpId::add), 1);
+  expect_close(replay(g, {dy, dh, h, ids}), eager, 1e-6);
+}
+
 TEST(GraphPasses, NeverFusesTwoMatmuls) {
   manual_seed(13);
   Tensor x = randn({8, 8}), w1 = randn({8, 8}), w2 = randn({8, 8});

@@ -509,6 +509,15 @@ void add_graph_fused(std::vector<OpCase>& cases) {
        },
        {random_input({3, 5}), random_input({3, 5}), random_input({5}), random_input({3, 5})},
        Check::kForward});
+  cases.push_back(
+      {"embedding_backward_add repeated rows",
+       {OpId::embedding_backward_add},
+       [](const std::vector<Tensor>& x) {
+         Tensor idx = Tensor::from_vector(std::vector<int64_t>{1, 3, 1, 0}, {2, 2});
+         return dispatch::call1<OpId::embedding_backward_add>({x[0], idx, x[1]}, {.num_rows = 5});
+       },
+       {random_input({2, 2, 3}), random_input({5, 3})},
+       Check::kForward});
 }
 
 std::vector<OpCase> build() {

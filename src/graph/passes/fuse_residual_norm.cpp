@@ -4,6 +4,7 @@
 // Each row is summed and normalised (or its gradient formed and the residual's added) in one pass
 // while it is in cache. Only float32/float64 operands of one dtype and shape (the fused kernels'
 // types) are fused; others stay as they are.
+#include "graph/passes/pass_utils.h"
 #include "graph/passes/passes.h"
 
 namespace zenith::graph {
@@ -23,13 +24,6 @@ bool whole(const Graph& g, const Operand& o, const Shape& shape, DType dtype) {
   const Value& v = g.values[size_t(o.value)];
   const View& def = v.kind == ValueKind::kIntermediate ? v.def : View::of(v.tensor);
   return contiguous(def) && def.dtype == dtype && shape_numel(def.shape) == shape_numel(shape);
-}
-
-bool written_between(const std::vector<std::vector<int>>& writers, ValueId v, int from, int to) {
-  if (v == kNoValue) return false;
-  for (int w : writers[size_t(v)])
-    if (w > from && w < to) return true;
-  return false;
 }
 
 // The weight operand of a norm: undefined, or of the normalised values' dtype.

@@ -44,6 +44,9 @@ int fuse_batch_norm_relu(Graph& g, FusionCounts& counts);
 // rms_norm_backward whose dx only an add reads (the residual stream's gradient sum) ->
 // rms_norm_add_backward. float32/float64 operands of one shape only.
 int fuse_residual_norm(Graph& g, FusionCounts& counts);
+// embedding_backward whose [V, D] result only an add with another [V, D] gradient reads (a tied
+// embedding: the output layer's weight gradient) -> embedding_backward_add.
+int fuse_embedding_grad(Graph& g, FusionCounts& counts);
 // Chains and trees of elementwise ops over one shape (0-d scalars and trailing-dim broadcasts
 // allowed), and a full sum at their end, -> one fused_elementwise loop. Never fuses a GEMM or
 // convolution. Transformer patterns (residual adds, SwiGLU's silu * gate, the scale and mask
