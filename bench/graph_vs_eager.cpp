@@ -3,8 +3,8 @@
 // batches, timed alternately (eager step, graph step, ...) so that load from other processes hits
 // both alike.
 //
-//   graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--check] [--json]
-//                  [--profile STEPS]
+//   graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--check]
+//                  [--profile STEPS] [--json]
 //
 // Per workload: step time (median and min over S steps) per mode, the ratio eager / graph
 // (> 1: graph mode is faster) and the time it saves per step, the ratio of CPU time per step
@@ -13,7 +13,7 @@
 // hands out during a step, plus graph mode's arena) and their ratio, and the capture's log
 // line. --check also runs 20 steps in each mode from equal weights and reports the largest
 // difference of the losses and the weights (graph mode must equal eager to 1e-5). --profile
-// records STEPS more steps per mode under the profiler and prints each mode's op table (stderr).
+// prints each mode's op summary (self time per op) over that many more steps.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -156,29 +156,34 @@ double max_weight_diff(const Trainer& a, const Trainer& b) {
   return d;
 }
 
-// The profiler's op table over `steps` steps of one mode, to stderr.
-void print_profile(Trainer& t, const char* mode, const std::string& workload, int steps,
-                   const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) {
+// --profile: the op summary of `steps` steps of one mode (ops by self time).
+std::string profile_steps(Trainer& t, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                          int steps) {
   profiler::Profiler prof;
   for (int i = 0; i < steps; ++i) t.step(xs[size_t(i) % xs.size()], ys[size_t(i) % ys.size()]);
   prof.stop();
-  std::cerr << "profile " << workload << " " << mode << " (" << steps << " steps):\n"
-            << prof.summary().table(20);
-  // Self time per op and input shapes: which of several convs drags.
-  std::map<std::string, double> by_shape;
-  for (auto& track : prof.recording().threads)
-    for (auto& op : track.ops) by_shape[std::string(op.name) + " " + op.shapes] += op.self_us;
+  // Self time by op and input shapes: which GEMM shapes cost the most.
+  std::map<std::string, std::pair<int, double>> by_shape;
+  for (const auto& t : prof.recording().threads)
+    for (const auto& op : t.ops) {
+      auto& [calls, ms] = by_shape[std::string(op.name) + " " + op.shapes];
+      ++calls;
+      ms += op.self_us / 1e3 / steps;
+    }
   std::vector<std::pair<double, std::string>> rows;
-  for (auto& [k, us] : by_shape) rows.push_back({us, k});
+  for (auto& [k, v] : by_shape)
+    rows.push_back({v.second, k + " x" + std::to_string(v.first / steps)});
   std::sort(rows.rbegin(), rows.rend());
-  for (size_t i = 0; i < rows.size() && i < 12; ++i)
-    std::cerr << "  " << std::fixed << std::setprecision(3) << std::setw(9)
-              << rows[i].first / 1e3 / steps << " ms/step  " << rows[i].second << "\n";
-  std::cerr << "\n";
+  std::ostringstream os;
+  os << prof.summary().table(40) << "  ms per step by op and input shapes:\n";
+  for (size_t i = 0; i < rows.size() && i < 30; ++i)
+    os << "  " << std::fixed << std::setprecision(2) << std::setw(8) << rows[i].first << "  "
+       << rows[i].second << "\n";
+  return os.str();
 }
 
-json run_workload(const Workload& w, int warmup, int steps, bool check, double peak, int threads,
-                  int profile_steps) {
+json run_workload(const Workload& w, int warmup, int steps, bool check, int profile, double peak,
+                  int threads) {
   manual_seed(1);
   const int batches = 4;
   std::vector<Tensor> xs, ys;
@@ -211,9 +216,9 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
     tg.push_back(seconds(t0));
     cg.push_back(process_cpu_seconds() - c0);
   }
-  if (profile_steps > 0) {
-    print_profile(eager, "eager", w.name, profile_steps, xs, ys);
-    print_profile(graphed, "graph", w.name, profile_steps, xs, ys);
+  if (profile > 0) {
+    std::cerr << w.name << " eager:\n" << profile_steps(eager, xs, ys, profile) << "\n";
+    std::cerr << w.name << " graph:\n" << profile_steps(graphed, xs, ys, profile) << "\n";
   }
   const double mem_e = step_peak_mb(eager, xs[0], ys[0]);
   const double mem_g = step_peak_mb(graphed, xs[0], ys[0]);
@@ -266,7 +271,7 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
 
 int usage() {
   std::cerr << "usage: graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] "
-               "[--check] [--json] [--profile STEPS]\nworkloads:";
+               "[--check] [--profile STEPS] [--json]\nworkloads:";
   for (auto& w : kWorkloads) std::cerr << " " << w.name;
   std::cerr << "\n";
   return 2;
@@ -275,7 +280,7 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 0, warmup = 3, steps = 0, profile_steps = 0;
+  int threads = 0, warmup = 3, steps = 0, profile = 0;
   bool as_json = false, check = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
@@ -294,7 +299,7 @@ int main(int argc, char** argv) {
     else if (a == "--check")
       check = true;
     else if (a == "--profile")
-      profile_steps = std::atoi(next().c_str());
+      profile = std::atoi(next().c_str());
     else
       return usage();
   }
@@ -315,8 +320,8 @@ int main(int argc, char** argv) {
                   {"threads", threads},
                   {"workloads", json::object()}};
   for (auto& w : selected) {
-    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, peak, threads,
-                          profile_steps);
+    json r =
+        run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, profile, peak, threads);
     results["workloads"][w.name] = r;
     if (!as_json) std::cerr << w.name << ": " << r["capture"].get<std::string>() << "\n";
   }

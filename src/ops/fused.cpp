@@ -91,6 +91,32 @@ std::vector<Tensor> multi_adam_update_composed(const std::vector<Tensor>& in,
   return {};
 }
 
+// (a, b, weight?): s = a + b, then rms_norm(s, weight) -> {s, y, rstd}.
+std::vector<Tensor> add_rms_norm_composed(const std::vector<Tensor>& in,
+                                          const LayerNormAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 3, "[add_rms_norm] expected 3 inputs, got ", in.size());
+  Tensor sum = dispatch::call1<OpId::add>({in[0], in[1]});
+  std::vector<Tensor> norm = dispatch::call<OpId::rms_norm>({sum, in[2]}, attrs);
+  return {sum, norm[0], norm[1]};
+}
+
+// (dy, x, weight?, rstd, dres): rms_norm_backward, its dx plus dres -> {dx + dres, dweight}.
+std::vector<Tensor> rms_norm_add_backward_composed(const std::vector<Tensor>& in,
+                                                   const LayerNormAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 5, "[rms_norm_add_backward] expected 5 inputs, got ", in.size());
+  std::vector<Tensor> g =
+      dispatch::call<OpId::rms_norm_backward>({in[0], in[1], in[2], in[3]}, attrs);
+  return {dispatch::call1<OpId::add>({g[0], in[4]}), g[1]};
+}
+
+// (dy, indices, base): embedding_backward(dy, indices) + base.
+std::vector<Tensor> embedding_backward_add_composed(const std::vector<Tensor>& in,
+                                                    const EmbeddingBackwardAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 3, "[embedding_backward_add] expected 3 inputs, got ", in.size());
+  Tensor rows = dispatch::call1<OpId::embedding_backward>({in[0], in[1]}, attrs);
+  return {dispatch::call1<OpId::add>({in[2], rows})};
+}
+
 }  // namespace
 
 ZENITH_REGISTER_DECOMPOSITION(conv2d_relu, conv2d_relu_composed);
@@ -99,5 +125,8 @@ ZENITH_REGISTER_DECOMPOSITION(batch_norm_relu_backward, batch_norm_relu_backward
 ZENITH_REGISTER_DECOMPOSITION(fused_elementwise, fused_elementwise_composed);
 ZENITH_REGISTER_DECOMPOSITION(multi_momentum_update, multi_momentum_update_composed);
 ZENITH_REGISTER_DECOMPOSITION(multi_adam_update, multi_adam_update_composed);
+ZENITH_REGISTER_DECOMPOSITION(add_rms_norm, add_rms_norm_composed);
+ZENITH_REGISTER_DECOMPOSITION(rms_norm_add_backward, rms_norm_add_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(embedding_backward_add, embedding_backward_add_composed);
 
 }  // namespace zenith::ops

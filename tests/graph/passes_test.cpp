@@ -326,6 +326,70 @@ TEST(GraphPasses, AReductionJoinsItsElementwiseProducers) {
   expect_close(replay(g, {x, y}), eager, 1e-4);
 }
 
+// A pre-norm block's residual stream: h = x + y, then rms_norm(h); backward, the norm's dx plus
+// the residual's gradient. Both pairs become one op; a broadcast add (a bias) is left alone.
+TEST(GraphPasses, ResidualAddAndRmsNormFuseForwardAndBackward) {
+  manual_seed(17);
+  Tensor x = randn({2, 8, 16}), y = randn({2, 8, 16}), dy = randn({2, 8, 16});
+  Tensor dres = randn({2, 8, 16}), w = randn({16}), bias = randn({16});
+  const LayerNormAttrs a{.D = 16, .eps = 1e-5};
+  auto fn = [&] {
+    Tensor h = ops::add(x, y);
+    std::vector<Tensor> norm = dispatch::call<OpId::rms_norm>({h, w}, a);
+    std::vector<Tensor> grad = dispatch::call<OpId::rms_norm_backward>({dy, h, w, norm[1]}, a);
+    Tensor dh = ops::add(dres, grad[0]);
+    Tensor biased = ops::add(h, bias);  // broadcast: not fused
+    Tensor other = dispatch::call<OpId::rms_norm>({biased, w}, a)[0];
+    return std::vector<Tensor>{h, norm[0], dh, grad[1], other};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x, y, dy, dres}, {{"w", w}, {"bias", bias}});
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::add), 3);
+  EXPECT_EQ(g.count(OpId::rms_norm), 2);
+  EXPECT_EQ(g.count(OpId::rms_norm_backward), 1);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_residual_norm(g, counts), 2);
+  dump("after", g);
+  EXPECT_EQ(counts["add+rmsnorm"], 1);
+  EXPECT_EQ(counts["rmsnorm backward+add"], 1);
+  EXPECT_EQ(g.count(OpId::add_rms_norm), 1);
+  EXPECT_EQ(g.count(OpId::rms_norm_add_backward), 1);
+  EXPECT_EQ(g.count(OpId::add), 1);  // the bias
+  EXPECT_EQ(g.count(OpId::rms_norm), 1);
+  EXPECT_EQ(g.count(OpId::rms_norm_backward), 0);
+  EXPECT_EQ(g.nodes.size(), 4u);
+  expect_close(replay(g, {x, y, dy, dres}), eager, 1e-6);
+}
+
+// A tied embedding's gradient: the output layer's [V, D] weight gradient plus the embedding's
+// scattered rows becomes one op; an embedding gradient read elsewhere too stays.
+TEST(GraphPasses, TiedEmbeddingGradientScatterAddsIntoTheOutputLayers) {
+  manual_seed(18);
+  Tensor dy = randn({2, 5, 8}), dh = randn({10, 16}), h = randn({10, 8});
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 3, 3, 0, 15, 2, 3, 9, 1, 1}, {2, 5});
+  const EmbeddingBackwardAttrs a{.num_rows = 16};
+  auto fn = [&] {
+    Tensor head = ops::matmul(dh.t(), h);  // [16, 8]
+    Tensor tied = ops::add(head, dispatch::call1<OpId::embedding_backward>({dy, ids}, a));
+    Tensor rows = dispatch::call1<OpId::embedding_backward>({dy, ids}, a);
+    Tensor twice = ops::add(rows, head);
+    return std::vector<Tensor>{tied, twice, ops::sum(rows)};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {dy, dh, h, ids});
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::embedding_backward), 2);
+  FusionCounts counts;
+  EXPECT_EQ(fuse_embedding_grad(g, counts), 1);
+  dump("after", g);
+  EXPECT_EQ(counts["embedding grad+add"], 1);
+  EXPECT_EQ(g.count(OpId::embedding_backward_add), 1);
+  EXPECT_EQ(g.count(OpId::embedding_backward), 1);  // its rows also summed: not fused
+  EXPECT_EQ(g.count(OpId::add), 1);
+  expect_close(replay(g, {dy, dh, h, ids}), eager, 1e-6);
+}
+
 TEST(GraphPasses, NeverFusesTwoMatmuls) {
   manual_seed(13);
   Tensor x = randn({8, 8}), w1 = randn({8, 8}), w2 = randn({8, 8});

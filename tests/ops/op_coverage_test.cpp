@@ -52,7 +52,9 @@ std::vector<const OpCase*> cases_covering(OpId op) {
 bool graph_fused_op(OpId op) {
   return op == OpId::conv2d_relu || op == OpId::batch_norm_relu ||
          op == OpId::batch_norm_relu_backward || op == OpId::fused_elementwise ||
-         op == OpId::multi_momentum_update || op == OpId::multi_adam_update;
+         op == OpId::multi_momentum_update || op == OpId::multi_adam_update ||
+         op == OpId::add_rms_norm || op == OpId::rms_norm_add_backward ||
+         op == OpId::embedding_backward_add;
 }
 
 }  // namespace

@@ -487,6 +487,37 @@ void add_graph_fused(std::vector<OpCase>& cases) {
         random_input({4}), random_input({3}), random_input({4}, DType::f64, false, 0.1, 1.0),
         random_input({3}, DType::f64, false, 0.1, 1.0)},
        Check::kRun});
+  // The residual add and the next RMSNorm, and their backward: against float64 (kForward), equal
+  // to their decompositions (tests/graph/fused_ops_test.cpp, also finite differences there).
+  cases.push_back(
+      {"add_rms_norm",
+       {OpId::add_rms_norm},
+       [](const std::vector<Tensor>& x) {
+         auto out = dispatch::call<OpId::add_rms_norm>({x[0], x[1], x[2]}, {.D = 5, .eps = 1e-5});
+         return ops::cat({out[0].reshape({-1}), out[1].reshape({-1}), out[2]}, 0);
+       },
+       {random_input({3, 5}), random_input({3, 5}), random_input({5})},
+       Check::kForward});
+  cases.push_back(
+      {"rms_norm_add_backward",
+       {OpId::rms_norm_add_backward},
+       [](const std::vector<Tensor>& x) {
+         const LayerNormAttrs a{.D = 5, .eps = 1e-5};
+         Tensor rstd = dispatch::call<OpId::rms_norm>({x[1], x[2]}, a)[1];
+         auto g = dispatch::call<OpId::rms_norm_add_backward>({x[0], x[1], x[2], rstd, x[3]}, a);
+         return ops::cat({g[0].reshape({-1}), g[1]}, 0);
+       },
+       {random_input({3, 5}), random_input({3, 5}), random_input({5}), random_input({3, 5})},
+       Check::kForward});
+  cases.push_back(
+      {"embedding_backward_add repeated rows",
+       {OpId::embedding_backward_add},
+       [](const std::vector<Tensor>& x) {
+         Tensor idx = Tensor::from_vector(std::vector<int64_t>{1, 3, 1, 0}, {2, 2});
+         return dispatch::call1<OpId::embedding_backward_add>({x[0], idx, x[1]}, {.num_rows = 5});
+       },
+       {random_input({2, 2, 3}), random_input({5, 3})},
+       Check::kForward});
 }
 
 std::vector<OpCase> build() {

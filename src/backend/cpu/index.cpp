@@ -156,7 +156,8 @@ std::vector<Tensor> embedding_kernel(const std::vector<Tensor>& in, const NoAttr
 }
 
 // embedding_backward(grad [.., D], indices [..]; num_rows) -> [V, D], rows scatter-added.
-// Threads own disjoint column ranges, so repeated indices never race.
+// Threads own disjoint column ranges, so repeated indices never race. embedding_backward_add
+// (a third input, base [V, D] of grad's dtype) scatter-adds into a copy of base instead of zeros.
 std::vector<Tensor> embedding_backward_kernel(const std::vector<Tensor>& in,
                                               const EmbeddingBackwardAttrs& attrs) {
   const int64_t v = attrs.num_rows;
@@ -164,7 +165,19 @@ std::vector<Tensor> embedding_backward_kernel(const std::vector<Tensor>& in,
   const int64_t n = index.numel();
   const int64_t d = in[0].shape().back();
   Tensor grad = in[0].contiguous().reshape({n, d});
-  Tensor out = Tensor::zeros({v, d}, grad.dtype(), grad.device());
+  Tensor out;
+  if (in.size() > 2) {
+    const Shape want = {v, d};
+    ZENITH_CHECK(in[2].shape() == want && in[2].dtype() == grad.dtype(),
+                 "[embedding_backward_add] base is ", shape_str(in[2].shape()), " ",
+                 dtype_name(in[2].dtype()), ", expected [", v, ", ", d, "] ",
+                 dtype_name(grad.dtype()));
+    Tensor base = in[2].contiguous();
+    out = Tensor::empty({v, d}, grad.dtype(), grad.device());
+    std::memcpy(out.raw_data(), base.raw_data(), size_t(v * d) * itemsize(grad.dtype()));
+  } else {
+    out = Tensor::zeros({v, d}, grad.dtype(), grad.device());
+  }
   const int64_t* ip = index.data<int64_t>();
   visit_dtype(grad.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -213,6 +226,7 @@ ZENITH_REGISTER_KERNEL(gather, CPU, gather_kernel);
 ZENITH_REGISTER_KERNEL(scatter_add, CPU, scatter_add_kernel);
 ZENITH_REGISTER_KERNEL(embedding, CPU, embedding_kernel);
 ZENITH_REGISTER_KERNEL(embedding_backward, CPU, embedding_backward_kernel);
+ZENITH_REGISTER_KERNEL(embedding_backward_add, CPU, embedding_backward_kernel);
 ZENITH_REGISTER_KERNEL(cat, CPU, cat_kernel);
 
 }  // namespace

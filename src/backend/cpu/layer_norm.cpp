@@ -164,16 +164,21 @@ Tensor compute_weight(const Tensor& w) {
 }
 
 // rms_norm(x, weight?; D, eps) -> {y, rstd [R]}: y = round_TX(x rstd) weight in TO, rstd =
-// 1/sqrt(mean(x^2)+eps) in the compute type.
+// 1/sqrt(mean(x^2)+eps) in the compute type. With `residual` (add_rms_norm): inputs (a, b,
+// weight?), x = a + b row by row (each row summed, then normalised while in cache) -> {x, y, rstd}.
 template <typename TX, typename TO>
-std::vector<Tensor> rms_norm_fwd(const std::vector<Tensor>& in, int64_t D, double eps) {
+std::vector<Tensor> rms_norm_fwd(const std::vector<Tensor>& in, int64_t D, double eps,
+                                 bool residual = false) {
   using C = NormCompute<TX>;
-  Tensor x = in[0].contiguous();
-  Tensor w = compute_weight<C>(in[1]);
+  Tensor x = residual ? Tensor::empty(in[0].shape(), in[0].dtype()) : in[0].contiguous();
+  Tensor a = residual ? in[0].contiguous() : Tensor(), b = residual ? in[1].contiguous() : Tensor();
+  Tensor w = compute_weight<C>(in[residual ? 2 : 1]);
   Rows r(x, D);
   Tensor y = Tensor::empty(x.shape(), DTypeOf<TO>::value);
   Tensor rstd = Tensor::empty({r.R}, DTypeOf<C>::value);
-  const TX* px = x.data<TX>();
+  TX* px = x.data<TX>();
+  const TX* pa = residual ? a.data<TX>() : nullptr;
+  const TX* pb = residual ? b.data<TX>() : nullptr;
   const C* pw = w.defined() ? w.data<C>() : nullptr;
   TO* py = y.data<TO>();
   C* ps = rstd.data<C>();
@@ -181,6 +186,13 @@ std::vector<Tensor> rms_norm_fwd(const std::vector<Tensor>& in, int64_t D, doubl
     for (int64_t i = begin; i < end; ++i) {
       const TX* p = px + i * D;
       TO* q = py + i * D;
+      if (residual) {
+        TX* sum = px + i * D;
+        const TX* ra = pa + i * D;
+        const TX* rb = pb + i * D;
+#pragma omp simd
+        for (int64_t j = 0; j < D; ++j) sum[j] = store<TX>(C(load(ra[j])) + C(load(rb[j])));
+      }
       C ss = 0;
 #pragma omp simd reduction(+ : ss)
       for (int64_t j = 0; j < D; ++j) ss += C(load(p[j])) * C(load(p[j]));
@@ -195,11 +207,14 @@ std::vector<Tensor> rms_norm_fwd(const std::vector<Tensor>& in, int64_t D, doubl
       }
     }
   });
+  if (residual) return {x, y, rstd};
   return {y, rstd};
 }
 
 // rms_norm_backward(dy, x, weight?, rstd; D) -> {dx (x's dtype), dweight (weight's dtype)}
-// dx = rstd * (dxh - xhat * mean(dxh * xhat)), dxh = dy * weight, xhat = x * rstd
+// dx = rstd * (dxh - xhat * mean(dxh * xhat)), dxh = dy * weight, xhat = x * rstd. A fifth
+// input dres (rms_norm_add_backward: the residual stream's gradient) is added to dx in the same
+// pass.
 template <typename TX, typename TO>
 std::vector<Tensor> rms_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
   using C = NormCompute<TX>;
@@ -208,6 +223,8 @@ std::vector<Tensor> rms_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
   Tensor x = in[1].contiguous();
   Tensor w = compute_weight<C>(in[2]);
   Tensor rstd = in[3].contiguous();
+  Tensor dres = in.size() > 4 ? in[4].contiguous() : Tensor();
+  const TX* pr = dres.defined() ? dres.data<TX>() : nullptr;
   Rows r(x, D);
   Tensor dx = Tensor::empty(x.shape(), x.dtype());
   Tensor dw = Tensor::empty({D}, DTypeOf<C>::value);
@@ -232,6 +249,17 @@ std::vector<Tensor> rms_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
         acc_w[j] += dj * xh;
       }
       c /= C(D);
+      if (pr) {
+        const TX* res = pr + i * D;
+#pragma omp simd
+        for (int64_t j = 0; j < D; ++j) {
+          C dj = C(load(d[j]));
+          C dxh = pw ? dj * pw[j] : dj;
+          o[j] =
+              store<TX>(C(load(store<TX>(rs * (dxh - C(load(p[j])) * rs * c)))) + C(load(res[j])));
+        }
+        continue;
+      }
 #pragma omp simd
       for (int64_t j = 0; j < D; ++j) {
         C dj = C(load(d[j]));
@@ -284,10 +312,41 @@ std::vector<Tensor> rms_norm_backward_kernel(const std::vector<Tensor>& in,
   });
 }
 
+// The fused residual forms: x, the residual and the weight of one dtype, float32 or float64
+// (graph mode's fuse_residual_norm pass fuses only those).
+void check_residual_types(const std::vector<Tensor>& in, size_t x, size_t res, size_t w,
+                          const char* op) {
+  const DType t = in[x].dtype();
+  ZENITH_CHECK(t == DType::f32 || t == DType::f64, "[", op,
+               "] the CPU kernel takes float32 or float64, got ", dtype_name(t));
+  ZENITH_CHECK(in[res].dtype() == t && (!in[w].defined() || in[w].dtype() == t), "[", op,
+               "] the residual and the weight must be ", dtype_name(t));
+  ZENITH_CHECK(in[res].shape() == in[x].shape(), "[", op, "] the residual has shape ",
+               shape_str(in[res].shape()), ", expected ", shape_str(in[x].shape()));
+}
+std::vector<Tensor> add_rms_norm_kernel(const std::vector<Tensor>& in, const LayerNormAttrs& a) {
+  ZENITH_CHECK(in.size() == 3, "[add_rms_norm] expected 3 inputs, got ", in.size());
+  check_residual_types(in, 0, 1, 2, "add_rms_norm");
+  return visit_float(in[0].dtype(), "add_rms_norm", [&](auto t) {
+    return rms_norm_fwd<decltype(t), decltype(t)>(in, a.D, a.eps, /*residual=*/true);
+  });
+}
+std::vector<Tensor> rms_norm_add_backward_kernel(const std::vector<Tensor>& in,
+                                                 const LayerNormAttrs& a) {
+  ZENITH_CHECK(in.size() == 5, "[rms_norm_add_backward] expected 5 inputs, got ", in.size());
+  check_residual_types(in, 1, 4, 2, "rms_norm_add_backward");
+  ZENITH_CHECK(in[0].dtype() == in[1].dtype(), "[rms_norm_add_backward] dy is ",
+               dtype_name(in[0].dtype()), ", expected ", dtype_name(in[1].dtype()));
+  return visit_float(in[1].dtype(), "rms_norm_add_backward",
+                     [&](auto t) { return rms_norm_bwd<decltype(t), decltype(t)>(in, a.D); });
+}
+
 ZENITH_REGISTER_KERNEL(layer_norm, CPU, layer_norm_kernel);
 ZENITH_REGISTER_KERNEL(layer_norm_backward, CPU, layer_norm_backward_kernel);
 ZENITH_REGISTER_KERNEL(rms_norm, CPU, rms_norm_kernel);
 ZENITH_REGISTER_KERNEL(rms_norm_backward, CPU, rms_norm_backward_kernel);
+ZENITH_REGISTER_KERNEL(add_rms_norm, CPU, add_rms_norm_kernel);
+ZENITH_REGISTER_KERNEL(rms_norm_add_backward, CPU, rms_norm_add_backward_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

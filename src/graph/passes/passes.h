@@ -32,7 +32,7 @@ int propagate_layouts(Graph& g);
 int reuse_in_place(Graph& g);
 
 // Fusions; `counts` gains one entry per fused group, by kind ("conv+relu", "bn+relu",
-// "bn+relu backward", "elementwise", "optimizer").
+// "bn+relu backward", "add+rmsnorm", "rmsnorm backward+add", "elementwise", "optimizer").
 using FusionCounts = std::map<std::string, int>;
 // conv2d whose output only relu reads -> conv2d_relu (oneDNN post-op). relu's backward reads
 // relu's output, which the fused op still returns.
@@ -40,6 +40,13 @@ int fuse_conv_relu(Graph& g, FusionCounts& counts);
 // batch_norm whose output only relu reads -> batch_norm_relu; relu_backward whose result only a
 // batch_norm_backward reads -> batch_norm_relu_backward.
 int fuse_batch_norm_relu(Graph& g, FusionCounts& counts);
+// A residual add and the rms_norm reading its sum -> add_rms_norm (both results); an
+// rms_norm_backward whose dx only an add reads (the residual stream's gradient sum) ->
+// rms_norm_add_backward. float32/float64 operands of one shape only.
+int fuse_residual_norm(Graph& g, FusionCounts& counts);
+// embedding_backward whose [V, D] result only an add with another [V, D] gradient reads (a tied
+// embedding: the output layer's weight gradient) -> embedding_backward_add.
+int fuse_embedding_grad(Graph& g, FusionCounts& counts);
 // Chains and trees of elementwise ops over one shape (0-d scalars and trailing-dim broadcasts
 // allowed), and a full sum at their end, -> one fused_elementwise loop. Never fuses a GEMM or
 // convolution. Transformer patterns (residual adds, SwiGLU's silu * gate, the scale and mask
