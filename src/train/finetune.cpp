@@ -393,7 +393,8 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
     if (resumed) models::load_lora(*model, o.resume);
     model->freeze_base();
   }
-  model->set_activation_checkpointing(o.activation_checkpointing);
+  model->set_activation_checkpointing(o.activation_checkpointing,
+                                      o.activation_checkpointing_policy);
   model->set_low_precision(amp ? amp_dtype : DType::f32, o.amp == "O2");
   // float16's narrow range needs loss scaling; bfloat16's is float32's.
   std::optional<nn::DynamicLossScaler> scaler;
