@@ -476,6 +476,15 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
                dtype_name(amp_dtype)));
   else
     log("[finetune] amp O0: float32 compute");
+  if (o.activation_checkpointing) {
+    std::string keeps;
+    for (const std::string& k : model->checkpointing_keeps())
+      keeps += (keeps.empty() ? "" : ",") + k;
+    log("[finetune] activation checkpointing per decoder layer, " +
+        (keeps.empty() ? std::string("full: each layer recomputed from its input in backward")
+                       : o.activation_checkpointing_policy + ": keeps the outputs of " + keeps +
+                             ", recomputes the rest in backward"));
+  }
   log(format("[finetune] trainable %lld of %lld parameters (%.3f%%)",
              (long long)result.trainable_parameters, (long long)result.total_parameters,
              100.0 * double(result.trainable_parameters) / double(result.total_parameters)));
