@@ -59,6 +59,10 @@ struct LlamaInput {
   bool last_position_only = false;  // logits of the last position only: [B, 1, V]
 };
 
+// What a decoder layer under selective activation checkpointing keeps from its forward: the
+// outputs of its costliest GEMMs per byte kept (bench/finetune chose it; see the README).
+inline constexpr const char* kSelectiveCheckpointing = "gate_proj,up_proj,down_proj";
+
 class Llama : public nn::Cell {
  public:
   // Random weights as transformers initialises them (normal(0, initializer_range) for linear
@@ -100,9 +104,14 @@ class Llama : public nn::Cell {
   void freeze_base(bool frozen = true);
 
   // Recompute each decoder layer in backward instead of keeping its activations: memory for
-  // time. Applies when gradients are recorded and no KV cache is used.
-  void set_activation_checkpointing(bool enabled) { checkpointing_ = enabled; }
+  // time. Applies when gradients are recorded and no KV cache is used. `policy` says which
+  // outputs of the layer's forward are kept for the recompute (those ops are not run again):
+  // "selective" the costly ones (kSelectiveCheckpointing), "full" none (only the layer's input),
+  // or a comma list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, attention.
+  void set_activation_checkpointing(bool enabled, const std::string& policy = "selective");
   bool activation_checkpointing() const { return checkpointing_; }
+  // What each checkpointed layer keeps (empty: "full").
+  const std::vector<std::string>& checkpointing_keeps() const { return checkpoint_keeps_; }
 
   // Mixed precision (MindSpore's amp levels, for finetune --amp): `dtype` bf16 or f16 runs every
   // linear layer in it (LoraLinear::set_compute_dtype: O1); `all_but_norms` also the LoRA
@@ -120,6 +129,7 @@ class Llama : public nn::Cell {
   std::shared_ptr<Parts> parts_;
   Tensor inv_freq_;  // float64 [head_dim / 2], rope_theta and rope_scaling applied
   bool checkpointing_ = false;
+  std::vector<std::string> checkpoint_keeps_;
   DType lowp_ = DType::f32;            // hidden states rounded to this between layers (O2)
   DType tied_head_lowp_ = DType::f32;  // the tied lm_head's matmul in this (O1, O2)
 };

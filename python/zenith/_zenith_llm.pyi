@@ -121,6 +121,7 @@ class FinetuneOptions:
     packing: bool
     chat_template: str
     activation_checkpointing: bool
+    activation_checkpointing_policy: str
     seed: int
     log_every: int
     eval_every: int

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/grad_mode.h"
+#include "core/output_stash.h"
 
 namespace zenith::dispatch {
 namespace {
@@ -32,6 +33,7 @@ thread_local int g_kernel_depth = 0;
 thread_local HostReadHook g_host_read_hook = nullptr;
 thread_local void* g_host_read_user = nullptr;
 thread_local bool g_validation_reads = false;
+thread_local OutputStash* g_output_stash = nullptr;
 
 // Counts the kernels running on this thread while alive (exception safe).
 struct KernelDepth {
@@ -89,6 +91,10 @@ std::vector<OpInfo> registered_ops() {
 void declare_layout_aware(OpId op) { registry().layout_aware[size_t(op)] = true; }
 
 std::vector<Tensor> call_erased(OpId op, const std::vector<Tensor>& inputs, const void* attrs) {
+  if (OutputStash* stash = g_output_stash) {
+    StashScope plain(nullptr);  // the ops this one dispatches run as usual
+    return stash->call(op, inputs, [&] { return call_erased(op, inputs, attrs); });
+  }
   Device device = kCPU;
   bool found = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -132,6 +138,9 @@ std::vector<Tensor> call_erased(OpId op, const std::vector<Tensor>& inputs, cons
   notify(r, op, inputs, attrs, outputs, false);
   return outputs;
 }
+
+StashScope::StashScope(OutputStash* stash) : previous_(g_output_stash) { g_output_stash = stash; }
+StashScope::~StashScope() { g_output_stash = previous_; }
 
 ForceDecomposition::ForceDecomposition(OpId op) : op_(op), previous_(g_forced[size_t(op)]) {
   g_forced[size_t(op)] = true;

@@ -175,7 +175,8 @@ Tensor Llama::hidden_states(const LlamaInput& in) {
   for (const auto& layer : model.layers) {
     if (recompute) {
       x = store(detail::checkpoint([layer, ctx](const Tensor& h) { return layer->forward(h, ctx); },
-                                   x, layer->parameters()));
+                                   x, layer->parameters(),
+                                   detail::kept_outputs(*layer, checkpoint_keeps_)));
     } else {
       x = store(layer->forward(x, ctx));
     }

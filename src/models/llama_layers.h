@@ -75,6 +75,7 @@ class DecoderLayerCell : public nn::Cell {
   Tensor forward(const Tensor& x) override;  // not used: needs the layer context
   Tensor forward(const Tensor& x, const LayerContext& ctx);
   std::string type_name() const override { return "LlamaDecoderLayer"; }
+  int64_t index() const { return index_; }
 
   std::shared_ptr<AttentionCell> self_attn;
   std::shared_ptr<MlpCell> mlp;
@@ -107,11 +108,29 @@ class DecoderCell : public nn::Cell {
 // `t` is an integer tensor (bool too for an attention_mask) of `shape`; errors name `what`.
 void check_integer(const Tensor& t, const char* what, const Shape& shape);
 
+// The ops whose outputs a selectively checkpointed layer keeps from its forward: linear ops on
+// these weights (the very tensors) and, with `attention`, the fused attention (output and
+// logsumexp). `where` names the layer in errors.
+struct KeptOutputs {
+  std::vector<Tensor> weights;
+  bool attention = false;
+  std::string where = "checkpointed layer";
+};
+
+// "selective", "full" or a comma list (Llama::set_activation_checkpointing) as the names kept;
+// empty for full. Unknown names fail, listing the known ones.
+std::vector<std::string> parse_checkpoint_policy(const std::string& policy);
+KeptOutputs kept_outputs(const DecoderLayerCell& layer, const std::vector<std::string>& keep);
+// Bytes of outputs kept by checkpointed layers now alive, on every thread (0 after backward).
+int64_t checkpoint_kept_bytes();
+
 // Activation checkpointing: runs fn(x) without recording the graph inside it and records one
 // node whose backward runs fn again (with the random generator as it was, so dropout draws the
-// same mask) and differentiates that, for x and `params` (those that require grad).
+// same mask) and differentiates that, for x and `params` (those that require grad). The ops
+// `keep` selects keep their outputs from the first run and are not run again: the recompute
+// takes the outputs back in call order (its ops and shapes must match; one backward per forward).
 Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x,
-                  const std::vector<Tensor>& params);
+                  const std::vector<Tensor>& params, const KeptOutputs& keep = {});
 
 }  // namespace zenith::models::detail
 

@@ -393,7 +393,8 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
     if (resumed) models::load_lora(*model, o.resume);
     model->freeze_base();
   }
-  model->set_activation_checkpointing(o.activation_checkpointing);
+  model->set_activation_checkpointing(o.activation_checkpointing,
+                                      o.activation_checkpointing_policy);
   model->set_low_precision(amp ? amp_dtype : DType::f32, o.amp == "O2");
   // float16's narrow range needs loss scaling; bfloat16's is float32's.
   std::optional<nn::DynamicLossScaler> scaler;
@@ -475,6 +476,15 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
                dtype_name(amp_dtype)));
   else
     log("[finetune] amp O0: float32 compute");
+  if (o.activation_checkpointing) {
+    std::string keeps;
+    for (const std::string& k : model->checkpointing_keeps())
+      keeps += (keeps.empty() ? "" : ",") + k;
+    log("[finetune] activation checkpointing per decoder layer, " +
+        (keeps.empty() ? std::string("full: each layer recomputed from its input in backward")
+                       : o.activation_checkpointing_policy + ": keeps the outputs of " + keeps +
+                             ", recomputes the rest in backward"));
+  }
   log(format("[finetune] trainable %lld of %lld parameters (%.3f%%)",
              (long long)result.trainable_parameters, (long long)result.total_parameters,
              100.0 * double(result.trainable_parameters) / double(result.total_parameters)));

@@ -79,6 +79,35 @@ TEST(FinetuneCli, SettingsFromYamlAndFlags) {
   EXPECT_EQ(config["target_modules"], nlohmann::json({"q_proj", "v_proj"}));
 }
 
+// The checkpointing policy from the YAML config, in graph mode too; an unknown one is refused
+// with the names it knows.
+TEST(FinetuneCli, CheckpointingPolicyFromYaml) {
+  TempDir dir("finetune_ckpt_yaml");
+  auto run = [&](const std::string& policy, const std::string& mode) {
+    std::ofstream(dir / "run.yaml") << "finetune:\n  max-steps: 2\n  batch-size: 4\n"
+                                       "  activation-checkpointing: true\n"
+                                       "  activation-checkpointing-policy: "
+                                    << policy << "\n";
+    return run_zenith("finetune --config " + (dir / "run.yaml") + " --model " +
+                      source("examples/llm/demo-llama") + " --data " +
+                      source("examples/llm/finetune/train.jsonl") + " --out " + (dir / "out") +
+                      " --mode " + mode);
+  };
+  CliResult r = run("q_proj,attention", "graph");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("activation checkpointing per decoder layer, q_proj,attention: keeps "
+                          "the outputs of q_proj,attention"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("step 2/2"), std::string::npos) << r.output;
+  CliResult bad = run("qkv", "pynative");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("activation checkpointing policy 'qkv': unknown 'qkv' (expected "
+                            "selective, full, or a comma list of q_proj"),
+            std::string::npos)
+      << bad.output;
+}
+
 // --profile STEPS as for zenith train: the trace holds each profiled step with the finetune
 // step's phases (data wait, forward, backward, optimizer) and the ops inside them.
 TEST(FinetuneCli, ProfileRecordsTheStepsPhases) {

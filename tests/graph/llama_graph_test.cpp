@@ -34,7 +34,8 @@ struct LlamaTrainer {
   std::shared_ptr<models::Llama> model;
   nn::OptimizerPtr opt;
   test::State state;
-  explicit LlamaTrainer(bool lora_bf16 = false) {
+  // checkpointing: a policy of Llama::set_activation_checkpointing, or empty for none.
+  explicit LlamaTrainer(bool lora_bf16 = false, const std::string& checkpointing = "") {
     manual_seed(0);
     model = std::make_shared<models::Llama>(tiny_config(), lora_bf16 ? DType::bf16 : DType::f32);
     if (lora_bf16) {
@@ -46,6 +47,7 @@ struct LlamaTrainer {
       models::add_lora(*model, lc);
       model->freeze_base();
     }
+    if (!checkpointing.empty()) model->set_activation_checkpointing(true, checkpointing);
     model->train();
     opt = nn::AdamW(model->trainable_params(), nn::warmup_cosine_lr(3e-3, 3, 20, 1e-4), 0.9, 0.999,
                     1e-8, 0.01);
@@ -80,8 +82,8 @@ std::pair<Tensor, Tensor> batch(int64_t b, int64_t t) {
   return {ids, labels};
 }
 
-void expect_equal_training(bool lora_bf16, int steps) {
-  LlamaTrainer eager(lora_bf16), graphed(lora_bf16);
+void expect_equal_training(bool lora_bf16, int steps, const std::string& checkpointing = "") {
+  LlamaTrainer eager(lora_bf16), graphed(lora_bf16, checkpointing);
   std::vector<std::string> log;
   StepCompiler c(graphed.state, graphed.opt.get(),
                  {.log = [&](const std::string& l) { log.push_back(l); }});
@@ -173,6 +175,16 @@ TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
 TEST_F(LlamaGraph, TwentyStepsEqualEager) { expect_equal_training(false, 20); }
 
 TEST_F(LlamaGraph, LoraOnABf16BaseEqualsEager) { expect_equal_training(true, 20); }
+
+// Checkpointed layers (the recompute in backward, and selective's kept outputs taken back
+// instead of run again) capture and replay too, equal to eager without checkpointing.
+TEST_F(LlamaGraph, CheckpointedLayersEqualEager) {
+  for (const char* policy : {"selective", "full"})
+    for (bool lora_bf16 : {false, true}) {
+      SCOPED_TRACE(std::string(policy) + (lora_bf16 ? " lora bf16" : " f32"));
+      expect_equal_training(lora_bf16, 5, policy);
+    }
+}
 
 }  // namespace
 }  // namespace zenith::graph

@@ -298,6 +298,25 @@ def test_finetune_writes_a_peft_adapter(tmp_path):
     assert model.peft_config.r == 4
 
 
+def test_finetune_checkpointing_policy(tmp_path):
+    def run(policy, out):
+        lines = []
+        result = llm.finetune(model=DEMO, data=os.path.join(FINETUNE_DATA, "train.jsonl"),
+                              out=str(tmp_path / out), max_steps=2, batch_size=4,
+                              activation_checkpointing=policy is not None,
+                              activation_checkpointing_policy=policy or "selective",
+                              log=lines.append)
+        return result["losses"], lines
+    plain, _ = run(None, "plain")
+    for policy in ("selective", "full", "gate_proj,attention"):
+        losses, lines = run(policy, policy.replace(",", "_"))
+        np.testing.assert_allclose(losses, plain, rtol=1e-6)
+        assert any("activation checkpointing per decoder layer, " + policy.split(",")[0] in line
+                   for line in lines), lines
+    with pytest.raises(zenith.Error, match="unknown 'qkv'"):
+        run("qkv", "bad")
+
+
 def test_finetune_arguments_are_checked(tmp_path):
     with pytest.raises(TypeError, match="unexpected keyword argument 'lora_rank'.*lora_r"):
         llm.finetune(model=DEMO, data="x.jsonl", out=str(tmp_path), lora_rank=4)

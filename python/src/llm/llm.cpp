@@ -332,6 +332,7 @@ void bind_finetune(py::module_& m) {
       .def_readwrite("packing", &O::packing)
       .def_readwrite("chat_template", &O::chat_template)
       .def_readwrite("activation_checkpointing", &O::activation_checkpointing)
+      .def_readwrite("activation_checkpointing_policy", &O::activation_checkpointing_policy)
       .def_readwrite("seed", &O::seed)
       .def_readwrite("log_every", &O::log_every)
       .def_readwrite("eval_every", &O::eval_every)
