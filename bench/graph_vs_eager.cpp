@@ -3,15 +3,18 @@
 // batches, timed alternately (eager step, graph step, ...) so that load from other processes hits
 // both alike.
 //
-//   graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--check] [--json]
+//   graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--check]
+//                  [--update-in-backward] [--json]
 //
 // Per workload: step time (median and min over S steps) per mode, the ratio eager / graph
 // (> 1: graph mode is faster) and the time it saves per step, the ratio of CPU time per step
 // (steadier than wall time on shared cores; meaningful with --threads 1), GFLOP/s on the conv and
 // matmul FLOPs and their % of the sgemm peak, the step's peak memory per mode (bytes the allocator
 // hands out during a step, plus graph mode's arena) and their ratio, and the capture's log
-// line. --check also runs 20 steps in each mode from equal weights and reports the largest
-// difference of the losses and the weights (graph mode must equal eager to 1e-5).
+// line; what graph mode holds at its peak (intermediates by producing op and role, the planned
+// buffers' peak beside the arena). --check also runs 20 steps in each mode from equal weights and
+// reports the largest difference of the losses and the weights (graph mode must equal eager to
+// 1e-5).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -75,7 +78,7 @@ struct Trainer {
   nn::OptimizerPtr opt;
   std::unique_ptr<graph::StepCompiler> compiler;
   std::string capture_line;
-  Trainer(const Workload& w, bool graph_mode) {
+  Trainer(const Workload& w, bool graph_mode, bool update_in_backward = false) {
     manual_seed(0);
     if (w.model == "llama") {
       net = std::make_shared<models::Llama>(stories15m_config());
@@ -91,9 +94,11 @@ struct Trainer {
     for (auto& b : net->named_buffers()) state.push_back(b);
     for (auto& [k, v] : opt->state_dict()) state.push_back({"optimizer." + k, v});
     compiler = std::make_unique<graph::StepCompiler>(
-        state, opt.get(), graph::Options{.log = [this](const std::string& l) {
-          if (capture_line.empty()) capture_line = l;
-        }});
+        state, opt.get(),
+        graph::Options{.update_in_backward = update_in_backward,
+                       .log = [this](const std::string& l) {
+                         if (capture_line.empty()) capture_line = l;
+                       }});
   }
   // One step as Model::train runs it: zero grads, forward + loss, a host read of the loss,
   // backward, update.
@@ -153,7 +158,8 @@ double max_weight_diff(const Trainer& a, const Trainer& b) {
   return d;
 }
 
-json run_workload(const Workload& w, int warmup, int steps, bool check, double peak, int threads) {
+json run_workload(const Workload& w, int warmup, int steps, bool check, double peak, int threads,
+                  bool in_backward) {
   manual_seed(1);
   const int batches = 4;
   std::vector<Tensor> xs, ys;
@@ -166,7 +172,7 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
     xs.push_back(Tensor::randn({w.batch, w.channels, w.image, w.image}));
     ys.push_back(Tensor::randint(0, 10, {w.batch}));
   }
-  Trainer eager(w, false), graphed(w, true);
+  Trainer eager(w, false), graphed(w, true, in_backward);
   for (int i = 0; i < warmup; ++i) {  // graph: the capture, the replay that plans memory, ...
     eager.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
     graphed.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
@@ -217,11 +223,21 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
             {"graph_step_peak_mb", mem_g},
             {"memory_ratio", mem_g / mem_e},
             {"graph_arena_mb", double(graphed.compiler->arena_bytes()) / 1e6},
+            {"graph_planned_peak_mb", double(graphed.compiler->planned_peak_bytes()) / 1e6},
             {"captures", graphed.compiler->captures()},
             {"replays", graphed.compiler->replays()},
             {"capture", graphed.capture_line}};
+  if (const graph::CaptureReport* c = graphed.compiler->last_capture()) {
+    json live = json::array();
+    for (const graph::LiveGroup& g : c->live_at_peak)
+      live.push_back(
+          {{"op", g.op}, {"role", g.role}, {"mb", double(g.bytes) / 1e6}, {"buffers", g.buffers}});
+    r["graph_activations_mb"] = double(c->activations_after) / 1e6;
+    r["graph_peak_op"] = c->peak_op;
+    r["graph_live_at_peak"] = live;
+  }
   if (check) {
-    Trainer a(w, false), b(w, true);
+    Trainer a(w, false), b(w, true, in_backward);
     double loss_diff = 0;
     for (int i = 0; i < 20; ++i) {
       const double la = a.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
@@ -237,7 +253,7 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, double p
 
 int usage() {
   std::cerr << "usage: graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] "
-               "[--check] [--json]\nworkloads:";
+               "[--check] [--update-in-backward] [--json]\nworkloads:";
   for (auto& w : kWorkloads) std::cerr << " " << w.name;
   std::cerr << "\n";
   return 2;
@@ -247,7 +263,7 @@ int usage() {
 
 int main(int argc, char** argv) {
   int threads = 0, warmup = 3, steps = 0;
-  bool as_json = false, check = false;
+  bool as_json = false, check = false, in_backward = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -264,6 +280,8 @@ int main(int argc, char** argv) {
       as_json = true;
     else if (a == "--check")
       check = true;
+    else if (a == "--update-in-backward")
+      in_backward = true;
     else
       return usage();
   }
@@ -277,13 +295,12 @@ int main(int argc, char** argv) {
 
   const double peak = bench::sgemm_peak_gflops(threads, 2048, /*cpu_time=*/threads == 1);
   context::set_num_threads(threads);
-  json results = {{"isa", bench::cpu_isa()},
-                  {"onednn_isa", bench::onednn_isa()},
-                  {"sgemm_peak_gflops", peak},
-                  {"threads", threads},
-                  {"workloads", json::object()}};
+  json results = {{"isa", bench::cpu_isa()},           {"onednn_isa", bench::onednn_isa()},
+                  {"sgemm_peak_gflops", peak},         {"threads", threads},
+                  {"update_in_backward", in_backward}, {"workloads", json::object()}};
   for (auto& w : selected) {
-    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, peak, threads);
+    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, peak, threads,
+                          in_backward);
     results["workloads"][w.name] = r;
     if (!as_json) std::cerr << w.name << ": " << r["capture"].get<std::string>() << "\n";
   }

@@ -80,11 +80,12 @@ std::pair<Tensor, Tensor> batch(int64_t b, int64_t t) {
   return {ids, labels};
 }
 
-void expect_equal_training(bool lora_bf16, int steps) {
+void expect_equal_training(bool lora_bf16, int steps, bool in_backward = false) {
   LlamaTrainer eager(lora_bf16), graphed(lora_bf16);
   std::vector<std::string> log;
-  StepCompiler c(graphed.state, graphed.opt.get(),
-                 {.log = [&](const std::string& l) { log.push_back(l); }});
+  StepCompiler c(
+      graphed.state, graphed.opt.get(),
+      {.update_in_backward = in_backward, .log = [&](const std::string& l) { log.push_back(l); }});
   manual_seed(1);
   for (int i = 0; i < steps; ++i) {
     auto [ids, labels] = batch(2, 12);
@@ -139,6 +140,13 @@ TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
   EXPECT_GE(after["fused_elementwise"], 1);
   EXPECT_EQ(report.ops_after, int(g->nodes.size()));
   EXPECT_LT(report.ops_after, report.ops_before);
+  // dlogits are written over the logits, which die at cross-entropy's backward (and gradient
+  // sums over a dying term).
+  int over_logits = 0;
+  for (const Node& n : g->nodes)
+    if (n.op == OpId::cross_entropy_rows_backward) over_logits += n.overwrites == 1;
+  EXPECT_EQ(over_logits, 1);
+  EXPECT_GT(report.overwrites, over_logits);
 
   // The optimized graph replayed from the start weights: the eager step's loss and weights.
   LlamaTrainer replayed;
@@ -160,6 +168,9 @@ TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
 TEST_F(LlamaGraph, TwentyStepsEqualEager) { expect_equal_training(false, 20); }
 
 TEST_F(LlamaGraph, LoraOnABf16BaseEqualsEager) { expect_equal_training(true, 20); }
+
+// AdamW in the backward (graph::Options::update_in_backward): the same training.
+TEST_F(LlamaGraph, UpdatesInTheBackwardEqualEager) { expect_equal_training(false, 20, true); }
 
 }  // namespace
 }  // namespace zenith::graph
