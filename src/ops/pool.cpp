@@ -5,6 +5,7 @@
 // reference kernels for them (max pooling's through oneDNN's saved workspace) as fast paths.
 #include <limits>
 
+#include "core/grad_mode.h"
 #include "core/shape.h"
 #include "ops/op_utils.h"
 
@@ -158,6 +159,21 @@ ZENITH_REGISTER_DECOMPOSITION(max_pool2d_backward, max_pool2d_backward_composed)
 ZENITH_REGISTER_DECOMPOSITION(avg_pool2d_backward, avg_pool2d_backward_composed);
 ZENITH_REGISTER_DECOMPOSITION(adaptive_avg_pool2d_backward, adaptive_avg_pool2d_backward_composed);
 
+// A stand-in for x that has its shape, strides, dtype, device and layout (a oneDNN blocked
+// format picks the workspace's format) but no bytes: max pooling's backward kernels take where
+// dy goes from the workspace or indices and only the shape and format from x, so a graph's
+// plan may free x after the forward's last reader.
+Tensor shape_and_layout_of(const Tensor& x) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(nullptr, 0, x.device(), [] {});
+  impl->shape = x.shape();
+  impl->strides = x.strides();
+  impl->dtype = x.dtype();
+  impl->device = x.device();
+  impl->layout = x.impl().layout;
+  return Tensor(std::move(impl));
+}
+
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
@@ -169,7 +185,10 @@ Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int6
   if (attrs.training) {
     Tensor ws = outs.size() > 1 ? outs[1] : Tensor();
     autograd::record("max_pool2d", {x}, {outs[0]}, [x, ws, attrs](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{dispatch::call1<OpId::max_pool2d_backward>({g[0], x, ws}, attrs)};
+      // A differentiable backward (create_graph) runs the decomposition, which reads x's values.
+      const Tensor xin = ws.defined() && !core::grad_mode_enabled() ? shape_and_layout_of(x) : x;
+      return std::vector<Tensor>{
+          dispatch::call1<OpId::max_pool2d_backward>({g[0], xin, ws}, attrs)};
     });
   }
   return outs[0];

@@ -342,5 +342,39 @@ TEST_F(GraphStep, SeedCnnGraphBeforeAndAfterThePasses) {
   EXPECT_EQ(g->count(OpId::conv2d), 2);  // each read by max_pool2d: no conv+relu here
 }
 
+// Max pooling's backward takes from its input only the shape and format (where dy goes is in
+// the workspace): it reads a stand-in without bytes, so the pooled activation (SeedCNN's conv
+// outputs) is last read in the forward and the plan frees it there.
+TEST_F(GraphStep, MaxPoolBackwardKeepsOnlyItsInputsShape) {
+  Trainer t("seedcnn", 32);
+  manual_seed(6);
+  Tensor x = Tensor::randn({8, 3, 32, 32}), y = Tensor::randint(0, 10, {8});
+  std::optional<Graph> g = test::record_step({x, y}, t.state, *t.opt,
+                                             [&] { return (*t.loss_fn)(t.net->forward(x), y); });
+  ASSERT_TRUE(g.has_value());
+  optimize(*g);
+  const auto readers = g->readers();
+  int pools = 0, backwards = 0;
+  for (const Node& n : g->nodes) {
+    if (n.op == OpId::max_pool2d) {
+      ++pools;
+      const Value& in = g->values[size_t(n.inputs[0].value)];
+      EXPECT_EQ(in.kind, ValueKind::kIntermediate);
+      for (int r : readers[size_t(n.inputs[0].value)])
+        EXPECT_EQ(g->nodes[size_t(r)].segment, n.segment)
+            << "read by " << op_name(g->nodes[size_t(r)].op);
+    }
+    if (n.op == OpId::max_pool2d_backward) {
+      ++backwards;
+      const Value& stand_in = g->values[size_t(n.inputs[1].value)];
+      EXPECT_EQ(stand_in.kind, ValueKind::kConstant);
+      EXPECT_EQ(stand_in.nbytes, 0u);
+      EXPECT_EQ(n.overwrites, -1);
+    }
+  }
+  EXPECT_EQ(pools, 2);
+  EXPECT_EQ(backwards, 2);
+}
+
 }  // namespace
 }  // namespace zenith::graph
