@@ -93,7 +93,8 @@ std::map<std::string, double> CaptureReport::scalars() const {
       {"graph/activations_mb_before", double(activations_before) / 1e6},
       {"graph/activations_mb_after", double(activations_after) / 1e6},
       {"graph/capture_ms", capture_ms},
-      {"graph/compile_ms", compile_ms}};
+      {"graph/compile_ms", compile_ms},
+      {"graph/updates_in_backward", updates_in_backward}};
   for (const auto& [kind, n] : fusions) s["graph/fused/" + kind] = n;
   return s;
 }

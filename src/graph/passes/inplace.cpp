@@ -84,7 +84,8 @@ constexpr Overwritable kOverwritable[] = {
     {OpId::gelu_backward, 0},
     {OpId::gelu_backward, 1},
     // dx over x, whose values pooling's backward never reads (cpu/pool.cpp: the max pool's
-    // workspace or indices say where dy goes; x gives only the shape).
+    // workspace or indices say where dy goes; x gives only the shape). Max pooling's backward
+    // gets x itself only from a caller other than ops::max_pool2d (which passes a stand-in).
     {OpId::max_pool2d_backward, 1},
     {OpId::avg_pool2d_backward, 1},
 };
