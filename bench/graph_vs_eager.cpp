@@ -4,16 +4,21 @@
 // both alike.
 //
 //   graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] [--check]
-//                  [--profile STEPS] [--json]
+//                  [--profile STEPS] [--no-update-in-backward] [--json]
+//
+// The Momentum/AdamW updates run in the backward by default, as `zenith train --mode graph` runs
+// a step of one micro-batch (nothing reads .grad after it); --no-update-in-backward keeps them in
+// the update phase.
 //
 // Per workload: step time (median and min over S steps) per mode, the ratio eager / graph
 // (> 1: graph mode is faster) and the time it saves per step, the ratio of CPU time per step
 // (steadier than wall time on shared cores; meaningful with --threads 1), GFLOP/s on the conv and
 // matmul FLOPs and their % of the sgemm peak, the step's peak memory per mode (bytes the allocator
 // hands out during a step, plus graph mode's arena) and their ratio, and the capture's log
-// line. --check also runs 20 steps in each mode from equal weights and reports the largest
-// difference of the losses and the weights (graph mode must equal eager to 1e-5). --profile
-// prints each mode's op summary (self time per op) over that many more steps.
+// line; what graph mode holds at its peak (intermediates by producing op and role, the planned
+// buffers' peak beside the arena). --check also runs 20 steps in each mode from equal weights and
+// reports the largest difference of the losses and the weights (graph mode must equal eager to
+// 1e-5). --profile prints each mode's op summary (self time per op) over that many more steps.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -78,7 +83,7 @@ struct Trainer {
   nn::OptimizerPtr opt;
   std::unique_ptr<graph::StepCompiler> compiler;
   std::string capture_line;
-  Trainer(const Workload& w, bool graph_mode) {
+  Trainer(const Workload& w, bool graph_mode, bool update_in_backward = false) {
     manual_seed(0);
     if (w.model == "llama") {
       net = std::make_shared<models::Llama>(stories15m_config());
@@ -94,9 +99,11 @@ struct Trainer {
     for (auto& b : net->named_buffers()) state.push_back(b);
     for (auto& [k, v] : opt->state_dict()) state.push_back({"optimizer." + k, v});
     compiler = std::make_unique<graph::StepCompiler>(
-        state, opt.get(), graph::Options{.log = [this](const std::string& l) {
-          if (capture_line.empty()) capture_line = l;
-        }});
+        state, opt.get(),
+        graph::Options{.update_in_backward = update_in_backward,
+                       .log = [this](const std::string& l) {
+                         if (capture_line.empty()) capture_line = l;
+                       }});
   }
   // One step as Model::train runs it: zero grads, forward + loss, a host read of the loss,
   // backward, update.
@@ -183,7 +190,7 @@ std::string profile_steps(Trainer& t, const std::vector<Tensor>& xs, const std::
 }
 
 json run_workload(const Workload& w, int warmup, int steps, bool check, int profile, double peak,
-                  int threads) {
+                  int threads, bool in_backward) {
   manual_seed(1);
   const int batches = 4;
   std::vector<Tensor> xs, ys;
@@ -196,7 +203,7 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
     xs.push_back(Tensor::randn({w.batch, w.channels, w.image, w.image}));
     ys.push_back(Tensor::randint(0, 10, {w.batch}));
   }
-  Trainer eager(w, false), graphed(w, true);
+  Trainer eager(w, false), graphed(w, true, in_backward);
   for (int i = 0; i < warmup; ++i) {  // graph: the capture, the replay that plans memory, ...
     eager.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
     graphed.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
@@ -251,11 +258,21 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
             {"graph_step_peak_mb", mem_g},
             {"memory_ratio", mem_g / mem_e},
             {"graph_arena_mb", double(graphed.compiler->arena_bytes()) / 1e6},
+            {"graph_planned_peak_mb", double(graphed.compiler->planned_peak_bytes()) / 1e6},
             {"captures", graphed.compiler->captures()},
             {"replays", graphed.compiler->replays()},
             {"capture", graphed.capture_line}};
+  if (const graph::CaptureReport* c = graphed.compiler->last_capture()) {
+    json live = json::array();
+    for (const graph::LiveGroup& g : c->live_at_peak)
+      live.push_back(
+          {{"op", g.op}, {"role", g.role}, {"mb", double(g.bytes) / 1e6}, {"buffers", g.buffers}});
+    r["graph_activations_mb"] = double(c->activations_after) / 1e6;
+    r["graph_peak_op"] = c->peak_op;
+    r["graph_live_at_peak"] = live;
+  }
   if (check) {
-    Trainer a(w, false), b(w, true);
+    Trainer a(w, false), b(w, true, in_backward);
     double loss_diff = 0;
     for (int i = 0; i < 20; ++i) {
       const double la = a.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
@@ -271,7 +288,7 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
 
 int usage() {
   std::cerr << "usage: graph_vs_eager [--threads N] [--warmup W] [--steps S] [--workloads a,b] "
-               "[--check] [--profile STEPS] [--json]\nworkloads:";
+               "[--check] [--profile STEPS] [--no-update-in-backward] [--json]\nworkloads:";
   for (auto& w : kWorkloads) std::cerr << " " << w.name;
   std::cerr << "\n";
   return 2;
@@ -281,7 +298,7 @@ int usage() {
 
 int main(int argc, char** argv) {
   int threads = 0, warmup = 3, steps = 0, profile = 0;
-  bool as_json = false, check = false;
+  bool as_json = false, check = false, in_backward = true;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -300,6 +317,10 @@ int main(int argc, char** argv) {
       check = true;
     else if (a == "--profile")
       profile = std::atoi(next().c_str());
+    else if (a == "--update-in-backward")  // the default; kept for older command lines
+      in_backward = true;
+    else if (a == "--no-update-in-backward")
+      in_backward = false;
     else
       return usage();
   }
@@ -318,10 +339,11 @@ int main(int argc, char** argv) {
                   {"avx2_fast_paths", cpu::use_avx2_fast_paths()},
                   {"sgemm_peak_gflops", peak},
                   {"threads", threads},
+                  {"update_in_backward", in_backward},
                   {"workloads", json::object()}};
   for (auto& w : selected) {
-    json r =
-        run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, profile, peak, threads);
+    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, profile, peak,
+                          threads, in_backward);
     results["workloads"][w.name] = r;
     if (!as_json) std::cerr << w.name << ": " << r["capture"].get<std::string>() << "\n";
   }

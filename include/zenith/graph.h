@@ -34,14 +34,28 @@
 namespace zenith::graph {
 
 // What one capture produced: the seed's log line and the figures metrics.jsonl records.
+// Intermediates alive at a graph's activation peak that one op made in one role ("saved for
+// backward", "parameter gradient", "activation gradient or temporary", "forward temporary",
+// "step output").
+struct LiveGroup {
+  std::string op, role;
+  size_t bytes = 0;
+  int buffers = 0;
+};
+
 struct CaptureReport {
   int ops = 0;                         // captured
   int ops_after = 0;                   // after the passes
   std::map<std::string, int> fusions;  // fused groups by kind
   int dead = 0, common = 0, constants = 0, layouts = 0, in_place = 0;
+  int overwrites = 0;             // outputs written over an input that dies at their op
+  int updates_in_backward = 0;    // optimizer update nodes run inside the backward
   size_t activations_before = 0;  // peak bytes of intermediates, captured graph in eager order
   size_t activations_after = 0;   // the same after the passes
   double capture_ms = 0, compile_ms = 0;
+  // What is alive at the peak after the passes (largest first), and the op where it is reached.
+  std::vector<LiveGroup> live_at_peak;
+  std::string peak_op;
   // "graph: 344 ops -> 151 after fusion (bn+relu 9, elementwise 16, ...); activations 76 MB ->
   // 60 MB"
   std::string line() const;
@@ -55,6 +69,11 @@ struct Options {
   // One arena per graph, planned from its first replay. The tensors a replay hands out (the
   // loss, the gradients) live in it until the next replay of that graph: clone() to keep them.
   bool plan_memory = true;
+  // Optimizer in the backward (torchtune's optimizer_in_bwd): each parameter's update runs as
+  // soon as its gradient is final and its buffer is reused, so a replay never holds every
+  // gradient at once; replays then leave no gradients in .grad. Only for steps whose host code
+  // runs every phase (no skipped update, no gradient read between backward and update).
+  bool update_in_backward = false;
   // Where capture lines and fallback reasons go (default: stdout).
   std::function<void(const std::string&)> log;
 };
@@ -111,6 +130,8 @@ class StepCompiler {
   std::unique_ptr<CaptureReport> take_new_capture() { return std::move(new_); }
   // Bytes of the memory arena of the graph replayed last (0 before its plan exists).
   size_t arena_bytes() const;
+  // The most bytes its planned buffers hold at once (the arena's lower bound; 0 before).
+  size_t planned_peak_bytes() const;
   // Why the last signature that could not be captured runs eagerly ("" when none).
   const std::string& fallback_reason() const { return fallback_; }
 

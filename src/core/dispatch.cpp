@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/decomposition_forced.h"
 #include "core/grad_mode.h"
 #include "core/output_stash.h"
 
@@ -147,6 +148,8 @@ ForceDecomposition::ForceDecomposition(OpId op) : op_(op), previous_(g_forced[si
 }
 
 ForceDecomposition::~ForceDecomposition() { g_forced[size_t(op_)] = previous_; }
+
+bool decomposition_forced(OpId op) { return g_forced[size_t(op)]; }
 
 int add_observer(Observer observer, void* user, BeginObserver begin) {
   auto& r = registry();

@@ -175,29 +175,74 @@ std::string Graph::dump() const {
     os << (n.outputs.empty() ? "" : " = ") << op_name(n.op) << "(";
     for (size_t k = 0; k < n.inputs.size(); ++k) os << (k ? ", " : "") << operand(n.inputs[k]);
     os << ")";
+    if (n.overwrites >= 0) os << "  # over " << operand(n.inputs[size_t(n.overwrites)]);
     if (!n.fused.empty()) os << "  # " << n.fused;
     os << "\n";
   }
   return os.str();
 }
 
-size_t Graph::peak_intermediate_bytes() const {
-  auto r = readers();
-  auto keep = live_out();
-  std::vector<std::vector<ValueId>> dies(nodes.size());
-  for (size_t v = 0; v < values.size(); ++v) {
-    if (values[v].kind != ValueKind::kIntermediate || keep[v]) continue;
-    int last = r[v].empty() ? values[v].producer : r[v].back();
+namespace {
+
+// Walks the nodes in order with each intermediate alive from its producer to its last reader
+// (values that outlive the step to the end); calls at(node, live bytes, alive) after each
+// node's outputs are made, before the values it last reads die.
+template <typename F>
+void sweep_live(const Graph& g, F&& at) {
+  auto r = g.readers();
+  auto keep = g.live_out();
+  std::vector<std::vector<ValueId>> dies(g.nodes.size());
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (g.values[v].kind != ValueKind::kIntermediate || keep[v]) continue;
+    int last = r[v].empty() ? g.values[v].producer : r[v].back();
     if (last >= 0) dies[size_t(last)].push_back(ValueId(v));
   }
-  size_t live = 0, peak = 0;
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    for (ValueId o : nodes[n].outputs)
-      if (o != kNoValue) live += values[size_t(o)].nbytes;
-    peak = std::max(peak, live);
-    for (ValueId v : dies[n]) live -= values[size_t(v)].nbytes;
+  std::vector<bool> alive(g.values.size(), false);
+  size_t live = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    const ValueId over = node.overwrites >= 0 ? node.inputs[size_t(node.overwrites)].value : -1;
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const ValueId o = node.outputs[k];
+      if (o == kNoValue) continue;
+      alive[size_t(o)] = true;
+      if (k == 0 && over >= 0 && alive[size_t(over)]) {
+        alive[size_t(over)] = false;  // its bytes are the output's now
+        live -= g.values[size_t(over)].nbytes;
+      }
+      live += g.values[size_t(o)].nbytes;
+    }
+    at(int(n), live, alive);
+    for (ValueId v : dies[n])
+      if (alive[size_t(v)]) {
+        alive[size_t(v)] = false;
+        live -= g.values[size_t(v)].nbytes;
+      }
   }
+}
+
+}  // namespace
+
+size_t Graph::peak_intermediate_bytes() const {
+  size_t peak = 0;
+  sweep_live(*this,
+             [&](int, size_t live, const std::vector<bool>&) { peak = std::max(peak, live); });
   return peak;
+}
+
+std::vector<ValueId> Graph::live_at_peak(int* node) const {
+  size_t peak = 0;
+  std::vector<ValueId> out;
+  if (node) *node = -1;
+  sweep_live(*this, [&](int n, size_t live, const std::vector<bool>& alive) {
+    if (live <= peak && !out.empty()) return;
+    peak = live;
+    out.clear();
+    for (size_t v = 0; v < alive.size(); ++v)
+      if (alive[v]) out.push_back(ValueId(v));
+    if (node) *node = n;
+  });
+  return out;
 }
 
 }  // namespace zenith::graph

@@ -74,6 +74,9 @@ struct Node {
   std::vector<int> writes;       // indices of inputs the op updates in place
   int segment = 0;               // the step phase it belongs to (see StepGraph)
   std::string fused;             // a fusion's description, for the report ("conv+relu")
+  // The input whose buffer output 0 takes over (it dies here, and the kernel may write its
+  // result over it: write_over_dying_inputs); -1: none. The memory plan puts both in one place.
+  int overwrites = -1;
   AttrsRef attrs_ref() const { return AttrsRef(op, attrs.get()); }
   template <OpId id>
   const AttrsOf<id>& get() const {
@@ -115,8 +118,12 @@ struct Graph {
   // One line per node: "%5 = conv2d(%1, %2) [fused conv+relu]".
   std::string dump() const;
   // Peak bytes of intermediate values when each lives from its producer to its last reader,
-  // in node order (what eager mode holds, without allocator rounding).
+  // in node order (what eager mode holds, without allocator rounding); an output written over
+  // an input (Node::overwrites) adds nothing.
   size_t peak_intermediate_bytes() const;
+  // The intermediate values alive at that peak (the first node where it is reached), and the
+  // node.
+  std::vector<ValueId> live_at_peak(int* node = nullptr) const;
 };
 
 // Inputs an op updates in place (optimizer updates, fills and copies, batch norm's running

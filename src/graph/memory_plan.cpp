@@ -7,26 +7,59 @@
 
 namespace zenith::graph {
 
-size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align) {
-  std::vector<size_t> order;
+namespace {
+
+// Buffers written over another form one group, placed once: its root (the first buffer), its
+// largest size and the range from the root's allocation to the last member's free.
+struct Group {
+  size_t root = 0, size = 0;
+  int64_t alloc = 0, free = -1;
+};
+
+// Per buffer its group's index in `groups` (-1 when not planned).
+std::vector<int64_t> group_buffers(const std::vector<PlannedBuffer>& buffers,
+                                   std::vector<Group>& groups) {
+  std::vector<int64_t> of(buffers.size(), -1);
+  groups.clear();
   for (size_t i = 0; i < buffers.size(); ++i) {
-    buffers[i].offset = -1;
-    if (buffers[i].free >= 0) order.push_back(i);
+    const PlannedBuffer& b = buffers[i];
+    if (b.free < 0) continue;
+    const int64_t o = b.over;
+    if (o >= 0 && size_t(o) < i && of[size_t(o)] >= 0 && b.size <= buffers[size_t(o)].size) {
+      Group& g = groups[size_t(of[size_t(o)])];
+      g.free = std::max(g.free, b.free);
+      of[i] = of[size_t(o)];
+      continue;
+    }
+    of[i] = int64_t(groups.size());
+    groups.push_back({i, b.size, b.alloc, b.free});
   }
+  return of;
+}
+
+}  // namespace
+
+size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align) {
+  std::vector<Group> groups;
+  const std::vector<int64_t> of = group_buffers(buffers, groups);
+  std::vector<size_t> order(groups.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   // Largest first; ties by allocation order, so the plan is reproducible.
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return buffers[a].size > buffers[b].size; });
+                   [&](size_t a, size_t b) { return groups[a].size > groups[b].size; });
+  auto rounded = [&](size_t n) { return (n + align - 1) / align * align; };
   std::vector<size_t> placed;
+  std::vector<int64_t> offset(groups.size(), -1);
   size_t arena = 0;
   for (size_t i : order) {
-    PlannedBuffer& b = buffers[i];
-    const size_t size = (b.size + align - 1) / align * align;
-    // The placed buffers alive at the same time as b, by offset.
+    const Group& b = groups[i];
+    const size_t size = rounded(b.size);
+    // The placed groups alive at the same time as b, by offset.
     std::vector<std::pair<size_t, size_t>> busy;
     for (size_t j : placed) {
-      const PlannedBuffer& o = buffers[j];
+      const Group& o = groups[j];
       if (o.alloc < b.free && b.alloc < o.free)
-        busy.push_back({size_t(o.offset), (o.size + align - 1) / align * align});
+        busy.push_back({size_t(offset[j]), rounded(o.size)});
     }
     std::sort(busy.begin(), busy.end());
     size_t best = SIZE_MAX, best_gap = SIZE_MAX, cursor = 0;
@@ -38,19 +71,22 @@ size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align) {
       cursor = std::max(cursor, off + sz);
     }
     if (best == SIZE_MAX) best = cursor;  // after everything alive at the same time
-    b.offset = int64_t(best);
+    offset[i] = int64_t(best);
     arena = std::max(arena, best + size);
     placed.push_back(i);
   }
+  for (size_t i = 0; i < buffers.size(); ++i)
+    buffers[i].offset = of[i] < 0 ? -1 : offset[size_t(of[i])];
   return arena;
 }
 
 size_t peak_live_bytes(const std::vector<PlannedBuffer>& buffers) {
+  std::vector<Group> groups;
+  group_buffers(buffers, groups);
   std::vector<std::pair<int64_t, int64_t>> events;  // (time, +size / -size)
-  for (const auto& b : buffers) {
-    if (b.free < 0) continue;
-    events.push_back({b.alloc, int64_t(b.size)});
-    events.push_back({b.free, -int64_t(b.size)});
+  for (const auto& g : groups) {
+    events.push_back({g.alloc, int64_t(g.size)});
+    events.push_back({g.free, -int64_t(g.size)});
   }
   std::sort(events.begin(), events.end());  // a free at t comes before an allocation at t
   int64_t live = 0, peak = 0;
@@ -68,6 +104,7 @@ MemoryPlan::~MemoryPlan() {
 void MemoryPlan::on_alloc(void* self, void* p, size_t nbytes) {
   auto* m = static_cast<MemoryPlan*>(self);
   m->open_.push_back({p, m->buffers_.size()});
+  m->pointers_.push_back(p);
   m->buffers_.push_back({nbytes, m->events_++, -1, -1});
 }
 
@@ -81,11 +118,26 @@ void MemoryPlan::on_free(void* self, void* p) {
     }
 }
 
+void MemoryPlan::note_overwrite(const void* in, const void* out) {
+  if (!recording() || !in || !out || in == out) return;
+  int64_t bi = -1, bo = -1;
+  for (size_t i = pointers_.size(); i-- > 0 && (bi < 0 || bo < 0);) {
+    if (bo < 0 && pointers_[i] == out && buffers_[i].free < 0) bo = int64_t(i);
+    if (bi < 0 && pointers_[i] == in) bi = int64_t(i);
+  }
+  // The input must have died (freed) after the output was made, and be no smaller.
+  if (bi < 0 || bo < 0 || bi > bo) return;
+  const PlannedBuffer &i = buffers_[size_t(bi)], &o = buffers_[size_t(bo)];
+  if (i.free < o.alloc || o.size > i.size) return;
+  buffers_[size_t(bo)].over = bi;
+}
+
 void MemoryPlan::start_replay() {
   in_replay_ = true;
   if (phase_ == Phase::kIdle && !dropped_) {
     phase_ = Phase::kRecording;
     buffers_.clear();
+    pointers_.clear();
     open_.clear();
     events_ = 0;
     observer_ = {&MemoryPlan::on_alloc, &MemoryPlan::on_free, this};
@@ -115,12 +167,13 @@ void MemoryPlan::build() {
   open_.clear();
   peak_ = peak_live_bytes(buffers_);
   arena_bytes_ = pack_buffers(buffers_);
-  planned_ = 0;
+  planned_ = overwritten_ = 0;
   plan_ = core::ArenaPlan{};
   for (const auto& b : buffers_) {
     plan_.sizes.push_back(b.size);
     plan_.offsets.push_back(b.offset);
     planned_ += b.offset >= 0;
+    overwritten_ += b.offset >= 0 && b.over >= 0 && buffers_[size_t(b.over)].offset == b.offset;
   }
   if (arena_bytes_ > 0) arena_ = static_cast<char*>(core::arena_allocate(arena_bytes_));
   plan_.base = arena_;

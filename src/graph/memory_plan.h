@@ -26,10 +26,14 @@ struct PlannedBuffer {
   size_t size = 0;
   int64_t alloc = 0, free = -1;
   int64_t offset = -1;  // in the arena, -1 when not planned
+  // An earlier buffer whose place this one takes: a kernel wrote it over that one, which died
+  // at the same op (Node::overwrites); -1: none.
+  int64_t over = -1;
 };
 
 // Best fit, largest first: assigns offsets to the buffers with free >= 0; returns the arena
-// size. Two buffers whose ranges overlap never overlap in memory.
+// size. Two buffers whose ranges overlap never overlap in memory, except a buffer and the one
+// it is written over (`over`, no larger), which share their offset.
 size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align = 64);
 // The most bytes of planned buffers alive at once (the lower bound of any packing).
 size_t peak_live_bytes(const std::vector<PlannedBuffer>& buffers);
@@ -44,6 +48,11 @@ class MemoryPlan {
   // Around one replay: the first records, the next ones use the arena.
   void start_replay();
   void end_replay();
+  // While recording: the kernel that just ran wrote its output (buffer at `out`) over its input
+  // (at `in`), which died at the same op; the plan gives both one place. Ignored otherwise, or
+  // when `in` is not a buffer that died after `out` was made.
+  void note_overwrite(const void* in, const void* out);
+  bool recording() const { return phase_ == Phase::kRecording && in_replay_; }
   // Around each segment of it, on the replaying thread.
   class Scope {
    public:
@@ -59,6 +68,7 @@ class MemoryPlan {
   size_t arena_bytes() const { return arena_bytes_; }
   size_t recorded_peak_bytes() const { return peak_; }  // planned buffers alive at once
   size_t planned_buffers() const { return planned_; }
+  size_t overwritten_buffers() const { return overwritten_; }  // placed over another
   size_t unplanned_buffers() const { return buffers_.size() - planned_; }
 
  private:
@@ -71,12 +81,13 @@ class MemoryPlan {
   bool in_replay_ = false;
   bool dropped_ = false;
   std::vector<PlannedBuffer> buffers_;
+  std::vector<const void*> pointers_;           // recording: each buffer's address
   std::vector<std::pair<void*, size_t>> open_;  // recording: pointer -> buffer index
   int64_t events_ = 0;
   core::AllocationObserver observer_;
   core::ArenaPlan plan_;
   char* arena_ = nullptr;
-  size_t arena_bytes_ = 0, peak_ = 0, planned_ = 0;
+  size_t arena_bytes_ = 0, peak_ = 0, planned_ = 0, overwritten_ = 0;
 };
 
 }  // namespace zenith::graph

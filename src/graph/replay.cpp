@@ -8,6 +8,15 @@ dispatch::ErasedKernel replay_kernel(OpId op, DeviceType device) {
   return dispatch::kernel_of(op, device);
 }
 
+namespace {
+
+// The start of a tensor's buffer, when the tensor starts there.
+const void* buffer_of(const Tensor& t) {
+  return t.defined() && t.storage() && t.offset() == 0 ? t.storage()->data() : nullptr;
+}
+
+}  // namespace
+
 Program::Program(const Graph& graph) : segments_(graph.segments) {
   const size_t nv = graph.values.size();
   slots_.resize(nv);
@@ -69,6 +78,7 @@ Program::Program(const Graph& graph) : segments_(graph.segments) {
     for (ValueId o : n.outputs) s.outs.push_back(o);
     s.release = release[i];
     s.segment = n.segment;
+    s.overwrites = n.overwrites;
     while (segment < n.segment) {
       segment_begin_.push_back(steps_.size());
       ++segment;
@@ -146,6 +156,10 @@ std::vector<Tensor> Program::run_segment(int segment) {
     Step& s = steps_[i];
     scratch_.clear();
     for (const Arg& a : s.args) scratch_.push_back(arg_tensor(a));
+    // Recording the plan: the buffer the output may be written over (in the arena's replays).
+    const void* over = s.overwrites >= 0 && plan_ && plan_->recording()
+                           ? buffer_of(scratch_[size_t(s.overwrites)])
+                           : nullptr;
     // The profiler sees replayed ops as it sees dispatched ones.
     if (observed) dispatch::notify_begin(s.op);
     std::vector<Tensor> out = s.kernel(scratch_, s.attrs.get());
@@ -154,7 +168,10 @@ std::vector<Tensor> Program::run_segment(int segment) {
     scratch_.clear();
     for (size_t k = 0; k < s.outs.size() && k < out.size(); ++k)
       if (s.outs[k] >= 0) slots_[size_t(s.outs[k])] = std::move(out[k]);
+    const void* made =
+        over && !s.outs.empty() && s.outs[0] >= 0 ? buffer_of(slots_[size_t(s.outs[0])]) : nullptr;
     for (int32_t v : s.release) slots_[size_t(v)] = Tensor();
+    if (over && made) plan_->note_overwrite(over, made);
   }
   std::vector<Tensor> result;
   for (const Arg& a : outputs_[size_t(segment)]) result.push_back(arg_tensor(a));

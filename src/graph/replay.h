@@ -57,6 +57,7 @@ class Program {
     std::vector<int32_t> outs;     // slot per output, -1: not kept
     std::vector<int32_t> release;  // slots whose last reader this step is
     int segment = 0;
+    int32_t overwrites = -1;  // the arg whose buffer output 0 takes over (Node::overwrites)
   };
   Tensor arg_tensor(const Arg& a) const;
 

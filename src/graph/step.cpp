@@ -8,6 +8,7 @@
 #include "graph/capture.h"
 #include "graph/memory_plan.h"
 #include "graph/passes/passes.h"
+#include "graph/peak_live.h"
 #include "graph/replay.h"
 #include "zenith/graph.h"
 
@@ -76,6 +77,8 @@ std::string CaptureReport::line() const {
   item("common subexpressions", common);
   item("layout conversions", layouts);
   item("copies reused", in_place);
+  item("written over dying inputs", overwrites);
+  item("updates in backward", updates_in_backward);
   item("dead", dead);
   if (first) os << "none";
   os << "); activations " << megabytes(activations_before) << " -> "
@@ -90,7 +93,8 @@ std::map<std::string, double> CaptureReport::scalars() const {
       {"graph/activations_mb_before", double(activations_before) / 1e6},
       {"graph/activations_mb_after", double(activations_after) / 1e6},
       {"graph/capture_ms", capture_ms},
-      {"graph/compile_ms", compile_ms}};
+      {"graph/compile_ms", compile_ms},
+      {"graph/updates_in_backward", updates_in_backward}};
   for (const auto& [kind, n] : fusions) s["graph/fused/" + kind] = n;
   return s;
 }
@@ -203,7 +207,10 @@ void StepRun::finish() {
     auto report = std::make_unique<CaptureReport>();
     report->ops = int(graph->nodes.size());
     report->activations_before = graph->peak_intermediate_bytes();
-    PassReport passes = optimize(*graph, {.fuse = c.options_.fuse});
+    // With the updates in the backward, the gradients die at their update (none left in .grad).
+    if (c.options_.update_in_backward) graph->grads.clear();
+    PassReport passes = optimize(
+        *graph, {.fuse = c.options_.fuse, .update_in_backward = c.options_.update_in_backward});
     report->ops_after = passes.ops_after;
     report->fusions = passes.fusions;
     report->dead = passes.dead;
@@ -211,7 +218,10 @@ void StepRun::finish() {
     report->constants = passes.constants;
     report->layouts = passes.layouts;
     report->in_place = passes.in_place;
+    report->overwrites = passes.overwrites;
+    report->updates_in_backward = passes.updates_in_backward;
     report->activations_after = graph->peak_intermediate_bytes();
+    report->live_at_peak = live_at_peak_groups(*graph, &report->peak_op);
     compiled->program = std::make_unique<Program>(*graph);
     if (c.options_.plan_memory) compiled->program->enable_memory_plan();
     report->capture_ms = capture_ms;
@@ -244,6 +254,11 @@ size_t StepCompiler::cached() const { return cache_.size(); }
 size_t StepCompiler::arena_bytes() const {
   if (!last_used_ || !last_used_->program || !last_used_->program->memory_plan()) return 0;
   return last_used_->program->memory_plan()->arena_bytes();
+}
+
+size_t StepCompiler::planned_peak_bytes() const {
+  if (!last_used_ || !last_used_->program || !last_used_->program->memory_plan()) return 0;
+  return last_used_->program->memory_plan()->recorded_peak_bytes();
 }
 
 StepRun StepCompiler::begin(const std::vector<Tensor>& inputs, const std::string& tag) {

@@ -5,6 +5,8 @@
 // reference kernels for them (max pooling's through oneDNN's saved workspace) as fast paths.
 #include <limits>
 
+#include "core/decomposition_forced.h"
+#include "core/grad_mode.h"
 #include "core/shape.h"
 #include "ops/op_utils.h"
 
@@ -115,6 +117,9 @@ std::vector<Tensor> avg_pool2d_backward_composed(const std::vector<Tensor>& in,
 std::vector<Tensor> max_pool2d_backward_composed(const std::vector<Tensor>& in,
                                                  const Pool2dAttrs& a) {
   const Tensor& x = in[1];
+  ZENITH_CHECK(x.numel() == 0 || x.storage()->nbytes() > 0,
+               "[max_pool2d_backward] the decomposition reads x's values, got a shape-only "
+               "stand-in for x");
   const Shape& xs = x.shape();
   const int64_t N = xs[0], C = xs[1], HW = xs[2] * xs[3];
   WindowTable t = window_table(a, xs[2], xs[3]);
@@ -158,6 +163,21 @@ ZENITH_REGISTER_DECOMPOSITION(max_pool2d_backward, max_pool2d_backward_composed)
 ZENITH_REGISTER_DECOMPOSITION(avg_pool2d_backward, avg_pool2d_backward_composed);
 ZENITH_REGISTER_DECOMPOSITION(adaptive_avg_pool2d_backward, adaptive_avg_pool2d_backward_composed);
 
+// A stand-in for x that has its shape, strides, dtype, device and layout (a oneDNN blocked
+// format picks the workspace's format) but no bytes: max pooling's backward kernels take where
+// dy goes from the workspace or indices and only the shape and format from x, so a graph's
+// plan may free x after the forward's last reader.
+Tensor shape_and_layout_of(const Tensor& x) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(nullptr, 0, x.device(), [] {});
+  impl->shape = x.shape();
+  impl->strides = x.strides();
+  impl->dtype = x.dtype();
+  impl->device = x.device();
+  impl->layout = x.impl().layout;
+  return Tensor(std::move(impl));
+}
+
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
@@ -169,7 +189,12 @@ Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int6
   if (attrs.training) {
     Tensor ws = outs.size() > 1 ? outs[1] : Tensor();
     autograd::record("max_pool2d", {x}, {outs[0]}, [x, ws, attrs](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{dispatch::call1<OpId::max_pool2d_backward>({g[0], x, ws}, attrs)};
+      // The decomposition (a differentiable backward under create_graph, or forced) reads x.
+      const bool composed =
+          core::grad_mode_enabled() || dispatch::decomposition_forced(OpId::max_pool2d_backward);
+      const Tensor xin = ws.defined() && !composed ? shape_and_layout_of(x) : x;
+      return std::vector<Tensor>{
+          dispatch::call1<OpId::max_pool2d_backward>({g[0], xin, ws}, attrs)};
     });
   }
   return outs[0];

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "core/trace_range.h"
@@ -24,6 +25,19 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Whether graph mode runs the optimizer's updates in the backward (graph::Options): by default
+// when a step has one micro-batch, as nothing in Model::train reads .grad after the backward
+// (no clipping, no gradient metrics; the NaN check reads the loss before the backward), and off
+// with gradient accumulation. ZENITH_GRAPH_UPDATE_IN_BACKWARD=0 or 1 overrides it.
+bool update_in_backward(int64_t accumulation) {
+  const char* env = std::getenv("ZENITH_GRAPH_UPDATE_IN_BACKWARD");
+  if (!env || !*env) return accumulation == 1;
+  const std::string v = env;
+  ZENITH_CHECK(v == "0" || v == "1",
+               "[Model] ZENITH_GRAPH_UPDATE_IN_BACKWARD must be 0 or 1, got '", v, "'");
+  return v == "1";
 }
 
 // Points the model at the run in progress for as long as it lasts.
@@ -270,7 +284,9 @@ graph::StepRun Model::begin_step(const train_detail::StepBatches& step) {
     std::vector<std::pair<std::string, Tensor>> state = net_->named_parameters();
     for (auto& b : net_->named_buffers()) state.push_back(b);
     for (auto& [name, t] : opt_->state_dict()) state.push_back({"optimizer." + name, t});
-    graph_ = std::make_unique<graph::StepCompiler>(std::move(state), opt_.get());
+    graph_ = std::make_unique<graph::StepCompiler>(
+        std::move(state), opt_.get(),
+        graph::Options{.update_in_backward = update_in_backward(accumulation_)});
   }
   std::vector<Tensor> inputs;
   for (const auto& b : step.batches) {

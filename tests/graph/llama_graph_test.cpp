@@ -82,11 +82,13 @@ std::pair<Tensor, Tensor> batch(int64_t b, int64_t t) {
   return {ids, labels};
 }
 
-void expect_equal_training(bool lora_bf16, int steps, const std::string& checkpointing = "") {
+void expect_equal_training(bool lora_bf16, int steps, const std::string& checkpointing = "",
+                           bool in_backward = false) {
   LlamaTrainer eager(lora_bf16), graphed(lora_bf16, checkpointing);
   std::vector<std::string> log;
-  StepCompiler c(graphed.state, graphed.opt.get(),
-                 {.log = [&](const std::string& l) { log.push_back(l); }});
+  StepCompiler c(
+      graphed.state, graphed.opt.get(),
+      {.update_in_backward = in_backward, .log = [&](const std::string& l) { log.push_back(l); }});
   manual_seed(1);
   for (int i = 0; i < steps; ++i) {
     auto [ids, labels] = batch(2, 12);
@@ -154,6 +156,13 @@ TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
   EXPECT_GE(after["fused_elementwise"], 1);
   EXPECT_EQ(report.ops_after, int(g->nodes.size()));
   EXPECT_LT(report.ops_after, report.ops_before);
+  // dlogits are written over the logits, which die at cross-entropy's backward (and gradient
+  // sums over a dying term).
+  int over_logits = 0;
+  for (const Node& n : g->nodes)
+    if (n.op == OpId::cross_entropy_rows_backward) over_logits += n.overwrites == 1;
+  EXPECT_EQ(over_logits, 1);
+  EXPECT_GT(report.overwrites, over_logits);
 
   // The optimized graph replayed from the start weights: the eager step's loss and weights.
   LlamaTrainer replayed;
@@ -185,6 +194,9 @@ TEST_F(LlamaGraph, CheckpointedLayersEqualEager) {
       expect_equal_training(lora_bf16, 5, policy);
     }
 }
+
+// AdamW in the backward (graph::Options::update_in_backward): the same training.
+TEST_F(LlamaGraph, UpdatesInTheBackwardEqualEager) { expect_equal_training(false, 20, "", true); }
 
 }  // namespace
 }  // namespace zenith::graph

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "core/dispatch.h"
+#include "graph/memory_plan.h"
 #include "graph_test_util.h"
 
 namespace zenith::graph {
@@ -163,6 +164,75 @@ TEST(GraphPasses, CopiesOfDyingBuffersAreReusedInPlace) {
   dump("after", g);
   EXPECT_EQ(g.count(OpId::copy), 1);
   expect_close(replay(g, {x}), eager, 0);
+}
+
+// Cross-entropy's backward writes dlogits over the logits, which die at it: the graph marks the
+// node, its activation peak drops by the logits' bytes, and the replay's memory plan puts both
+// in one place (a smaller arena), with results equal to eager.
+TEST(GraphPasses, CrossEntropyBackwardWritesOverTheDyingLogits) {
+  manual_seed(10);
+  Tensor x = randn({64, 16}), w = randn({16, 1000}).requires_grad_(true);
+  Tensor target = Tensor::randint(0, 1000, {64});
+  auto fn = [&] {
+    w.zero_grad();
+    Tensor loss = ops::cross_entropy(ops::matmul(x, w), target);
+    loss.backward();
+    return std::vector<Tensor>{loss, w.grad()};
+  };
+  std::vector<Tensor> eager = fn();
+  for (Tensor& t : eager) t = t.clone();
+  Graph g = capture(fn, {x, target}, {{"w", w}});
+  const Graph unmarked = g;
+  dump("before", g);
+  const size_t logits_bytes = 64 * 1000 * 4, before = g.peak_intermediate_bytes();
+  EXPECT_EQ(write_over_dying_inputs(g), 1);
+  dump("after", g);
+  int marked = 0;
+  for (const Node& n : g.nodes) {
+    if (n.overwrites < 0) continue;
+    ++marked;
+    EXPECT_EQ(n.op, OpId::cross_entropy_rows_backward);
+    EXPECT_EQ(n.overwrites, 1);  // the logits
+  }
+  EXPECT_EQ(marked, 1);
+  // The peak moves elsewhere (matmul's backward): it drops by less than the logits' bytes.
+  const size_t after = g.peak_intermediate_bytes();
+  EXPECT_GT(before - after, logits_bytes / 2);
+
+  // Replays with a memory plan: the first records, the next ones run in the arena.
+  auto arena_of = [&](const Graph& graph, size_t* overwritten) {
+    Program p(graph);
+    p.enable_memory_plan();
+    for (int i = 0; i < 3; ++i) {
+      p.bind_inputs({x, target});
+      std::vector<Tensor> out = p.run_segment(0);
+      expect_close(out, eager, 0);
+      p.finish();
+    }
+    *overwritten = p.memory_plan()->overwritten_buffers();
+    return p.memory_plan()->arena_bytes();
+  };
+  size_t plain_over = 0, over = 0;
+  const size_t plain = arena_of(unmarked, &plain_over), shared = arena_of(g, &over);
+  EXPECT_EQ(plain_over, 0u);
+  EXPECT_EQ(over, 1u);
+  EXPECT_EQ(plain - shared, before - after);  // the arena saves what the graph says
+}
+
+// A logits tensor read again after the backward is not written over.
+TEST(GraphPasses, LogitsReadAfterTheBackwardAreNotWrittenOver) {
+  manual_seed(11);
+  Tensor x = randn({8, 16}), w = randn({16, 50}).requires_grad_(true);
+  Tensor target = Tensor::randint(0, 50, {8});
+  auto fn = [&] {
+    w.zero_grad();
+    Tensor logits = ops::matmul(x, w);
+    Tensor loss = ops::cross_entropy(logits, target);
+    loss.backward();
+    return std::vector<Tensor>{loss, ops::exp(logits)};  // logits live on
+  };
+  Graph g = capture(fn, {x, target}, {{"w", w}});
+  EXPECT_EQ(write_over_dying_inputs(g), 0);
 }
 
 TEST(GraphPasses, ConvReluFusesIntoOnePostOp) {

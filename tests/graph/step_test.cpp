@@ -53,11 +53,12 @@ class GraphStep : public ::testing::Test {
 
 // Runs `steps` steps in both modes over the same batches; expects equal losses and parameters.
 void expect_equal_training(const std::string& arch, int64_t batch, int64_t image, int steps,
-                           bool adam = false) {
+                           bool adam = false, bool in_backward = false) {
   Trainer eager(arch, image, adam), graphed(arch, image, adam);
   std::vector<std::string> log;
-  StepCompiler c(graphed.state, graphed.opt.get(),
-                 {.log = [&](const std::string& l) { log.push_back(l); }});
+  StepCompiler c(
+      graphed.state, graphed.opt.get(),
+      {.update_in_backward = in_backward, .log = [&](const std::string& l) { log.push_back(l); }});
   manual_seed(1);
   for (int i = 0; i < steps; ++i) {
     Tensor x = Tensor::randn({batch, 3, image, image});
@@ -87,6 +88,66 @@ TEST_F(GraphStep, SeedCnnWithAdamAndAScheduleEqualsEager) {
 TEST_F(GraphStep, ResNet18EqualsEager) {
   // Small batch and image to keep CI time low; 20 steps run in bench/graph_vs_eager --check.
   expect_equal_training("resnet18", 2, 32, 4);
+}
+
+// The optimizer in the backward: updates run as their gradients become final; the same training.
+TEST_F(GraphStep, SeedCnnWithUpdatesInTheBackwardEqualsEager) {
+  expect_equal_training("seedcnn", 4, 32, 8, /*adam=*/true, /*in_backward=*/true);
+}
+
+TEST_F(GraphStep, ResNet18WithUpdatesInTheBackwardEqualsEager) {
+  expect_equal_training("resnet18", 2, 32, 4, /*adam=*/false, /*in_backward=*/true);
+}
+
+// The captured ResNet-18 step before and after scheduling its updates in the backward: the one
+// multi-tensor update splits into groups placed right after the nodes that finish their
+// gradients, all inside the backward's segment; no gradient outlives the step, so the graph's
+// activation peak (which held every gradient) drops, and replays leave no .grad.
+TEST_F(GraphStep, UpdatesInTheBackwardSplitAndMoveBeforeTheUpdatePhase) {
+  Trainer t("resnet18", 32);
+  manual_seed(3);
+  Tensor x = Tensor::randn({2, 3, 32, 32}), y = Tensor::randint(0, 10, {2});
+  std::optional<Graph> g = test::record_step({x, y}, t.state, *t.opt,
+                                             [&] { return (*t.loss_fn)(t.net->forward(x), y); });
+  ASSERT_TRUE(g.has_value());
+  Graph kept = *g;
+  optimize(kept);
+  EXPECT_EQ(kept.count(OpId::multi_momentum_update), 1);
+  g->grads.clear();
+  PassReport r = optimize(*g, {.update_in_backward = true});
+  if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << g->dump();
+  const int updates = g->count(OpId::multi_momentum_update);
+  EXPECT_EQ(r.updates_in_backward, updates);
+  EXPECT_GT(updates, 10);
+  int64_t params = 0;
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    const Node& n = g->nodes[i];
+    if (n.op != OpId::multi_momentum_update) continue;
+    params += n.get<OpId::multi_momentum_update>().count;
+    EXPECT_EQ(n.segment, 1) << i;
+    // Right after the last node touching its operands (making a gradient, reading a weight),
+    // or after updates placed there.
+    size_t j = i - 1;
+    while (g->nodes[j].op == OpId::multi_momentum_update) --j;
+    bool touches = false;
+    for (const Operand& in : n.inputs) {
+      for (ValueId o : g->nodes[j].outputs) touches = touches || in.value == o;
+      for (const Operand& o : g->nodes[j].inputs) touches = touches || in.value == o.value;
+    }
+    EXPECT_TRUE(touches) << i;
+  }
+  EXPECT_EQ(params, int64_t(t.net->trainable_params().size()));
+  size_t grad_bytes = 0;
+  for (auto& p : t.net->trainable_params()) grad_bytes += size_t(p.numel()) * 4;
+  EXPECT_LT(g->peak_intermediate_bytes() + grad_bytes / 2, kept.peak_intermediate_bytes());
+
+  StepCompiler c(t.state, t.opt.get(),
+                 {.update_in_backward = true, .log = [](const std::string&) {}});
+  for (int i = 0; i < 3; ++i) t.step(&c, x, y);
+  EXPECT_EQ(c.replays(), 2);
+  for (auto& p : t.net->trainable_params()) EXPECT_FALSE(p.grad().defined());
+  EXPECT_NE(c.last_capture()->line().find("updates in backward "), std::string::npos)
+      << c.last_capture()->line();
 }
 
 TEST_F(GraphStep, CaptureReportCountsFusionsAndMemory) {
@@ -194,6 +255,20 @@ TEST(GraphMemoryPlan, PackedBuffersNeverOverlapWhileAlive) {
   EXPECT_LT(arena, 1000u + 500 + 500 + 1000 + 200);
 }
 
+TEST(GraphMemoryPlan, ABufferWrittenOverADyingOneTakesItsPlace) {
+  // Buffer 1 is made while 0 is alive and written over it (0 dies at the same op); buffer 2 is
+  // alive with both. 3 claims to be written over 2 but is larger: planned on its own.
+  std::vector<PlannedBuffer> b = {
+      {1000, 0, 3}, {1000, 2, 6, -1, 0}, {500, 1, 7}, {600, 5, 8, -1, 2}};
+  const size_t arena = pack_buffers(b);
+  EXPECT_EQ(b[1].offset, b[0].offset);
+  EXPECT_NE(b[2].offset, b[0].offset);
+  EXPECT_EQ(peak_live_bytes(b), 1000u + 500 + 600);  // at event 5: {0,1}, 2 and 3
+  EXPECT_EQ(arena, 1024u + 512 + 640);
+  b[1].over = -1;                              // without it: 0 and 1 are both alive at event 2
+  EXPECT_EQ(peak_live_bytes(b), 2000u + 500);  // at event 2: 0, 1 and 2
+}
+
 TEST_F(GraphStep, MemoryPlanKeepsResultsAndShrinksTheArena) {
   Trainer planned("seedcnn", 32), unplanned("seedcnn", 32);
   StepCompiler a(planned.state, planned.opt.get(), {.log = [](const std::string&) {}});
@@ -265,6 +340,40 @@ TEST_F(GraphStep, SeedCnnGraphBeforeAndAfterThePasses) {
   EXPECT_EQ(g->count(OpId::momentum_update), 0);
   EXPECT_EQ(g->count(OpId::multi_momentum_update), 1);
   EXPECT_EQ(g->count(OpId::conv2d), 2);  // each read by max_pool2d: no conv+relu here
+}
+
+// Max pooling's backward takes from its input only the shape and format (where dy goes is in
+// the workspace): it reads a stand-in without bytes, so the pooled activation (SeedCNN's conv
+// outputs) is last read in the forward and the plan frees it there.
+TEST_F(GraphStep, MaxPoolBackwardKeepsOnlyItsInputsShape) {
+  Trainer t("seedcnn", 32);
+  manual_seed(6);
+  Tensor x = Tensor::randn({8, 3, 32, 32}), y = Tensor::randint(0, 10, {8});
+  std::optional<Graph> g = test::record_step({x, y}, t.state, *t.opt,
+                                             [&] { return (*t.loss_fn)(t.net->forward(x), y); });
+  ASSERT_TRUE(g.has_value());
+  optimize(*g);
+  const auto readers = g->readers();
+  int pools = 0, backwards = 0;
+  for (const Node& n : g->nodes) {
+    if (n.op == OpId::max_pool2d) {
+      ++pools;
+      const Value& in = g->values[size_t(n.inputs[0].value)];
+      EXPECT_EQ(in.kind, ValueKind::kIntermediate);
+      for (int r : readers[size_t(n.inputs[0].value)])
+        EXPECT_EQ(g->nodes[size_t(r)].segment, n.segment)
+            << "read by " << op_name(g->nodes[size_t(r)].op);
+    }
+    if (n.op == OpId::max_pool2d_backward) {
+      ++backwards;
+      const Value& stand_in = g->values[size_t(n.inputs[1].value)];
+      EXPECT_EQ(stand_in.kind, ValueKind::kConstant);
+      EXPECT_EQ(stand_in.nbytes, 0u);
+      EXPECT_EQ(n.overwrites, -1);
+    }
+  }
+  EXPECT_EQ(pools, 2);
+  EXPECT_EQ(backwards, 2);
 }
 
 }  // namespace

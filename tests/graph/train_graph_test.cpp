@@ -88,6 +88,32 @@ TEST_F(GraphTrain, TwentyStepsInGraphModeEqualEager) {
   ASSERT_GE(lg->scalars.size(), 1u);
   EXPECT_GT(lg->scalars[0].at("graph/ops"), lg->scalars[0].at("graph/ops_after_fusion"));
   EXPECT_GT(lg->scalars[0].at("graph/activations_mb_before"), 0);
+  // One micro-batch per step and nothing reading .grad after it: the updates ran in the backward.
+  EXPECT_GT(lg->scalars[0].at("graph/updates_in_backward"), 0);
+  for (auto& p : graphed.net->trainable_params()) EXPECT_FALSE(p.grad().defined());
+}
+
+// ZENITH_GRAPH_UPDATE_IN_BACKWARD overrides the default; a bad value names the variable.
+TEST_F(GraphTrain, UpdatesInTheBackwardCanBeTurnedOff) {
+  auto data = images(2).batch(8);
+  set_mode(context::GRAPH_MODE);
+  ::setenv("ZENITH_GRAPH_UPDATE_IN_BACKWARD", "0", 1);
+  Trained off;
+  auto l = std::make_shared<StepLosses>();
+  off.model->train(1, data, {l});
+  ASSERT_GE(l->scalars.size(), 1u);
+  EXPECT_EQ(l->scalars[0].at("graph/updates_in_backward"), 0);
+  for (auto& p : off.net->trainable_params()) EXPECT_TRUE(p.grad().defined());
+  ::setenv("ZENITH_GRAPH_UPDATE_IN_BACKWARD", "yes", 1);
+  Trained bad;
+  try {
+    bad.model->train(1, data, {});
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("ZENITH_GRAPH_UPDATE_IN_BACKWARD"), std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("ZENITH_GRAPH_UPDATE_IN_BACKWARD");
 }
 
 TEST_F(GraphTrain, GradientAccumulationInGraphModeEqualsEager) {
@@ -108,6 +134,9 @@ TEST_F(GraphTrain, GradientAccumulationInGraphModeEqualsEager) {
   for (auto& [name, t] : se) EXPECT_LE(test::max_abs_diff(t, sg.at(name)), 1e-5) << name;
   EXPECT_EQ(graphed.model->graph_steps()->captures(), 1);
   EXPECT_EQ(graphed.model->graph_steps()->replays(), 9);
+  // The update waits for the last micro-batch's gradients: not in the backward.
+  ASSERT_GE(lg->scalars.size(), 1u);
+  EXPECT_EQ(lg->scalars[0].at("graph/updates_in_backward"), 0);
 }
 
 TEST_F(GraphTrain, CheckpointsResumeAcrossModes) {

@@ -30,6 +30,10 @@ int propagate_layouts(Graph& g);
 // In-place reuse: a copy of a buffer that dies at the copy (autograd's gradient clones, a
 // contiguous() of a fresh result) becomes that buffer itself.
 int reuse_in_place(Graph& g);
+// Marks nodes whose kernel can write output 0 over an input that dies at the node (same bytes,
+// plain): cross-entropy's backward over the logits. Sets Node::overwrites; the replay's memory
+// plan then places both buffers at one offset. Runs last (fusions make new nodes).
+int write_over_dying_inputs(Graph& g);
 
 // Fusions; `counts` gains one entry per fused group, by kind ("conv+relu", "bn+relu",
 // "bn+relu backward", "add+rmsnorm", "rmsnorm backward+add", "elementwise", "optimizer").
@@ -55,16 +59,26 @@ int fuse_elementwise(Graph& g, FusionCounts& counts);
 // The optimizer's per-parameter updates with equal hyperparameters -> one multi-tensor update.
 int fuse_optimizer_updates(Graph& g, FusionCounts& counts);
 
+// Each optimizer update moves to just after the last node that makes, reads or writes any of its
+// operands (its gradient final, its parameter no longer read by the backward); a multi-tensor
+// update splits into one per group of parameters ready at the same node. Updates may move into
+// the backward's segment: only for steps whose host code never skips the update phase.
+int schedule_updates_early(Graph& g);
+
 struct PassOptions {
   bool fuse = true;  // false: only the clean-up passes (DCE, CSE, constants, layouts, in place)
+  bool update_in_backward = false;  // schedule_updates_early
 };
 
 struct PassReport {
   int ops_before = 0, ops_after = 0;
   int dead = 0, common = 0, constants = 0, layouts = 0, in_place = 0;
+  int overwrites = 0;           // outputs written over a dying input
+  int updates_in_backward = 0;  // update nodes schedule_updates_early placed
   FusionCounts fusions;
 };
-// Every pass in order: constants, CSE, layouts, in-place reuse, fusions, DCE.
+// Every pass in order: constants, CSE, layouts, in-place reuse, fusions, updates in the
+// backward (when asked), DCE, overwrites.
 PassReport optimize(Graph& g, const PassOptions& options = {});
 
 }  // namespace zenith::graph

@@ -18,7 +18,9 @@ PassReport optimize(Graph& g, const PassOptions& options) {
     fuse_elementwise(g, r.fusions);
     fuse_optimizer_updates(g, r.fusions);
   }
+  if (options.update_in_backward) r.updates_in_backward = schedule_updates_early(g);
   r.dead = eliminate_dead_ops(g);
+  r.overwrites = write_over_dying_inputs(g);
   for (auto it = r.fusions.begin(); it != r.fusions.end();)
     it = it->second == 0 ? r.fusions.erase(it) : std::next(it);
   r.ops_after = int(g.nodes.size());
