@@ -3,6 +3,7 @@
 // bfloat16/float16 operand (16-bit weights with float32 activations, e.g. a frozen LLaMA base)
 // computes in float32 and gives float32; two 16-bit operands of one dtype give that dtype.
 #include "ops/op_utils.h"
+#include "ops/weight_grad_sink.h"
 
 namespace zenith::ops {
 namespace {
@@ -39,7 +40,21 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+WeightGradSink* g_weight_grad_sink = nullptr;
+
+// dW = dy^T x for linear's backward, unless the installed sink takes it (then undefined).
+Tensor weight_grad(const Tensor& dy, const Tensor& x, const Tensor& weight) {
+  if (g_weight_grad_sink && g_weight_grad_sink->take(weight, dy, x)) return Tensor();
+  return as_dtype_of(matmul(dy.t(), x), weight);
+}
+
 }  // namespace
+
+WeightGradScope::WeightGradScope(WeightGradSink* sink) : previous_(g_weight_grad_sink) {
+  g_weight_grad_sink = sink;
+}
+WeightGradScope::~WeightGradScope() { g_weight_grad_sink = previous_; }
+WeightGradSink* weight_grad_sink() { return g_weight_grad_sink; }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_float_pair("matmul", a, b, "a", "b");
@@ -86,7 +101,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                        // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum_rows(dy)
                        return std::vector<Tensor>{
                            gx ? as_dtype_of(matmul(g[0], weight), x2) : Tensor(),
-                           gw ? as_dtype_of(matmul(g[0].t(), x2), weight) : Tensor(),
+                           gw ? weight_grad(g[0], x2, weight) : Tensor(),
                            gb ? as_dtype_of(sum(g[0], {0}), bias) : Tensor()};
                      });
   }

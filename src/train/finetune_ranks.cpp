@@ -4,6 +4,7 @@
 
 #include "zenith/autograd.h"
 #include "zenith/communication.h"
+#include "zenith/ops.h"
 
 namespace zenith::finetune {
 
@@ -25,12 +26,17 @@ std::vector<double> Ranks::sum(std::vector<double> values) const {
   return t.to_double_vector();
 }
 
-void Ranks::sum_gradients(const std::vector<Tensor>& params) const {
-  if (world_ == 1) return;
+void Ranks::sum_gradients(const std::vector<Tensor>& params, DType dtype) const {
   NoGradGuard no_grad;
   int64_t total = 0;
   for (const Tensor& p : params) total += p.numel();
-  Tensor flat = Tensor::zeros({total}, DType::f32);
+  if (world_ == 1) {  // one process: float64 sums rounded to the parameters' dtype
+    for (const Tensor& p : params)
+      if (p.grad().defined() && p.grad().dtype() != p.dtype())
+        Tensor(p).set_grad(p.grad().to(p.dtype()));
+    return;
+  }
+  Tensor flat = Tensor::zeros({total}, dtype);
   int64_t off = 0;
   for (const Tensor& p : params) {
     if (p.grad().defined()) flat.narrow(0, off, p.numel()).view(p.shape()).copy_(p.grad());
@@ -43,6 +49,32 @@ void Ranks::sum_gradients(const std::vector<Tensor>& params) const {
     Tensor(p).set_grad(g);
     off += p.numel();
   }
+}
+
+Float64Gradients::Float64Gradients(const std::vector<Tensor>& params) {
+  for (const Tensor& p : params)
+    if (p.dim() == 2 && p.dtype() == DType::f32) params_[&p.impl()] = p;
+}
+
+bool Float64Gradients::take(const Tensor& weight, const Tensor& dy, const Tensor& x) {
+  const void* key = &weight.impl();
+  if (!params_.count(key) || dy.dtype() != DType::f32 || x.dtype() != DType::f32) return false;
+  NoGradGuard no_grad;
+  // dW [out, in] = dy^T [out, M] x [M, in], the M rows summed in float64 (dgemm).
+  Tensor g = ops::matmul(dy.to(DType::f64).t(), x.to(DType::f64));
+  Tensor& sum = sums_[key];
+  sum = sum.defined() ? ops::add(sum, g) : g;
+  return true;
+}
+
+void Float64Gradients::finish() {
+  NoGradGuard no_grad;
+  for (auto& [key, sum] : sums_) {
+    Tensor p = params_.at(key);
+    const Tensor old = p.grad();
+    p.set_grad(old.defined() ? ops::add(sum, old.to(DType::f64)) : sum);
+  }
+  sums_.clear();
 }
 
 }  // namespace zenith::finetune
