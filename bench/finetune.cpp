@@ -6,6 +6,8 @@
 //   lora            float32 base, frozen; the only case PyTorch runs too (same model, same step)
 //   lora-bf16       the base stored in bfloat16 (what zenith finetune keeps for a bf16 file)
 //   lora-bf16-ckpt  the same with activation checkpointing (each decoder layer recomputed)
+//   lora-bf16-o1    the bf16 base with --amp O1 (linear inputs rounded to bf16): bfloat16
+//                   arithmetic where the CPU has AVX512_BF16 (lora-bf16 computes in float32)
 //   full            every weight trained, float32
 // Each case runs in its own child process, so its peak resident memory (VmHWM) is its own.
 // Per case: tokens/s (batch * seq / median step; the step's process CPU time beside it), % of the
@@ -42,7 +44,8 @@ using namespace zenith::bench;
 constexpr int64_t kBatch = 8, kSeq = 256, kRank = 8;
 constexpr double kAlpha = 16;
 const std::vector<std::string> kConfigs = {"15m", "110m"};
-const std::vector<std::string> kCases = {"lora", "lora-bf16", "lora-bf16-ckpt", "full"};
+const std::vector<std::string> kCases = {"lora", "lora-bf16", "lora-bf16-ckpt", "lora-bf16-o1",
+                                         "full"};
 
 bool listed(const std::string& list, const std::string& name) {
   return list.empty() || ("," + list + ",").find("," + name + ",") != std::string::npos;
@@ -66,6 +69,7 @@ json run_case(const std::string& config, const std::string& kase, int steps, int
     adapter_params = model.num_parameters(/*trainable_only=*/true);
   }
   model.set_activation_checkpointing(kase.ends_with("-ckpt"));
+  if (kase.ends_with("-o1")) model.set_low_precision(DType::bf16);
   model.train();
   auto opt = nn::AdamW(model.trainable_params(), 3e-4, 0.9, 0.999, 1e-8, 0.1);
   Tensor x = Tensor::randint(0, model.config().vocab_size, {kBatch, kSeq});
@@ -106,7 +110,8 @@ json run_case(const std::string& config, const std::string& kase, int steps, int
 
 int usage() {
   std::cerr << "usage: finetune [--threads N] [--repeats R] [--configs 15m,110m] "
-               "[--cases lora,lora-bf16,lora-bf16-ckpt,full] [--steps S] [--warmup W] [--json] "
+               "[--cases lora,lora-bf16,lora-bf16-ckpt,lora-bf16-o1,full] [--steps S] [--warmup W] "
+               "[--json] "
                "[--whole-logits] [--no-pytorch] [--python PATH]\n";
   return 2;
 }
