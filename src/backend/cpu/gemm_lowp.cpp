@@ -137,7 +137,7 @@ void gemm_lowp(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
       // column panels would be narrow products that each re-read all of A, so B goes by
       // blocks of whole rows instead, each accumulated by a (multithreaded) sgemm. The blocks
       // are 8 panels (8 MiB): sgemm's cost per call makes short ones slow (a vocab head's
-      // [131, 32000] x [32000, 288]: 1 MiB blocks 15x the float32 product, 8 MiB ~3x).
+      // [131, 32000] x [32000, 288]: 1 MiB blocks took 15x the float32 product, 8 MiB ~4x).
       const int64_t kc = std::max<int64_t>(64, 8 * kPanelFloats / n);
       std::vector<float> buf(static_cast<size_t>(std::min(kc, k) * n));
       for (int64_t k0 = 0; k0 < k; k0 += kc) {
