@@ -5,6 +5,8 @@
 // alpha 16, no dropout, targets q_proj,v_proj, A kaiming-uniform, B zero. Cases:
 //   lora            float32 base, frozen; the only case PyTorch runs too (same model, same step)
 //   lora-bf16       the base stored in bfloat16 (what zenith finetune keeps for a bf16 file)
+//   lora-bf16-o1    the bf16 base with --amp O1 (linear inputs rounded to bf16): bfloat16
+//                   arithmetic where the CPU has AVX512_BF16 (lora-bf16 computes in float32)
 //   full            every weight trained, float32
 // and each of lora, lora-bf16 and full with activation checkpointing per decoder layer:
 //   CASE-sel        selective: the layer keeps its costly GEMM outputs (models::
@@ -51,9 +53,9 @@ constexpr int64_t kBatch = 8, kSeq = 256, kRank = 8;
 constexpr double kAlpha = 16;
 const std::vector<std::string> kConfigs = {"15m", "110m"};
 const std::vector<std::string> kBases = {"lora", "lora-bf16", "full"};
-const std::vector<std::string> kCases = {"lora",      "lora-sel",      "lora-ckpt",
-                                         "lora-bf16", "lora-bf16-sel", "lora-bf16-ckpt",
-                                         "full",      "full-sel",      "full-ckpt"};
+const std::vector<std::string> kCases = {
+    "lora",           "lora-sel",     "lora-ckpt", "lora-bf16", "lora-bf16-sel",
+    "lora-bf16-ckpt", "lora-bf16-o1", "full",      "full-sel",  "full-ckpt"};
 
 bool listed(const std::string& list, const std::string& name) {
   return list.empty() || ("," + list + ",").find("," + name + ",") != std::string::npos;
@@ -104,6 +106,7 @@ json run_case(const std::string& config, const std::string& kase, int steps, int
   const bool selective = kase.ends_with("-sel");
   model.set_activation_checkpointing(selective || kase.ends_with("-ckpt"),
                                      selective ? ckpt_policy : "full");
+  if (kase.ends_with("-o1")) model.set_low_precision(DType::bf16);
   model.train();
   auto opt = nn::AdamW(model.trainable_params(), 3e-4, 0.9, 0.999, 1e-8, 0.1);
   Tensor x = Tensor::randint(0, model.config().vocab_size, {kBatch, kSeq});
@@ -157,9 +160,9 @@ json run_case(const std::string& config, const std::string& kase, int steps, int
 
 int usage() {
   std::cerr << "usage: finetune [--threads N] [--repeats R] [--configs 15m,110m] "
-               "[--cases lora,lora-sel,lora-ckpt,lora-bf16,...,full-ckpt] [--steps S] "
-               "[--warmup W] [--json] [--whole-logits] [--no-pytorch] [--python PATH] "
-               "[--ckpt-policy selective|LIST]\n";
+               "[--cases lora,lora-sel,lora-ckpt,lora-bf16,...,lora-bf16-o1,full-ckpt] "
+               "[--steps S] [--warmup W] [--json] [--whole-logits] [--no-pytorch] "
+               "[--python PATH] [--ckpt-policy selective|LIST]\n";
   return 2;
 }
 

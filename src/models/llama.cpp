@@ -123,10 +123,11 @@ Tensor Llama::head(const Tensor& hidden) {
   if (parts_->lm_head) return parts_->lm_head->forward(hidden);
   const Tensor& w = parts_->model->embed_tokens->weight();
   if (tied_head_lowp_ == DType::f32) return ops::linear(hidden, w);
-  // A tied head in low precision, as LoraLinear::set_compute_dtype computes.
-  auto round = [&](const Tensor& t) { return t.to(tied_head_lowp_).to(DType::f32); };
-  return round(
-      ops::linear(round(hidden), w.dtype() == tied_head_lowp_ ? w : w.to(tied_head_lowp_)));
+  // A tied head in low precision, as LoraLinear::set_compute_dtype computes: both operands in
+  // the low dtype (bfloat16 arithmetic where the CPU has it), the result rounded to it.
+  return ops::linear(hidden.to(tied_head_lowp_),
+                     w.dtype() == tied_head_lowp_ ? w : w.to(tied_head_lowp_))
+      .to(hidden.dtype());
 }
 
 std::vector<Tensor> Llama::head_parameters() const {

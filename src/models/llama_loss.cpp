@@ -1,4 +1,6 @@
 // HF's causal-LM loss, from logits or from the model in chunks (no [B, T, V] logits kept).
+#include "models/llama_loss.h"
+
 #include <algorithm>
 
 #include "models/llama_layers.h"
@@ -35,6 +37,12 @@ Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels) {
 }
 
 Tensor causal_lm_loss(Llama& model, const LlamaInput& input, const Tensor& labels) {
+  return causal_lm_loss_over(model, input, labels, 0);
+}
+
+// normalizer 0: this batch's targets.
+Tensor causal_lm_loss_over(Llama& model, const LlamaInput& input, const Tensor& labels,
+                           double normalizer) {
   Tensor hidden = model.hidden_states(input);  // [B, T, D]
   const int64_t b = hidden.size(0), t = hidden.size(1), d = hidden.size(2);
   detail::check_integer(labels, "labels", {b, t});
@@ -47,8 +55,10 @@ Tensor causal_lm_loss(Llama& model, const LlamaInput& input, const Tensor& label
   const bool hidden_grad = hidden.requires_grad();
   std::vector<Tensor> inputs = trainable;
   if (hidden_grad) inputs.insert(inputs.begin(), hidden);
-  if (targets == 0 || !autograd::needs_grad(inputs))
-    return causal_lm_loss(model.head(hidden), labels);
+  if (targets == 0 || !autograd::needs_grad(inputs)) {
+    Tensor mean = causal_lm_loss(model.head(hidden), labels);
+    return normalizer > 0 ? ops::mul(mean, double(targets) / normalizer) : mean;
+  }
 
   const int64_t rows = b * t, vocab = model.config().vocab_size;
   const int64_t chunk = std::max<int64_t>(1, kChunkLogits / vocab);
@@ -74,8 +84,8 @@ Tensor causal_lm_loss(Llama& model, const LlamaInput& input, const Tensor& label
       if (g.defined()) d_params[i] = d_params[i].defined() ? ops::add(d_params[i], g) : g.clone();
     }
   }
-  // The mean over the targets: the kept gradients carry the same 1 / targets.
-  const double scale = 1.0 / double(targets);
+  // The mean over the targets (or the normalizer): the kept gradients carry the same scale.
+  const double scale = 1.0 / (normalizer > 0 ? normalizer : double(targets));
   Tensor out = Tensor::scalar(total * scale);
   if (hidden_grad) d_hidden = ops::mul(d_hidden.reshape(hidden.shape()), scale);
   for (Tensor& g : d_params)

@@ -33,10 +33,13 @@ bool is_16bit(DType t) { return t == DType::bf16 || t == DType::f16; }
 // x rounded to `dtype` and back (its gradient rounded alike): a value stored in low precision.
 Tensor round_to(const Tensor& x, DType dtype) { return x.to(dtype).to(x.dtype()); }
 
-// linear in low precision: input, weight and output rounded to `dtype`, float32 compute.
+// linear in low precision: input, weight and output rounded to `dtype`, float32 accumulation.
+// Without a bias both operands are 16-bit: bfloat16 arithmetic where the CPU has it (products of
+// bfloat16 values are exact in float32: the same result up to the order of the sums).
 Tensor linear_lowp(const Tensor& x, const Tensor& weight, const Tensor& bias, DType dtype) {
   Tensor w = weight.dtype() == dtype ? weight : weight.to(dtype);
-  Tensor b = bias.defined() && bias.dtype() != x.dtype() ? bias.to(x.dtype()) : bias;
+  if (!bias.defined()) return ops::linear(x.to(dtype), w).to(x.dtype());
+  Tensor b = bias.dtype() != x.dtype() ? bias.to(x.dtype()) : bias;
   return round_to(ops::linear(round_to(x, dtype), w, b), dtype);
 }
 

@@ -3,6 +3,7 @@
 // bfloat16/float16 operand (16-bit weights with float32 activations, e.g. a frozen LLaMA base)
 // computes in float32 and gives float32; two 16-bit operands of one dtype give that dtype.
 #include "ops/op_utils.h"
+#include "ops/weight_grad_sink.h"
 
 namespace zenith::ops {
 namespace {
@@ -44,7 +45,21 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+WeightGradSink* g_weight_grad_sink = nullptr;
+
+// dW = dy^T x for linear's backward, unless the installed sink takes it (then undefined).
+Tensor weight_grad(const Tensor& dy, const Tensor& x, const Tensor& weight) {
+  if (g_weight_grad_sink && g_weight_grad_sink->take(weight, dy, x)) return Tensor();
+  return as_dtype_of(matmul(dy.t(), x), weight);
+}
+
 }  // namespace
+
+WeightGradScope::WeightGradScope(WeightGradSink* sink) : previous_(g_weight_grad_sink) {
+  g_weight_grad_sink = sink;
+}
+WeightGradScope::~WeightGradScope() { g_weight_grad_sink = previous_; }
+WeightGradSink* weight_grad_sink() { return g_weight_grad_sink; }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_float_pair("matmul", a, b, "a", "b");
@@ -86,13 +101,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (autograd::needs_grad({x2, weight, bias})) {
     const bool gx = x2.requires_grad(), gw = weight.requires_grad();
     const bool gb = bias.defined() && bias.requires_grad();
-    // The input is saved only for dW: a frozen weight (a LoRA base) keeps no activation alive.
-    const Tensor saved_x = gw ? x2 : Tensor(), saved_w = gx ? weight : Tensor();
-    const DType tx = x2.dtype(), tw = weight.dtype(), tb = gb ? bias.dtype() : tx;
+    // The input is saved only for dW: a frozen weight (a LoRA base) keeps no activation alive. The
+    // weight is kept for dx, or to name it to a weight-gradient sink for dW.
+    const Tensor saved_x = gw ? x2 : Tensor(), saved_w = gx || gw ? weight : Tensor();
+    const DType tx = x2.dtype(), tb = gb ? bias.dtype() : tx;
     autograd::record("linear", {x2, weight, bias}, {out}, [=](const std::vector<Tensor>& g) {
       // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum_rows(dy)
       return std::vector<Tensor>{gx ? as_dtype(matmul(g[0], saved_w), tx) : Tensor(),
-                                 gw ? as_dtype(matmul(g[0].t(), saved_x), tw) : Tensor(),
+                                 gw ? weight_grad(g[0], saved_x, saved_w) : Tensor(),
                                  gb ? as_dtype(sum(g[0], {0}), tb) : Tensor()};
     });
   }

@@ -16,7 +16,9 @@
 #include <random>
 #include <sstream>
 
+#include "backend/cpu/gemm.h"
 #include "core/trace_range.h"
+#include "models/llama_loss.h"
 #include "train/finetune_ranks.h"
 #include "train/finetune_step.h"
 #include "zenith/autograd.h"
@@ -450,6 +452,10 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
                "[finetune] --mode graph has no fp16 loss scaling: use --amp-dtype bf16 or --mode "
                "pynative");
   detail::StepRunner runner(*model, params, *optimizer, o.clip_grad_norm, log);
+  // LoRA's adapter gradients summed in float64 over each step's rows (eager steps): the same
+  // float32 gradients whether one process or N ranks take the batch (finetune_ranks.h).
+  std::optional<Float64Gradients> exact;
+  if (lora) exact.emplace(params);
   double lr_scale = 1;
 
   // The settings, as torchtune/PEFT users expect them.
@@ -463,17 +469,22 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
     log(o.init == "random"
             ? "[finetune] training from random weights (" + model_config_path(o) + "), float32"
             : "[finetune] full fine-tuning, float32 weights");
+  // bfloat16 products (two bfloat16 operands, backend/cpu/gemm_bf16.cpp) are real bfloat16
+  // arithmetic where the CPU has it; elsewhere the low dtype only rounds values.
+  const std::string arithmetic =
+      amp_dtype == DType::bf16 && cpu::bf16_compute()
+          ? "the linear layers' products run in bfloat16 arithmetic on this CPU (AVX512_BF16, "
+            "float32 accumulation)"
+          : "on this CPU " + std::string(dtype_name(amp_dtype)) +
+                " is a storage format (values rounded to it), arithmetic is float32";
   if (amp)
-    log(
-        format("[finetune] amp %s: %s in %s, float32 master weights and norms%s; on this CPU %s "
-               "is a storage format (values rounded to it), arithmetic is float32",
-               o.amp.c_str(),
+    log(format("[finetune] amp %s: %s in %s, float32 master weights and norms%s; %s", o.amp.c_str(),
                o.amp == "O1" ? "linear layers" : "linear layers, LoRA matmuls and hidden states",
                dtype_name(amp_dtype),
                scaler ? ", dynamic loss scaling (2^16, x2 after 2000 clean steps, x0.5 and skip "
                         "on inf/NaN)"
                       : "",
-               dtype_name(amp_dtype)));
+               arithmetic.c_str()));
   else
     log("[finetune] amp O0: float32 compute");
   if (o.activation_checkpointing) {
@@ -574,9 +585,9 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         targets = int64_t(sums[0]);
         tokens = int64_t(sums[1]);
       }
-      // Each micro-batch's mean loss weighted by its share of the step's learned labels (over
-      // every rank): the gradient of the mean over all of them, as one batch of the combined
-      // examples gives, once the ranks' gradients are summed.
+      // Each micro-batch's summed loss over the step's learned labels (over every rank): the
+      // gradient of the mean over all of them, as one batch of the combined examples gives, once
+      // the ranks' gradients are summed (1 / targets the same float in every part).
       double loss_value = 0, grad_norm = NAN;
       SpikeGuard::Verdict verdict = SpikeGuard::Verdict::ok;
       std::string why;
@@ -602,11 +613,12 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
             // The loss in chunks of positions: the [B, T, V] logits are never whole
             // (models/llama_loss.cpp); the head's backward runs here, the layers' below.
             core::TraceRange range(core::Range::forward);
-            loss = models::causal_lm_loss(*model, detail::input_of(b), b.labels) *
-                   (double(b.targets) / targets);
+            loss =
+                models::causal_lm_loss_over(*model, detail::input_of(b), b.labels, double(targets));
           }
           {
             core::TraceRange range(core::Range::backward);
+            ops::WeightGradScope sums(exact ? &*exact : nullptr);
             (scaler ? scaler->scale_loss(loss) : loss).backward();
           }
           loss_value += loss.item();
@@ -614,7 +626,8 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         {
           core::TraceRange wait(core::Range::communication_wait);
           loss_value = ranks.sum({loss_value})[0];
-          ranks.sum_gradients(params);
+          if (exact) exact->finish();
+          ranks.sum_gradients(params, exact ? DType::f64 : DType::f32);
         }
         phase.emplace(core::Range::optimizer);
         if (o.inject_gradients) o.inject_gradients(step + 1, params);

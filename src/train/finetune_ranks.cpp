@@ -4,6 +4,7 @@
 
 #include "zenith/autograd.h"
 #include "zenith/communication.h"
+#include "zenith/ops.h"
 
 namespace zenith::finetune {
 
@@ -25,12 +26,17 @@ std::vector<double> Ranks::sum(std::vector<double> values) const {
   return t.to_double_vector();
 }
 
-void Ranks::sum_gradients(const std::vector<Tensor>& params) const {
-  if (world_ == 1) return;
+void Ranks::sum_gradients(const std::vector<Tensor>& params, DType dtype) const {
   NoGradGuard no_grad;
   int64_t total = 0;
   for (const Tensor& p : params) total += p.numel();
-  Tensor flat = Tensor::zeros({total}, DType::f32);
+  if (world_ == 1) {  // one process: float64 sums rounded to the parameters' dtype
+    for (const Tensor& p : params)
+      if (p.grad().defined() && p.grad().dtype() != p.dtype())
+        Tensor(p).set_grad(p.grad().to(p.dtype()));
+    return;
+  }
+  Tensor flat = Tensor::zeros({total}, dtype);
   int64_t off = 0;
   for (const Tensor& p : params) {
     if (p.grad().defined()) flat.narrow(0, off, p.numel()).view(p.shape()).copy_(p.grad());
@@ -43,6 +49,52 @@ void Ranks::sum_gradients(const std::vector<Tensor>& params) const {
     Tensor(p).set_grad(g);
     off += p.numel();
   }
+}
+
+Float64Gradients::Float64Gradients(const std::vector<Tensor>& params) {
+  for (const Tensor& p : params)
+    if (p.dim() == 2 && p.dtype() == DType::f32) params_[&p.impl()] = p;
+}
+
+namespace {
+
+// sum [out, in] += dy^T x summed over the rows t of dy [M, out] and x [M, in] (float32) in
+// float64, in row order: ~M * out * in multiply-adds, cheap for LoRA's r-sided matrices.
+void add_rows_f64(const Tensor& dy, const Tensor& x, double* sum) {
+  const Tensor d = dy.contiguous(), xs = x.contiguous();
+  const int64_t rows = d.size(0), outs = d.size(1), ins = xs.size(1);
+  const float* pd = d.data<float>();
+  const float* px = xs.data<float>();
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* xr = px + t * ins;
+    for (int64_t o = 0; o < outs; ++o) {
+      const double g = pd[t * outs + o];
+      if (g == 0) continue;  // masked and padded positions
+      double* s = sum + o * ins;
+      for (int64_t i = 0; i < ins; ++i) s[i] += g * double(xr[i]);
+    }
+  }
+}
+
+}  // namespace
+
+bool Float64Gradients::take(const Tensor& weight, const Tensor& dy, const Tensor& x) {
+  const void* key = &weight.impl();
+  if (!params_.count(key) || dy.dtype() != DType::f32 || x.dtype() != DType::f32) return false;
+  Tensor& sum = sums_[key];
+  if (!sum.defined()) sum = Tensor::zeros(weight.shape(), DType::f64);
+  add_rows_f64(dy, x, sum.data<double>());
+  return true;
+}
+
+void Float64Gradients::finish() {
+  NoGradGuard no_grad;
+  for (auto& [key, sum] : sums_) {
+    Tensor p = params_.at(key);
+    const Tensor old = p.grad();
+    p.set_grad(old.defined() ? ops::add(sum, old.to(DType::f64)) : sum);
+  }
+  sums_.clear();
 }
 
 }  // namespace zenith::finetune

@@ -68,9 +68,12 @@ TEST(Finetune, LoraStartsAtTheBaseLearnsAndMergesToWhatItComputes) {
 }
 
 // K micro-batches of B per step = one batch of K B: the loss is the mean over the step's learned
-// labels either way (each micro-batch weighted by its share), padding never counts. Losses and
-// gradient norms agree to 1e-5 over three steps; the adapters to 1e-3 only: AdamW divides by
-// the root of the second moment, which turns float32 rounding in gradients near zero (|g| ~ eps)
+// labels either way (every micro-batch scaled by 1 / the step's targets), padding never counts.
+// Losses and gradient norms agree to 1e-5 over three steps, and the adapters of 3 x 2 to 1e-5
+// too (their gradients summed in float64 across micro-batches, train/finetune_ranks.h). 1 x 6 to
+// 1e-3 only: measured 7.7e-5 in one tensor (gate_proj.B of layer 1), so some float32 row of a
+// one-sequence batch differs from the same row in a batch of 6 (a GEMM kernel picked for the
+// smaller M is the likely cause, not confirmed); AdamW turns such rounding in gradients near zero
 // into differences of up to lr per element.
 TEST(Finetune, AccumulationEqualsTheCombinedBatch) {
   Data train = pattern_data(12, 3);
@@ -96,7 +99,7 @@ TEST(Finetune, AccumulationEqualsTheCombinedBatch) {
           << "step " << s + 1 << ", batch " << batch[i] << " x " << accumulate[i];
     }
     for (const auto& [name, t] : adapters[0])
-      EXPECT_LE(scaled_error(adapters[i].at(name), t), 1e-3)
+      EXPECT_LE(scaled_error(adapters[i].at(name), t), batch[i] == 1 ? 1e-3 : 1e-5)
           << name << " batch " << batch[i] << " x " << accumulate[i];
   }
 }

@@ -21,6 +21,14 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 void gemm_lowp(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const void* a, DType a_dtype, int64_t lda, const void* b, DType b_dtype, int64_t ldb,
                float beta, float* c, int64_t ldc);
+// The same product for two bfloat16 operands in bfloat16 arithmetic (gemm_bf16.cpp: oneDNN's
+// matmul, float32 accumulation) where the CPU has AVX512_BF16 and ZENITH_BF16_COMPUTE is not 0;
+// false (nothing done) elsewhere, or for alpha != 1 or beta other than 0 and 1.
+bool gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const void* a, DType a_dtype, int64_t lda, const void* b, DType b_dtype, int64_t ldb,
+               float beta, float* c, int64_t ldc);
+// Whether gemm_bf16 computes (the CPU has bfloat16 arithmetic and it is not turned off).
+bool bf16_compute();
 // The decode step's product, C[m, n] = alpha A B^T + beta C for m <= kGemvMaxRows: A float32
 // [m, k] contiguous, B [n, k] float32, bfloat16 or float16 with row stride ldb (gemv.cpp:
 // bandwidth-bound, rows of B spread over threads that claim them).

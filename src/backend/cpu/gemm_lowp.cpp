@@ -101,6 +101,9 @@ void gemm_lowp(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   }
   if (!ta) lda = std::max(lda, k);
   if (tb) ldb = std::max(ldb, k);
+  // Two bfloat16 operands (amp O1/O2): bfloat16 arithmetic where the CPU has it.
+  if (m > kGemvMaxRows && gemm_bf16(ta, tb, m, n, k, alpha, a, at_, lda, b, bt, ldb, beta, c, ldc))
+    return;
   // A 16-bit A is converted whole when B is 16-bit too (both low: rare, A the activations);
   // otherwise A float32 is used in place.
   std::vector<float> a_float;
@@ -132,8 +135,10 @@ void gemm_lowp(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
     if (!tb && n < k) {
       // B [k, n] with a long k (the input gradient dy W of a wide layer, e.g. the vocab head):
       // column panels would be narrow products that each re-read all of A, so B goes by
-      // blocks of whole rows instead, each accumulated by a (multithreaded) sgemm.
-      const int64_t kc = std::max<int64_t>(64, kPanelFloats / n);
+      // blocks of whole rows instead, each accumulated by a (multithreaded) sgemm. The blocks
+      // are 8 panels (8 MiB): sgemm's cost per call makes short ones slow (a vocab head's
+      // [131, 32000] x [32000, 288]: 1 MiB blocks took 15x the float32 product, 8 MiB ~4x).
+      const int64_t kc = std::max<int64_t>(64, 8 * kPanelFloats / n);
       std::vector<float> buf(static_cast<size_t>(std::min(kc, k) * n));
       for (int64_t k0 = 0; k0 < k; k0 += kc) {
         const int64_t kb = std::min(kc, k - k0);

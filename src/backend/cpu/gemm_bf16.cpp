@@ -1,0 +1,97 @@
+// bfloat16 x bfloat16 GEMM in bfloat16 arithmetic: oneDNN's matmul (brgemm kernels on
+// vdpbf16ps where the CPU has AVX512_BF16, float32 accumulation), C float32. The products of two
+// bfloat16 values are exact in float32, so this differs from converting both to float32 (what
+// gemm_lowp does without it) only in the order of the sums. M is a runtime dim: one primitive per
+// (n, k, layout), whatever the batch's rows.
+#include <cpuid.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/onednn.h"
+
+namespace zenith::cpu {
+namespace {
+
+namespace dn = onednn;
+using dnnl::memory;
+
+bool cpu_has_avx512_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
+  return (eax >> 5) & 1;  // CPUID.(EAX=7,ECX=1):EAX[5] AVX512_BF16
+}
+
+bool bf16_compute_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("ZENITH_BF16_COMPUTE");
+    if (env && std::strcmp(env, "0") == 0) return false;
+    return cpu_has_avx512_bf16();
+  }();
+  return on;
+}
+
+struct MatmulBf16 {
+  bool made = false;  // oneDNN has no matmul for these descriptors: gemm_lowp's float32 path
+  dnnl::matmul::primitive_desc pd;
+  dn::Primitive prim;
+};
+
+// [rows, cols] with row stride ld, stored transposed when `trans` (element (i, j) at i + j ld).
+memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t ld, bool trans, memory::data_type t) {
+  return memory::desc({rows, cols}, t, trans ? memory::dims{1, ld} : memory::dims{ld, 1});
+}
+
+}  // namespace
+
+bool bf16_compute() { return bf16_compute_enabled(); }
+
+bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
+               DType a_dtype, int64_t lda, const void* b, DType b_dtype, int64_t ldb, float beta,
+               float* c, int64_t ldc) {
+  if (!bf16_compute_enabled() || a_dtype != DType::bf16 || b_dtype != DType::bf16 || alpha != 1.f ||
+      (beta != 0.f && beta != 1.f) || m == 0 || n == 0 || k == 0)
+    return false;
+  using dt = memory::data_type;
+  constexpr int64_t kRuntime = DNNL_RUNTIME_DIM_VAL;
+  // M (and the strides that follow it) known only at run time.
+  const memory::desc src_any({kRuntime, k}, dt::bf16,
+                             ta ? memory::dims{1, kRuntime} : memory::dims{lda, 1});
+  const memory::desc wei = matrix_desc(k, n, ldb, tb, dt::bf16);
+  const memory::desc dst_any({kRuntime, n}, dt::f32, memory::dims{ldc, 1});
+  const std::string key = dn::Key("matmul_bf16")
+                              .add(n)
+                              .add(k)
+                              .add(int64_t(ta))
+                              .add(int64_t(tb))
+                              .add(ta ? 0 : lda)
+                              .add(ldb)
+                              .add(ldc)
+                              .add(int64_t(beta != 0.f))
+                              .str();
+  auto e = dn::cached<MatmulBf16>(key, [&] {
+    dnnl::primitive_attr attr;
+    if (beta != 0.f) {
+      dnnl::post_ops post;
+      post.append_sum(1.f);
+      attr.set_post_ops(post);
+    }
+    auto made = std::make_shared<MatmulBf16>();
+    try {
+      dnnl::matmul::desc d(src_any, wei, dst_any);
+      made->pd = dnnl::matmul::primitive_desc(d, attr, dn::engine());
+      made->prim = dn::Primitive(dnnl::matmul(made->pd));
+      made->made = true;
+    } catch (const dnnl::error&) {
+    }
+    return made;
+  });
+  if (!e->made) return false;
+  e->prim.run({{DNNL_ARG_SRC, matrix_desc(m, k, lda, ta, dt::bf16), const_cast<void*>(a)},
+               {DNNL_ARG_WEIGHTS, wei, const_cast<void*>(b)},
+               {DNNL_ARG_DST, memory::desc({m, n}, dt::f32, memory::dims{ldc, 1}), c}});
+  return true;
+}
+
+}  // namespace zenith::cpu
