@@ -68,8 +68,8 @@ struct Options {
   bool packing = false;  // pack examples into sequences of max_seq_len (pack())
   std::string chat_template;
   bool activation_checkpointing = false;
-  // selective, full, or a comma list of what each layer keeps (Llama::set_activation_checkpointing)
-  std::string activation_checkpointing_policy = "selective";
+  // full, selective, or a comma list of what each layer keeps (Llama::set_activation_checkpointing)
+  std::string activation_checkpointing_policy = "full";
   // Mixed precision, MindSpore's levels: O0 float32; O1 every linear layer in amp_dtype; O2 also
   // the LoRA matmuls and the hidden states between layers, norms float32 (Llama::
   // set_low_precision). Trained weights stay float32 masters; a LoRA base is held in amp_dtype.

@@ -106,9 +106,9 @@ class Llama : public nn::Cell {
   // Recompute each decoder layer in backward instead of keeping its activations: memory for
   // time. Applies when gradients are recorded and no KV cache is used. `policy` says which
   // outputs of the layer's forward are kept for the recompute (those ops are not run again):
-  // "selective" the costly ones (kSelectiveCheckpointing), "full" none (only the layer's input),
+  // "full" none (only the layer's input), "selective" the costly ones (kSelectiveCheckpointing),
   // or a comma list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, attention.
-  void set_activation_checkpointing(bool enabled, const std::string& policy = "selective");
+  void set_activation_checkpointing(bool enabled, const std::string& policy = "full");
   bool activation_checkpointing() const { return checkpointing_; }
   // What each checkpointed layer keeps (empty: "full").
   const std::vector<std::string>& checkpointing_keeps() const { return checkpoint_keeps_; }

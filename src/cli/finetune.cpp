@@ -4,7 +4,7 @@
 // [--schedule cosine|wsd|constant] [--warmup-steps N]
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
 // [--chat-template NAME] [--activation-checkpointing [--activation-checkpointing-policy
-// selective|full|LIST]] [--amp O0|O1|O2 [--amp-dtype bf16|fp16]]
+// full|selective|LIST]] [--amp O0|O1|O2 [--amp-dtype bf16|fp16]]
 // [--save-every N] [--resume DIR] [--mode pynative|graph]
 // [--nproc N [--max-restarts N]] [--profile STEPS [--profile-skip N]] [--config FILE.yaml]
 // --out DIR`:
@@ -62,9 +62,9 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("activation-checkpointing", o.activation_checkpointing,
            "recompute each decoder layer in backward (less memory, more time)")
       .add("activation-checkpointing-policy", o.activation_checkpointing_policy,
-           "selective: keep the outputs of the costly GEMMs (gate/up/down_proj) and recompute "
-           "the rest; full: recompute the whole layer; or a comma list of q_proj, k_proj, v_proj, "
-           "o_proj, gate_proj, up_proj, down_proj, attention to keep")
+           "full: recompute the whole layer from its input; selective: keep the outputs of the "
+           "costly GEMMs (gate/up/down_proj) and recompute the rest; or a comma list of q_proj, "
+           "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, attention to keep")
       .add("amp", o.amp,
            "mixed precision: O0 float32, O1 linear layers in --amp-dtype, O2 all but norms "
            "(float32 masters; CPUs store, not compute, in low precision)")

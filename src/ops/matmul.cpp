@@ -50,7 +50,7 @@ WeightGradSink* g_weight_grad_sink = nullptr;
 // dW = dy^T x for linear's backward, unless the installed sink takes it (then undefined).
 Tensor weight_grad(const Tensor& dy, const Tensor& x, const Tensor& weight) {
   if (g_weight_grad_sink && g_weight_grad_sink->take(weight, dy, x)) return Tensor();
-  return as_dtype_of(matmul(dy.t(), x), weight);
+  return as_dtype(matmul(dy.t(), x), weight.dtype());
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ def finetune(log=print, **options):
     lora_r, lora_alpha, lora_dropout, lora_targets ('q_proj,v_proj', a list, or 'all-linear'),
     use_rslora, epochs, max_steps, lr, weight_decay, clip_grad_norm, schedule, warmup_steps,
     batch_size, accumulate_steps, max_seq_len, train_on_prompt, packing, chat_template,
-    activation_checkpointing, activation_checkpointing_policy ('selective', 'full' or a comma
+    activation_checkpointing, activation_checkpointing_policy ('full', 'selective' or a comma
     list of what each layer keeps), seed, log_every, eval_every, save_every, resume, spike_factor,
     spike_rollback. log: called with each line the command prints (None: silent).
 
