@@ -16,16 +16,13 @@ int fuse_embedding_grad(Graph& g, FusionCounts& counts) {
   std::vector<bool> removed(g.nodes.size(), false);
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const int j = sole_add_reader(g, readers, keep, i, OpId::embedding_backward, 2, 1);
+    if (j < 0) continue;
     const Node& eb = g.nodes[i];
-    if (eb.op != OpId::embedding_backward || eb.inputs.size() != 2 || eb.outputs.size() != 1 ||
-        eb.outputs[0] == kNoValue)
-      continue;
     const ValueId e = eb.outputs[0];
-    if (keep[size_t(e)] || readers[size_t(e)].size() != 1) continue;
-    const int j = readers[size_t(e)][0];
     Node& add = g.nodes[size_t(j)];
-    if (add.op != OpId::add || add.inputs.size() != 2 || !add.writes.empty() ||
-        add.segment != eb.segment || add.outputs.size() != 1)
+    if (add.inputs.size() != 2 || !add.writes.empty() || add.segment != eb.segment ||
+        add.outputs.size() != 1)
       continue;
     const View& def = g.values[size_t(e)].def;
     const int mine = add.inputs[0].value == e ? 0 : 1;

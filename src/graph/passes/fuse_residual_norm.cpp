@@ -90,13 +90,10 @@ int fuse_backward(Graph& g) {
   std::vector<bool> removed(g.nodes.size(), false);
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const int j = sole_add_reader(g, readers, keep, i, OpId::rms_norm_backward, 4, 2);
+    if (j < 0) continue;
     const Node& nb = g.nodes[i];
-    if (nb.op != OpId::rms_norm_backward || nb.inputs.size() != 4 || nb.outputs.size() != 2 ||
-        nb.outputs[0] == kNoValue)
-      continue;
     const ValueId dx = nb.outputs[0];
-    if (keep[size_t(dx)] || readers[size_t(dx)].size() != 1) continue;
-    const int j = readers[size_t(dx)][0];
     Node& add = g.nodes[size_t(j)];
     Shape shape;
     DType dtype;

@@ -17,4 +17,19 @@ inline bool written_between(const std::vector<std::vector<int>>& writers, ValueI
   return false;
 }
 
+// The add node that alone reads the only (first) output of node i, an `op` node of n_inputs
+// inputs and n_outputs outputs whose first output the step does not keep; -1 otherwise.
+inline int sole_add_reader(const Graph& g, const std::vector<std::vector<int>>& readers,
+                           const std::vector<bool>& keep, size_t i, OpId op, size_t n_inputs,
+                           size_t n_outputs) {
+  const Node& n = g.nodes[i];
+  if (n.op != op || n.inputs.size() != n_inputs || n.outputs.size() != n_outputs ||
+      n.outputs[0] == kNoValue)
+    return -1;
+  const ValueId v = n.outputs[0];
+  if (keep[size_t(v)] || readers[size_t(v)].size() != 1) return -1;
+  const int j = readers[size_t(v)][0];
+  return g.nodes[size_t(j)].op == OpId::add ? j : -1;
+}
+
 }  // namespace zenith::graph
