@@ -16,12 +16,12 @@
 #include <random>
 #include <sstream>
 
-#include "backend/cpu/gemm.h"
 #include "core/trace_range.h"
 #include "models/llama_loss.h"
 #include "train/finetune_ranks.h"
 #include "train/finetune_step.h"
 #include "zenith/autograd.h"
+#include "zenith/cpu_features.h"
 #include "zenith/io.h"
 #include "zenith/loss_scaler.h"
 #include "zenith/optim.h"
@@ -472,7 +472,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   // bfloat16 products (two bfloat16 operands, backend/cpu/gemm_bf16.cpp) are real bfloat16
   // arithmetic where the CPU has it; elsewhere the low dtype only rounds values.
   const std::string arithmetic =
-      amp_dtype == DType::bf16 && cpu::bf16_compute()
+      amp_dtype == DType::bf16 && bf16_arithmetic()
           ? "the linear layers' products run in bfloat16 arithmetic on this CPU (AVX512_BF16, "
             "float32 accumulation)"
           : "on this CPU " + std::string(dtype_name(amp_dtype)) +

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "support/op_check.h"
+#include "zenith/cpu_features.h"
 
 using namespace zenith;
 using namespace zenith::testing;
@@ -28,7 +29,7 @@ std::vector<uint16_t> random_bf16(int64_t count, std::mt19937& rng) {
 }  // namespace
 
 TEST(GemmBf16, EqualsTheFloat64ProductOfTheBfloat16Values) {
-  if (!cpu::bf16_compute()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  if (!bf16_arithmetic()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   std::mt19937 rng(3);
   for (Case c : {Case{false, true, 300, 288, 288, 0}, Case{false, true, 131, 1000, 288, 1},
                  Case{false, false, 77, 40, 700, 0}, Case{true, false, 48, 33, 129, 0},

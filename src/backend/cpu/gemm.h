@@ -27,8 +27,6 @@ void gemm_lowp(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 bool gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const void* a, DType a_dtype, int64_t lda, const void* b, DType b_dtype, int64_t ldb,
                float beta, float* c, int64_t ldc);
-// Whether gemm_bf16 computes (the CPU has bfloat16 arithmetic and it is not turned off).
-bool bf16_compute();
 // The decode step's product, C[m, n] = alpha A B^T + beta C for m <= kGemvMaxRows: A float32
 // [m, k] contiguous, B [n, k] float32, bfloat16 or float16 with row stride ldb (gemv.cpp:
 // bandwidth-bound, rows of B spread over threads that claim them).

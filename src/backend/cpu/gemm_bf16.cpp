@@ -3,34 +3,15 @@
 // bfloat16 values are exact in float32, so this differs from converting both to float32 (what
 // gemm_lowp does without it) only in the order of the sums. M is a runtime dim: one primitive per
 // (n, k, layout), whatever the batch's rows.
-#include <cpuid.h>
-
-#include <cstdlib>
-#include <cstring>
-
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/onednn.h"
+#include "zenith/cpu_features.h"
 
 namespace zenith::cpu {
 namespace {
 
 namespace dn = onednn;
 using dnnl::memory;
-
-bool cpu_has_avx512_bf16() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
-  return (eax >> 5) & 1;  // CPUID.(EAX=7,ECX=1):EAX[5] AVX512_BF16
-}
-
-bool bf16_compute_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("ZENITH_BF16_COMPUTE");
-    if (env && std::strcmp(env, "0") == 0) return false;
-    return cpu_has_avx512_bf16();
-  }();
-  return on;
-}
 
 struct MatmulBf16 {
   bool made = false;  // oneDNN has no matmul for these descriptors: gemm_lowp's float32 path
@@ -45,12 +26,10 @@ memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t ld, bool trans, mem
 
 }  // namespace
 
-bool bf16_compute() { return bf16_compute_enabled(); }
-
 bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
                DType a_dtype, int64_t lda, const void* b, DType b_dtype, int64_t ldb, float beta,
                float* c, int64_t ldc) {
-  if (!bf16_compute_enabled() || a_dtype != DType::bf16 || b_dtype != DType::bf16 || alpha != 1.f ||
+  if (!bf16_arithmetic() || a_dtype != DType::bf16 || b_dtype != DType::bf16 || alpha != 1.f ||
       (beta != 0.f && beta != 1.f) || m == 0 || n == 0 || k == 0)
     return false;
   using dt = memory::data_type;
