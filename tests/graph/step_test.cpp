@@ -35,6 +35,10 @@ struct Trainer {
   double step(StepCompiler* c, const Tensor& x, const Tensor& y) {
     return test::train_step(c, {x, y}, *opt, [&] { return (*loss_fn)(net->forward(x), y); });
   }
+  // The step's graph as the compiler captures it, before the passes.
+  std::optional<Graph> record(const Tensor& x, const Tensor& y) {
+    return test::record_step({x, y}, state, *opt, [&] { return (*loss_fn)(net->forward(x), y); });
+  }
 };
 
 double max_param_diff(const nn::CellPtr& a, const nn::CellPtr& b) {
@@ -107,8 +111,7 @@ TEST_F(GraphStep, UpdatesInTheBackwardSplitAndMoveBeforeTheUpdatePhase) {
   Trainer t("resnet18", 32);
   manual_seed(3);
   Tensor x = Tensor::randn({2, 3, 32, 32}), y = Tensor::randint(0, 10, {2});
-  std::optional<Graph> g = test::record_step({x, y}, t.state, *t.opt,
-                                             [&] { return (*t.loss_fn)(t.net->forward(x), y); });
+  std::optional<Graph> g = t.record(x, y);
   ASSERT_TRUE(g.has_value());
   Graph kept = *g;
   optimize(kept);
@@ -324,8 +327,7 @@ TEST_F(GraphStep, SeedCnnGraphBeforeAndAfterThePasses) {
   Trainer t("seedcnn", 32);
   manual_seed(6);
   Tensor x = Tensor::randn({8, 3, 32, 32}), y = Tensor::randint(0, 10, {8});
-  std::optional<Graph> g = test::record_step({x, y}, t.state, *t.opt,
-                                             [&] { return (*t.loss_fn)(t.net->forward(x), y); });
+  std::optional<Graph> g = t.record(x, y);
   ASSERT_TRUE(g.has_value());
   if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << g->dump();
   EXPECT_EQ(g->count(OpId::copy), 5);  // autograd's 4 gradient clones, the flatten's copy
@@ -349,8 +351,7 @@ TEST_F(GraphStep, MaxPoolBackwardKeepsOnlyItsInputsShape) {
   Trainer t("seedcnn", 32);
   manual_seed(6);
   Tensor x = Tensor::randn({8, 3, 32, 32}), y = Tensor::randint(0, 10, {8});
-  std::optional<Graph> g = test::record_step({x, y}, t.state, *t.opt,
-                                             [&] { return (*t.loss_fn)(t.net->forward(x), y); });
+  std::optional<Graph> g = t.record(x, y);
   ASSERT_TRUE(g.has_value());
   optimize(*g);
   const auto readers = g->readers();
