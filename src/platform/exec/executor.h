@@ -24,6 +24,11 @@ struct JobPaths {
   std::string rank_exit(int rank) const {
     return logs_dir() + "/rank_" + std::to_string(rank) + ".exit";
   }
+  // Written by the Slurm wrapper as soon as the entry ends, in rank_exit's format; replaced by
+  // rank_exit once the rank's log is complete.
+  std::string rank_ended(int rank) const {
+    return logs_dir() + "/rank_" + std::to_string(rank) + ".ended";
+  }
   std::string rank_table() const { return job_dir + "/rank_table.json"; }
   std::string work_dir() const { return job_dir + "/work"; }
   std::string heartbeat() const { return job_dir + "/heartbeat"; }

@@ -345,7 +345,9 @@ std::optional<RankExit> read_rank_exit(const std::string& exit_path) {
   std::string kind;
   int value = 0;
   if (!(in >> kind >> value)) return std::nullopt;
-  return RankExit{kind == "signaled", value};
+  double ended_at = 0;  // "exited N T" from the Slurm wrapper; the local shim writes no T
+  if (!(in >> ended_at)) ended_at = 0;
+  return RankExit{kind == "signaled", value, ended_at};
 }
 
 RankProcess launch_rank(const RankLaunch& launch) {

@@ -46,7 +46,8 @@ struct RankProcess {
 // How an entry ended, read back from the exit file.
 struct RankExit {
   bool signaled = false;
-  int code = 0;  // exit code, or the signal number
+  int code = 0;         // exit code, or the signal number
+  double ended_at = 0;  // when the entry ended, seconds since the epoch; 0 where not written
 };
 
 // Starts the rank's shim (which starts the entry) and writes the "Rank N started" log line.

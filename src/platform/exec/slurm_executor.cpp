@@ -127,19 +127,34 @@ class SlurmRun : public JobRun {
     placed_ = true;
   }
 
-  // The ranks' states from their exit files; Failed naming the rank that failed first (by the
-  // time its exit file was written). With `ended`, ranks without a status were stopped by
-  // Slurm (after another rank failed) or lost.
+  // The ranks' states from their exit files; Failed naming the rank that failed first, by the
+  // time its entry ended (the wrapper writes it; the file's time where it did not). A rank whose
+  // wrapper has not written rank_N.exit yet (its log pipe still open, or srun killed the
+  // wrapper) counts by its rank_N.ended. While the job runs and some rank has written neither,
+  // a failure is decided only once kSettleSeconds have passed since it: the rank that caused it
+  // may still be on its way. With `ended`, ranks without a status were stopped by Slurm (after
+  // another rank failed) or lost.
+  static constexpr double kSettleSeconds = 2.0;
+
+  std::optional<RankExit> rank_status(int rank) const {
+    if (auto ex = read_rank_exit(paths_.rank_exit(rank))) return ex;
+    return read_rank_exit(paths_.rank_ended(rank));
+  }
+
   RunOutcome read_exits(JobRecord& job, bool ended) {
     RunOutcome out;
     double first_failure = 0;
+    bool all_written = true;
     for (auto& r : job.ranks) {
-      const auto ex = read_rank_exit(paths_.rank_exit(r.rank));
-      if (!ex) continue;
+      const auto ex = rank_status(r.rank);
+      if (!ex) {
+        all_written = false;
+        continue;
+      }
       r.state = ex->signaled ? "signaled" : "exited";
       r.exit_code = ex->code;
       if (!ex->signaled && ex->code == 0) continue;
-      const double at = mtime_of(paths_.rank_exit(r.rank));
+      const double at = ex->ended_at > 0 ? ex->ended_at : mtime_of(paths_.rank_exit(r.rank));
       if (out.rank >= 0 && at >= first_failure) continue;
       first_failure = at;
       out.status = RunOutcome::Failed;
@@ -149,9 +164,13 @@ class SlurmRun : public JobRun {
       out.reason = rank_name(r) + (ex->signaled ? " was killed by signal " : " exited with code ") +
                    std::to_string(ex->code);
     }
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (!ended && out.rank >= 0 && !all_written && now - first_failure < kSettleSeconds)
+      return RunOutcome{};
     if (!ended) return out;
     for (auto& r : job.ranks) {
-      if (read_rank_exit(paths_.rank_exit(r.rank))) continue;
+      if (rank_status(r.rank)) continue;
       if (out.rank >= 0) {
         r.state = "signaled", r.exit_code = 15;
         continue;
@@ -237,7 +256,10 @@ std::unique_ptr<JobRun> start_slurm_run(JobRecord& job, const JobPaths& paths,
   fs::create_directories(paths.logs_dir());
   fs::create_directories(paths.work_dir());
   // Nothing of an earlier attempt may pass for this one's.
-  for (int r = 0; r < job.spec.ranks(); ++r) fs::remove(paths.rank_exit(r));
+  for (int r = 0; r < job.spec.ranks(); ++r) {
+    fs::remove(paths.rank_exit(r));
+    fs::remove(paths.rank_ended(r));
+  }
   fs::remove(slurm_nodes_file(paths));
   fs::remove(paths.rank_table());
   write_text(slurm_wrapper_file(paths), slurm_rank_wrapper(job, paths), fs::perms::owner_all);

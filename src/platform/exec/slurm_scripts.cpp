@@ -82,9 +82,13 @@ read -r _ master_addr < "$nodes"
 stamp() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }
 echo "$(stamp) [INFO] Rank $SLURM_PROCID started (pid $$, device @KIND@:$SLURM_LOCALID, node $node $node_addr, slurm job $SLURM_JOB_ID)" >> "$log"
 cd @WORKING_DIR@ || { echo "$(stamp) [executor] cannot enter working_dir" >> "$log"; echo 'exited 127' > "${log%.log}.exit"; exit 127; }
-/bin/sh -c @ENTRY@ 2>&1 | while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$(stamp)" "$line"; done >> "$log"
+# The entry's status and when it ended (seconds since the epoch) go to rank_N.ended at once:
+# the log pipe can close much later (a child holding it), or srun can kill this wrapper first
+# when another rank fails because of this one. rank_N.exit follows once the log is complete.
+ended=${log%.log}.ended
+{ /bin/sh -c @ENTRY@; rc=$?; if [ $rc -gt 128 ]; then echo "signaled $((rc - 128)) $(date +%s.%N)"; else echo "exited $rc $(date +%s.%N)"; fi > "$ended.tmp" && mv "$ended.tmp" "$ended"; exit $rc; } 2>&1 | while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$(stamp)" "$line"; done >> "$log"
 rc=${PIPESTATUS[0]}
-if [ $rc -gt 128 ]; then echo "signaled $((rc - 128))"; else echo "exited $rc"; fi > "${log%.log}.exit.tmp" && mv "${log%.log}.exit.tmp" "${log%.log}.exit"
+if [ -s "$ended" ]; then cat "$ended"; elif [ $rc -gt 128 ]; then echo "signaled $((rc - 128))"; else echo "exited $rc"; fi > "${log%.log}.exit.tmp" && mv "${log%.log}.exit.tmp" "${log%.log}.exit" && rm -f "$ended"
 exit $rc
 )sh";
 

@@ -264,6 +264,25 @@ TEST_F(PlatformSlurmTest, ARestartIsANewAllocation) {
   EXPECT_NE(read_all(paths(7).rank_log(1)).find("attempt 1"), std::string::npos);
 }
 
+// Rank 1 is killed; rank 0 fails half a second later because of it (as a peer does on a lost
+// connection). Rank 1's log pipe stays open (a child holds it) and srun kills its wrapper when
+// rank 0 exits, so rank 0's exit file lands first, or alone: the job still names rank 1, by
+// when each entry ended.
+TEST_F(PlatformSlurmTest, TheRankThatDiedFirstIsNamedWhenItsPeerIsFasterToReport) {
+  Alerts alerts;
+  auto job = run_job(R"(job:
+  resources: { nodes: 2, npu: 1 }
+  entry: 'if [ "$RANK" = 1 ]; then (sleep 4; echo late) & sleep 1; kill -9 $$; fi; sleep 1.5; echo "rank 0: peer lost"; exit 1'
+)",
+                     9, &alerts);
+  EXPECT_EQ(job.state, zp::JobState::Failed);
+  EXPECT_EQ(job.reason, "rank 1 on node n2 was killed by signal 9");
+  ASSERT_FALSE(alerts.empty());
+  EXPECT_NE(alerts.back().second.find("rank 1 on node n2 was killed by signal 9"),
+            std::string::npos)
+      << alerts.back().second;
+}
+
 // Through the server's job manager: a 2 x 2 job submitted to the Slurm backend; every rank's
 // metrics, on either node, reach the server through the shared job directory.
 TEST_F(PlatformSlurmTest, TheServerIngestsTheMetricsOfEveryNode) {
