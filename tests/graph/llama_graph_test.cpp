@@ -16,8 +16,9 @@
 namespace zenith::graph {
 namespace {
 
-models::LlamaConfig tiny_config() {
+models::LlamaConfig tiny_config(bool tied = false) {
   models::LlamaConfig c;
+  c.tie_word_embeddings = tied;
   c.vocab_size = 64;
   c.hidden_size = 32;
   c.intermediate_size = 48;
@@ -34,10 +35,13 @@ struct LlamaTrainer {
   std::shared_ptr<models::Llama> model;
   nn::OptimizerPtr opt;
   test::State state;
-  // checkpointing: a policy of Llama::set_activation_checkpointing, or empty for none.
-  explicit LlamaTrainer(bool lora_bf16 = false, const std::string& checkpointing = "") {
+  // checkpointing: a policy of Llama::set_activation_checkpointing, or empty for none; tied:
+  // one weight for the embedding and the output layer (stories15M's shape).
+  explicit LlamaTrainer(bool lora_bf16 = false, const std::string& checkpointing = "",
+                        bool tied = false) {
     manual_seed(0);
-    model = std::make_shared<models::Llama>(tiny_config(), lora_bf16 ? DType::bf16 : DType::f32);
+    model =
+        std::make_shared<models::Llama>(tiny_config(tied), lora_bf16 ? DType::bf16 : DType::f32);
     if (lora_bf16) {
       io::LoraConfig lc;
       lc.r = 4;
@@ -83,8 +87,8 @@ std::pair<Tensor, Tensor> batch(int64_t b, int64_t t) {
 }
 
 void expect_equal_training(bool lora_bf16, int steps, const std::string& checkpointing = "",
-                           bool in_backward = false) {
-  LlamaTrainer eager(lora_bf16), graphed(lora_bf16, checkpointing);
+                           bool in_backward = false, bool tied = false) {
+  LlamaTrainer eager(lora_bf16, "", tied), graphed(lora_bf16, checkpointing, tied);
   std::vector<std::string> log;
   StepCompiler c(
       graphed.state, graphed.opt.get(),
@@ -103,6 +107,7 @@ void expect_equal_training(bool lora_bf16, int steps, const std::string& checkpo
   EXPECT_EQ(eager.opt->step_count(), graphed.opt->step_count());
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0].rfind("graph: ", 0), 0u) << log[0];
+  if (tied) EXPECT_NE(log[0].find("embedding grad+add 1"), std::string::npos) << log[0];
   std::cout << (lora_bf16 ? "llama lora bf16: " : "llama f32: ") << log[0] << "\n";
 }
 
@@ -197,6 +202,34 @@ TEST_F(LlamaGraph, CheckpointedLayersEqualEager) {
 
 // AdamW in the backward (graph::Options::update_in_backward): the same training.
 TEST_F(LlamaGraph, UpdatesInTheBackwardEqualEager) { expect_equal_training(false, 20, "", true); }
+
+// A tied embedding: its gradient (the output layer's [V, D] weight gradient plus the token rows)
+// becomes one embedding_backward_add written over the output layer's dying gradient; 20 steps
+// equal eager with the updates after the backward and in it.
+TEST_F(LlamaGraph, TiedEmbeddingGradientIsSummedInPlace) {
+  LlamaTrainer trainer(false, "", true);
+  manual_seed(1);
+  auto [ids, labels] = batch(2, 12);
+  std::optional<Graph> g = test::record_step({ids, labels}, trainer.state, *trainer.opt, [&] {
+    return models::causal_lm_loss(trainer.model->forward(ids), labels);
+  });
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->count(OpId::embedding_backward), 1);
+  EXPECT_EQ(g->count(OpId::embedding_backward_add), 0);
+  for (bool in_backward : {false, true}) {
+    Graph optimized = *g;
+    optimize(optimized, {.update_in_backward = in_backward});
+    EXPECT_EQ(optimized.count(OpId::embedding_backward), 0);
+    int over_head = 0;
+    for (const Node& n : optimized.nodes)
+      if (n.op == OpId::embedding_backward_add) over_head += n.overwrites == 2;
+    EXPECT_EQ(over_head, 1) << "updates in backward " << in_backward;
+  }
+  for (bool in_backward : {false, true}) {
+    SCOPED_TRACE(in_backward ? "updates in the backward" : "updates after the backward");
+    expect_equal_training(false, 20, "", in_backward, true);
+  }
+}
 
 }  // namespace
 }  // namespace zenith::graph

@@ -25,6 +25,23 @@ void dump(const char* what, const Graph& g) {
 
 Tensor randn(const Shape& s) { return Tensor::randn(s); }
 
+// Three replays of a one-phase graph with a memory plan (the first records, the next ones run in
+// the arena), each equal to `expected` within tol: the arena's bytes, and in *overwritten the
+// buffers the plan placed over a dying input.
+size_t planned_arena(const Graph& graph, const std::vector<Tensor>& inputs,
+                     const std::vector<Tensor>& expected, double tol, size_t* overwritten) {
+  Program p(graph);
+  p.enable_memory_plan();
+  for (int i = 0; i < 3; ++i) {
+    p.bind_inputs(inputs);
+    std::vector<Tensor> out = p.run_segment(0);
+    expect_close(out, expected, tol);
+    p.finish();
+  }
+  *overwritten = p.memory_plan()->overwritten_buffers();
+  return p.memory_plan()->arena_bytes();
+}
+
 TEST(GraphPasses, DeadOpEliminationDropsUnusedResults) {
   manual_seed(1);
   Tensor x = randn({4, 8}), y = randn({4, 8});
@@ -200,21 +217,9 @@ TEST(GraphPasses, CrossEntropyBackwardWritesOverTheDyingLogits) {
   const size_t after = g.peak_intermediate_bytes();
   EXPECT_GT(before - after, logits_bytes / 2);
 
-  // Replays with a memory plan: the first records, the next ones run in the arena.
-  auto arena_of = [&](const Graph& graph, size_t* overwritten) {
-    Program p(graph);
-    p.enable_memory_plan();
-    for (int i = 0; i < 3; ++i) {
-      p.bind_inputs({x, target});
-      std::vector<Tensor> out = p.run_segment(0);
-      expect_close(out, eager, 0);
-      p.finish();
-    }
-    *overwritten = p.memory_plan()->overwritten_buffers();
-    return p.memory_plan()->arena_bytes();
-  };
   size_t plain_over = 0, over = 0;
-  const size_t plain = arena_of(unmarked, &plain_over), shared = arena_of(g, &over);
+  const size_t plain = planned_arena(unmarked, {x, target}, eager, 0, &plain_over);
+  const size_t shared = planned_arena(g, {x, target}, eager, 0, &over);
   EXPECT_EQ(plain_over, 0u);
   EXPECT_EQ(over, 1u);
   EXPECT_EQ(plain - shared, before - after);  // the arena saves what the graph says
@@ -459,6 +464,37 @@ TEST(GraphPasses, TiedEmbeddingGradientScatterAddsIntoTheOutputLayers) {
   EXPECT_EQ(g.count(OpId::embedding_backward), 1);  // its rows also summed: not fused
   EXPECT_EQ(g.count(OpId::add), 1);
   expect_close(replay(g, {dy, dh, h, ids}), eager, 1e-6);
+}
+
+// The tied gradient written over the output layer's, which dies at it: the replay's memory plan
+// gives both one place, so the op adds only the token rows (no [V, D] copy); equal to eager.
+TEST(GraphPasses, TiedEmbeddingGradientIsWrittenOverTheOutputLayers) {
+  manual_seed(19);
+  Tensor dy = randn({2, 5, 8}), dh = randn({10, 64}), h = randn({10, 8});
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 3, 3, 0, 63, 2, 3, 9, 1, 1}, {2, 5});
+  const EmbeddingBackwardAttrs a{.num_rows = 64};
+  auto fn = [&] {
+    Tensor head = ops::matmul(dh.t(), h);  // [64, 8], read only by the sum
+    Tensor rows = dispatch::call1<OpId::embedding_backward>({dy, ids}, a);
+    return std::vector<Tensor>{ops::mul(ops::add(head, rows), Tensor::scalar(2.0))};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {dy, dh, h, ids});
+  FusionCounts counts;
+  ASSERT_EQ(fuse_embedding_grad(g, counts), 1);
+  const Graph unmarked = g;
+  const size_t before = g.peak_intermediate_bytes();
+  EXPECT_EQ(write_over_dying_inputs(g), 2);  // and the mul over the dying sum
+  dump("after", g);
+  for (const Node& n : g.nodes)
+    if (n.op == OpId::embedding_backward_add) EXPECT_EQ(n.overwrites, 2);  // base
+  EXPECT_EQ(before - g.peak_intermediate_bytes(), size_t(64 * 8 * 4));
+  size_t plain_over = 0, over = 0;
+  const size_t plain = planned_arena(unmarked, {dy, dh, h, ids}, eager, 1e-6, &plain_over);
+  const size_t shared = planned_arena(g, {dy, dh, h, ids}, eager, 1e-6, &over);
+  EXPECT_EQ(plain_over, 0u);
+  EXPECT_EQ(over, 2u);
+  EXPECT_EQ(plain - shared, size_t(64 * 8 * 4));
 }
 
 TEST(GraphPasses, NeverFusesTwoMatmuls) {

@@ -157,7 +157,8 @@ std::vector<Tensor> embedding_kernel(const std::vector<Tensor>& in, const NoAttr
 
 // embedding_backward(grad [.., D], indices [..]; num_rows) -> [V, D], rows scatter-added.
 // Threads own disjoint column ranges, so repeated indices never race. embedding_backward_add
-// (a third input, base [V, D] of grad's dtype) scatter-adds into a copy of base instead of zeros.
+// (a third input, base [V, D] of grad's dtype) scatter-adds into a copy of base instead of zeros,
+// or into base itself where graph mode's memory plan put the output over it (base dies here).
 std::vector<Tensor> embedding_backward_kernel(const std::vector<Tensor>& in,
                                               const EmbeddingBackwardAttrs& attrs) {
   const int64_t v = attrs.num_rows;
@@ -174,7 +175,8 @@ std::vector<Tensor> embedding_backward_kernel(const std::vector<Tensor>& in,
                  dtype_name(grad.dtype()));
     Tensor base = in[2].contiguous();
     out = Tensor::empty({v, d}, grad.dtype(), grad.device());
-    std::memcpy(out.raw_data(), base.raw_data(), size_t(v * d) * itemsize(grad.dtype()));
+    if (out.raw_data() != base.raw_data())
+      std::memcpy(out.raw_data(), base.raw_data(), size_t(v * d) * itemsize(grad.dtype()));
   } else {
     out = Tensor::zeros({v, d}, grad.dtype(), grad.device());
   }

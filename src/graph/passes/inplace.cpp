@@ -83,6 +83,9 @@ constexpr Overwritable kOverwritable[] = {
     {OpId::silu_backward, 1},
     {OpId::gelu_backward, 0},
     {OpId::gelu_backward, 1},
+    // A tied embedding's gradient over the output layer's (cpu/index.cpp): row r is base[r]
+    // plus its tokens' rows; written in place, only the token rows are touched.
+    {OpId::embedding_backward_add, 2},
     // dx over x, whose values pooling's backward never reads (cpu/pool.cpp: the max pool's
     // workspace or indices say where dy goes; x gives only the shape). Max pooling's backward
     // gets x itself only from a caller other than ops::max_pool2d (which passes a stand-in).
