@@ -3,7 +3,10 @@
 // src/ops/loss.cpp) in one more.
 // M rows (samples, after moving the class dim last), C classes.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/math_simd.h"
 #include "core/dispatch.h"
@@ -128,8 +131,154 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
   return {dx};
 }
 
+// Tile of the fused output layer: kRowBlock rows x kVocabChunk classes of logits (a
+// stories15M-sized head: 64 x 512 floats = 128 KB, in L2 while exp runs over it).
+int64_t g_row_block = 64, g_vocab_chunk = 512;
+bool g_wxt = false;
+struct TileEnv {
+  TileEnv() {
+    if (const char* e = std::getenv("ZENITH_LCE_TILE")) {
+      int o = 0;
+      std::sscanf(e, "%ld,%ld,%d", &g_row_block, &g_vocab_chunk, &o);
+      g_wxt = o != 0;
+    }
+  }
+} tile_env;
+
+// Per (row, vocab chunk) statistics of one block of rows.
+template <typename T>
+struct ChunkStats {
+  std::vector<T> max, sum, below;  // [rows, chunks]: the chunk's max, sum exp(l - max),
+                                   // sum (max - l)
+  std::vector<T> target;           // [rows]: the target's logit
+};
+
+// linear_cross_entropy(x [M, D], weight [V, D], target [M], dloss) -> {loss, dlogits [M, V]}.
+// Rows go in blocks; each block's logits are made chunk by chunk (a GEMM tile that stays in
+// cache), and each tile's row max taken and exp(l - max) written over it at once: one exp per
+// logit (cross_entropy_rows and its backward make one each). When a block has all its chunks,
+// the chunks' maxima and sums give each row's log-sum-exp and loss, and one multiply per logit
+// turns the exps into dloss_i (softmax - (1 - eps) onehot - eps / V), 0 for ignored rows, over
+// the same buffer.
+std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
+                                                const CrossEntropyAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 4, "[linear_cross_entropy] expected 4 inputs, got ", in.size());
+  Tensor x = in[0].contiguous(), w = in[1].contiguous();
+  ZENITH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.dtype() == w.dtype(),
+               "[linear_cross_entropy] x ", shape_str(x.shape()), " and weight ",
+               shape_str(w.shape()), " must be [M, D] and [V, D] of one dtype");
+  Tensor target = in[2].dtype() == DType::i64 ? in[2].contiguous() : in[2].to(DType::i64);
+  Tensor dloss = in[3].dtype() == x.dtype() ? in[3].contiguous() : in[3].to(x.dtype());
+  const int64_t ignore_index = attrs.ignore_index;
+  const double eps = attrs.label_smoothing;
+  const Reduction reduction = attrs.reduction;
+  const int64_t m = x.size(0), d = x.size(1), v = w.size(0);
+  ZENITH_CHECK(target.numel() == m, "[linear_cross_entropy] target of shape ",
+               shape_str(target.shape()), " for ", m, " rows");
+  const int64_t* t = target.data<int64_t>();
+  check_targets(t, m, v, ignore_index);
+  Tensor rows = Tensor::empty({m}, x.dtype(), x.device());
+  Tensor loss = reduction == Reduction::kNone ? rows : Tensor::empty({}, x.dtype(), x.device());
+  Tensor dx = Tensor::empty({m, v}, x.dtype(), x.device());
+  visit_float(x.dtype(), "linear_cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    const T* wp = w.data<T>();
+    const T* g = dloss.data<T>();
+    T* lo = rows.data<T>();
+    T* out = dx.data<T>();
+    const T on = T(1 - eps), off = T(eps / double(v));
+    const bool per_row = reduction == Reduction::kNone;
+    const T scale =
+        reduction == Reduction::kMean ? T(1.0 / double(count_valid(t, m, ignore_index))) : T(1);
+    const int64_t vc = std::min(v, g_vocab_chunk), chunks = (v + vc - 1) / vc;
+    const int64_t mb_max = std::min(m, g_row_block);
+    ChunkStats<T> st{std::vector<T>(size_t(mb_max * chunks)),
+                     std::vector<T>(size_t(mb_max * chunks)),
+                     std::vector<T>(size_t(mb_max * chunks)), std::vector<T>(size_t(mb_max))};
+    std::vector<T> scratch(g_wxt ? size_t(vc * mb_max) : 0);
+    for (int64_t r0 = 0; r0 < m; r0 += mb_max) {
+      const int64_t mb = std::min(mb_max, m - r0);
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t c0 = c * vc, n = std::min(vc, v - c0);
+        T* tile = out + r0 * v + c0;
+        if (g_wxt) {  // logits^T [n, mb] = W_chunk x^T, then transposed into the tile
+          gemm(false, true, n, mb, d, T(1), wp + c0 * d, d, xp + r0 * d, d, T(0), scratch.data(),
+               mb);
+          for (int64_t k = 0; k < n; ++k)
+            for (int64_t i = 0; i < mb; ++i) tile[i * v + k] = scratch[size_t(k * mb + i)];
+        } else {  // logits [mb, n] = x W_chunk^T
+          gemm(false, true, mb, n, d, T(1), xp + r0 * d, d, wp + c0 * d, d, T(0), tile, v);
+        }
+        parallel_for(mb, std::max<int64_t>(1, kGrain / n), [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            const int64_t ti = t[r0 + i];
+            if (ti == ignore_index) continue;
+            T* row = tile + i * v;
+            if (ti >= c0 && ti < c0 + n) st.target[size_t(i)] = row[ti - c0];
+            const T mx = simd::row_max(row, n);
+            T s = 0, below = 0;
+#pragma omp simd reduction(+ : s, below)
+            for (int64_t k = 0; k < n; ++k) {
+              const T l = row[k];
+              below += mx - l;
+              const T e = exp_of(l - mx);
+              row[k] = e;
+              s += e;
+            }
+            const size_t at = size_t(i * chunks + c);
+            st.max[at] = mx;
+            st.sum[at] = s;
+            st.below[at] = below;
+          }
+        });
+      }
+      parallel_for(mb, std::max<int64_t>(1, kGrain / v), [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const int64_t ti = t[r0 + i];
+          T* row = out + (r0 + i) * v;
+          if (ti == ignore_index) {
+            lo[r0 + i] = T(0);
+            std::fill(row, row + v, T(0));
+            continue;
+          }
+          const T* cm = st.max.data() + i * chunks;
+          const T* cs = st.sum.data() + i * chunks;
+          const T* cb = st.below.data() + i * chunks;
+          T mx = cm[0];
+          for (int64_t c = 1; c < chunks; ++c) mx = std::max(mx, cm[c]);
+          T s = 0, below = 0;
+          for (int64_t c = 0; c < chunks; ++c) {
+            s += cs[c] * exp_of(cm[c] - mx);
+            below += T(std::min(vc, v - c * vc)) * (mx - cm[c]) + cb[c];
+          }
+          const T log_sum = std::log(s);
+          lo[r0 + i] = log_sum + on * (mx - st.target[size_t(i)]) + off * below;
+          const T gi = (per_row ? g[r0 + i] : g[0]) * scale, goff = gi * off;
+          for (int64_t c = 0; c < chunks; ++c) {
+            T* chunk = row + c * vc;
+            const int64_t n = std::min(vc, v - c * vc);
+            const T f = gi * exp_of((cm[c] - mx) - log_sum);
+#pragma omp simd
+            for (int64_t k = 0; k < n; ++k) chunk[k] = f * chunk[k] - goff;
+          }
+          row[ti] -= gi * on;
+        }
+      });
+    }
+    if (reduction != Reduction::kNone) {
+      double total = 0;
+      for (int64_t i = 0; i < m; ++i) total += double(lo[i]);
+      if (reduction == Reduction::kMean) total /= double(count_valid(t, m, ignore_index));
+      loss.data<T>()[0] = T(total);
+    }
+  });
+  return {loss, dx};
+}
+
 ZENITH_REGISTER_KERNEL(cross_entropy_rows, CPU, cross_entropy_kernel);
 ZENITH_REGISTER_KERNEL(cross_entropy_rows_backward, CPU, cross_entropy_backward_kernel);
+ZENITH_REGISTER_KERNEL(linear_cross_entropy, CPU, linear_cross_entropy_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu
