@@ -16,8 +16,9 @@
 namespace zenith::graph {
 namespace {
 
-models::LlamaConfig tiny_config() {
+models::LlamaConfig tiny_config(bool tied = false) {
   models::LlamaConfig c;
+  c.tie_word_embeddings = tied;
   c.vocab_size = 64;
   c.hidden_size = 32;
   c.intermediate_size = 48;
@@ -35,9 +36,11 @@ struct LlamaTrainer {
   nn::OptimizerPtr opt;
   test::State state;
   // checkpointing: a policy of Llama::set_activation_checkpointing, or empty for none.
-  explicit LlamaTrainer(bool lora_bf16 = false, const std::string& checkpointing = "") {
+  explicit LlamaTrainer(bool lora_bf16 = false, const std::string& checkpointing = "",
+                        bool tied = false) {
     manual_seed(0);
-    model = std::make_shared<models::Llama>(tiny_config(), lora_bf16 ? DType::bf16 : DType::f32);
+    model =
+        std::make_shared<models::Llama>(tiny_config(tied), lora_bf16 ? DType::bf16 : DType::f32);
     if (lora_bf16) {
       io::LoraConfig lc;
       lc.r = 4;
@@ -84,8 +87,8 @@ std::pair<Tensor, Tensor> batch(int64_t b, int64_t t) {
 
 // Returns the capture line.
 std::string expect_equal_training(bool lora_bf16, int steps, const std::string& checkpointing = "",
-                                  bool in_backward = false) {
-  LlamaTrainer eager(lora_bf16), graphed(lora_bf16, checkpointing);
+                                  bool in_backward = false, bool tied = false) {
+  LlamaTrainer eager(lora_bf16, "", tied), graphed(lora_bf16, checkpointing, tied);
   std::vector<std::string> log;
   StepCompiler c(
       graphed.state, graphed.opt.get(),
@@ -198,6 +201,17 @@ TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
 
 TEST_F(LlamaGraph, TwentyStepsEqualEager) {
   EXPECT_NE(expect_equal_training(false, 20).find("linear+cross-entropy 1"), std::string::npos);
+}
+
+// A head tied to the embedding (stories15M's): the fused head reads the embedding's weight,
+// whose gradient (the head's dW plus the embedding's rows) fuses too; with the updates in the
+// backward as well.
+TEST_F(LlamaGraph, TiedHeadTwentyStepsEqualEager) {
+  for (bool in_backward : {false, true}) {
+    const std::string line = expect_equal_training(false, 20, "", in_backward, true);
+    EXPECT_NE(line.find("linear+cross-entropy 1"), std::string::npos) << line;
+    EXPECT_NE(line.find("embedding grad+add 1"), std::string::npos) << line;
+  }
 }
 
 // The same with the output layer and its loss left unfused (ZENITH_GRAPH_LINEAR_CROSS_ENTROPY=0).
