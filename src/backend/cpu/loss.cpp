@@ -152,46 +152,52 @@ struct ChunkStats {
 // The logits of rows [r0, r0 + mb) and classes [c0, c0 + n) (chunk c) as exp(l - the row's max
 // over the chunk) into out (row stride v), their statistics into st. lt: scratch [n, mb] for the
 // logits' transpose, whose rows run over the block's rows (the max and exp vectorise across
-// them); written to out 8 rows at a time (8 cache lines in flight, not mb).
+// them); written to out 8 rows at a time (8 cache lines in flight, not mb). mb <= kRowBlock.
 template <typename T>
 void exp_tile(const T* x, const T* w, const int64_t* t, int64_t r0, int64_t mb, int64_t d,
               int64_t c, int64_t c0, int64_t n, int64_t chunks, T* lt, ChunkStats<T>& st, T* out,
               int64_t v) {
   gemm(false, true, n, mb, d, T(1), w + c0 * d, d, x + r0 * d, d, T(0), lt, mb);
-  std::vector<T> mx(lt, lt + mb), sum(size_t(mb), T(0)), below(size_t(mb), T(0));
-  for (int64_t k = 1; k < n; ++k) {
-    const T* col = lt + k * mb;
+  // Threads take ranges of the block's rows (columns of lt), 8 at a time.
+  parallel_for((mb + 7) / 8, std::max<int64_t>(1, kGrain / (8 * n)), [&](int64_t b8, int64_t e8) {
+    const int64_t lo = b8 * 8, hi = std::min(mb, e8 * 8), w8 = hi - lo;
+    T m[kRowBlock], s[kRowBlock], b[kRowBlock];
+    std::copy(lt + lo, lt + hi, m);
+    std::fill(s, s + w8, T(0));
+    std::fill(b, b + w8, T(0));
+    for (int64_t k = 1; k < n; ++k) {
+      const T* col = lt + k * mb + lo;
 #pragma omp simd
-    for (int64_t i = 0; i < mb; ++i) mx[size_t(i)] = std::max(mx[size_t(i)], col[i]);
-  }
-  for (int64_t i = 0; i < mb; ++i) {
-    const int64_t ti = t[r0 + i];
-    if (ti >= c0 && ti < c0 + n) st.target[size_t(i)] = lt[(ti - c0) * mb + i];
-  }
-  T *m = mx.data(), *s = sum.data(), *b = below.data();
-  for (int64_t k = 0; k < n; ++k) {
-    T* col = lt + k * mb;
-#pragma omp simd
-    for (int64_t i = 0; i < mb; ++i) {
-      const T l = col[i];
-      b[i] += m[i] - l;
-      const T e = exp_of(l - m[i]);
-      col[i] = e;
-      s[i] += e;
+      for (int64_t i = 0; i < w8; ++i) m[i] = std::max(m[i], col[i]);
     }
-  }
-  for (int64_t i = 0; i < mb; ++i) {
-    const size_t at = size_t(i * chunks + c);
-    st.max[at] = m[i];
-    st.sum[at] = s[i];
-    st.below[at] = b[i];
-  }
-  T* tile = out + r0 * v + c0;
-  for (int64_t i0 = 0; i0 < mb; i0 += 8) {
-    const int64_t i1 = std::min(mb, i0 + 8);
-    for (int64_t k = 0; k < n; ++k)
-      for (int64_t i = i0; i < i1; ++i) tile[i * v + k] = lt[k * mb + i];
-  }
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t ti = t[r0 + i];
+      if (ti >= c0 && ti < c0 + n) st.target[size_t(i)] = lt[(ti - c0) * mb + i];
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      T* col = lt + k * mb + lo;
+#pragma omp simd
+      for (int64_t i = 0; i < w8; ++i) {
+        const T l = col[i];
+        b[i] += m[i] - l;
+        const T e = exp_of(l - m[i]);
+        col[i] = e;
+        s[i] += e;
+      }
+    }
+    for (int64_t i = 0; i < w8; ++i) {
+      const size_t at = size_t((lo + i) * chunks + c);
+      st.max[at] = m[i];
+      st.sum[at] = s[i];
+      st.below[at] = b[i];
+    }
+    T* tile = out + r0 * v + c0;
+    for (int64_t i0 = lo; i0 < hi; i0 += 8) {
+      const int64_t i1 = std::min(hi, i0 + 8);
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t i = i0; i < i1; ++i) tile[i * v + k] = lt[k * mb + i];
+    }
+  });
 }
 
 // linear_cross_entropy(x [M, D], weight [V, D], target [M], dloss) -> {loss, dlogits [M, V]}.
