@@ -133,10 +133,11 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
 }
 
 // The fused output layer's tile: kRowBlock rows x kVocabChunk classes. Measured on stories15M's
-// head (D 288, V 32000, one AVX-512 core): the logits' transpose W_chunk x^T runs faster than
-// x W_chunk^T (dnnl_sgemm 182 vs 143 GFLOP/s at 128 rows), 512 classes keep a tile (and its
-// exps) in L2, and fewer than 256 rows a block make W's chunks too short a GEMM (2048 rows:
-// 293 ms a step at 256 x 512, 306 at 128 x 512, 391 at 64 x 512; x W^T tiles 322 ms).
+// head (D 288, V 32000, one AVX-512 core, CPU time): the logits' transpose W_chunk x^T runs
+// faster than x W_chunk^T (dnnl_sgemm 182 vs 143 GFLOP/s at 128 rows); 512 classes keep a tile
+// and its exps in L2; fewer rows a block make W's chunks too short a GEMM (2048 rows, before the
+// 8 x 8 transposes: 293 ms at 256 x 512, 306 at 128 x 512, 391 at 64 x 512, 308 at 256 x 1024;
+// x W_chunk^T tiles 322 ms at 128 x 512).
 constexpr int64_t kRowBlock = 256, kVocabChunk = 512;
 
 // dst[r * ld_dst + c] = src[c * ld_src + r] for r, c < 8 (AVX2 unpacks and lane swaps).
@@ -258,6 +259,7 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
   const int64_t m = x.size(0), d = x.size(1), v = w.size(0);
   ZENITH_CHECK(target.numel() == m, "[linear_cross_entropy] target of shape ",
                shape_str(target.shape()), " for ", m, " rows");
+  ZENITH_CHECK(v > 0, "[linear_cross_entropy] weight ", shape_str(w.shape()), " has no classes");
   const int64_t* t = target.data<int64_t>();
   check_targets(t, m, v, ignore_index);
   Tensor rows = Tensor::empty({m}, x.dtype(), x.device());
