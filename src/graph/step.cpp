@@ -3,6 +3,7 @@
 // (graph/replay.h, graph/memory_plan.h), and replay it on later calls.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "graph/capture.h"
@@ -20,6 +21,17 @@ namespace {
 
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// ZENITH_GRAPH_LINEAR_CROSS_ENTROPY=0 leaves the output layer and its loss unfused (on by
+// default, with the other fusions).
+bool fuse_linear_cross_entropy_enabled() {
+  const char* env = std::getenv("ZENITH_GRAPH_LINEAR_CROSS_ENTROPY");
+  if (!env || !*env) return true;
+  const std::string v = env;
+  ZENITH_CHECK(v == "0" || v == "1",
+               "[graph] ZENITH_GRAPH_LINEAR_CROSS_ENTROPY must be 0 or 1, got '", v, "'");
+  return v == "1";
 }
 
 std::string megabytes(size_t bytes) {
@@ -209,8 +221,10 @@ void StepRun::finish() {
     report->activations_before = graph->peak_intermediate_bytes();
     // With the updates in the backward, the gradients die at their update (none left in .grad).
     if (c.options_.update_in_backward) graph->grads.clear();
-    PassReport passes = optimize(
-        *graph, {.fuse = c.options_.fuse, .update_in_backward = c.options_.update_in_backward});
+    PassReport passes =
+        optimize(*graph, {.fuse = c.options_.fuse,
+                          .linear_cross_entropy = fuse_linear_cross_entropy_enabled(),
+                          .update_in_backward = c.options_.update_in_backward});
     report->ops_after = passes.ops_after;
     report->fusions = passes.fusions;
     report->dead = passes.dead;

@@ -117,6 +117,18 @@ std::vector<Tensor> embedding_backward_add_composed(const std::vector<Tensor>& i
   return {dispatch::call1<OpId::add>({in[2], rows})};
 }
 
+// (x [M, D], weight [V, D], target [M], dloss): logits = linear(x, weight), then
+// {cross_entropy_rows(logits, target)'s loss, cross_entropy_rows_backward(dloss, logits, ...)}.
+std::vector<Tensor> linear_cross_entropy_composed(const std::vector<Tensor>& in,
+                                                  const CrossEntropyAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 4, "[linear_cross_entropy] expected 4 inputs, got ", in.size());
+  Tensor logits = dispatch::call1<OpId::linear>({in[0], in[1], Tensor()});
+  std::vector<Tensor> ce = dispatch::call<OpId::cross_entropy_rows>({logits, in[2]}, attrs);
+  Tensor dlogits =
+      dispatch::call1<OpId::cross_entropy_rows_backward>({in[3], logits, in[2], ce[1]}, attrs);
+  return {ce[0], dlogits};
+}
+
 }  // namespace
 
 ZENITH_REGISTER_DECOMPOSITION(conv2d_relu, conv2d_relu_composed);
@@ -128,5 +140,6 @@ ZENITH_REGISTER_DECOMPOSITION(multi_adam_update, multi_adam_update_composed);
 ZENITH_REGISTER_DECOMPOSITION(add_rms_norm, add_rms_norm_composed);
 ZENITH_REGISTER_DECOMPOSITION(rms_norm_add_backward, rms_norm_add_backward_composed);
 ZENITH_REGISTER_DECOMPOSITION(embedding_backward_add, embedding_backward_add_composed);
+ZENITH_REGISTER_DECOMPOSITION(linear_cross_entropy, linear_cross_entropy_composed);
 
 }  // namespace zenith::ops

@@ -26,6 +26,10 @@ double op_flops(const dispatch::OpEvent& event) {
           event.inputs[0].dim() < 1)
         return 0;
       return 2.0 * double(event.outputs[0].numel()) * double(event.inputs[0].size(-1));
+    case OpId::linear_cross_entropy:  // the logits' GEMM: (x [M, D], weight [V, D]) -> [M, V]
+      if (event.outputs.size() < 2 || !event.inputs[0].defined() || !event.outputs[1].defined())
+        return 0;
+      return 2.0 * double(event.outputs[1].numel()) * double(event.inputs[0].size(-1));
     default:
       return 0;
   }

@@ -19,9 +19,10 @@ std::vector<Tensor> cast_all(const std::vector<Tensor>& in, DType dtype) {
 
 TEST(GraphFusedOps, KernelsEqualTheirDecompositions) {
   const OpId fused[] = {
-      OpId::conv2d_relu,       OpId::batch_norm_relu,       OpId::batch_norm_relu_backward,
-      OpId::fused_elementwise, OpId::multi_momentum_update, OpId::multi_adam_update,
-      OpId::add_rms_norm,      OpId::rms_norm_add_backward, OpId::embedding_backward_add};
+      OpId::conv2d_relu,         OpId::batch_norm_relu,       OpId::batch_norm_relu_backward,
+      OpId::fused_elementwise,   OpId::multi_momentum_update, OpId::multi_adam_update,
+      OpId::add_rms_norm,        OpId::rms_norm_add_backward, OpId::embedding_backward_add,
+      OpId::linear_cross_entropy};
   for (OpId op : fused) {
     ASSERT_TRUE(dispatch::has_kernel(op, DeviceType::CPU)) << op_name(op);
     ASSERT_TRUE(dispatch::has_decomposition(op)) << op_name(op);
@@ -75,6 +76,67 @@ TEST(GraphFusedOps, RmsNormAddBackwardMatchesFiniteDifferences) {
   };
   for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx[i], numeric(x, i), 1e-6) << "dx " << i;
   for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], numeric(w, i), 1e-6) << "dw " << i;
+}
+
+// linear_cross_entropy against finite differences in float64: its loss is dloss * the
+// cross-entropy of x W^T (mean over the rows not ignored, label smoothing 0.1), so dlogits W is
+// dL/dx and dlogits^T x is dL/dW; the ignored row's gradient is 0.
+TEST(GraphFusedOps, LinearCrossEntropyMatchesFiniteDifferences) {
+  manual_seed(6);
+  const CrossEntropyAttrs a{.ignore_index = -1, .label_smoothing = 0.1};
+  Tensor x = Tensor::randn({5, 3}, DType::f64), w = Tensor::randn({7, 3}, DType::f64);
+  Tensor t = Tensor::from_vector(std::vector<int64_t>{6, 0, -1, 3, 3}, {5});
+  Tensor dloss = Tensor::scalar(0.7, DType::f64);
+  auto loss = [&](const Tensor& xv, const Tensor& wv) {
+    return 0.7 * dispatch::call<OpId::linear_cross_entropy>({xv, wv, t, dloss}, a)[0].item();
+  };
+  Tensor dlogits = dispatch::call<OpId::linear_cross_entropy>({x, w, t, dloss}, a)[1];
+  for (double g : dlogits.slice(0, 2, 3).to_double_vector()) EXPECT_EQ(g, 0.0);
+  std::vector<double> dx = ops::matmul(dlogits, w).to_double_vector();
+  std::vector<double> dw = ops::matmul(dlogits.transpose(0, 1), x).to_double_vector();
+  const double h = 1e-6;
+  auto numeric = [&](const Tensor& p, size_t i) {
+    std::vector<double> v = p.to_double_vector();
+    auto at = [&](double delta) {
+      std::vector<double> u = v;
+      u[i] += delta;
+      return Tensor::from_vector(u, p.shape(), DType::f64);
+    };
+    const bool is_x = &p == &x;
+    const double up = is_x ? loss(at(h), w) : loss(x, at(h));
+    const double down = is_x ? loss(at(-h), w) : loss(x, at(-h));
+    return (up - down) / (2 * h);
+  };
+  for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx[i], numeric(x, i), 1e-6) << "dx " << i;
+  for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], numeric(w, i), 1e-6) << "dw " << i;
+}
+
+// Larger than one tile (more rows than a row block, a vocabulary of several chunks, the last
+// one partial), with ignored rows: the kernel equals its decomposition in float32 and float64,
+// for each reduction.
+TEST(GraphFusedOps, LinearCrossEntropyOverManyTilesEqualsDecomposition) {
+  manual_seed(7);
+  const int64_t m = 150, d = 16, v = 1300;
+  Tensor x = Tensor::randn({m, d}, DType::f64), w = Tensor::randn({v, d}, DType::f64);
+  Tensor t = Tensor::randint(0, v, {m});
+  Tensor ignored = ops::lt(Tensor::rand({m}), Tensor::scalar(0.2));
+  t = ops::where(ignored, Tensor::scalar(-100, DType::i64), t);
+  for (const Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone})
+    for (DType dtype : {DType::f64, DType::f32}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " reduction " + std::to_string(int(r)));
+      const CrossEntropyAttrs a{.label_smoothing = r == Reduction::kSum ? 0.05 : 0.0,
+                                .reduction = r};
+      Tensor dloss = r == Reduction::kNone ? Tensor::randn({m}, dtype) : Tensor::scalar(1.5, dtype);
+      std::vector<Tensor> in = {x.to(dtype), w.to(dtype), t, dloss};
+      std::vector<Tensor> fast = dispatch::call<OpId::linear_cross_entropy>(in, a), composed;
+      {
+        dispatch::ForceDecomposition force(OpId::linear_cross_entropy);
+        composed = dispatch::call<OpId::linear_cross_entropy>(in, a);
+      }
+      const double tol = dtype == DType::f64 ? 1e-10 : 2e-5;
+      EXPECT_TRUE(testing::all_close(fast[0], composed[0], tol, tol));
+      EXPECT_TRUE(testing::all_close(fast[1], composed[1], tol, tol));
+    }
 }
 
 }  // namespace

@@ -497,6 +497,53 @@ TEST(GraphPasses, TiedEmbeddingGradientIsWrittenOverTheOutputLayers) {
   EXPECT_EQ(plain - shared, size_t(64 * 8 * 4));
 }
 
+// The output layer and its loss: linear -> cross entropy (ignored rows) -> its backward becomes
+// one linear_cross_entropy at the loss, whose dlogits the two gradient matmuls read; the seed
+// must be known at the loss (folded constant), and logits read elsewhere keep it unfused.
+TEST(GraphPasses, OutputLayerAndItsLossFuseIntoLinearCrossEntropy) {
+  manual_seed(19);
+  Tensor h = randn({2, 6, 16}).requires_grad_(true), w = randn({300, 16}).requires_grad_(true);
+  Tensor scale = randn({});
+  Tensor target = Tensor::from_vector(
+      std::vector<int64_t>{4, 299, -100, 0, 17, 17, -100, 250, 3, 9, 100, 1}, {12});
+  // variant 0: the loss as it is; 1: the logits also summed; 2: the loss times a state scalar
+  // (its seed, scale, made by a node after the loss).
+  auto step = [&](int variant) {
+    return [&, variant] {
+      h.zero_grad();
+      w.zero_grad();
+      Tensor logits = ops::linear(h, w);
+      Tensor loss = ops::cross_entropy(logits.reshape({12, 300}), target, "mean", -100);
+      if (variant == 1) loss = ops::add(loss, ops::mul(ops::sum(logits), 1e-3));
+      if (variant == 2) loss = ops::mul(loss, scale);
+      loss.backward();
+      return std::vector<Tensor>{loss, h.grad(), w.grad()};
+    };
+  };
+  for (int variant : {0, 1, 2}) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    std::vector<Tensor> eager = step(variant)();
+    for (Tensor& t : eager) t = t.clone();
+    Graph g = capture(step(variant), {target}, {{"h", h}, {"w", w}, {"scale", scale}});
+    fold_constants(g);  // the seed of the loss's gradient
+    dump("before", g);
+    EXPECT_EQ(g.count(OpId::linear), 1);
+    EXPECT_EQ(g.count(OpId::cross_entropy_rows), 1);
+    EXPECT_EQ(g.count(OpId::cross_entropy_rows_backward), 1);
+    const int matmuls = g.count(OpId::matmul);
+    FusionCounts counts;
+    EXPECT_EQ(fuse_linear_cross_entropy(g, counts), variant == 0 ? 1 : 0);
+    dump("after", g);
+    EXPECT_EQ(g.count(OpId::linear_cross_entropy), variant == 0 ? 1 : 0);
+    EXPECT_EQ(g.count(OpId::linear), variant == 0 ? 0 : 1);
+    EXPECT_EQ(g.count(OpId::cross_entropy_rows), variant == 0 ? 0 : 1);
+    EXPECT_EQ(g.count(OpId::cross_entropy_rows_backward), variant == 0 ? 0 : 1);
+    EXPECT_EQ(g.count(OpId::matmul), matmuls);  // dx and dW stay
+    if (variant == 0) EXPECT_EQ(counts["linear+cross-entropy"], 1);
+    expect_close(replay(g, {target}), eager, 1e-5);
+  }
+}
+
 TEST(GraphPasses, NeverFusesTwoMatmuls) {
   manual_seed(13);
   Tensor x = randn({8, 8}), w1 = randn({8, 8}), w2 = randn({8, 8});

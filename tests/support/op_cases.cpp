@@ -518,6 +518,26 @@ void add_graph_fused(std::vector<OpCase>& cases) {
        },
        {random_input({2, 2, 3}), random_input({5, 3})},
        Check::kForward});
+  // The output layer and its loss: loss and dlogits against float64 (kForward) for each
+  // reduction, with label smoothing and an ignored row; equal to the decomposition and to finite
+  // differences in tests/graph/fused_ops_test.cpp.
+  for (const Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    cases.push_back({std::string("linear_cross_entropy ") + (r == Reduction::kMean ? "mean smoothed"
+                                                             : r == Reduction::kSum ? "sum"
+                                                                                    : "none"),
+                     {OpId::linear_cross_entropy},
+                     [r](const std::vector<Tensor>& x) {
+                       Tensor t = Tensor::from_vector(std::vector<int64_t>{1, 6, -100, 3, 0}, {5});
+                       Tensor dloss =
+                           r == Reduction::kNone ? x[2] : x[2].slice(0, 0, 1).reshape({});
+                       auto out = dispatch::call<OpId::linear_cross_entropy>(
+                           {x[0], x[1], t, dloss},
+                           {.label_smoothing = r == Reduction::kMean ? 0.1 : 0.0, .reduction = r});
+                       return ops::cat({out[0].reshape({-1}), out[1].reshape({-1})}, 0);
+                     },
+                     {random_input({5, 3}), random_input({7, 3}), random_input({5})},
+                     Check::kForward});
+  }
 }
 
 std::vector<OpCase> build() {

@@ -12,20 +12,6 @@ namespace {
 
 bool fusable_dtype(DType t) { return t == DType::f32 || t == DType::f64; }
 
-bool contiguous(const View& v) {
-  return !v.layout && v.offset == 0 && v.strides == contiguous_strides(v.shape);
-}
-
-// An operand with `shape` and `dtype` that views all of its value's buffer, contiguously (the
-// value itself, or a reshape of it).
-bool whole(const Graph& g, const Operand& o, const Shape& shape, DType dtype) {
-  if (!o.defined() || o.view.shape != shape || o.view.dtype != dtype || !contiguous(o.view))
-    return false;
-  const Value& v = g.values[size_t(o.value)];
-  const View& def = v.kind == ValueKind::kIntermediate ? v.def : View::of(v.tensor);
-  return contiguous(def) && def.dtype == dtype && shape_numel(def.shape) == shape_numel(shape);
-}
-
 // The weight operand of a norm: undefined, or of the normalised values' dtype.
 bool weight_ok(const Operand& w, DType dtype) { return !w.defined() || w.view.dtype == dtype; }
 

@@ -32,4 +32,19 @@ inline int sole_add_reader(const Graph& g, const std::vector<std::vector<int>>& 
   return g.nodes[size_t(j)].op == OpId::add ? j : -1;
 }
 
+// A plain view of a buffer from its start, in row-major order.
+inline bool contiguous(const View& v) {
+  return !v.layout && v.offset == 0 && v.strides == contiguous_strides(v.shape);
+}
+
+// An operand with `shape` and `dtype` that views all of its value's buffer, contiguously (the
+// value itself, or a reshape of it).
+inline bool whole(const Graph& g, const Operand& o, const Shape& shape, DType dtype) {
+  if (!o.defined() || o.view.shape != shape || o.view.dtype != dtype || !contiguous(o.view))
+    return false;
+  const Value& v = g.values[size_t(o.value)];
+  const View& def = v.kind == ValueKind::kIntermediate ? v.def : View::of(v.tensor);
+  return contiguous(def) && def.dtype == dtype && shape_numel(def.shape) == shape_numel(shape);
+}
+
 }  // namespace zenith::graph

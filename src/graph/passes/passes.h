@@ -36,7 +36,8 @@ int reuse_in_place(Graph& g);
 int write_over_dying_inputs(Graph& g);
 
 // Fusions; `counts` gains one entry per fused group, by kind ("conv+relu", "bn+relu",
-// "bn+relu backward", "add+rmsnorm", "rmsnorm backward+add", "elementwise", "optimizer").
+// "bn+relu backward", "add+rmsnorm", "rmsnorm backward+add", "linear+cross-entropy",
+// "elementwise", "optimizer").
 using FusionCounts = std::map<std::string, int>;
 // conv2d whose output only relu reads -> conv2d_relu (oneDNN post-op). relu's backward reads
 // relu's output, which the fused op still returns.
@@ -48,6 +49,10 @@ int fuse_batch_norm_relu(Graph& g, FusionCounts& counts);
 // rms_norm_backward whose dx only an add reads (the residual stream's gradient sum) ->
 // rms_norm_add_backward. float32/float64 operands of one shape only.
 int fuse_residual_norm(Graph& g, FusionCounts& counts);
+// linear(x, W) whose logits only cross_entropy_rows and its backward read -> linear_cross_entropy
+// at the loss, making the loss and the logits' gradient in one pass over vocabulary tiles (the
+// gradient's matmuls stay). Needs the backward's seed at the loss (a folded constant).
+int fuse_linear_cross_entropy(Graph& g, FusionCounts& counts);
 // embedding_backward whose [V, D] result only an add with another [V, D] gradient reads (a tied
 // embedding: the output layer's weight gradient) -> embedding_backward_add.
 int fuse_embedding_grad(Graph& g, FusionCounts& counts);
@@ -67,7 +72,8 @@ int schedule_updates_early(Graph& g);
 
 struct PassOptions {
   bool fuse = true;  // false: only the clean-up passes (DCE, CSE, constants, layouts, in place)
-  bool update_in_backward = false;  // schedule_updates_early
+  bool linear_cross_entropy = true;  // fuse_linear_cross_entropy (when fuse)
+  bool update_in_backward = false;   // schedule_updates_early
 };
 
 struct PassReport {

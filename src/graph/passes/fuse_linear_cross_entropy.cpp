@@ -1,0 +1,104 @@
+// The output layer and its loss (Liger kernel's fused linear cross entropy): the logits of
+// linear(x, W) that only cross_entropy_rows and its backward read become one op at the loss's
+// place, which makes the loss and the logits' gradient together, tile by tile:
+//   l = linear(x, W); loss, lse = cross_entropy_rows(l, t); ...; dl = cross_entropy_rows_backward(
+//   dloss, l, t, lse)  ->  loss, dl = linear_cross_entropy(x, W, t, dloss)
+// The gradient's matmuls (dx = dl W, dW = dl^T x) stay as they are and read dl. Fused only where
+// the gradient's seed dloss is known at the loss (a folded constant, an input or state, or made
+// before it), for a linear without bias over float32/float64 operands of one dtype, plain and
+// contiguous (a bfloat16 head converts its operands first and is left as it is).
+#include "graph/passes/pass_utils.h"
+#include "graph/passes/passes.h"
+
+namespace zenith::graph {
+namespace {
+
+bool fusable_dtype(DType t) { return t == DType::f32 || t == DType::f64; }
+
+// The linear node that makes the logits `ce` reads, bias-free and with plain [.., D] x and
+// [V, D] weight of the logits' dtype; -1 otherwise.
+int logits_linear(const Graph& g, const Node& ce) {
+  const Operand& l = ce.inputs[0];
+  const Value& lv = g.values[size_t(l.value)];
+  if (lv.kind != ValueKind::kIntermediate || lv.producer < 0 || l.view.shape.size() != 2) return -1;
+  const Node& lin = g.nodes[size_t(lv.producer)];
+  const DType dt = l.view.dtype;
+  if (lin.op != OpId::linear || lin.inputs.size() != 3 || lin.inputs[2].defined() ||
+      lin.outputs.size() != 1 || !lin.writes.empty() || !fusable_dtype(dt) ||
+      lin.segment != ce.segment || !whole(g, l, l.view.shape, dt))
+    return -1;
+  const Operand &x = lin.inputs[0], &w = lin.inputs[1];
+  const int64_t v = l.view.shape[1];
+  if (w.view.shape != Shape{v, x.view.shape.back()} || w.view.dtype != dt || x.view.dtype != dt ||
+      w.view.layout || x.view.layout || w.view.strides != contiguous_strides(w.view.shape) ||
+      x.view.strides != contiguous_strides(x.view.shape))
+    return -1;
+  return lv.producer;
+}
+
+// The cross_entropy_rows_backward that alone reads `ce`'s log-sums, of the same logits, target
+// and attributes; -1 otherwise.
+int sole_backward(const Graph& g, const std::vector<std::vector<int>>& readers, const Node& ce) {
+  const ValueId lse = ce.outputs[1];
+  if (lse == kNoValue || readers[size_t(lse)].size() != 1) return -1;
+  const int b = readers[size_t(lse)][0];
+  const Node& nb = g.nodes[size_t(b)];
+  if (nb.op != OpId::cross_entropy_rows_backward || nb.inputs.size() != 4 ||
+      nb.outputs.size() != 1 || nb.outputs[0] == kNoValue || nb.inputs[3].value != lse ||
+      !(nb.inputs[1].value == ce.inputs[0].value && nb.inputs[1].view == ce.inputs[0].view) ||
+      !(nb.inputs[2].value == ce.inputs[1].value && nb.inputs[2].view == ce.inputs[1].view) ||
+      !attrs_equal(OpId::cross_entropy_rows, ce.attrs.get(), nb.attrs.get()))
+    return -1;
+  return b;
+}
+
+}  // namespace
+
+int fuse_linear_cross_entropy(Graph& g, FusionCounts& counts) {
+  auto readers = g.readers();
+  auto writers = g.writers();
+  auto keep = g.live_out();
+  std::vector<bool> removed(g.nodes.size(), false);
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& ce = g.nodes[i];
+    if (ce.op != OpId::cross_entropy_rows || ce.inputs.size() != 2 || ce.outputs.size() != 2 ||
+        !ce.writes.empty())
+      continue;
+    const int p = logits_linear(g, ce);
+    const int b = p < 0 ? -1 : sole_backward(g, readers, ce);
+    if (b < 0 || removed[size_t(p)]) continue;
+    // Nothing but the loss and its backward reads the logits, and they outlive neither.
+    const ValueId logits = ce.inputs[0].value;
+    if (keep[size_t(logits)] || keep[size_t(ce.outputs[1])] ||
+        readers[size_t(logits)] != std::vector<int>{int(i), b})
+      continue;
+    const Node &lin = g.nodes[size_t(p)], &nb = g.nodes[size_t(b)];
+    // The seed must exist at the loss: a value from outside the step's nodes or made before.
+    const Operand& dloss = nb.inputs[0];
+    const Value& dv = g.values[size_t(dloss.value)];
+    if (dv.kind == ValueKind::kIntermediate && dv.producer >= int(i)) continue;
+    if (written_between(writers, lin.inputs[0].value, p, int(i)) ||
+        written_between(writers, lin.inputs[1].value, p, int(i)) ||
+        written_between(writers, ce.inputs[1].value, int(i), b) ||
+        written_between(writers, dloss.value, int(i), b))
+      continue;
+    Operand x = lin.inputs[0];
+    const int64_t d = x.view.shape.back();
+    x.view.shape = {shape_numel(x.view.shape) / d, d};
+    x.view.strides = contiguous_strides(x.view.shape);
+    if (x.view.shape[0] != ce.inputs[0].view.shape[0]) continue;
+    const ValueId dlogits = nb.outputs[0];
+    ce.op = OpId::linear_cross_entropy;  // attrs: CrossEntropyAttrs, as they were
+    ce.inputs = {x, lin.inputs[1], ce.inputs[1], dloss};
+    ce.outputs = {ce.outputs[0], dlogits};
+    ce.fused = "linear+cross-entropy";
+    removed[size_t(p)] = removed[size_t(b)] = true;
+    ++count;
+  }
+  if (count) g.remove_nodes(removed);
+  counts["linear+cross-entropy"] += count;
+  return count;
+}
+
+}  // namespace zenith::graph
