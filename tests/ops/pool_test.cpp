@@ -1,4 +1,6 @@
+#include "backend/cpu/max_pool_2x2.h"
 #include "backend/cpu/onednn_layout.h"
+#include "core/dispatch.h"
 #include "support/op_check.h"
 
 using namespace zenith;
@@ -146,6 +148,46 @@ TEST(MaxPool2d, Avx2FastPathMatchesFloat64) {
   EXPECT_TRUE(
       throws_with([&] { ops::sum(y).backward(); }, "the workspace is not the AVX2 fast path's"));
   cpu::set_avx2_fast_paths("auto");
+}
+
+TEST(MaxPool2d, ReluFusedKernelsMatchFloat64) {
+  // graph mode's max_pool2d_relu / max_pool2d_relu_backward kernel (zenith's 2x2 stride-2
+  // pooling with the relu in its loops) on nChw8c and nChw16c against relu(max_pool2d(x)) and its
+  // gradient in float64: even and odd sizes, ties, and a window whose maximum is <= 0.
+  std::vector<double> ties(2 * 16 * 6 * 6);
+  for (size_t i = 0; i < ties.size(); ++i) ties[i] = double(int((i * 7) % 5) - 2);
+  const std::vector<std::pair<const char*, Tensor>> inputs = {
+      {"even", random_input({2, 16, 6, 6})},
+      {"odd", random_input({1, 16, 7, 5})},
+      {"ties", Tensor::from_vector(ties, {2, 16, 6, 6})},
+  };
+  for (int block : {8, 16})
+    for (auto& [name, x64] : inputs) {
+      SCOPED_TRACE(std::string(name) + " block " + std::to_string(block));
+      const Shape& xs = x64.shape();
+      const Pool2dAttrs a{.kernel = {2, 2},
+                          .stride = {2, 2},
+                          .padding = {0, 0},
+                          .output_size = {xs[2] / 2, xs[3] / 2},
+                          .training = true};
+      Tensor dy64 = random_input({xs[0], xs[1], xs[2] / 2, xs[3] / 2});
+      Tensor x_ref = x64.detach().clone().requires_grad_();
+      Tensor y_ref = ops::relu(ops::max_pool2d(x_ref, {2}));
+      ops::sum(ops::mul(y_ref, dy64)).backward();
+
+      ASSERT_TRUE(cpu::max_pool_2x2_fits(xs, a, DType::f32));
+      std::vector<Tensor> f = cpu::max_pool_2x2(x64.to(DType::f32), a, block, true);
+      EXPECT_TRUE(cpu::is_max_pool_2x2_workspace(f[1], xs, a));
+      Tensor dx = cpu::max_pool_2x2_backward(dy64.to(DType::f32), f[1], xs, a, f[0]);
+      auto plain = [](const Tensor& t) { return dispatch::call1<OpId::to_plain>({t}); };
+      EXPECT_TRUE(all_close(plain(f[0]).to(DType::f64), y_ref.detach(), 1e-6, 1e-7));
+      EXPECT_TRUE(all_close(plain(dx).to(DType::f64), x_ref.grad(), 1e-6, 1e-6));
+      // The ops through the dispatcher: the same kernel picks its block from x's format.
+      std::vector<Tensor> g = dispatch::call<OpId::max_pool2d_relu>({x64.to(DType::f32)}, a);
+      Tensor dxg = dispatch::call1<OpId::max_pool2d_relu_backward>(
+          {dy64.to(DType::f32), x64.to(DType::f32), g[1], g[0]}, a);
+      EXPECT_TRUE(all_close(plain(dxg).to(DType::f64), x_ref.grad(), 1e-6, 1e-6));
+    }
 }
 
 TEST(Pool2d, Errors) {
