@@ -37,12 +37,18 @@ std::vector<Tensor> max_pool2d_relu_composed(const std::vector<Tensor>& in,
   return out;
 }
 
-// (dy, x, workspace?, y): max_pool2d_backward of relu_backward(dy, y).
+// (dy, x, workspace): max_pool2d_backward of relu_backward(dy, y), y = relu(max_pool2d(x))
+// computed again from x (a backend's workspace may hold relu's mask too; unused here).
 std::vector<Tensor> max_pool2d_relu_backward_composed(const std::vector<Tensor>& in,
                                                       const Pool2dAttrs& attrs) {
-  ZENITH_CHECK(in.size() == 4, "[max_pool2d_relu_backward] expected 4 inputs, got ", in.size());
-  Tensor dz = dispatch::call1<OpId::relu_backward>({in[0], in[3]});
-  return dispatch::call<OpId::max_pool2d_backward>({dz, in[1], in[2]}, attrs);
+  ZENITH_CHECK(in.size() == 3, "[max_pool2d_relu_backward] expected 3 inputs, got ", in.size());
+  ZENITH_CHECK(in[1].numel() == 0 || in[1].storage()->nbytes() > 0,
+               "[max_pool2d_relu_backward] the decomposition reads x's values, got a shape-only "
+               "stand-in for x");
+  std::vector<Tensor> pooled = dispatch::call<OpId::max_pool2d>({in[1]}, attrs);
+  Tensor y = dispatch::call1<OpId::relu>({pooled[0]});
+  Tensor dz = dispatch::call1<OpId::relu_backward>({in[0], y});
+  return dispatch::call<OpId::max_pool2d_backward>({dz, in[1], pooled[1]}, attrs);
 }
 
 // The program run op by op: every register a tensor.

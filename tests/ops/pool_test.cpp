@@ -177,17 +177,43 @@ TEST(MaxPool2d, ReluFusedKernelsMatchFloat64) {
 
       ASSERT_TRUE(cpu::max_pool_2x2_fits(xs, a, DType::f32));
       std::vector<Tensor> f = cpu::max_pool_2x2(x64.to(DType::f32), a, block, true);
-      EXPECT_TRUE(cpu::is_max_pool_2x2_workspace(f[1], xs, a));
-      Tensor dx = cpu::max_pool_2x2_backward(dy64.to(DType::f32), f[1], xs, a, f[0]);
+      EXPECT_TRUE(cpu::is_max_pool_2x2_workspace(f[1], xs, a, /*relu=*/true));
+      EXPECT_FALSE(cpu::is_max_pool_2x2_workspace(f[1], xs, a, /*relu=*/false));
+      Tensor dx = cpu::max_pool_2x2_backward(dy64.to(DType::f32), f[1], xs, a);
       auto plain = [](const Tensor& t) { return dispatch::call1<OpId::to_plain>({t}); };
       EXPECT_TRUE(all_close(plain(f[0]).to(DType::f64), y_ref.detach(), 1e-6, 1e-7));
       EXPECT_TRUE(all_close(plain(dx).to(DType::f64), x_ref.grad(), 1e-6, 1e-6));
       // The ops through the dispatcher: the same kernel picks its block from x's format.
       std::vector<Tensor> g = dispatch::call<OpId::max_pool2d_relu>({x64.to(DType::f32)}, a);
       Tensor dxg = dispatch::call1<OpId::max_pool2d_relu_backward>(
-          {dy64.to(DType::f32), x64.to(DType::f32), g[1], g[0]}, a);
+          {dy64.to(DType::f32), x64.to(DType::f32), g[1]}, a);
       EXPECT_TRUE(all_close(plain(dxg).to(DType::f64), x_ref.grad(), 1e-6, 1e-6));
     }
+  // Other windows: the decomposition, which reads x (a shape-only stand-in is refused by name).
+  const Pool2dAttrs a3{.kernel = {3, 3},
+                       .stride = {2, 2},
+                       .padding = {1, 1},
+                       .output_size = {3, 3},
+                       .training = true};
+  Tensor x = Tensor::randn({1, 8, 6, 6}), dy = Tensor::randn({1, 8, 3, 3});
+  std::vector<Tensor> f = dispatch::call<OpId::max_pool2d_relu>({x}, a3);
+  Tensor x_ref = x.to(DType::f64).requires_grad_();
+  Tensor y_ref = ops::relu(ops::max_pool2d(x_ref, {3}, {2}, {1}));
+  ops::sum(ops::mul(y_ref, dy.to(DType::f64))).backward();
+  Tensor dx = dispatch::call1<OpId::max_pool2d_relu_backward>({dy, x, f[1]}, a3);
+  EXPECT_TRUE(
+      all_close(dispatch::call1<OpId::to_plain>({dx}).to(DType::f64), x_ref.grad(), 1e-6, 1e-6));
+  auto impl = std::make_shared<TensorImpl>();  // as ops::max_pool2d's backward passes x
+  impl->storage = std::make_shared<Storage>(nullptr, 0, x.device(), [] {});
+  impl->shape = x.shape();
+  impl->strides = x.strides();
+  impl->device = x.device();
+  Tensor stand_in(std::move(impl));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        dispatch::call<OpId::max_pool2d_relu_backward>({dy, stand_in, f[1]}, a3);
+      },
+      "[max_pool2d_relu_backward] the decomposition reads x's values"));
 }
 
 TEST(Pool2d, Errors) {

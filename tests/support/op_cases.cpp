@@ -455,7 +455,7 @@ void add_graph_fused(std::vector<OpCase>& cases) {
                              .output_size = {3, 2},
                              .training = true};
          auto f = dispatch::call<OpId::max_pool2d_relu>({x[0]}, a);
-         Tensor dx = dispatch::call1<OpId::max_pool2d_relu_backward>({x[1], x[0], f[1], f[0]}, a);
+         Tensor dx = dispatch::call1<OpId::max_pool2d_relu_backward>({x[1], x[0], f[1]}, a);
          Tensor y = dispatch::call1<OpId::to_plain>({f[0]});
          dx = dispatch::call1<OpId::to_plain>({dx});
          return ops::cat({y.reshape({-1}), dx.reshape({-1})}, 0);

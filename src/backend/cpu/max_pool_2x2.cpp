@@ -47,6 +47,7 @@ float* blocked_data(const Tensor& t) {
 template <int B>
 void pool_forward(const float* px, float* py, uint8_t* pws, const Geometry& g, bool relu) {
   constexpr int halves = B / 8;
+  const int64_t masks = relu ? 3 : 2;
   const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW;
   parallel_for(g.blocks(), 1, [&](int64_t begin, int64_t end) {
     const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), none = _mm256_setzero_ps();
@@ -65,25 +66,30 @@ void pool_forward(const float* px, float* py, uint8_t* pws, const Geometry& g, b
               bit0 = _mm256_blendv_ps(bit0, (k & 1) ? all : none, take);
               bit1 = _mm256_blendv_ps(bit1, (k & 2) ? all : none, take);
             }
-            // relu as the relu kernel has it: x < 0 ? 0 : x (NaN and -0 kept)
-            if (relu) best = _mm256_blendv_ps(best, none, _mm256_cmp_ps(best, none, _CMP_LT_OQ));
             const int64_t o = ((p * OH + oh) * OW + ow) * halves + h;
+            pws[o * masks] = uint8_t(_mm256_movemask_ps(bit0));
+            pws[o * masks + 1] = uint8_t(_mm256_movemask_ps(bit1));
+            if (relu) {
+              // relu as its kernel has it: x < 0 ? 0 : x (NaN and -0 kept); its backward's mask
+              // y > 0 kept in the workspace.
+              best = _mm256_blendv_ps(best, none, _mm256_cmp_ps(best, none, _CMP_LT_OQ));
+              pws[o * masks + 2] =
+                  uint8_t(_mm256_movemask_ps(_mm256_cmp_ps(best, none, _CMP_GT_OQ)));
+            }
             _mm256_storeu_ps(py + o * 8, best);
-            pws[o * 2] = uint8_t(_mm256_movemask_ps(bit0));
-            pws[o * 2 + 1] = uint8_t(_mm256_movemask_ps(bit1));
           }
   });
 }
 
-// py: relu's output (mask dy where it is > 0, as relu_backward does), or null.
+// relu: the workspace's third mask says where relu's output was > 0 (dy is masked there, as
+// relu_backward does).
 template <int B>
-void pool_backward(const float* pdy, const float* py, const uint8_t* pws, float* pdx,
-                   const Geometry& g) {
+void pool_backward(const float* pdy, const uint8_t* pws, float* pdx, const Geometry& g, bool relu) {
   constexpr int halves = B / 8;
+  const int64_t masks = relu ? 3 : 2;
   const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW;
   parallel_for(g.blocks(), 1, [&](int64_t begin, int64_t end) {
     const __m256i lane_bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    const __m256 zero = _mm256_setzero_ps();
     auto lanes = [&](uint8_t bits) {
       return _mm256_castsi256_ps(
           _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), lane_bits), lane_bits));
@@ -94,9 +100,8 @@ void pool_backward(const float* pdy, const float* py, const uint8_t* pws, float*
           for (int h = 0; h < halves; ++h) {
             const int64_t o = ((p * OH + oh) * OW + ow) * halves + h;
             __m256 d = _mm256_loadu_ps(pdy + o * 8);
-            if (py)
-              d = _mm256_and_ps(_mm256_cmp_ps(_mm256_loadu_ps(py + o * 8), zero, _CMP_GT_OQ), d);
-            const __m256 b0 = lanes(pws[o * 2]), b1 = lanes(pws[o * 2 + 1]);
+            if (relu) d = _mm256_and_ps(lanes(pws[o * masks + 2]), d);
+            const __m256 b0 = lanes(pws[o * masks]), b1 = lanes(pws[o * masks + 1]);
             float* w0 = pdx + ((p * H + 2 * oh) * W + 2 * ow) * B + h * 8;
             _mm256_storeu_ps(w0, _mm256_andnot_ps(_mm256_or_ps(b0, b1), d));            // k = 0
             _mm256_storeu_ps(w0 + B, _mm256_and_ps(_mm256_andnot_ps(b1, b0), d));       // k = 1
@@ -135,7 +140,7 @@ std::vector<Tensor> max_pool_2x2(const Tensor& xin, const Pool2dAttrs& a, int bl
   const Geometry g = geometry(xin.shape(), a, block);
   Tensor x = dn::to_desc(xin, blocked(g.x_shape(), block));
   Tensor y = dn::empty_in(g.y_shape(), DType::f32, blocked(g.y_shape(), block));
-  Tensor ws = Tensor::empty({g.blocks(), g.OH, g.OW, block / 4}, DType::u8);
+  Tensor ws = Tensor::empty({g.blocks(), g.OH, g.OW, block / 8 * (relu ? 3 : 2)}, DType::u8);
   if (block == 16)
     pool_forward<16>(blocked_data(x), blocked_data(y), ws.data<uint8_t>(), g, relu);
   else
@@ -143,54 +148,63 @@ std::vector<Tensor> max_pool_2x2(const Tensor& xin, const Pool2dAttrs& a, int bl
   return {dn::finish_output(y), ws};
 }
 
-bool is_max_pool_2x2_workspace(const Tensor& ws, const Shape& x, const Pool2dAttrs& a) {
-  if (!ws.defined() || ws.dtype() != DType::u8 || ws.dim() != 4 || x.size() != 4) return false;
-  const int64_t block = ws.size(3) * 4;
-  return (block == 8 || block == 16) && x[1] % block == 0 &&
-         ws.shape() == Shape{x[0] * x[1] / block, a.output_size[0], a.output_size[1], block / 4};
+namespace {
+
+// The block of a workspace of these kernels (relu: with the third mask), else 0.
+int64_t workspace_block(const Tensor& ws, const Shape& x, const Pool2dAttrs& a, bool relu) {
+  if (!ws.defined() || ws.dtype() != DType::u8 || ws.dim() != 4 || x.size() != 4) return 0;
+  const int64_t masks = relu ? 3 : 2, block = ws.size(3) / masks * 8;
+  if ((block != 8 && block != 16) || x[1] % block != 0) return 0;
+  const Shape want = {x[0] * x[1] / block, a.output_size[0], a.output_size[1], block / 8 * masks};
+  return ws.shape() == want ? block : 0;
+}
+
+}  // namespace
+
+bool is_max_pool_2x2_workspace(const Tensor& ws, const Shape& x, const Pool2dAttrs& a, bool relu) {
+  return workspace_block(ws, x, a, relu) != 0;
 }
 
 Tensor max_pool_2x2_backward(const Tensor& dyin, const Tensor& ws, const Shape& x,
-                             const Pool2dAttrs& a, const Tensor& relu_y) {
-  ZENITH_CHECK(is_max_pool_2x2_workspace(ws, x, a),
+                             const Pool2dAttrs& a) {
+  const bool relu = is_max_pool_2x2_workspace(ws, x, a, true);
+  ZENITH_CHECK(relu || is_max_pool_2x2_workspace(ws, x, a, false),
                "[max_pool2d_backward] the workspace is not the AVX2 fast path's (was the AVX2 "
                "fast-path mode changed between forward and backward?)");
-  const Geometry g = geometry(x, a, ws.size(3) * 4);
+  const Geometry g = geometry(x, a, workspace_block(ws, x, a, relu));
   Tensor dy = dn::to_desc(dyin, blocked(g.y_shape(), g.B));
-  Tensor y = relu_y.defined() ? dn::to_desc(relu_y, blocked(g.y_shape(), g.B)) : Tensor();
   Tensor dx = dn::empty_in(g.x_shape(), DType::f32, blocked(g.x_shape(), g.B));
   float* pdx = blocked_data(dx);
   // Odd H or W: the last row or column is in no window.
   if (g.H != 2 * g.OH || g.W != 2 * g.OW) std::fill(pdx, pdx + dx.numel(), 0.0f);
-  const float* py = y.defined() ? blocked_data(y) : nullptr;
   if (g.B == 16)
-    pool_backward<16>(blocked_data(dy), py, ws.data<uint8_t>(), pdx, g);
+    pool_backward<16>(blocked_data(dy), ws.data<uint8_t>(), pdx, g, relu);
   else
-    pool_backward<8>(blocked_data(dy), py, ws.data<uint8_t>(), pdx, g);
+    pool_backward<8>(blocked_data(dy), ws.data<uint8_t>(), pdx, g, relu);
   return dn::finish_output(dx);
 }
 
 namespace {
 
-// max_pool2d_relu(x) -> {relu(y), workspace}: zenith's kernel where the window fits, else
-// oneDNN's pooling and the relu kernel.
+// max_pool2d_relu(x) -> {relu(y), workspace}: zenith's kernel where the window fits (its
+// workspace also holds relu's mask), else the decomposition (src/ops/fused.cpp).
 std::vector<Tensor> max_pool2d_relu_kernel(const std::vector<Tensor>& in, const Pool2dAttrs& a) {
   if (a.training && max_pool_2x2_fits(in[0].shape(), a, in[0].dtype()))
     return max_pool_2x2(in[0], a, max_pool_2x2_block(in[0]), true);
-  std::vector<Tensor> out = dispatch::call<OpId::max_pool2d>(in, a);
-  out[0] = dispatch::call1<OpId::relu>({out[0]});
-  return out;
+  dispatch::ForceDecomposition composed(OpId::max_pool2d_relu);
+  return dispatch::call<OpId::max_pool2d_relu>(in, a);
 }
 
-// max_pool2d_relu_backward(dy, x, workspace, y) -> max_pool2d_backward(relu_backward(dy, y)).
+// max_pool2d_relu_backward(dy, x, workspace) -> dx: zenith's kernel on its workspace, else the
+// decomposition (which reads x's values).
 std::vector<Tensor> max_pool2d_relu_backward_kernel(const std::vector<Tensor>& in,
                                                     const Pool2dAttrs& a) {
-  ZENITH_CHECK(in.size() == 4, "[max_pool2d_relu_backward] expected (dy, x, workspace, y), got ",
+  ZENITH_CHECK(in.size() == 3, "[max_pool2d_relu_backward] expected (dy, x, workspace), got ",
                in.size(), " inputs");
-  if (is_max_pool_2x2_workspace(in[2], in[1].shape(), a))
-    return {max_pool_2x2_backward(in[0], in[2], in[1].shape(), a, in[3])};
-  Tensor dz = dispatch::call1<OpId::relu_backward>({in[0], in[3]});
-  return dispatch::call<OpId::max_pool2d_backward>({dz, in[1], in[2]}, a);
+  if (is_max_pool_2x2_workspace(in[2], in[1].shape(), a, true))
+    return {max_pool_2x2_backward(in[0], in[2], in[1].shape(), a)};
+  dispatch::ForceDecomposition composed(OpId::max_pool2d_relu_backward);
+  return dispatch::call<OpId::max_pool2d_relu_backward>(in, a);
 }
 
 }  // namespace

@@ -16,14 +16,15 @@ bool max_pool_2x2_fits(const Shape& x, const Pool2dAttrs& a, DType dtype);
 // one oneDNN picks on this CPU (16 where it has AVX-512 and C allows, else 8).
 int max_pool_2x2_block(const Tensor& x);
 // -> {y (blocked), workspace}: y = max over each window (relu(max) with relu), the workspace
-// [N * C / block, OH, OW, block / 4] bytes: per 8 channels two bit masks naming each lane's
-// window cell (0..3, the first maximum in (kh, kw) order, NaN winning as in the reference).
+// [N * C / block, OH, OW, block / 8 * k] bytes: per 8 channels k bit masks, two naming each
+// lane's window cell (0..3, the first maximum in (kh, kw) order, NaN winning as in the
+// reference) and with relu a third, the lanes where relu's output is > 0 (k = 3).
 std::vector<Tensor> max_pool_2x2(const Tensor& x, const Pool2dAttrs& a, int block, bool relu);
-// Whether ws is such a workspace (for a pooling of x's shape).
-bool is_max_pool_2x2_workspace(const Tensor& ws, const Shape& x, const Pool2dAttrs& a);
+// Whether ws is such a workspace (for a pooling of x's shape; with relu or without).
+bool is_max_pool_2x2_workspace(const Tensor& ws, const Shape& x, const Pool2dAttrs& a, bool relu);
 // dx (blocked as the workspace says): each window's cells get dy where the workspace names them,
-// else 0; with relu_y defined, dy only where relu_y > 0 (relu_backward fused in).
+// else 0; with a relu workspace, dy only where relu's output was > 0 (relu_backward fused in).
 Tensor max_pool_2x2_backward(const Tensor& dy, const Tensor& ws, const Shape& x,
-                             const Pool2dAttrs& a, const Tensor& relu_y);
+                             const Pool2dAttrs& a);
 
 }  // namespace zenith::cpu

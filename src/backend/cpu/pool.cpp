@@ -229,9 +229,8 @@ std::vector<Tensor> max_pool2d_kernel(const std::vector<Tensor>& in, const Pool2
 std::vector<Tensor> max_pool2d_backward_kernel(const std::vector<Tensor>& in,
                                                const Pool2dAttrs& attrs) {
   PoolGeometry g(in[1].shape(), attrs);
-  // zenith's workspace (also from graph mode's max_pool2d_relu) goes to zenith's kernel.
-  if (use_own_max_pool(in[1], attrs) || is_max_pool_2x2_workspace(in[2], in[1].shape(), attrs))
-    return {max_pool_2x2_backward(in[0], in[2], in[1].shape(), attrs, Tensor())};
+  if (use_own_max_pool(in[1], attrs))
+    return {max_pool_2x2_backward(in[0], in[2], in[1].shape(), attrs)};
   if (in[1].dtype() == DType::f32)
     return {pool_backward_f32(in[0], in[1], in[2], dnnl::algorithm::pooling_max, g)};
   return visit_float(in[1].dtype(), "max_pool2d_backward", [&](auto tag) {

@@ -29,6 +29,18 @@ bool written_between(const std::vector<std::vector<int>>& writers, ValueId v, in
   return false;
 }
 
+// The windows the CPU kernel of max_pool2d_relu runs itself (2x2 stride 2 unpadded, float32,
+// channels a multiple of 8, training): only its workspace carries relu's mask to the fused
+// backward, whose decomposition would need x's values (graph mode passes a shape-only x).
+bool pool_relu_kernel_window(const Graph& g, const Node& p) {
+  const Pool2dAttrs& a = p.get<OpId::max_pool2d>();
+  const Operand& x = p.inputs[0];
+  return x.defined() && g.values[size_t(x.value)].device.type == DeviceType::CPU &&
+         x.view.dtype == DType::f32 && x.view.shape.size() == 4 && x.view.shape[1] % 8 == 0 &&
+         a.training && a.kernel == std::vector<int64_t>{2, 2} &&
+         a.stride == std::vector<int64_t>{2, 2} && a.padding == std::vector<int64_t>{0, 0};
+}
+
 }  // namespace
 
 int fuse_conv_relu(Graph& g, FusionCounts& counts) {
@@ -112,7 +124,7 @@ int fuse_pool_relu(Graph& g, FusionCounts& counts) {
   int forward = 0, backward = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& p = g.nodes[i];
-    if (p.op != OpId::max_pool2d || p.outputs.empty()) continue;
+    if (p.op != OpId::max_pool2d || p.outputs.empty() || !pool_relu_kernel_window(g, p)) continue;
     const int r = only_reader(g, readers, keep, p.outputs[0]);
     if (r < 0 || g.nodes[size_t(r)].op != OpId::relu || g.nodes[size_t(r)].outputs.empty())
       continue;
@@ -147,7 +159,7 @@ int fuse_pool_relu(Graph& g, FusionCounts& counts) {
     Node& bn = g.nodes[size_t(b)];
     const Node& rbn = g.nodes[size_t(rb)];
     bn.op = OpId::max_pool2d_relu_backward;
-    bn.inputs = {rbn.inputs[0], bn.inputs[1], bn.inputs[2], rbn.inputs[1]};
+    bn.inputs = {rbn.inputs[0], bn.inputs[1], bn.inputs[2]};
     bn.fused = "maxpool+relu backward";
     removed[size_t(rb)] = true;
     ++backward;
