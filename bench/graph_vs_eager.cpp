@@ -332,7 +332,12 @@ int main(int argc, char** argv) {
       selected.push_back(w);
   if (selected.empty()) return usage();
 
-  const double peak = bench::sgemm_peak_gflops(threads, 2048, /*cpu_time=*/threads == 1);
+  // The best of two measurements: the process's first sgemm calls run slower (on the 2-core EPYC
+  // VM 168-177 GFLOP/s against 192-203 in a second call, AVX2 99-105 against 103-107), which
+  // made the % of peak read ~13% high on AVX-512.
+  double peak = 0;
+  for (int i = 0; i < 2; ++i)
+    peak = std::max(peak, bench::sgemm_peak_gflops(threads, 2048, /*cpu_time=*/threads == 1));
   context::set_num_threads(threads);
   json results = {{"isa", bench::cpu_isa()},
                   {"onednn_isa", bench::onednn_isa()},

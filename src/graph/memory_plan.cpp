@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "zenith/error.h"
 
@@ -39,17 +40,15 @@ std::vector<int64_t> group_buffers(const std::vector<PlannedBuffer>& buffers,
 
 }  // namespace
 
-size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align) {
-  std::vector<Group> groups;
-  const std::vector<int64_t> of = group_buffers(buffers, groups);
-  std::vector<size_t> order(groups.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  // Largest first; ties by allocation order, so the plan is reproducible.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return groups[a].size > groups[b].size; });
+namespace {
+
+// Greedy best fit of the groups in `order`: each at the lowest offset whose gap among the groups
+// already placed and alive at the same time fits it best. -> the arena size; offsets per group.
+size_t place_groups(const std::vector<Group>& groups, const std::vector<size_t>& order,
+                    size_t align, std::vector<int64_t>& offset) {
   auto rounded = [&](size_t n) { return (n + align - 1) / align * align; };
   std::vector<size_t> placed;
-  std::vector<int64_t> offset(groups.size(), -1);
+  offset.assign(groups.size(), -1);
   size_t arena = 0;
   for (size_t i : order) {
     const Group& b = groups[i];
@@ -75,6 +74,36 @@ size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align) {
     arena = std::max(arena, best + size);
     placed.push_back(i);
   }
+  return arena;
+}
+
+}  // namespace
+
+size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align) {
+  std::vector<Group> groups;
+  const std::vector<int64_t> of = group_buffers(buffers, groups);
+  // Greedy placement in three orders, the smallest arena kept (the first on ties, so the plan is
+  // reproducible): largest first, longest-lived first, and by size x lifetime. Largest first
+  // alone can leave a gap no later buffer fits (SeedCNN's step: 16% above the peak).
+  auto life = [&](size_t i) { return double(groups[i].free - groups[i].alloc); };
+  const std::vector<std::function<double(size_t)>> keys = {
+      [&](size_t i) { return double(groups[i].size); }, life,
+      [&](size_t i) { return double(groups[i].size) * life(i); }};
+  size_t arena = SIZE_MAX;
+  std::vector<int64_t> offset, candidate;
+  for (const auto& key : keys) {
+    std::vector<size_t> order(groups.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    // Ties by allocation order.
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return key(a) > key(b); });
+    const size_t size = place_groups(groups, order, align, candidate);
+    if (size < arena) {
+      arena = size;
+      offset = candidate;
+    }
+  }
+  if (groups.empty()) arena = 0;
   for (size_t i = 0; i < buffers.size(); ++i)
     buffers[i].offset = of[i] < 0 ? -1 : offset[size_t(of[i])];
   return arena;

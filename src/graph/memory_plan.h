@@ -31,7 +31,8 @@ struct PlannedBuffer {
   int64_t over = -1;
 };
 
-// Best fit, largest first: assigns offsets to the buffers with free >= 0; returns the arena
+// Best fit (largest first, or longest-lived or size x lifetime first where that packs tighter):
+// assigns offsets to the buffers with free >= 0; returns the arena
 // size. Two buffers whose ranges overlap never overlap in memory, except a buffer and the one
 // it is written over (`over`, no larger), which share their offset.
 size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align = 64);

@@ -29,6 +29,28 @@ std::vector<Tensor> batch_norm_relu_backward_composed(const std::vector<Tensor>&
   return dispatch::call<OpId::batch_norm_backward>({dz, in[1], in[2], in[3], in[4]}, attrs);
 }
 
+// max_pool2d, then relu of its output; the workspace as max_pool2d returns it.
+std::vector<Tensor> max_pool2d_relu_composed(const std::vector<Tensor>& in,
+                                             const Pool2dAttrs& attrs) {
+  std::vector<Tensor> out = dispatch::call<OpId::max_pool2d>(in, attrs);
+  out[0] = dispatch::call1<OpId::relu>({out[0]});
+  return out;
+}
+
+// (dy, x, workspace): max_pool2d_backward of relu_backward(dy, y), y = relu(max_pool2d(x))
+// computed again from x (a backend's workspace may hold relu's mask too; unused here).
+std::vector<Tensor> max_pool2d_relu_backward_composed(const std::vector<Tensor>& in,
+                                                      const Pool2dAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 3, "[max_pool2d_relu_backward] expected 3 inputs, got ", in.size());
+  ZENITH_CHECK(in[1].numel() == 0 || in[1].storage()->nbytes() > 0,
+               "[max_pool2d_relu_backward] the decomposition reads x's values, got a shape-only "
+               "stand-in for x");
+  std::vector<Tensor> pooled = dispatch::call<OpId::max_pool2d>({in[1]}, attrs);
+  Tensor y = dispatch::call1<OpId::relu>({pooled[0]});
+  Tensor dz = dispatch::call1<OpId::relu_backward>({in[0], y});
+  return dispatch::call<OpId::max_pool2d_backward>({dz, in[1], pooled[1]}, attrs);
+}
+
 // The program run op by op: every register a tensor.
 std::vector<Tensor> fused_elementwise_composed(const std::vector<Tensor>& in,
                                                const FusedElementwiseAttrs& attrs) {
@@ -134,6 +156,8 @@ std::vector<Tensor> linear_cross_entropy_composed(const std::vector<Tensor>& in,
 ZENITH_REGISTER_DECOMPOSITION(conv2d_relu, conv2d_relu_composed);
 ZENITH_REGISTER_DECOMPOSITION(batch_norm_relu, batch_norm_relu_composed);
 ZENITH_REGISTER_DECOMPOSITION(batch_norm_relu_backward, batch_norm_relu_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(max_pool2d_relu, max_pool2d_relu_composed);
+ZENITH_REGISTER_DECOMPOSITION(max_pool2d_relu_backward, max_pool2d_relu_backward_composed);
 ZENITH_REGISTER_DECOMPOSITION(fused_elementwise, fused_elementwise_composed);
 ZENITH_REGISTER_DECOMPOSITION(multi_momentum_update, multi_momentum_update_composed);
 ZENITH_REGISTER_DECOMPOSITION(multi_adam_update, multi_adam_update_composed);

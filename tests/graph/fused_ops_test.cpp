@@ -19,10 +19,10 @@ std::vector<Tensor> cast_all(const std::vector<Tensor>& in, DType dtype) {
 
 TEST(GraphFusedOps, KernelsEqualTheirDecompositions) {
   const OpId fused[] = {
-      OpId::conv2d_relu,         OpId::batch_norm_relu,       OpId::batch_norm_relu_backward,
-      OpId::fused_elementwise,   OpId::multi_momentum_update, OpId::multi_adam_update,
-      OpId::add_rms_norm,        OpId::rms_norm_add_backward, OpId::embedding_backward_add,
-      OpId::linear_cross_entropy};
+      OpId::conv2d_relu,          OpId::batch_norm_relu,       OpId::batch_norm_relu_backward,
+      OpId::fused_elementwise,    OpId::multi_momentum_update, OpId::multi_adam_update,
+      OpId::add_rms_norm,         OpId::rms_norm_add_backward, OpId::embedding_backward_add,
+      OpId::linear_cross_entropy, OpId::max_pool2d_relu,       OpId::max_pool2d_relu_backward};
   for (OpId op : fused) {
     ASSERT_TRUE(dispatch::has_kernel(op, DeviceType::CPU)) << op_name(op);
     ASSERT_TRUE(dispatch::has_decomposition(op)) << op_name(op);

@@ -276,6 +276,61 @@ TEST(GraphPasses, ConvReluStaysWhenTheConvOutputIsReadElsewhere) {
   EXPECT_EQ(g.count(OpId::conv2d), 1);
 }
 
+// MaxPool + ReLU (SequentialCell's order for ReLU then MaxPool2d) forward and backward: both fuse;
+// outputs and the weight gradient equal eager's. 16 channels, 7x7: a row and a column in no window.
+TEST(GraphPasses, MaxPoolReluFusesForwardAndBackward) {
+  manual_seed(12);
+  Tensor x = randn({2, 3, 9, 9});
+  Tensor w = Tensor::randn({16, 3, 3, 3}).requires_grad_(true);
+  auto fn = [&] {
+    Tensor y = ops::relu(ops::max_pool2d(ops::conv2d(x, w), {2}));
+    Tensor loss = ops::sum(ops::mul(y, y));
+    loss.backward();
+    return std::vector<Tensor>{y, loss};
+  };
+  std::vector<Tensor> eager = fn();
+  Tensor gw = w.grad().clone();
+  w.set_grad(Tensor());
+  Graph g = capture(fn, {x}, {{"w", w}});
+  w.set_grad(Tensor());
+  dump("before", g);
+  EXPECT_EQ(g.count(OpId::max_pool2d), 1);
+  EXPECT_EQ(g.count(OpId::relu), 1);
+  EXPECT_EQ(g.count(OpId::relu_backward), 1);
+  EXPECT_EQ(g.count(OpId::max_pool2d_backward), 1);
+  const size_t before = g.nodes.size();
+  FusionCounts counts;
+  EXPECT_EQ(fuse_pool_relu(g, counts), 2);
+  eliminate_dead_ops(g);
+  dump("after", g);
+  EXPECT_EQ(g.nodes.size(), before - 2);
+  EXPECT_EQ(counts["maxpool+relu"], 1);
+  EXPECT_EQ(counts["maxpool+relu backward"], 1);
+  EXPECT_EQ(g.count(OpId::max_pool2d_relu), 1);
+  EXPECT_EQ(g.count(OpId::max_pool2d_relu_backward), 1);
+  EXPECT_EQ(g.count(OpId::max_pool2d), 0);
+  EXPECT_EQ(g.count(OpId::relu), 0);
+  EXPECT_EQ(g.count(OpId::relu_backward), 0);
+  EXPECT_EQ(g.count(OpId::max_pool2d_backward), 0);
+  expect_close(replay(g, {x}), eager, 1e-5);
+  EXPECT_LE(test::max_abs_diff(w.grad(), gw), 1e-4);
+}
+
+// The pooled values read by another op too: nothing fuses (relu's input must die at relu).
+TEST(GraphPasses, MaxPoolReluStaysWhenThePooledValuesAreReadElsewhere) {
+  manual_seed(13);
+  Tensor x = randn({2, 16, 6, 6});
+  auto fn = [&] {
+    Tensor p = ops::max_pool2d(x, {2});
+    return std::vector<Tensor>{ops::relu(p), ops::sum(p)};
+  };
+  Graph g = capture(fn, {x});
+  FusionCounts counts;
+  EXPECT_EQ(fuse_pool_relu(g, counts), 0);
+  EXPECT_EQ(g.count(OpId::max_pool2d), 1);
+  EXPECT_EQ(g.count(OpId::relu), 1);
+}
+
 // BatchNorm + ReLU forward and backward (training): both fuse; gradients and running statistics
 // equal eager's.
 TEST(GraphPasses, BatchNormReluFusesForwardAndBackward) {

@@ -1,4 +1,6 @@
+#include "backend/cpu/max_pool_2x2.h"
 #include "backend/cpu/onednn_layout.h"
+#include "core/dispatch.h"
 #include "support/op_check.h"
 
 using namespace zenith;
@@ -146,6 +148,72 @@ TEST(MaxPool2d, Avx2FastPathMatchesFloat64) {
   EXPECT_TRUE(
       throws_with([&] { ops::sum(y).backward(); }, "the workspace is not the AVX2 fast path's"));
   cpu::set_avx2_fast_paths("auto");
+}
+
+TEST(MaxPool2d, ReluFusedKernelsMatchFloat64) {
+  // graph mode's max_pool2d_relu / max_pool2d_relu_backward kernel (zenith's 2x2 stride-2
+  // pooling with the relu in its loops) on nChw8c and nChw16c against relu(max_pool2d(x)) and its
+  // gradient in float64: even and odd sizes, ties, and a window whose maximum is <= 0.
+  std::vector<double> ties(2 * 16 * 6 * 6);
+  for (size_t i = 0; i < ties.size(); ++i) ties[i] = double(int((i * 7) % 5) - 2);
+  const std::vector<std::pair<const char*, Tensor>> inputs = {
+      {"even", random_input({2, 16, 6, 6})},
+      {"odd", random_input({1, 16, 7, 5})},
+      {"ties", Tensor::from_vector(ties, {2, 16, 6, 6})},
+  };
+  for (int block : {8, 16})
+    for (auto& [name, x64] : inputs) {
+      SCOPED_TRACE(std::string(name) + " block " + std::to_string(block));
+      const Shape& xs = x64.shape();
+      const Pool2dAttrs a{.kernel = {2, 2},
+                          .stride = {2, 2},
+                          .padding = {0, 0},
+                          .output_size = {xs[2] / 2, xs[3] / 2},
+                          .training = true};
+      Tensor dy64 = random_input({xs[0], xs[1], xs[2] / 2, xs[3] / 2});
+      Tensor x_ref = x64.detach().clone().requires_grad_();
+      Tensor y_ref = ops::relu(ops::max_pool2d(x_ref, {2}));
+      ops::sum(ops::mul(y_ref, dy64)).backward();
+
+      ASSERT_TRUE(cpu::max_pool_2x2_fits(xs, a, DType::f32));
+      std::vector<Tensor> f = cpu::max_pool_2x2(x64.to(DType::f32), a, block, true);
+      EXPECT_TRUE(cpu::is_max_pool_2x2_workspace(f[1], xs, a, /*relu=*/true));
+      EXPECT_FALSE(cpu::is_max_pool_2x2_workspace(f[1], xs, a, /*relu=*/false));
+      Tensor dx = cpu::max_pool_2x2_backward(dy64.to(DType::f32), f[1], xs, a);
+      auto plain = [](const Tensor& t) { return dispatch::call1<OpId::to_plain>({t}); };
+      EXPECT_TRUE(all_close(plain(f[0]).to(DType::f64), y_ref.detach(), 1e-6, 1e-7));
+      EXPECT_TRUE(all_close(plain(dx).to(DType::f64), x_ref.grad(), 1e-6, 1e-6));
+      // The ops through the dispatcher: the same kernel picks its block from x's format.
+      std::vector<Tensor> g = dispatch::call<OpId::max_pool2d_relu>({x64.to(DType::f32)}, a);
+      Tensor dxg = dispatch::call1<OpId::max_pool2d_relu_backward>(
+          {dy64.to(DType::f32), x64.to(DType::f32), g[1]}, a);
+      EXPECT_TRUE(all_close(plain(dxg).to(DType::f64), x_ref.grad(), 1e-6, 1e-6));
+    }
+  // Other windows: the decomposition, which reads x (a shape-only stand-in is refused by name).
+  const Pool2dAttrs a3{.kernel = {3, 3},
+                       .stride = {2, 2},
+                       .padding = {1, 1},
+                       .output_size = {3, 3},
+                       .training = true};
+  Tensor x = Tensor::randn({1, 8, 6, 6}), dy = Tensor::randn({1, 8, 3, 3});
+  std::vector<Tensor> f = dispatch::call<OpId::max_pool2d_relu>({x}, a3);
+  Tensor x_ref = x.to(DType::f64).requires_grad_();
+  Tensor y_ref = ops::relu(ops::max_pool2d(x_ref, {3}, {2}, {1}));
+  ops::sum(ops::mul(y_ref, dy.to(DType::f64))).backward();
+  Tensor dx = dispatch::call1<OpId::max_pool2d_relu_backward>({dy, x, f[1]}, a3);
+  EXPECT_TRUE(
+      all_close(dispatch::call1<OpId::to_plain>({dx}).to(DType::f64), x_ref.grad(), 1e-6, 1e-6));
+  auto impl = std::make_shared<TensorImpl>();  // as ops::max_pool2d's backward passes x
+  impl->storage = std::make_shared<Storage>(nullptr, 0, x.device(), [] {});
+  impl->shape = x.shape();
+  impl->strides = x.strides();
+  impl->device = x.device();
+  Tensor stand_in(std::move(impl));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        dispatch::call<OpId::max_pool2d_relu_backward>({dy, stand_in, f[1]}, a3);
+      },
+      "[max_pool2d_relu_backward] the decomposition reads x's values"));
 }
 
 TEST(Pool2d, Errors) {

@@ -443,6 +443,25 @@ void add_graph_fused(std::vector<OpCase>& cases) {
        {random_input({3, 4, 3, 2}), random_input({4}), random_input({4}), random_input({4}),
         random_input({4}, DType::f64, false, 0.5, 1.5), random_input({3, 4, 3, 2})},
        Check::kRun});
+  // 16 channels: zenith's 2x2 kernel in float32 (nChw16c or nChw8c), the composed ops in float64;
+  // 7x5: a row and a column in no window.
+  cases.push_back(
+      {"max_pool2d_relu and its backward",
+       {OpId::max_pool2d_relu, OpId::max_pool2d_relu_backward},
+       [](const std::vector<Tensor>& x) {
+         const Pool2dAttrs a{.kernel = {2, 2},
+                             .stride = {2, 2},
+                             .padding = {0, 0},
+                             .output_size = {3, 2},
+                             .training = true};
+         auto f = dispatch::call<OpId::max_pool2d_relu>({x[0]}, a);
+         Tensor dx = dispatch::call1<OpId::max_pool2d_relu_backward>({x[1], x[0], f[1]}, a);
+         Tensor y = dispatch::call1<OpId::to_plain>({f[0]});
+         dx = dispatch::call1<OpId::to_plain>({dx});
+         return ops::cat({y.reshape({-1}), dx.reshape({-1})}, 0);
+       },
+       {random_input({2, 16, 7, 5}), random_input({2, 16, 3, 2})},
+       Check::kRun});
   cases.push_back({"fused_elementwise exp(a * b) + c, summed",
                    {OpId::fused_elementwise},
                    [](const std::vector<Tensor>& x) {

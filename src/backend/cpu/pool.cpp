@@ -2,12 +2,11 @@
 // activations stay blocked; max pooling keeps oneDNN's workspace for its backward), float64 and
 // adaptive pooling through reference loops. The gradient kernels are the fast paths of the
 // decompositions in src/ops/pool.cpp.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <limits>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/max_pool_2x2.h"
 #include "backend/cpu/onednn.h"
 #include "core/dispatch.h"
 
@@ -122,96 +121,10 @@ Tensor pool_backward_f32(const Tensor& dy, const Tensor& x, const Tensor& ws, dn
   return dn::finish_output(dsrc);
 }
 
-// ---- float32 2x2 stride-2 max pooling on nChw8c (an AVX2 fast path)
-//
-// oneDNN's AVX2 max pooling with its workspace takes 2.5x its AVX-512 time on SeedCNN's
-// 64x32x26x26 (0.33 against 0.13 ms). Here a window is four vectors of 8 channels; the workspace
-// holds each lane's window position (0..3: the first maximum in (kh, kw) order, NaN winning as in
-// the reference) as two bit masks per output vector: numel(y) / 4 bytes.
+// ---- float32 2x2 stride-2 max pooling on nChw8c (an AVX2 fast path, max_pool_2x2.cpp)
 
-bool use_own_max_pool(const PoolGeometry& g, DType dtype) {
-  return dtype == DType::f32 && g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 &&
-         g.PW == 0 && g.C % 8 == 0 && use_avx2_fast_paths();
-}
-
-memory::desc blocked8(const Shape& s) {
-  return memory::desc(dn::dims_of(s), memory::data_type::f32, memory::format_tag::nChw8c);
-}
-
-// A tensor stored as nChw8c, as a flat float buffer over its storage.
-float* blocked8_data(const Tensor& t) {
-  Tensor flat = t.has_layout() ? flat_physical(t) : t;
-  return flat.data<float>();
-}
-
-// -> {y (nChw8c), workspace}
-std::vector<Tensor> max_pool_own(const Tensor& xin, const PoolGeometry& g) {
-  Tensor x = dn::to_desc(xin, blocked8(g.x_shape()));
-  Tensor y = dn::empty_in(g.y_shape(), DType::f32, blocked8(g.y_shape()));
-  const int64_t planes = g.N * g.C / 8, H = g.H, W = g.W, OH = g.OH, OW = g.OW;
-  Tensor ws = Tensor::empty({planes * OH * OW * 2}, DType::u8);
-  const float* px = blocked8_data(x);
-  float* py = blocked8_data(y);
-  uint8_t* pws = ws.data<uint8_t>();
-  parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
-    const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), none = _mm256_setzero_ps();
-    for (int64_t p = begin; p < end; ++p)
-      for (int64_t oh = 0; oh < OH; ++oh)
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const float* w0 = px + ((p * H + 2 * oh) * W + 2 * ow) * 8;
-          const float* cell[4] = {w0, w0 + 8, w0 + W * 8, w0 + W * 8 + 8};
-          __m256 best = _mm256_loadu_ps(cell[0]), bit0 = none, bit1 = none;
-          for (int k = 1; k < 4; ++k) {
-            const __m256 v = _mm256_loadu_ps(cell[k]);
-            const __m256 take =
-                _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-            best = _mm256_blendv_ps(best, v, take);
-            bit0 = _mm256_blendv_ps(bit0, (k & 1) ? all : none, take);
-            bit1 = _mm256_blendv_ps(bit1, (k & 2) ? all : none, take);
-          }
-          const int64_t o = (p * OH + oh) * OW + ow;
-          _mm256_storeu_ps(py + o * 8, best);
-          pws[o * 2] = uint8_t(_mm256_movemask_ps(bit0));
-          pws[o * 2 + 1] = uint8_t(_mm256_movemask_ps(bit1));
-        }
-  });
-  return {dn::finish_output(y), ws};
-}
-
-// dx (nChw8c): each window's four cells get dy where the workspace names them, else 0.
-Tensor max_pool_backward_own(const Tensor& dyin, const Tensor& ws, const PoolGeometry& g) {
-  const int64_t planes = g.N * g.C / 8, H = g.H, W = g.W, OH = g.OH, OW = g.OW;
-  ZENITH_CHECK(ws.defined() && ws.numel() == planes * OH * OW * 2,
-               "[max_pool2d_backward] the workspace is not the AVX2 fast path's (was the AVX2 "
-               "fast-path mode changed between forward and backward?)");
-  Tensor dy = dn::to_desc(dyin, blocked8(g.y_shape()));
-  // Odd H or W: the last row or column is in no window.
-  const bool covered = H == 2 * OH && W == 2 * OW;
-  Tensor dx = dn::empty_in(g.x_shape(), DType::f32, blocked8(g.x_shape()));
-  const float* pdy = blocked8_data(dy);
-  float* pdx = blocked8_data(dx);
-  if (!covered) std::fill(pdx, pdx + dx.numel(), 0.0f);
-  const uint8_t* pws = ws.data<uint8_t>();
-  parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
-    const __m256i lane_bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    auto lanes = [&](uint8_t bits) {
-      return _mm256_castsi256_ps(
-          _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), lane_bits), lane_bits));
-    };
-    for (int64_t p = begin; p < end; ++p)
-      for (int64_t oh = 0; oh < OH; ++oh)
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const int64_t o = (p * OH + oh) * OW + ow;
-          const __m256 d = _mm256_loadu_ps(pdy + o * 8);
-          const __m256 b0 = lanes(pws[o * 2]), b1 = lanes(pws[o * 2 + 1]);
-          float* w0 = pdx + ((p * H + 2 * oh) * W + 2 * ow) * 8;
-          _mm256_storeu_ps(w0, _mm256_andnot_ps(_mm256_or_ps(b0, b1), d));            // k = 0
-          _mm256_storeu_ps(w0 + 8, _mm256_and_ps(_mm256_andnot_ps(b1, b0), d));       // k = 1
-          _mm256_storeu_ps(w0 + W * 8, _mm256_and_ps(_mm256_andnot_ps(b0, b1), d));   // 2
-          _mm256_storeu_ps(w0 + W * 8 + 8, _mm256_and_ps(_mm256_and_ps(b0, b1), d));  // 3
-        }
-  });
-  return dn::finish_output(dx);
+bool use_own_max_pool(const Tensor& x, const Pool2dAttrs& a) {
+  return max_pool_2x2_fits(x.shape(), a, x.dtype()) && use_avx2_fast_paths();
 }
 
 // ---- reference loops (float64), one (n, c) plane per task
@@ -305,7 +218,7 @@ dnnl::algorithm avg_alg(const Pool2dAttrs& attrs) {
 // max_pool2d(x; kernel, stride, padding, training) -> {y, workspace or indices}
 std::vector<Tensor> max_pool2d_kernel(const std::vector<Tensor>& in, const Pool2dAttrs& attrs) {
   PoolGeometry g(in[0].shape(), attrs);
-  if (attrs.training && use_own_max_pool(g, in[0].dtype())) return max_pool_own(in[0], g);
+  if (attrs.training && use_own_max_pool(in[0], attrs)) return max_pool_2x2(in[0], attrs, 8, false);
   if (in[0].dtype() == DType::f32)
     return pool_forward_f32(in[0], dnnl::algorithm::pooling_max, attrs.training, g);
   return visit_float(in[0].dtype(), "max_pool2d",
@@ -316,7 +229,8 @@ std::vector<Tensor> max_pool2d_kernel(const std::vector<Tensor>& in, const Pool2
 std::vector<Tensor> max_pool2d_backward_kernel(const std::vector<Tensor>& in,
                                                const Pool2dAttrs& attrs) {
   PoolGeometry g(in[1].shape(), attrs);
-  if (use_own_max_pool(g, in[1].dtype())) return {max_pool_backward_own(in[0], in[2], g)};
+  if (use_own_max_pool(in[1], attrs))
+    return {max_pool_2x2_backward(in[0], in[2], in[1].shape(), attrs)};
   if (in[1].dtype() == DType::f32)
     return {pool_backward_f32(in[0], in[1], in[2], dnnl::algorithm::pooling_max, g)};
   return visit_float(in[1].dtype(), "max_pool2d_backward", [&](auto tag) {

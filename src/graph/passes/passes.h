@@ -45,6 +45,11 @@ int fuse_conv_relu(Graph& g, FusionCounts& counts);
 // batch_norm whose output only relu reads -> batch_norm_relu; relu_backward whose result only a
 // batch_norm_backward reads -> batch_norm_relu_backward.
 int fuse_batch_norm_relu(Graph& g, FusionCounts& counts);
+// relu reading only max_pool2d's output (as SequentialCell runs ReLU then MaxPool2d) ->
+// max_pool2d_relu; the relu_backward whose result only that pooling's backward reads goes into
+// it as max_pool2d_relu_backward, with relu's mask in the workspace (both or neither). CPU
+// float32 2x2 stride-2 windows over channels a multiple of 8 (what that kernel runs itself).
+int fuse_pool_relu(Graph& g, FusionCounts& counts);
 // A residual add and the rms_norm reading its sum -> add_rms_norm (both results); an
 // rms_norm_backward whose dx only an add reads (the residual stream's gradient sum) ->
 // rms_norm_add_backward. float32/float64 operands of one shape only.
