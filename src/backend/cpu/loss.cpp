@@ -137,7 +137,13 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
 // faster than x W_chunk^T (dnnl_sgemm 182 vs 143 GFLOP/s at 128 rows); 512 classes keep a tile
 // and its exps in L2; fewer rows a block make W's chunks too short a GEMM (2048 rows, before the
 // 8 x 8 transposes: 293 ms at 256 x 512, 306 at 128 x 512, 391 at 64 x 512, 308 at 256 x 1024;
-// x W_chunk^T tiles 322 ms at 128 x 512).
+// x W_chunk^T tiles 322 ms at 128 x 512). Tried and dropped (2048 rows, best of 4, same loaded
+// host, 267-310 ms for this kernel): dlogits as the transposed view of a [V, M] buffer, the
+// tiles' own layout (no transposes; the GEMM writing into it or a copy, vocabulary chunks outer,
+// one streaming scaling pass at the end; dW then reads it plainly and dx as a transposed operand,
+// both as fast as before) 268-324 ms, and 352 ms with a power-of-two row stride (cache sets);
+// non-temporal stores for the transposes: no change. The time left over the GEMM (~70-90 ms) is
+// spread over the exps, the max, the 262 MB written and the scaling pass.
 constexpr int64_t kRowBlock = 256, kVocabChunk = 512;
 
 // dst[r * ld_dst + c] = src[c * ld_src + r] for r, c < 8 (AVX2 unpacks and lane swaps).
