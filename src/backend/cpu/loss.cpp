@@ -37,6 +37,22 @@ int64_t count_valid(const int64_t* t, int64_t m, int64_t ignore_index) {
   return n;
 }
 
+// The factor each row's gradient takes: 1 / (non-ignored targets) for "mean", else 1.
+double gradient_scale(Reduction reduction, const int64_t* t, int64_t m, int64_t ignore_index) {
+  return reduction == Reduction::kMean ? 1.0 / double(count_valid(t, m, ignore_index)) : 1.0;
+}
+
+// Writes the 0-d loss of the "mean" and "sum" reductions from the per-row losses `lo`.
+template <typename T>
+void reduce_rows(Tensor& loss, const T* lo, const int64_t* t, int64_t m, int64_t ignore_index,
+                 Reduction reduction) {
+  if (reduction == Reduction::kNone) return;
+  double total = 0;
+  for (int64_t i = 0; i < m; ++i) total += double(lo[i]);
+  if (reduction == Reduction::kMean) total /= double(count_valid(t, m, ignore_index));
+  loss.data<T>()[0] = T(total);
+}
+
 // cross_entropy_rows(logits [M, C], target [M]; ignore_index, label_smoothing, reduction)
 //   -> loss ([M] for "none", 0 where ignored; else 0-d), log_sum [M] (log sum_c exp(x[c] - max),
 //   saved for backward).
@@ -78,12 +94,7 @@ std::vector<Tensor> cross_entropy_kernel(const std::vector<Tensor>& in,
         lo[i] = t[i] == ignore_index ? T(0) : log_sum + on * (mx - row[t[i]]) + off * below;
       }
     });
-    if (reduction != Reduction::kNone) {
-      double total = 0;
-      for (int64_t i = 0; i < m; ++i) total += double(lo[i]);
-      if (reduction == Reduction::kMean) total /= double(count_valid(t, m, ignore_index));
-      loss.data<T>()[0] = T(total);
-    }
+    reduce_rows(loss, lo, t, m, ignore_index, reduction);
   });
   return {loss, log_sums};
 }
@@ -111,8 +122,7 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
     T* o = dx.data<T>();
     const T on = T(1 - eps), off = T(eps / double(c));
     const bool per_row = reduction == Reduction::kNone;
-    const T scale =
-        reduction == Reduction::kMean ? T(1.0 / double(count_valid(t, m, ignore_index))) : T(1);
+    const T scale = T(gradient_scale(reduction, t, m, ignore_index));
     parallel_for(m, std::max<int64_t>(1, kGrain / c), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         T* orow = o + i * c;
@@ -278,8 +288,7 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
     T* out = dx.data<T>();
     const T on = T(1 - eps), off = T(eps / double(v));
     const bool per_row = reduction == Reduction::kNone;
-    const T scale =
-        reduction == Reduction::kMean ? T(1.0 / double(count_valid(t, m, ignore_index))) : T(1);
+    const T scale = T(gradient_scale(reduction, t, m, ignore_index));
     const int64_t vc = std::min(v, kVocabChunk), chunks = (v + vc - 1) / vc;
     const int64_t mb_max = std::min(m, kRowBlock);
     ChunkStats<T> st(mb_max, chunks);
@@ -321,12 +330,7 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
         }
       });
     }
-    if (reduction != Reduction::kNone) {
-      double total = 0;
-      for (int64_t i = 0; i < m; ++i) total += double(lo[i]);
-      if (reduction == Reduction::kMean) total /= double(count_valid(t, m, ignore_index));
-      loss.data<T>()[0] = T(total);
-    }
+    reduce_rows(loss, lo, t, m, ignore_index, reduction);
   });
   return {loss, dx};
 }
