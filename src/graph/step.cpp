@@ -23,14 +23,14 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// ZENITH_GRAPH_LINEAR_CROSS_ENTROPY=0 leaves the output layer and its loss unfused (on by
-// default, with the other fusions).
-bool fuse_linear_cross_entropy_enabled() {
-  const char* env = std::getenv("ZENITH_GRAPH_LINEAR_CROSS_ENTROPY");
+// A fusion's switch: the environment variable `name` set to 0 leaves it out (on by default,
+// with the other fusions). ZENITH_GRAPH_LINEAR_CROSS_ENTROPY: the output layer and its loss;
+// ZENITH_GRAPH_CONV_POOL: the first convolution with its ReLU and max pooling.
+bool fusion_enabled(const char* name) {
+  const char* env = std::getenv(name);
   if (!env || !*env) return true;
   const std::string v = env;
-  ZENITH_CHECK(v == "0" || v == "1",
-               "[graph] ZENITH_GRAPH_LINEAR_CROSS_ENTROPY must be 0 or 1, got '", v, "'");
+  ZENITH_CHECK(v == "0" || v == "1", "[graph] ", name, " must be 0 or 1, got '", v, "'");
   return v == "1";
 }
 
@@ -221,10 +221,11 @@ void StepRun::finish() {
     report->activations_before = graph->peak_intermediate_bytes();
     // With the updates in the backward, the gradients die at their update (none left in .grad).
     if (c.options_.update_in_backward) graph->grads.clear();
-    PassReport passes =
-        optimize(*graph, {.fuse = c.options_.fuse,
-                          .linear_cross_entropy = fuse_linear_cross_entropy_enabled(),
-                          .update_in_backward = c.options_.update_in_backward});
+    PassReport passes = optimize(
+        *graph, {.fuse = c.options_.fuse,
+                 .linear_cross_entropy = fusion_enabled("ZENITH_GRAPH_LINEAR_CROSS_ENTROPY"),
+                 .conv_pool = fusion_enabled("ZENITH_GRAPH_CONV_POOL"),
+                 .update_in_backward = c.options_.update_in_backward});
     report->ops_after = passes.ops_after;
     report->fusions = passes.fusions;
     report->dead = passes.dead;

@@ -51,6 +51,40 @@ std::vector<Tensor> max_pool2d_relu_backward_composed(const std::vector<Tensor>&
   return dispatch::call<OpId::max_pool2d_backward>({dz, in[1], pooled[1]}, attrs);
 }
 
+// The pooling conv2d_relu_max_pool applies to the convolution's output: 2x2, stride 2.
+Pool2dAttrs conv_pool_window(const Conv2dAttrs& attrs) {
+  return {.kernel = {2, 2},
+          .stride = {2, 2},
+          .padding = {0, 0},
+          .output_size = {attrs.output_shape[2] / 2, attrs.output_shape[3] / 2},
+          .training = true};
+}
+
+// (x, weight, bias?): max_pool2d of conv2d, then relu; the workspace as max_pool2d returns it.
+std::vector<Tensor> conv2d_relu_max_pool_composed(const std::vector<Tensor>& in,
+                                                  const Conv2dAttrs& attrs) {
+  Tensor c = dispatch::call1<OpId::conv2d>(in, attrs);
+  std::vector<Tensor> out = dispatch::call<OpId::max_pool2d>({c}, conv_pool_window(attrs));
+  out[0] = dispatch::call1<OpId::relu>({out[0]});
+  return out;
+}
+
+// (dy, x, weight, bias?, workspace): conv2d_backward_weights of max_pool2d_backward of
+// relu_backward(dy, y), the forward computed again from x (a backend's workspace may hold what
+// its kernel needs instead; unused here).
+std::vector<Tensor> conv2d_relu_max_pool_backward_composed(const std::vector<Tensor>& in,
+                                                           const Conv2dAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 5, "[conv2d_relu_max_pool_backward] expected 5 inputs, got ",
+               in.size());
+  const Pool2dAttrs window = conv_pool_window(attrs);
+  Tensor c = dispatch::call1<OpId::conv2d>({in[1], in[2], in[3]}, attrs);
+  std::vector<Tensor> pooled = dispatch::call<OpId::max_pool2d>({c}, window);
+  Tensor y = dispatch::call1<OpId::relu>({pooled[0]});
+  Tensor dz = dispatch::call1<OpId::relu_backward>({in[0], y});
+  Tensor dc = dispatch::call1<OpId::max_pool2d_backward>({dz, c, pooled[1]}, window);
+  return dispatch::call<OpId::conv2d_backward_weights>({dc, in[1]}, attrs);
+}
+
 // The program run op by op: every register a tensor.
 std::vector<Tensor> fused_elementwise_composed(const std::vector<Tensor>& in,
                                                const FusedElementwiseAttrs& attrs) {
@@ -158,6 +192,9 @@ ZENITH_REGISTER_DECOMPOSITION(batch_norm_relu, batch_norm_relu_composed);
 ZENITH_REGISTER_DECOMPOSITION(batch_norm_relu_backward, batch_norm_relu_backward_composed);
 ZENITH_REGISTER_DECOMPOSITION(max_pool2d_relu, max_pool2d_relu_composed);
 ZENITH_REGISTER_DECOMPOSITION(max_pool2d_relu_backward, max_pool2d_relu_backward_composed);
+ZENITH_REGISTER_DECOMPOSITION(conv2d_relu_max_pool, conv2d_relu_max_pool_composed);
+ZENITH_REGISTER_DECOMPOSITION(conv2d_relu_max_pool_backward,
+                              conv2d_relu_max_pool_backward_composed);
 ZENITH_REGISTER_DECOMPOSITION(fused_elementwise, fused_elementwise_composed);
 ZENITH_REGISTER_DECOMPOSITION(multi_momentum_update, multi_momentum_update_composed);
 ZENITH_REGISTER_DECOMPOSITION(multi_adam_update, multi_adam_update_composed);

@@ -20,6 +20,11 @@ double op_flops(const dispatch::OpEvent& event) {
       return conv_flops(event.attrs.get<OpId::conv2d_backward_data>());
     case OpId::conv2d_backward_weights:
       return conv_flops(event.attrs.get<OpId::conv2d_backward_weights>());
+    // graph mode's fused first layer: the convolution, and its weight gradient
+    case OpId::conv2d_relu_max_pool:
+      return conv_flops(event.attrs.get<OpId::conv2d_relu_max_pool>());
+    case OpId::conv2d_relu_max_pool_backward:
+      return conv_flops(event.attrs.get<OpId::conv2d_relu_max_pool_backward>());
     case OpId::matmul:  // (a [.., n, k], b [.., k, m]) -> [.., n, m]
     case OpId::linear:  // (x [M, in], weight [out, in]) -> [M, out]
       if (event.inputs.empty() || event.outputs.empty() || !event.inputs[0].defined() ||

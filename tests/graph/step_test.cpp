@@ -162,11 +162,14 @@ TEST_F(GraphStep, CaptureReportCountsFusionsAndMemory) {
   const CaptureReport* r = c.last_capture();
   ASSERT_NE(r, nullptr);
   EXPECT_GT(r->ops, r->ops_after);
-  // SeedCNN has no BatchNorm, and its ReLU follows the pooling: each pooling fuses with its
-  // ReLU (forward and backward), the optimizer update fuses, the gradient clones go (ResNet-18's
-  // bn+relu fusions: ResNet18EqualsEager prints them).
-  EXPECT_EQ(r->fusions.at("maxpool+relu"), 2);
-  EXPECT_EQ(r->fusions.at("maxpool+relu backward"), 2);
+  // SeedCNN has no BatchNorm, and its ReLU follows the pooling: the first convolution fuses
+  // with its pooling and ReLU, the second pooling with its ReLU (forward and backward), the
+  // optimizer update fuses, the gradient clones go (ResNet-18's bn+relu fusions:
+  // ResNet18EqualsEager prints them).
+  EXPECT_EQ(r->fusions.at("conv+relu+maxpool"), 1);
+  EXPECT_EQ(r->fusions.at("conv+relu+maxpool backward"), 1);
+  EXPECT_EQ(r->fusions.at("maxpool+relu"), 1);
+  EXPECT_EQ(r->fusions.at("maxpool+relu backward"), 1);
   EXPECT_EQ(r->fusions.at("optimizer"), 1);
   EXPECT_EQ(r->in_place, 5);
   EXPECT_EQ(r->constants, 1);
@@ -175,8 +178,9 @@ TEST_F(GraphStep, CaptureReportCountsFusionsAndMemory) {
   auto s = r->scalars();
   EXPECT_EQ(s.at("graph/ops"), r->ops);
   EXPECT_EQ(s.at("graph/ops_after_fusion"), r->ops_after);
-  EXPECT_EQ(r->line().rfind("graph: 30 ops -> 17 after fusion (maxpool+relu 2, maxpool+relu "
-                            "backward 2, optimizer 1, ",
+  EXPECT_EQ(r->line().rfind("graph: 30 ops -> 15 after fusion (conv+relu+maxpool 1, "
+                            "conv+relu+maxpool backward 1, maxpool+relu 1, maxpool+relu "
+                            "backward 1, optimizer 1, ",
                             0),
             0u)
       << r->line();
@@ -358,14 +362,19 @@ TEST_F(GraphStep, SeedCnnGraphBeforeAndAfterThePasses) {
   PassReport r = optimize(*g);
   if (std::getenv("ZENITH_GRAPH_TEST_DUMP")) std::cout << "after:\n" << g->dump();
   EXPECT_EQ(r.ops_before, 30);
-  EXPECT_EQ(r.ops_after, 17);
+  EXPECT_EQ(r.ops_after, 15);
   EXPECT_EQ(g->count(OpId::copy), 0);
   EXPECT_EQ(g->count(OpId::fill_), 0);
   EXPECT_EQ(g->count(OpId::momentum_update), 0);
   EXPECT_EQ(g->count(OpId::multi_momentum_update), 1);
-  EXPECT_EQ(g->count(OpId::conv2d), 2);  // each read by max_pool2d: no conv+relu here
-  EXPECT_EQ(g->count(OpId::max_pool2d_relu), 2);
-  EXPECT_EQ(g->count(OpId::max_pool2d_relu_backward), 2);
+  // Each convolution is read by max_pool2d (no conv+relu here); the first, over 3 channels,
+  // fuses with its pooling and ReLU, and their backward with its weight gradient.
+  EXPECT_EQ(g->count(OpId::conv2d), 1);
+  EXPECT_EQ(g->count(OpId::conv2d_relu_max_pool), 1);
+  EXPECT_EQ(g->count(OpId::conv2d_relu_max_pool_backward), 1);
+  EXPECT_EQ(g->count(OpId::conv2d_backward_weights), 1);
+  EXPECT_EQ(g->count(OpId::max_pool2d_relu), 1);
+  EXPECT_EQ(g->count(OpId::max_pool2d_relu_backward), 1);
   EXPECT_EQ(g->count(OpId::relu) + g->count(OpId::relu_backward), 0);
 }
 
@@ -398,8 +407,8 @@ TEST_F(GraphStep, MaxPoolBackwardKeepsOnlyItsInputsShape) {
       EXPECT_EQ(n.overwrites, -1);
     }
   }
-  EXPECT_EQ(pools, 2);
-  EXPECT_EQ(backwards, 2);
+  EXPECT_EQ(pools, 1);  // the first pooling is in conv2d_relu_max_pool
+  EXPECT_EQ(backwards, 1);
 }
 
 }  // namespace

@@ -462,6 +462,24 @@ void add_graph_fused(std::vector<OpCase>& cases) {
        },
        {random_input({2, 16, 7, 5}), random_input({2, 16, 3, 2})},
        Check::kRun});
+  // 3 -> 16 channels, 9x8: the convolution's 7x6 output loses its last row to the pooling;
+  // the fused kernel in float32, the composed ops in float64.
+  cases.push_back({"conv2d_relu_max_pool and its backward",
+                   {OpId::conv2d_relu_max_pool, OpId::conv2d_relu_max_pool_backward},
+                   [](const std::vector<Tensor>& x) {
+                     const Conv2dAttrs a{.input_shape = {2, 3, 9, 8},
+                                         .weight_shape = {16, 3, 3, 3},
+                                         .output_shape = {2, 16, 7, 6},
+                                         .bias = true};
+                     auto f = dispatch::call<OpId::conv2d_relu_max_pool>({x[0], x[1], x[2]}, a);
+                     auto g = dispatch::call<OpId::conv2d_relu_max_pool_backward>(
+                         {x[3], x[0], x[1], x[2], f[1]}, a);
+                     Tensor y = dispatch::call1<OpId::to_plain>({f[0]});
+                     return ops::cat({y.reshape({-1}), g[0].reshape({-1}), g[1]}, 0);
+                   },
+                   {random_input({2, 3, 9, 8}), random_input({16, 3, 3, 3}), random_input({16}),
+                    random_input({2, 16, 3, 3})},
+                   Check::kRun});
   cases.push_back({"fused_elementwise exp(a * b) + c, summed",
                    {OpId::fused_elementwise},
                    [](const std::vector<Tensor>& x) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/conv_pool.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "core/dispatch.h"
@@ -111,14 +112,6 @@ void pool_backward(const float* pdy, const uint8_t* pws, float* pdx, const Geome
   });
 }
 
-bool onednn_has_avx512() {
-  static const bool avx512 = [] {
-    const int isa = int(dnnl_get_effective_cpu_isa());
-    return (isa & int(dnnl_cpu_isa_avx512_core)) == int(dnnl_cpu_isa_avx512_core);
-  }();
-  return avx512;
-}
-
 }  // namespace
 
 bool max_pool_2x2_fits(const Shape& x, const Pool2dAttrs& a, DType dtype) {
@@ -133,7 +126,7 @@ int max_pool_2x2_block(const Tensor& x) {
     if (x.size(1) % 16 == 0 && d == blocked(x.shape(), 16)) return 16;
     if (d == blocked(x.shape(), 8)) return 8;
   }
-  return onednn_has_avx512() && x.size(1) % 16 == 0 ? 16 : 8;
+  return preferred_channel_block(x.size(1));
 }
 
 std::vector<Tensor> max_pool_2x2(const Tensor& xin, const Pool2dAttrs& a, int block, bool relu) {

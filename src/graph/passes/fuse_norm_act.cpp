@@ -2,32 +2,11 @@
 // reads relu's output, which the fused op returns; conv's backward reads conv's input, batch
 // norm's backward batch norm's input, max pooling's backward its workspace, none of which the
 // fusion touches.
+#include "graph/passes/pass_utils.h"
 #include "graph/passes/passes.h"
 
 namespace zenith::graph {
 namespace {
-
-// The single node reading `v` (as a whole, not written), or -1.
-int only_reader(const Graph& g, const std::vector<std::vector<int>>& readers,
-                const std::vector<bool>& keep, ValueId v) {
-  if (v == kNoValue || keep[size_t(v)] || readers[size_t(v)].size() != 1) return -1;
-  const Node& r = g.nodes[size_t(readers[size_t(v)][0])];
-  int uses = 0;
-  for (const Operand& in : r.inputs)
-    if (in.value == v) {
-      if (!(in.view == g.values[size_t(v)].def)) return -1;
-      ++uses;
-    }
-  for (int w : r.writes)
-    if (r.inputs[size_t(w)].value == v) return -1;
-  return uses == 1 ? readers[size_t(v)][0] : -1;
-}
-
-bool written_between(const std::vector<std::vector<int>>& writers, ValueId v, int from, int to) {
-  for (int w : writers[size_t(v)])
-    if (w > from && w < to) return true;
-  return false;
-}
 
 // The windows the CPU kernel of max_pool2d_relu runs itself (2x2 stride 2 unpadded, float32,
 // channels a multiple of 8, training): only its workspace carries relu's mask to the fused

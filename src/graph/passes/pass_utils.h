@@ -17,6 +17,23 @@ inline bool written_between(const std::vector<std::vector<int>>& writers, ValueI
   return false;
 }
 
+// The single node reading `v` (once, as a whole, not writing it), or -1; -1 too where the step
+// keeps v.
+inline int only_reader(const Graph& g, const std::vector<std::vector<int>>& readers,
+                       const std::vector<bool>& keep, ValueId v) {
+  if (v == kNoValue || keep[size_t(v)] || readers[size_t(v)].size() != 1) return -1;
+  const Node& r = g.nodes[size_t(readers[size_t(v)][0])];
+  int uses = 0;
+  for (const Operand& in : r.inputs)
+    if (in.value == v) {
+      if (!(in.view == g.values[size_t(v)].def)) return -1;
+      ++uses;
+    }
+  for (int w : r.writes)
+    if (r.inputs[size_t(w)].value == v) return -1;
+  return uses == 1 ? readers[size_t(v)][0] : -1;
+}
+
 // The add node that alone reads the only (first) output of node i, an `op` node of n_inputs
 // inputs and n_outputs outputs whose first output the step does not keep; -1 otherwise.
 inline int sole_add_reader(const Graph& g, const std::vector<std::vector<int>>& readers,

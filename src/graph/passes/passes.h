@@ -36,8 +36,8 @@ int reuse_in_place(Graph& g);
 int write_over_dying_inputs(Graph& g);
 
 // Fusions; `counts` gains one entry per fused group, by kind ("conv+relu", "bn+relu",
-// "bn+relu backward", "add+rmsnorm", "rmsnorm backward+add", "linear+cross-entropy",
-// "elementwise", "optimizer").
+// "bn+relu backward", "maxpool+relu", "conv+relu+maxpool", "add+rmsnorm", "rmsnorm backward+add",
+// "linear+cross-entropy", "elementwise", "optimizer").
 using FusionCounts = std::map<std::string, int>;
 // conv2d whose output only relu reads -> conv2d_relu (oneDNN post-op). relu's backward reads
 // relu's output, which the fused op still returns.
@@ -50,6 +50,12 @@ int fuse_batch_norm_relu(Graph& g, FusionCounts& counts);
 // it as max_pool2d_relu_backward, with relu's mask in the workspace (both or neither). CPU
 // float32 2x2 stride-2 windows over channels a multiple of 8 (what that kernel runs itself).
 int fuse_pool_relu(Graph& g, FusionCounts& counts);
+// conv2d whose output only a max_pool2d_relu reads (3x3, stride 1, unpadded, at most 4 input
+// channels, output channels a multiple of 8, f32 on the CPU; the pooling 2x2 stride 2) ->
+// conv2d_relu_max_pool; that pooling's backward and the weight gradient, the only reader of its
+// result (the input needs no gradient), -> conv2d_relu_max_pool_backward (both or neither).
+// Runs after fuse_pool_relu; its groups leave that pass's counts.
+int fuse_conv_pool(Graph& g, FusionCounts& counts);
 // A residual add and the rms_norm reading its sum -> add_rms_norm (both results); an
 // rms_norm_backward whose dx only an add reads (the residual stream's gradient sum) ->
 // rms_norm_add_backward. float32/float64 operands of one shape only.
@@ -78,6 +84,7 @@ int schedule_updates_early(Graph& g);
 struct PassOptions {
   bool fuse = true;  // false: only the clean-up passes (DCE, CSE, constants, layouts, in place)
   bool linear_cross_entropy = true;  // fuse_linear_cross_entropy (when fuse)
+  bool conv_pool = true;             // fuse_conv_pool (when fuse)
   bool update_in_backward = false;   // schedule_updates_early
 };
 
