@@ -14,6 +14,8 @@
 // conv_pool_kernels.inc and compiled twice, for x86-64-v3 and for AVX-512.
 #include "backend/cpu/conv_pool.h"
 
+#include <immintrin.h>
+
 #include <cstring>
 
 #include "backend/cpu/loops.h"
@@ -44,14 +46,18 @@ Geometry geometry(const Conv2dAttrs& a, int64_t block) {
 // The kernels, compiled for the build's target (x86-64-v3; a 16-lane vector is two ymm there)
 // and for AVX-512: a function carries its target from where it is defined, so the kernel source
 // is included twice, once under an AVX-512 target pragma.
+#define ZENITH_CONV_POOL_AVX512 0
 namespace v3 {
 #include "backend/cpu/conv_pool_kernels.inc"
 }  // namespace v3
+#undef ZENITH_CONV_POOL_AVX512
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+#define ZENITH_CONV_POOL_AVX512 1
 namespace avx512 {
 #include "backend/cpu/conv_pool_kernels.inc"
 }  // namespace avx512
+#undef ZENITH_CONV_POOL_AVX512
 #pragma GCC pop_options
 
 using ForwardFn = void (*)(const float*, const float*, const float*, float*, uint8_t*,
