@@ -73,41 +73,30 @@ bool onednn_has_avx512() {
   return avx512;
 }
 
+struct Kernels {
+  ForwardFn forward;
+  BackwardFn backward;
+};
+
 // Block 16 runs the AVX-512 build where oneDNN's ISA has AVX-512 (its layouts are then
 // nChw16c), else the x86-64-v3 one, as block 8 always does.
 template <int C>
-ForwardFn forward_for(int64_t block) {
-  if (block == 8) return v3::forward_block<8, C>;
-  return onednn_has_avx512() ? avx512::forward_block<16, C> : v3::forward_block<16, C>;
-}
-template <int C>
-BackwardFn backward_for(int64_t block) {
-  if (block == 8) return v3::backward_block<8, C>;
-  return onednn_has_avx512() ? avx512::backward_block<16, C> : v3::backward_block<16, C>;
+Kernels kernels_for(int64_t block) {
+  if (block == 8) return {v3::forward_block<8, C>, v3::backward_block<8, C>};
+  if (onednn_has_avx512()) return {avx512::forward_block<16, C>, avx512::backward_block<16, C>};
+  return {v3::forward_block<16, C>, v3::backward_block<16, C>};
 }
 
-ForwardFn forward_kernel(const Geometry& g) {
+Kernels kernels(const Geometry& g) {
   switch (g.C) {
     case 1:
-      return forward_for<1>(g.B);
+      return kernels_for<1>(g.B);
     case 2:
-      return forward_for<2>(g.B);
+      return kernels_for<2>(g.B);
     case 3:
-      return forward_for<3>(g.B);
+      return kernels_for<3>(g.B);
     default:
-      return forward_for<4>(g.B);
-  }
-}
-BackwardFn backward_kernel(const Geometry& g) {
-  switch (g.C) {
-    case 1:
-      return backward_for<1>(g.B);
-    case 2:
-      return backward_for<2>(g.B);
-    case 3:
-      return backward_for<3>(g.B);
-    default:
-      return backward_for<4>(g.B);
+      return kernels_for<4>(g.B);
   }
 }
 
@@ -165,7 +154,7 @@ std::vector<Tensor> conv_relu_max_pool(const Tensor& xin, const Tensor& win, con
   }
   Tensor y = dn::empty_in(g.y_shape(), DType::f32, blocked(g.y_shape(), g.B));
   Tensor ws = Tensor::empty({g.N, g.blocks(), g.PH, g.PW, g.B}, DType::u8);
-  const ForwardFn f = forward_kernel(g);
+  const ForwardFn f = kernels(g).forward;
   const float* px = x.data<float>();
   float* py = blocked_data(y);
   uint8_t* pws = ws.data<uint8_t>();
@@ -199,7 +188,7 @@ std::vector<Tensor> conv_relu_max_pool_backward(const Tensor& dyin, const Tensor
   constexpr int64_t kImages = 8;
   const int64_t chunks = (g.N + kImages - 1) / kImages, taps = g.C * 9 + 1;
   std::vector<float> sums(size_t(g.blocks() * chunks * taps * g.B));
-  const BackwardFn f = backward_kernel(g);
+  const BackwardFn f = kernels(g).backward;
   const float* px = x.data<float>();
   const float* pdy = blocked_data(dy);
   const uint8_t* pws = ws.data<uint8_t>();
