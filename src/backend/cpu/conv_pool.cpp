@@ -63,7 +63,7 @@ namespace avx512 {
 using ForwardFn = void (*)(const float*, const float*, const float*, float*, uint8_t*,
                            const Geometry&, int64_t, int64_t);
 using BackwardFn = void (*)(const float*, const float*, const uint8_t*, float*, const Geometry&,
-                            int64_t, int64_t, int64_t);
+                            int64_t);
 
 bool onednn_has_avx512() {
   static const bool avx512 = [] {
@@ -183,34 +183,29 @@ std::vector<Tensor> conv_relu_max_pool_backward(const Tensor& dyin, const Tensor
   const Geometry g = geometry(a, ws.size(4));
   Tensor x = plain_f32(xin);
   Tensor dy = dn::to_desc(dyin, blocked(g.y_shape(), g.B));
-  // Tasks of up to 8 images per block of channels, summed in a fixed order (the same result on
-  // any number of threads).
-  constexpr int64_t kImages = 8;
-  const int64_t chunks = (g.N + kImages - 1) / kImages, taps = g.C * 9 + 1;
-  std::vector<float> sums(size_t(g.blocks() * chunks * taps * g.B));
+  // One task per block of channels, each over the whole batch in order (the order of the sums is
+  // part of the result: backward_block's comment).
+  const int64_t taps = g.C * 9 + 1;
+  std::vector<float> sums(size_t(g.blocks() * taps * g.B));
   const BackwardFn f = kernels(g).backward;
   const float* px = x.data<float>();
   const float* pdy = blocked_data(dy);
   const uint8_t* pws = ws.data<uint8_t>();
-  parallel_for(g.blocks() * chunks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t ob = t / chunks, n0 = t % chunks * kImages;
-      f(px, pdy, pws, sums.data() + t * taps * g.B, g, ob, n0, std::min(g.N, n0 + kImages));
-    }
+  parallel_for(g.blocks(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t ob = begin; ob < end; ++ob) f(px, pdy, pws, sums.data() + ob * taps * g.B, g, ob);
   });
-  Tensor dw = Tensor::zeros({g.O, g.C, 3, 3}, DType::f32);
-  Tensor db = a.bias ? Tensor::zeros({g.O}, DType::f32) : Tensor();
+  Tensor dw = Tensor::empty({g.O, g.C, 3, 3}, DType::f32);
+  Tensor db = a.bias ? Tensor::empty({g.O}, DType::f32) : Tensor();
   float* pdw = dw.data<float>();
   float* pdb = a.bias ? db.data<float>() : nullptr;
-  for (int64_t ob = 0; ob < g.blocks(); ++ob)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const float* s = sums.data() + (ob * chunks + c) * taps * g.B;
-      for (int64_t l = 0; l < g.B; ++l) {
-        const int64_t o = ob * g.B + l;
-        for (int64_t k = 0; k + 1 < taps; ++k) pdw[o * (taps - 1) + k] += s[k * g.B + l];
-        if (pdb) pdb[o] += s[(taps - 1) * g.B + l];
-      }
+  for (int64_t ob = 0; ob < g.blocks(); ++ob) {
+    const float* s = sums.data() + ob * taps * g.B;
+    for (int64_t l = 0; l < g.B; ++l) {
+      const int64_t o = ob * g.B + l;
+      for (int64_t k = 0; k + 1 < taps; ++k) pdw[o * (taps - 1) + k] = s[k * g.B + l];
+      if (pdb) pdb[o] = s[(taps - 1) * g.B + l];
     }
+  }
   return {dw, db};
 }
 
