@@ -3,6 +3,8 @@
 // blocked layouts, and the backward against finite differences of the fused forward.
 #include "backend/cpu/conv_pool.h"
 
+#include <cstring>
+
 #include "core/dispatch.h"
 #include "support/op_check.h"
 
@@ -91,6 +93,25 @@ TEST(ConvReluMaxPool, FusedKernelsMatchFloat64) {
         }
       }
     }
+}
+
+// Without a bias, the fused forward sums each convolution output in oneDNN's order, so its pooled
+// values have the bits of relu(max_pool2d(conv2d(x, w))) through oneDNN (AVX-512 and AVX2 hosts):
+// the windows' maxima, and so the gradient's path, are eager mode's.
+TEST(ConvReluMaxPool, ForwardHasTheBitsOfTheUnfusedOps) {
+  for (int64_t C : {1, 3}) {
+    SCOPED_TRACE("C " + std::to_string(C));
+    manual_seed(23);
+    const Conv2dAttrs a = valid_3x3({4, C, 14, 13}, 32, false);
+    Tensor x = Tensor::randn(a.input_shape), w = ops::mul(Tensor::randn(a.weight_shape), 0.3);
+    Tensor ref = plain(ops::relu(ops::max_pool2d(ops::conv2d(x, w), {2}))).contiguous();
+    Tensor y =
+        plain(cpu::conv_relu_max_pool(x, w, Tensor(), a, cpu::preferred_channel_block(32))[0])
+            .contiguous();
+    ASSERT_EQ(y.shape(), ref.shape());
+    EXPECT_EQ(std::memcmp(y.data<float>(), ref.data<float>(), sizeof(float) * size_t(y.numel())),
+              0);
+  }
 }
 
 // The fused backward against central differences of the fused forward's loss sum(y * dy) (both
