@@ -189,6 +189,25 @@ TEST_F(GraphStep, CaptureReportCountsFusionsAndMemory) {
   EXPECT_GT(c.arena_bytes(), 0u);
 }
 
+// ZENITH_GRAPH_CONV_POOL=0 leaves the first convolution unfused (both of SeedCNN's poolings then
+// fuse with their ReLU alone).
+TEST_F(GraphStep, ConvPoolFusionTurnsOffThroughTheEnvironment) {
+  ::setenv("ZENITH_GRAPH_CONV_POOL", "0", 1);
+  Trainer t("seedcnn", 32);
+  StepCompiler c(t.state, t.opt.get(), {.log = [](const std::string&) {}});
+  manual_seed(2);
+  for (int i = 0; i < 2; ++i)
+    t.step(&c, Tensor::randn({8, 3, 32, 32}), Tensor::randint(0, 10, {8}));
+  ::unsetenv("ZENITH_GRAPH_CONV_POOL");
+  ASSERT_NE(c.last_capture(), nullptr);
+  const std::string line = c.last_capture()->line();
+  EXPECT_EQ(line.find("conv+relu+maxpool"), std::string::npos) << line;
+  EXPECT_EQ(
+      line.rfind("graph: 30 ops -> 17 after fusion (maxpool+relu 2, maxpool+relu backward 2, ", 0),
+      0u)
+      << line;
+}
+
 TEST_F(GraphStep, NewShapesCaptureNewGraphsInABoundedCache) {
   Trainer t("seedcnn", 32);
   StepCompiler c(t.state, t.opt.get(), {.max_graphs = 2, .log = [](const std::string&) {}});
