@@ -157,6 +157,13 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
 // both as fast as before) 268-324 ms, and 352 ms with a power-of-two row stride (cache sets);
 // non-temporal stores for the transposes: no change. The time left over the GEMM (~70-90 ms) is
 // spread over the exps, the max, the 262 MB written and the scaling pass.
+// Later (packed oneDNN tile GEMM and 512-bit exps in, same kernel, 1 thread, medians of 5-7 on a
+// shared host): dx = dlogits W made here as well, flash-attention style (dx_acc += E W_chunk per
+// tile while W_chunk and the exps are in cache, rescaled as the row's max grows; W read once):
+// 30.95 ms against 30.96 for this kernel + the separate matmul at 128 rows, 496.5 vs 496.9 at
+// 2048 (both GEMMs already run at the sgemm peak; dW still needs dlogits): not built. AVX-512
+// 16 x 16 transposes (whole-line stores): no change (15.4-15.8 vs 15.2-15.7 ms at 128 rows; the
+// transposes are store-bound); tiles of 256 x 1024, 512 x 256 or 512 x 512: none faster.
 constexpr int64_t kRowBlock = 256, kVocabChunk = 512;
 
 // dst[r * ld_dst + c] = src[c * ld_src + r] for r, c < 8 (AVX2 unpacks and lane swaps).
