@@ -209,7 +209,7 @@ void transpose_rows(const T* lt, int64_t mb, int64_t lo, int64_t hi, int64_t n, 
 // weights, x_block^T, are reordered once per row block into the format the primitive packs them
 // in, then serve every chunk (measured at M 512, N 128, K 288: 203 GFLOP/s against dnnl_sgemm's
 // 186-190). One primitive for full chunks of vc classes, one for a shorter last chunk; where
-// oneDNN makes none (or not for the packed format), dnnl_sgemm as before.
+// oneDNN makes none, packs nothing (below AVX-512) or not for the packed format, dnnl_sgemm.
 class TileGemm {
  public:
   TileGemm(int64_t mb, int64_t d, int64_t vc, int64_t last) : mb_(mb), d_(d), vc_(vc) {
@@ -220,6 +220,10 @@ class TileGemm {
       auto e = std::make_shared<Entry>();
       try {
         e->full = make(vc, memory::desc({d, mb}, dt::f32, memory::format_tag::any), &e->packed);
+        // Unblocked weights (oneDNN below AVX-512 runs its sgemm on a plain copy): sgemm here.
+        if (e->packed.data.format_kind != dnnl_blocked ||
+            e->packed.data.format_desc.blocking.inner_nblks == 0)
+          return e;
         e->pack = onednn::Primitive(dnnl::reorder(
             dnnl::reorder::primitive_desc(dn::engine(), plain_weights(), dn::engine(), e->packed)));
         e->made = true;
