@@ -2,6 +2,7 @@
 // into the ops it stands for, in float32 and float64, on the cases of the op table.
 #include <gtest/gtest.h>
 
+#include "backend/cpu/gemm.h"
 #include "core/dispatch.h"
 #include "support/op_cases.h"
 #include "zenith/ops.h"
@@ -111,19 +112,23 @@ TEST(GraphFusedOps, LinearCrossEntropyMatchesFiniteDifferences) {
   for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], numeric(w, i), 1e-6) << "dw " << i;
 }
 
-// Larger than one tile (more rows than a row block, a vocabulary of several chunks, the last
-// one partial), with ignored rows: the kernel equals its decomposition in float32 and float64,
-// for each reduction.
+// Larger than one tile (more rows than a row block of 256, the last block shorter, a vocabulary
+// of several chunks, the last one partial), with ignored rows: the kernel equals its
+// decomposition in float32 and float64, for each reduction; float32 with its tile GEMM as
+// oneDNN's packed matmul (its default) and as OpenBLAS's sgemm.
 TEST(GraphFusedOps, LinearCrossEntropyOverManyTilesEqualsDecomposition) {
   manual_seed(7);
-  const int64_t m = 150, d = 16, v = 1300;
+  const int64_t m = 300, d = 16, v = 1300;
   Tensor x = Tensor::randn({m, d}, DType::f64), w = Tensor::randn({v, d}, DType::f64);
   Tensor t = Tensor::randint(0, v, {m});
   Tensor ignored = ops::lt(Tensor::rand({m}), Tensor::scalar(0.2));
   t = ops::where(ignored, Tensor::scalar(-100, DType::i64), t);
   for (const Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone})
-    for (DType dtype : {DType::f64, DType::f32}) {
-      SCOPED_TRACE(std::string(dtype_name(dtype)) + " reduction " + std::to_string(int(r)));
+    for (const char* dtype_gemm : {"f64", "f32 onednn", "f32 openblas"}) {
+      const DType dtype = dtype_gemm[1] == '6' ? DType::f64 : DType::f32;
+      SCOPED_TRACE(std::string(dtype_gemm) + " reduction " + std::to_string(int(r)));
+      const std::string backend = cpu::sgemm_backend();
+      if (dtype == DType::f32) cpu::set_sgemm_backend(dtype_gemm + 4);
       const CrossEntropyAttrs a{.label_smoothing = r == Reduction::kSum ? 0.05 : 0.0,
                                 .reduction = r};
       Tensor dloss = r == Reduction::kNone ? Tensor::randn({m}, dtype) : Tensor::scalar(1.5, dtype);
@@ -133,6 +138,7 @@ TEST(GraphFusedOps, LinearCrossEntropyOverManyTilesEqualsDecomposition) {
         dispatch::ForceDecomposition force(OpId::linear_cross_entropy);
         composed = dispatch::call<OpId::linear_cross_entropy>(in, a);
       }
+      cpu::set_sgemm_backend(backend.c_str());
       const double tol = dtype == DType::f64 ? 1e-10 : 2e-5;
       EXPECT_TRUE(testing::all_close(fast[0], composed[0], tol, tol));
       EXPECT_TRUE(testing::all_close(fast[1], composed[1], tol, tol));

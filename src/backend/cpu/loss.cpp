@@ -6,10 +6,13 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/math_simd.h"
+#include "backend/cpu/onednn.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
@@ -154,6 +157,13 @@ std::vector<Tensor> cross_entropy_backward_kernel(const std::vector<Tensor>& in,
 // both as fast as before) 268-324 ms, and 352 ms with a power-of-two row stride (cache sets);
 // non-temporal stores for the transposes: no change. The time left over the GEMM (~70-90 ms) is
 // spread over the exps, the max, the 262 MB written and the scaling pass.
+// Later (packed oneDNN tile GEMM and 512-bit exps in, same kernel, 1 thread, medians of 5-7 on a
+// shared host): dx = dlogits W made here as well, flash-attention style (dx_acc += E W_chunk per
+// tile while W_chunk and the exps are in cache, rescaled as the row's max grows; W read once):
+// 30.95 ms against 30.96 for this kernel + the separate matmul at 128 rows, 496.5 vs 496.9 at
+// 2048 (both GEMMs already run at the sgemm peak; dW still needs dlogits): not built. AVX-512
+// 16 x 16 transposes (whole-line stores): no change (15.4-15.8 vs 15.2-15.7 ms at 128 rows; the
+// transposes are store-bound); tiles of 256 x 1024, 512 x 256 or 512 x 512: none faster.
 constexpr int64_t kRowBlock = 256, kVocabChunk = 512;
 
 // dst[r * ld_dst + c] = src[c * ld_src + r] for r, c < 8 (AVX2 unpacks and lane swaps).
@@ -195,6 +205,91 @@ void transpose_rows(const T* lt, int64_t mb, int64_t lo, int64_t hi, int64_t n, 
   }
 }
 
+// The float32 tile GEMM lt[n, mb] = W_chunk [n, d] x_block^T [d, mb] as oneDNN matmuls whose
+// weights, x_block^T, are reordered once per row block into the format the primitive packs them
+// in, then serve every chunk (measured at M 512, N 128, K 288: 203 GFLOP/s against dnnl_sgemm's
+// 186-190). One primitive for full chunks of vc classes, one for a shorter last chunk; where
+// oneDNN makes none, packs nothing (below AVX-512) or not for the packed format, dnnl_sgemm.
+class TileGemm {
+ public:
+  TileGemm(int64_t mb, int64_t d, int64_t vc, int64_t last) : mb_(mb), d_(d), vc_(vc) {
+    namespace dn = onednn;
+    const std::string key =
+        dn::Key("linear_cross_entropy_tile").add(mb).add(d).add(vc).add(last).str();
+    e_ = dn::cached<Entry>(key, [&] {
+      auto e = std::make_shared<Entry>();
+      try {
+        e->full = make(vc, memory::desc({d, mb}, dt::f32, memory::format_tag::any), &e->packed);
+        // Unblocked weights (oneDNN below AVX-512 runs its sgemm on a plain copy): sgemm here.
+        if (e->packed.data.format_kind != dnnl_blocked ||
+            e->packed.data.format_desc.blocking.inner_nblks == 0)
+          return e;
+        e->pack = onednn::Primitive(dnnl::reorder(
+            dnnl::reorder::primitive_desc(dn::engine(), plain_weights(), dn::engine(), e->packed)));
+        e->made = true;
+        if (last != vc) {
+          e->last = make(last, e->packed, nullptr);
+          e->has_last = true;
+        }
+      } catch (const dnnl::error&) {
+      }
+      return e;
+    });
+    if (e_->made)
+      packed_.reset(
+          static_cast<float*>(std::aligned_alloc(64, (e_->packed.get_size() + 63) / 64 * 64)));
+  }
+  // x_block: [mb, d] rows of x (row stride d).
+  void set_rows(const float* x_block) {
+    x_ = x_block;
+    if (packed_)
+      e_->pack.run({{DNNL_ARG_FROM, plain_weights(), const_cast<float*>(x_block)},
+                    {DNNL_ARG_TO, e_->packed, packed_.get()}});
+  }
+  // lt [n, mb] for W_chunk [n, d] (row stride d).
+  void run(const float* w_chunk, int64_t n, float* lt) {
+    onednn::Primitive* p = !packed_       ? nullptr
+                           : n == vc_     ? &e_->full
+                           : e_->has_last ? &e_->last
+                                          : nullptr;
+    if (!p) {
+      gemm(false, true, n, mb_, d_, 1.f, w_chunk, d_, x_, d_, 0.f, lt, mb_);
+      return;
+    }
+    p->run({{DNNL_ARG_SRC, memory::desc({n, d_}, dt::f32, memory::dims{d_, 1}),
+             const_cast<float*>(w_chunk)},
+            {DNNL_ARG_WEIGHTS, e_->packed, packed_.get()},
+            {DNNL_ARG_DST, memory::desc({n, mb_}, dt::f32, memory::dims{mb_, 1}), lt}});
+  }
+
+ private:
+  using memory = dnnl::memory;
+  using dt = memory::data_type;
+  struct Entry {
+    bool made = false, has_last = false;
+    memory::desc packed;
+    onednn::Primitive pack, full, last;
+  };
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  // x_block^T as stored: element (k, j) at x_block[j d + k].
+  memory::desc plain_weights() const {
+    return memory::desc({d_, mb_}, dt::f32, memory::dims{1, d_});
+  }
+  onednn::Primitive make(int64_t n, const memory::desc& weights, memory::desc* chosen) const {
+    dnnl::matmul::desc md(memory::desc({n, d_}, dt::f32, memory::dims{d_, 1}), weights,
+                          memory::desc({n, mb_}, dt::f32, memory::dims{mb_, 1}));
+    dnnl::matmul::primitive_desc pd(md, onednn::engine());
+    if (chosen) *chosen = pd.weights_desc();
+    return onednn::Primitive(dnnl::matmul(pd));
+  }
+  int64_t mb_, d_, vc_;
+  const float* x_ = nullptr;
+  std::shared_ptr<Entry> e_;
+  std::unique_ptr<float, Free> packed_;
+};
+
 // One row block's statistics per (row, vocabulary chunk): [rows, chunks].
 template <typename T>
 struct ChunkStats {
@@ -207,6 +302,49 @@ struct ChunkStats {
         target(size_t(rows)) {}
 };
 
+// Over n columns of w rows (column stride ld): each row's max m, its logits l turned into
+// exp(l - m) in place, s = sum exp(l - m) and b = sum (m - l); the rows vectorise.
+template <typename T>
+ZENITH_SIMD_INLINE void exp_columns_body(T* lt, int64_t ld, int64_t w, int64_t n, T* m, T* s,
+                                         T* b) {
+  std::copy(lt, lt + w, m);
+  std::fill(s, s + w, T(0));
+  std::fill(b, b + w, T(0));
+  for (int64_t k = 1; k < n; ++k) {
+    const T* col = lt + k * ld;
+#pragma omp simd
+    for (int64_t i = 0; i < w; ++i) m[i] = std::max(m[i], col[i]);
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    T* col = lt + k * ld;
+#pragma omp simd
+    for (int64_t i = 0; i < w; ++i) {
+      const T l = col[i];
+      b[i] += m[i] - l;
+      const T e = exp_of(l - m[i]);
+      col[i] = e;
+      s[i] += e;
+    }
+  }
+}
+
+template <typename T>
+void exp_columns(T* lt, int64_t ld, int64_t w, int64_t n, T* m, T* s, T* b) {
+  exp_columns_body(lt, ld, w, n, m, s, b);
+}
+
+// The same in 512-bit vectors (the build targets x86-64-v3): the exps take half the time.
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"))) void
+exp_columns_avx512(float* lt, int64_t ld, int64_t w, int64_t n, float* m, float* s, float* b) {
+  exp_columns_body(lt, ld, w, n, m, s, b);
+}
+
+bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
 // The logits of rows [r0, r0 + mb) and classes [c0, c0 + n) (chunk c) as exp(l - the row's max
 // over the chunk) into out (row stride v), their statistics into st. lt: scratch [n, mb] for the
 // logits' transpose, whose rows run over the block's rows (the max and exp vectorise across
@@ -214,34 +352,29 @@ struct ChunkStats {
 template <typename T>
 void exp_tile(const T* x, const T* w, const int64_t* t, int64_t r0, int64_t mb, int64_t d,
               int64_t c, int64_t c0, int64_t n, int64_t chunks, T* lt, ChunkStats<T>& st, T* out,
-              int64_t v) {
-  gemm(false, true, n, mb, d, T(1), w + c0 * d, d, x + r0 * d, d, T(0), lt, mb);
+              int64_t v, TileGemm* tile_gemm) {
+  bool made = false;
+  if constexpr (std::is_same_v<T, float>)
+    if (tile_gemm) {
+      tile_gemm->run(w + c0 * d, n, lt);
+      made = true;
+    }
+  if (!made) gemm(false, true, n, mb, d, T(1), w + c0 * d, d, x + r0 * d, d, T(0), lt, mb);
   // Threads take ranges of the block's rows (columns of lt), 8 at a time.
   parallel_for((mb + 7) / 8, std::max<int64_t>(1, kGrain / (8 * n)), [&](int64_t b8, int64_t e8) {
     const int64_t lo = b8 * 8, hi = std::min(mb, e8 * 8), w8 = hi - lo;
     T m[kRowBlock], s[kRowBlock], b[kRowBlock];
-    std::copy(lt + lo, lt + hi, m);
-    std::fill(s, s + w8, T(0));
-    std::fill(b, b + w8, T(0));
-    for (int64_t k = 1; k < n; ++k) {
-      const T* col = lt + k * mb + lo;
-#pragma omp simd
-      for (int64_t i = 0; i < w8; ++i) m[i] = std::max(m[i], col[i]);
-    }
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t ti = t[r0 + i];
       if (ti >= c0 && ti < c0 + n) st.target[size_t(i)] = lt[(ti - c0) * mb + i];
     }
-    for (int64_t k = 0; k < n; ++k) {
-      T* col = lt + k * mb + lo;
-#pragma omp simd
-      for (int64_t i = 0; i < w8; ++i) {
-        const T l = col[i];
-        b[i] += m[i] - l;
-        const T e = exp_of(l - m[i]);
-        col[i] = e;
-        s[i] += e;
-      }
+    if constexpr (std::is_same_v<T, float>) {
+      if (cpu_has_avx512())
+        exp_columns_avx512(lt + lo, mb, w8, n, m, s, b);
+      else
+        exp_columns(lt + lo, mb, w8, n, m, s, b);
+    } else {
+      exp_columns(lt + lo, mb, w8, n, m, s, b);
     }
     for (int64_t i = 0; i < w8; ++i) {
       const size_t at = size_t((lo + i) * chunks + c);
@@ -295,9 +428,15 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
     std::vector<T> lt(size_t(vc * mb_max));
     for (int64_t r0 = 0; r0 < m; r0 += mb_max) {
       const int64_t mb = std::min(mb_max, m - r0);
+      std::unique_ptr<TileGemm> tile_gemm;
+      if constexpr (std::is_same_v<T, float>)
+        if (std::string_view(sgemm_backend()) == "onednn") {  // else ZENITH_SGEMM's choice
+          tile_gemm = std::make_unique<TileGemm>(mb, d, vc, v - (chunks - 1) * vc);
+          tile_gemm->set_rows(x.data<T>() + r0 * d);
+        }
       for (int64_t c = 0; c < chunks; ++c)
         exp_tile(x.data<T>(), w.data<T>(), t, r0, mb, d, c, c * vc, std::min(vc, v - c * vc),
-                 chunks, lt.data(), st, out, v);
+                 chunks, lt.data(), st, out, v, tile_gemm.get());
       parallel_for(mb, std::max<int64_t>(1, kGrain / v), [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           const int64_t ti = t[r0 + i];

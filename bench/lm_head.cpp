@@ -1,0 +1,71 @@
+// The output layer and its loss as graph mode runs them for stories15M (D 288, V 32000): the fused
+// linear_cross_entropy (logits GEMM, loss and dlogits) and the two gradient matmuls that read
+// dlogits (dx = dlogits W, dW = dlogits^T x), CPU ms per call on one thread (the process's CPU
+// time: load from other processes inflates it less than wall time), median and min over R calls,
+// at 128 rows (seq 64 x batch 2) and 2048 (seq 256 x batch 8).
+//
+//   lm_head [--reps R]
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <vector>
+
+#include "bench_machine.h"
+#include "core/dispatch.h"
+#include "zenith/zenith.h"
+
+namespace {
+
+using namespace zenith;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 7;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+      reps = std::max(1, std::atoi(argv[++i]));
+  context::set_num_threads(1);
+  const int64_t d = 288, v = 32000;
+  std::cout << "CPU ms per call, 1 thread, median (min) of " << reps << "\n"
+            << std::setw(6) << "rows" << std::setw(24) << "linear_cross_entropy" << std::setw(18)
+            << "GFLOP/s (its GEMM)" << std::setw(18) << "dx matmul" << std::setw(18) << "dW matmul"
+            << "\n";
+  for (int64_t m : {128, 2048}) {
+    manual_seed(1);
+    Tensor x = Tensor::randn({m, d}), w = ops::mul(Tensor::randn({v, d}), 0.05);
+    Tensor t = Tensor::randint(0, v, {m});
+    Tensor dloss = Tensor::scalar(1.0);
+    std::vector<double> head, dx, dw;
+    for (int r = 0; r < reps; ++r) {
+      const double t0 = bench::process_cpu_seconds();
+      Tensor dlogits = dispatch::call<OpId::linear_cross_entropy>({x, w, t, dloss}, {})[1];
+      const double t1 = bench::process_cpu_seconds();
+      dispatch::call1<OpId::matmul>({dlogits, w});
+      const double t2 = bench::process_cpu_seconds();
+      dispatch::call1<OpId::matmul>({dlogits.transpose(0, 1), x});
+      const double t3 = bench::process_cpu_seconds();
+      head.push_back((t1 - t0) * 1e3);
+      dx.push_back((t2 - t1) * 1e3);
+      dw.push_back((t3 - t2) * 1e3);
+    }
+    auto cell = [](const std::vector<double>& ms) {
+      std::ostringstream s;
+      s << std::fixed << std::setprecision(2) << median(ms) << " ("
+        << *std::min_element(ms.begin(), ms.end()) << ")";
+      return s.str();
+    };
+    const double gflop = 2.0 * double(m) * double(v) * double(d) / 1e9;
+    std::cout << std::setw(6) << m << std::setw(24) << cell(head) << std::setw(18) << std::fixed
+              << std::setprecision(1) << gflop / (median(head) / 1e3) << std::setw(18) << cell(dx)
+              << std::setw(18) << cell(dw) << "\n";
+  }
+}
