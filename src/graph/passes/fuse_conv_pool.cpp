@@ -39,10 +39,7 @@ bool any_written_between(const std::vector<std::vector<int>>& writers,
 }  // namespace
 
 int fuse_conv_pool(Graph& g, FusionCounts& counts) {
-  auto readers = g.readers();
-  auto writers = g.writers();
-  auto keep = g.live_out();
-  std::vector<bool> removed(g.nodes.size(), false);
+  auto [readers, writers, keep, removed] = PassScan(g);
   int forward = 0, backward = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& p = g.nodes[i];

@@ -10,10 +10,7 @@
 namespace zenith::graph {
 
 int fuse_embedding_grad(Graph& g, FusionCounts& counts) {
-  auto readers = g.readers();
-  auto writers = g.writers();
-  auto keep = g.live_out();
-  std::vector<bool> removed(g.nodes.size(), false);
+  auto [readers, writers, keep, removed] = PassScan(g);
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const int j = sole_add_reader(g, readers, keep, i, OpId::embedding_backward, 2, 1);

@@ -55,10 +55,7 @@ int sole_backward(const Graph& g, const std::vector<std::vector<int>>& readers, 
 }  // namespace
 
 int fuse_linear_cross_entropy(Graph& g, FusionCounts& counts) {
-  auto readers = g.readers();
-  auto writers = g.writers();
-  auto keep = g.live_out();
-  std::vector<bool> removed(g.nodes.size(), false);
+  auto [readers, writers, keep, removed] = PassScan(g);
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& ce = g.nodes[i];

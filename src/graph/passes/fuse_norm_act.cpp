@@ -64,10 +64,7 @@ int fuse_batch_norm_relu(Graph& g, FusionCounts& counts) {
     if (forward) g.remove_nodes(removed);
   }
   {
-    auto readers = g.readers();
-    auto writers = g.writers();
-    auto keep = g.live_out();
-    std::vector<bool> removed(g.nodes.size(), false);
+    auto [readers, writers, keep, removed] = PassScan(g);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& rb = g.nodes[i];
       if (rb.op != OpId::relu_backward || rb.outputs.empty() || !rb.inputs[1].defined()) continue;
@@ -96,10 +93,7 @@ int fuse_batch_norm_relu(Graph& g, FusionCounts& counts) {
 }
 
 int fuse_pool_relu(Graph& g, FusionCounts& counts) {
-  auto readers = g.readers();
-  auto writers = g.writers();
-  auto keep = g.live_out();
-  std::vector<bool> removed(g.nodes.size(), false);
+  auto [readers, writers, keep, removed] = PassScan(g);
   int forward = 0, backward = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& p = g.nodes[i];

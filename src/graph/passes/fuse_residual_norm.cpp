@@ -70,10 +70,7 @@ int fuse_forward(Graph& g) {
 // rms_norm_backward whose dx only an add reads -> rms_norm_add_backward at the add's place:
 // nothing writes the norm's inputs in between, and nothing reads its dweight before.
 int fuse_backward(Graph& g) {
-  auto readers = g.readers();
-  auto writers = g.writers();
-  auto keep = g.live_out();
-  std::vector<bool> removed(g.nodes.size(), false);
+  auto [readers, writers, keep, removed] = PassScan(g);
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const int j = sole_add_reader(g, readers, keep, i, OpId::rms_norm_backward, 4, 2);

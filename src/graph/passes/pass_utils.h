@@ -7,6 +7,19 @@
 
 namespace zenith::graph {
 
+// What a fusion pass walks the graph with: each value's readers and in-place writers, the values
+// the step keeps (Graph::live_out), and which nodes the pass has removed so far. A pass takes
+// them apart: `auto [readers, writers, keep, removed] = PassScan(g);`.
+struct PassScan {
+  explicit PassScan(const Graph& g)
+      : readers(g.readers()),
+        writers(g.writers()),
+        keep(g.live_out()),
+        removed(g.nodes.size(), false) {}
+  std::vector<std::vector<int>> readers, writers;
+  std::vector<bool> keep, removed;
+};
+
 // Whether a node strictly between `from` and `to` writes value v in place (writers: from
 // Graph::writers()).
 inline bool written_between(const std::vector<std::vector<int>>& writers, ValueId v, int from,
