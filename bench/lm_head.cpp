@@ -35,8 +35,13 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[++i]));
   context::set_num_threads(1);
   const int64_t d = 288, v = 32000;
-  std::cout << "CPU ms per call, 1 thread, median (min) of " << reps << "\n"
-            << std::setw(6) << "rows" << std::setw(24) << "linear_cross_entropy" << std::setw(18)
+  // The ISA and the sgemm peak beside the table (best of two: the first call runs low).
+  const double peak = std::max(bench::sgemm_peak_gflops(1, 2048, /*cpu_time=*/true),
+                               bench::sgemm_peak_gflops(1, 2048, /*cpu_time=*/true));
+  std::cout << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
+            << std::setprecision(1) << peak << " GFLOP/s\n"
+            << "CPU ms per call, 1 thread, median (min) of " << reps << "\n"
+            << std::setw(6) << "rows" << std::setw(24) << "linear_cross_entropy" << std::setw(20)
             << "GFLOP/s (its GEMM)" << std::setw(18) << "dx matmul" << std::setw(18) << "dW matmul"
             << "\n";
   for (int64_t m : {128, 2048}) {
@@ -64,7 +69,7 @@ int main(int argc, char** argv) {
       return s.str();
     };
     const double gflop = 2.0 * double(m) * double(v) * double(d) / 1e9;
-    std::cout << std::setw(6) << m << std::setw(24) << cell(head) << std::setw(18) << std::fixed
+    std::cout << std::setw(6) << m << std::setw(24) << cell(head) << std::setw(20) << std::fixed
               << std::setprecision(1) << gflop / (median(head) / 1e3) << std::setw(18) << cell(dx)
               << std::setw(18) << cell(dw) << "\n";
   }
