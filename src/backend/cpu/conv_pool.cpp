@@ -65,14 +65,6 @@ using ForwardFn = void (*)(const float*, const float*, const float*, float*, uin
 using BackwardFn = void (*)(const float*, const float*, const uint8_t*, float*, const Geometry&,
                             int64_t);
 
-bool onednn_has_avx512() {
-  static const bool avx512 = [] {
-    const int isa = int(dnnl_get_effective_cpu_isa());
-    return (isa & int(dnnl_cpu_isa_avx512_core)) == int(dnnl_cpu_isa_avx512_core);
-  }();
-  return avx512;
-}
-
 struct Kernels {
   ForwardFn forward;
   BackwardFn backward;

@@ -13,6 +13,7 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/math_simd.h"
 #include "backend/cpu/onednn.h"
+#include "backend/cpu/onednn_layout.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
@@ -239,6 +240,7 @@ class TileGemm {
       packed_.reset(
           static_cast<float*>(std::aligned_alloc(64, (e_->packed.get_size() + 63) / 64 * 64)));
   }
+  int64_t rows() const { return mb_; }
   // x_block: [mb, d] rows of x (row stride d).
   void set_rows(const float* x_block) {
     x_ = x_block;
@@ -339,12 +341,6 @@ exp_columns_avx512(float* lt, int64_t ld, int64_t w, int64_t n, float* m, float*
   exp_columns_body(lt, ld, w, n, m, s, b);
 }
 
-bool cpu_has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  return has;
-}
-
 // The logits of rows [r0, r0 + mb) and classes [c0, c0 + n) (chunk c) as exp(l - the row's max
 // over the chunk) into out (row stride v), their statistics into st. lt: scratch [n, mb] for the
 // logits' transpose, whose rows run over the block's rows (the max and exp vectorise across
@@ -369,7 +365,7 @@ void exp_tile(const T* x, const T* w, const int64_t* t, int64_t r0, int64_t mb, 
       if (ti >= c0 && ti < c0 + n) st.target[size_t(i)] = lt[(ti - c0) * mb + i];
     }
     if constexpr (std::is_same_v<T, float>) {
-      if (cpu_has_avx512())
+      if (onednn_has_avx512())
         exp_columns_avx512(lt + lo, mb, w8, n, m, s, b);
       else
         exp_columns(lt + lo, mb, w8, n, m, s, b);
@@ -426,12 +422,13 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
     const int64_t mb_max = std::min(m, kRowBlock);
     ChunkStats<T> st(mb_max, chunks);
     std::vector<T> lt(size_t(vc * mb_max));
+    std::unique_ptr<TileGemm> tile_gemm;  // made again only for a shorter last row block
     for (int64_t r0 = 0; r0 < m; r0 += mb_max) {
       const int64_t mb = std::min(mb_max, m - r0);
-      std::unique_ptr<TileGemm> tile_gemm;
       if constexpr (std::is_same_v<T, float>)
         if (std::string_view(sgemm_backend()) == "onednn") {  // else ZENITH_SGEMM's choice
-          tile_gemm = std::make_unique<TileGemm>(mb, d, vc, v - (chunks - 1) * vc);
+          if (!tile_gemm || tile_gemm->rows() != mb)
+            tile_gemm = std::make_unique<TileGemm>(mb, d, vc, v - (chunks - 1) * vc);
           tile_gemm->set_rows(x.data<T>() + r0 * d);
         }
       for (int64_t c = 0; c < chunks; ++c)

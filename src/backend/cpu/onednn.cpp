@@ -361,14 +361,18 @@ void set_avx2_fast_paths(const std::string& mode) {
   avx2_fast_paths_setting() = mode;
 }
 
-bool use_avx2_fast_paths() {
-  const std::string& mode = avx2_fast_paths_setting();
-  if (mode != "auto") return mode == "on";
+bool onednn_has_avx512() {
   static const bool avx512 = [] {
     const int isa = int(dnnl_get_effective_cpu_isa());
     return (isa & int(dnnl_cpu_isa_avx512_core)) == int(dnnl_cpu_isa_avx512_core);
   }();
-  return !avx512;
+  return avx512;
+}
+
+bool use_avx2_fast_paths() {
+  const std::string& mode = avx2_fast_paths_setting();
+  if (mode != "auto") return mode == "on";
+  return !onednn_has_avx512();
 }
 
 namespace {

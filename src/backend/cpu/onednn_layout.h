@@ -91,5 +91,8 @@ const std::string& conv_algorithm();
 // the default.
 void set_avx2_fast_paths(const std::string& mode);
 bool use_avx2_fast_paths();
+// Whether oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) has AVX-512: where zenith's own
+// kernels take their 512-bit paths too, so a capped run behaves as an AVX2-only host.
+bool onednn_has_avx512();
 
 }  // namespace zenith::cpu
