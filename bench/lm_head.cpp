@@ -1,11 +1,13 @@
 // The output layer and its loss as graph mode runs them for stories15M (D 288, V 32000): the fused
 // linear_cross_entropy (logits GEMM, loss and dlogits) and the two gradient matmuls that read
-// dlogits (dx = dlogits W, dW = dlogits^T x), CPU ms per call on one thread (the process's CPU
-// time: load from other processes inflates it less than wall time), median and min over R calls,
-// at 128 rows (seq 64 x batch 2) and 2048 (seq 256 x batch 8).
+// dlogits (dx = dlogits W, dW = dlogits^T x), ms per call, median and min over R calls, at 128
+// rows (seq 64 x batch 2) and 2048 (seq 256 x batch 8): on one thread (the default) the
+// process's CPU time (load from other processes inflates it less than wall time), with more
+// threads wall time.
 //
-//   lm_head [--reps R]
+//   lm_head [--reps R] [--threads N]
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iomanip>
@@ -29,18 +31,28 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 7;
-  for (int i = 1; i < argc; ++i)
+  int reps = 7, threads = 1;
+  for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
       reps = std::max(1, std::atoi(argv[++i]));
-  context::set_num_threads(1);
+    else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+      threads = std::max(1, std::atoi(argv[++i]));
+  }
+  context::set_num_threads(threads);
+  auto now = [threads] {
+    return threads == 1
+               ? bench::process_cpu_seconds()
+               : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                     .count();
+  };
   const int64_t d = 288, v = 32000;
   // The ISA and the sgemm peak beside the table (best of two: the first call runs low).
-  const double peak = std::max(bench::sgemm_peak_gflops(1, 2048, /*cpu_time=*/true),
-                               bench::sgemm_peak_gflops(1, 2048, /*cpu_time=*/true));
+  const double peak = std::max(bench::sgemm_peak_gflops(threads, 2048, /*cpu_time=*/threads == 1),
+                               bench::sgemm_peak_gflops(threads, 2048, /*cpu_time=*/threads == 1));
   std::cout << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
             << std::setprecision(1) << peak << " GFLOP/s\n"
-            << "CPU ms per call, 1 thread, median (min) of " << reps << "\n"
+            << (threads == 1 ? "CPU" : "wall") << " ms per call, " << threads
+            << " thread(s), median (min) of " << reps << "\n"
             << std::setw(6) << "rows" << std::setw(24) << "linear_cross_entropy" << std::setw(20)
             << "GFLOP/s (its GEMM)" << std::setw(18) << "dx matmul" << std::setw(18) << "dW matmul"
             << "\n";
@@ -51,13 +63,13 @@ int main(int argc, char** argv) {
     Tensor dloss = Tensor::scalar(1.0);
     std::vector<double> head, dx, dw;
     for (int r = 0; r < reps; ++r) {
-      const double t0 = bench::process_cpu_seconds();
+      const double t0 = now();
       Tensor dlogits = dispatch::call<OpId::linear_cross_entropy>({x, w, t, dloss}, {})[1];
-      const double t1 = bench::process_cpu_seconds();
+      const double t1 = now();
       dispatch::call1<OpId::matmul>({dlogits, w});
-      const double t2 = bench::process_cpu_seconds();
+      const double t2 = now();
       dispatch::call1<OpId::matmul>({dlogits.transpose(0, 1), x});
-      const double t3 = bench::process_cpu_seconds();
+      const double t3 = now();
       head.push_back((t1 - t0) * 1e3);
       dx.push_back((t2 - t1) * 1e3);
       dw.push_back((t3 - t2) * 1e3);

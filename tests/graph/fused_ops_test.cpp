@@ -2,6 +2,8 @@
 // into the ops it stands for, in float32 and float64, on the cases of the op table.
 #include <gtest/gtest.h>
 
+#include <string_view>
+
 #include "backend/cpu/gemm.h"
 #include "core/dispatch.h"
 #include "support/op_cases.h"
@@ -115,7 +117,8 @@ TEST(GraphFusedOps, LinearCrossEntropyMatchesFiniteDifferences) {
 // Larger than one tile (more rows than a row block of 256, the last block shorter, a vocabulary
 // of several chunks, the last one partial), with ignored rows: the kernel equals its
 // decomposition in float32 and float64, for each reduction; float32 with its tile GEMM as
-// oneDNN's packed matmul (its default) and as OpenBLAS's sgemm.
+// oneDNN's packed matmul (its default; also with 3 threads taking the chunks) and as OpenBLAS's
+// sgemm.
 TEST(GraphFusedOps, LinearCrossEntropyOverManyTilesEqualsDecomposition) {
   manual_seed(7);
   const int64_t m = 300, d = 16, v = 1300;
@@ -123,12 +126,17 @@ TEST(GraphFusedOps, LinearCrossEntropyOverManyTilesEqualsDecomposition) {
   Tensor t = Tensor::randint(0, v, {m});
   Tensor ignored = ops::lt(Tensor::rand({m}), Tensor::scalar(0.2));
   t = ops::where(ignored, Tensor::scalar(-100, DType::i64), t);
+  const int threads = context::get_num_threads();
   for (const Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone})
-    for (const char* dtype_gemm : {"f64", "f32 onednn", "f32 openblas"}) {
+    for (const char* dtype_gemm : {"f64", "f32 onednn", "f32 onednn 3 threads", "f32 openblas"}) {
       const DType dtype = dtype_gemm[1] == '6' ? DType::f64 : DType::f32;
       SCOPED_TRACE(std::string(dtype_gemm) + " reduction " + std::to_string(int(r)));
+      // 3 threads share the vocabulary chunks (the others run at the suite's thread count).
+      context::set_num_threads(
+          std::string_view(dtype_gemm).find("threads") != std::string::npos ? 3 : threads);
       const std::string backend = cpu::sgemm_backend();
-      if (dtype == DType::f32) cpu::set_sgemm_backend(dtype_gemm + 4);
+      const std::string gemm = dtype == DType::f32 ? std::string(dtype_gemm + 4) : "";
+      if (dtype == DType::f32) cpu::set_sgemm_backend(gemm.substr(0, gemm.find(' ')).c_str());
       const CrossEntropyAttrs a{.label_smoothing = r == Reduction::kSum ? 0.05 : 0.0,
                                 .reduction = r};
       Tensor dloss = r == Reduction::kNone ? Tensor::randn({m}, dtype) : Tensor::scalar(1.5, dtype);
@@ -139,6 +147,7 @@ TEST(GraphFusedOps, LinearCrossEntropyOverManyTilesEqualsDecomposition) {
         composed = dispatch::call<OpId::linear_cross_entropy>(in, a);
       }
       cpu::set_sgemm_backend(backend.c_str());
+      context::set_num_threads(threads);
       const double tol = dtype == DType::f64 ? 1e-10 : 2e-5;
       EXPECT_TRUE(testing::all_close(fast[0], composed[0], tol, tol));
       EXPECT_TRUE(testing::all_close(fast[1], composed[1], tol, tol));

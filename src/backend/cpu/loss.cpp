@@ -4,6 +4,7 @@
 // with both, tile by tile.
 // M rows (samples, after moving the class dim last), C classes.
 #include <immintrin.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -211,16 +212,21 @@ void transpose_rows(const T* lt, int64_t mb, int64_t lo, int64_t hi, int64_t n, 
 // in, then serve every chunk (measured at M 512, N 128, K 288: 203 GFLOP/s against dnnl_sgemm's
 // 186-190). One primitive for full chunks of vc classes, one for a shorter last chunk; where
 // oneDNN makes none, packs nothing (below AVX-512) or not for the packed format, dnnl_sgemm.
+// concurrent: run by several threads of a parallel region at once (one per vocabulary chunk),
+// each with its own memory objects and scratchpad (with oneDNN's shared library scratchpad the
+// threads' tiles came out wrong: the 3-thread case of the fused-ops test caught it).
 class TileGemm {
  public:
-  TileGemm(int64_t mb, int64_t d, int64_t vc, int64_t last) : mb_(mb), d_(d), vc_(vc) {
+  TileGemm(int64_t mb, int64_t d, int64_t vc, int64_t last, bool concurrent)
+      : mb_(mb), d_(d), vc_(vc), concurrent_(concurrent) {
     namespace dn = onednn;
     const std::string key =
-        dn::Key("linear_cross_entropy_tile").add(mb).add(d).add(vc).add(last).str();
+        dn::Key("linear_cross_entropy_tile").add(mb).add(d).add(vc).add(last).add(concurrent).str();
     e_ = dn::cached<Entry>(key, [&] {
       auto e = std::make_shared<Entry>();
       try {
-        e->full = make(vc, memory::desc({d, mb}, dt::f32, memory::format_tag::any), &e->packed);
+        e->full =
+            make(vc, memory::desc({d, mb}, dt::f32, memory::format_tag::any), &e->packed, e.get());
         // Unblocked weights (oneDNN below AVX-512 runs its sgemm on a plain copy): sgemm here.
         if (e->packed.data.format_kind != dnnl_blocked ||
             e->packed.data.format_desc.blocking.inner_nblks == 0)
@@ -229,7 +235,7 @@ class TileGemm {
             dnnl::reorder::primitive_desc(dn::engine(), plain_weights(), dn::engine(), e->packed)));
         e->made = true;
         if (last != vc) {
-          e->last = make(last, e->packed, nullptr);
+          e->last = make(last, e->packed, nullptr, e.get());
           e->has_last = true;
         }
       } catch (const dnnl::error&) {
@@ -258,10 +264,21 @@ class TileGemm {
       gemm(false, true, n, mb_, d_, 1.f, w_chunk, d_, x_, d_, 0.f, lt, mb_);
       return;
     }
-    p->run({{DNNL_ARG_SRC, memory::desc({n, d_}, dt::f32, memory::dims{d_, 1}),
-             const_cast<float*>(w_chunk)},
-            {DNNL_ARG_WEIGHTS, e_->packed, packed_.get()},
-            {DNNL_ARG_DST, memory::desc({n, mb_}, dt::f32, memory::dims{mb_, 1}), lt}});
+    std::vector<onednn::Arg> args = {
+        {DNNL_ARG_SRC, memory::desc({n, d_}, dt::f32, memory::dims{d_, 1}),
+         const_cast<float*>(w_chunk)},
+        {DNNL_ARG_WEIGHTS, e_->packed, packed_.get()},
+        {DNNL_ARG_DST, memory::desc({n, mb_}, dt::f32, memory::dims{mb_, 1}), lt}};
+    if (concurrent_) {  // each thread its own scratchpad
+      thread_local std::vector<char> scratch;
+      if (scratch.size() < e_->scratch) scratch.resize(e_->scratch);
+      if (e_->scratch > 0)
+        args.push_back({DNNL_ARG_SCRATCHPAD,
+                        memory::desc({memory::dim(e_->scratch)}, dt::u8, memory::format_tag::a),
+                        scratch.data()});
+      p->run_concurrent(args);
+    } else
+      p->run(args);
   }
 
  private:
@@ -269,6 +286,7 @@ class TileGemm {
   using dt = memory::data_type;
   struct Entry {
     bool made = false, has_last = false;
+    size_t scratch = 0;  // bytes of the concurrent primitives' scratchpad
     memory::desc packed;
     onednn::Primitive pack, full, last;
   };
@@ -279,14 +297,19 @@ class TileGemm {
   memory::desc plain_weights() const {
     return memory::desc({d_, mb_}, dt::f32, memory::dims{1, d_});
   }
-  onednn::Primitive make(int64_t n, const memory::desc& weights, memory::desc* chosen) const {
+  onednn::Primitive make(int64_t n, const memory::desc& weights, memory::desc* chosen,
+                         Entry* e) const {
     dnnl::matmul::desc md(memory::desc({n, d_}, dt::f32, memory::dims{d_, 1}), weights,
                           memory::desc({n, mb_}, dt::f32, memory::dims{mb_, 1}));
-    dnnl::matmul::primitive_desc pd(md, onednn::engine());
+    dnnl::primitive_attr attr;
+    if (concurrent_) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd(md, attr, onednn::engine());
+    e->scratch = std::max(e->scratch, pd.scratchpad_desc().get_size());
     if (chosen) *chosen = pd.weights_desc();
     return onednn::Primitive(dnnl::matmul(pd));
   }
   int64_t mb_, d_, vc_;
+  bool concurrent_;
   const float* x_ = nullptr;
   std::shared_ptr<Entry> e_;
   std::unique_ptr<float, Free> packed_;
@@ -356,7 +379,8 @@ void exp_tile(const T* x, const T* w, const int64_t* t, int64_t r0, int64_t mb, 
       made = true;
     }
   if (!made) gemm(false, true, n, mb, d, T(1), w + c0 * d, d, x + r0 * d, d, T(0), lt, mb);
-  // Threads take ranges of the block's rows (columns of lt), 8 at a time.
+  // Threads (where the caller does not split the chunks) take ranges of the block's rows
+  // (columns of lt), 8 at a time.
   parallel_for((mb + 7) / 8, std::max<int64_t>(1, kGrain / (8 * n)), [&](int64_t b8, int64_t e8) {
     const int64_t lo = b8 * 8, hi = std::min(mb, e8 * 8), w8 = hi - lo;
     T m[kRowBlock], s[kRowBlock], b[kRowBlock];
@@ -421,19 +445,39 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
     const int64_t vc = std::min(v, kVocabChunk), chunks = (v + vc - 1) / vc;
     const int64_t mb_max = std::min(m, kRowBlock);
     ChunkStats<T> st(mb_max, chunks);
-    std::vector<T> lt(size_t(vc * mb_max));
+    // With threads, each takes whole vocabulary chunks (own scratch, one-thread GEMM and exps):
+    // a tile is too small a GEMM to split (bench/lm_head, 2 threads, wall ms: each tile split
+    // over both, 18.1 at 128 rows and 249 at 2048, as on 1 thread; chunks per thread, 9.2 and
+    // 141). float32 through oneDNN only (dnnl_sgemm and oneDNN's matmuls run inside a parallel
+    // region; OpenBLAS and the float64 reference stay serial).
+    const bool onednn_gemm = std::string_view(sgemm_backend()) == "onednn";
+    const int threads = std::is_same_v<T, float> && onednn_gemm && chunks > 1 && !omp_in_parallel()
+                            ? int(std::min<int64_t>(omp_get_max_threads(), chunks))
+                            : 1;
+    std::vector<T> lt(size_t(threads * vc * mb_max));
     std::unique_ptr<TileGemm> tile_gemm;  // made again only for a shorter last row block
     for (int64_t r0 = 0; r0 < m; r0 += mb_max) {
       const int64_t mb = std::min(mb_max, m - r0);
       if constexpr (std::is_same_v<T, float>)
-        if (std::string_view(sgemm_backend()) == "onednn") {  // else ZENITH_SGEMM's choice
+        if (onednn_gemm) {  // else ZENITH_SGEMM's choice
           if (!tile_gemm || tile_gemm->rows() != mb)
-            tile_gemm = std::make_unique<TileGemm>(mb, d, vc, v - (chunks - 1) * vc);
+            tile_gemm = std::make_unique<TileGemm>(mb, d, vc, v - (chunks - 1) * vc, threads > 1);
           tile_gemm->set_rows(x.data<T>() + r0 * d);
         }
-      for (int64_t c = 0; c < chunks; ++c)
+      auto tile = [&](int64_t c, T* scratch) {
         exp_tile(x.data<T>(), w.data<T>(), t, r0, mb, d, c, c * vc, std::min(vc, v - c * vc),
-                 chunks, lt.data(), st, out, v, tile_gemm.get());
+                 chunks, scratch, st, out, v, tile_gemm.get());
+      };
+      if (threads > 1) {
+#pragma omp parallel num_threads(threads)
+        {
+          T* scratch = lt.data() + omp_get_thread_num() * vc * mb_max;
+#pragma omp for schedule(dynamic, 1)
+          for (int64_t c = 0; c < chunks; ++c) tile(c, scratch);
+        }
+      } else {
+        for (int64_t c = 0; c < chunks; ++c) tile(c, lt.data());
+      }
       parallel_for(mb, std::max<int64_t>(1, kGrain / v), [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           const int64_t ti = t[r0 + i];

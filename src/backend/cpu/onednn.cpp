@@ -258,6 +258,14 @@ void Primitive::run(const std::vector<Arg>& args) {
   stream().wait();
 }
 
+void Primitive::run_concurrent(const std::vector<Arg>& args) const {
+  std::unordered_map<int, memory> map;
+  for (const Arg& a : args) map.emplace(a.id, memory(a.desc, engine(), a.ptr));
+  thread_local dnnl::stream own(engine());
+  prim_.execute(own, map);
+  own.wait();
+}
+
 }  // namespace onednn
 
 // ---- onednn_layout.h

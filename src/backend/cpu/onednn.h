@@ -102,6 +102,11 @@ class Primitive {
   explicit Primitive(dnnl::primitive p) : prim_(std::move(p)) {}
   // Executes on the stream and waits.
   void run(const std::vector<Arg>& args);
+  // Executes on the calling thread's own stream, with memory objects made for this call: for
+  // calls of one primitive from several threads of a parallel region at once (each then runs
+  // on its thread alone). The primitive needs scratchpad_mode::user and each thread its own
+  // DNNL_ARG_SCRATCHPAD: the library's scratchpad is shared.
+  void run_concurrent(const std::vector<Arg>& args) const;
 
  private:
   dnnl::primitive prim_;
