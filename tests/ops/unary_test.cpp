@@ -1,4 +1,5 @@
 #include <cmath>
+#include <random>
 
 #include "backend/cpu/math_simd.h"
 #include "support/op_check.h"
@@ -168,6 +169,27 @@ TEST(Unary, FastExpEdgeCases) {
   EXPECT_NEAR(s::log(1e-40f), std::log(double(1e-40f)), 1e-5);  // denormal input
   EXPECT_EQ(s::sigmoid(-200.0f), 0.0f);
   EXPECT_EQ(s::sigmoid(200.0f), 1.0f);
+}
+
+// exp_nonpositive (the fused output layer's softmax exps) is exp bit for bit on x <= 0: every
+// float32 exponent from 0 down past the underflow, 1000 mantissas each, and the edges.
+TEST(Unary, ExpNonpositiveIsExpBitForBit) {
+  namespace s = cpu::simd;
+  std::mt19937 gen(3);
+  std::uniform_int_distribution<uint32_t> mantissa(0, (1u << 23) - 1);
+  for (uint32_t e = 0; e <= 133; ++e)  // |x| from denormal up to 2^6 (x ~ -128)
+    for (int i = 0; i < 1000; ++i) {
+      const float x = -__builtin_bit_cast(float, (e << 23) | mantissa(gen));
+      ASSERT_EQ(__builtin_bit_cast(uint32_t, s::exp_nonpositive(x)),
+                __builtin_bit_cast(uint32_t, s::exp(x)))
+          << "x = " << x;
+    }
+  EXPECT_EQ(s::exp_nonpositive(0.0f), 1.0f);
+  EXPECT_EQ(s::exp_nonpositive(-0.0f), 1.0f);
+  EXPECT_EQ(s::exp_nonpositive(-100.0f), 0.0f);
+  EXPECT_EQ(s::exp_nonpositive(-INFINITY), 0.0f);
+  EXPECT_TRUE(std::isnan(s::exp_nonpositive(NAN)));
+  EXPECT_NEAR(s::exp_nonpositive(-87.3f) / std::exp(double(-87.3f)), 1.0, 1e-6);
 }
 
 TEST(Unary, ReluKeepsNanAndIntegers) {

