@@ -269,16 +269,24 @@ class TileGemm {
          const_cast<float*>(w_chunk)},
         {DNNL_ARG_WEIGHTS, e_->packed, packed_.get()},
         {DNNL_ARG_DST, memory::desc({n, mb_}, dt::f32, memory::dims{mb_, 1}), lt}};
-    if (concurrent_) {  // each thread its own scratchpad
-      thread_local std::vector<char> scratch;
-      if (scratch.size() < e_->scratch) scratch.resize(e_->scratch);
+    if (concurrent_) {  // each thread its own scratchpad, 64-byte aligned as oneDNN's own
+      thread_local std::unique_ptr<char, Free> scratch;
+      thread_local size_t scratch_size = 0;
+      if (scratch_size < e_->scratch) {
+        scratch_size = (e_->scratch + 63) / 64 * 64;
+        scratch.reset(static_cast<char*>(std::aligned_alloc(64, scratch_size)));
+        ZENITH_CHECK(scratch != nullptr,
+                     "[linear_cross_entropy] out of memory for a scratchpad of ", scratch_size,
+                     " bytes");
+      }
       if (e_->scratch > 0)
         args.push_back({DNNL_ARG_SCRATCHPAD,
                         memory::desc({memory::dim(e_->scratch)}, dt::u8, memory::format_tag::a),
-                        scratch.data()});
+                        scratch.get()});
       p->run_concurrent(args);
-    } else
+    } else {
       p->run(args);
+    }
   }
 
  private:
@@ -291,7 +299,7 @@ class TileGemm {
     onednn::Primitive pack, full, last;
   };
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(void* p) const { std::free(p); }
   };
   // x_block^T as stored: element (k, j) at x_block[j d + k].
   memory::desc plain_weights() const {
