@@ -33,8 +33,11 @@ TEST(Batcher, ConcurrentRequestsShareRunsAndGetTheirOwnRows) {
   std::atomic<int> runs{0};
   std::mutex m;
   std::vector<int> sizes;
+  // Each run takes 20 ms, as a model would: the requests that arrive meanwhile queue up and go
+  // together. With instant runs, on a busy 2-core host the 32 threads' submissions can trickle
+  // in one at a time, each finding an idle service and running alone (31 runs in one CI run).
   Batcher batcher({.max_batch = 16, .max_delay_ms = 50, .max_queue = 64, .replicas = 1}, 3,
-                  sum_rows(3, &runs), [&](int n, const std::vector<double>&) {
+                  sum_rows(3, &runs, /*sleep_ms=*/20), [&](int n, const std::vector<double>&) {
                     std::lock_guard lock(m);
                     sizes.push_back(n);
                   });
