@@ -1,7 +1,9 @@
 // The output layer and its loss as graph mode runs them for stories15M (D 288, V 32000): the fused
 // linear_cross_entropy (logits GEMM, loss and dlogits) and the two gradient matmuls that read
 // dlogits (dx = dlogits W, dW = dlogits^T x), ms per call, median and min over R calls, at 128
-// rows (seq 64 x batch 2) and 2048 (seq 256 x batch 8): on one thread (the default) the
+// rows (seq 64 x batch 2) and 2048 (seq 256 x batch 8); and linear_cross_entropy_grads, all three
+// in one op without dlogits (graph mode's head where the gradient's matmuls alone read dlogits),
+// beside the three's sum: on one thread (the default) the
 // process's CPU time (load from other processes inflates it less than wall time), with more
 // threads wall time.
 //
@@ -55,13 +57,15 @@ int main(int argc, char** argv) {
             << " thread(s), median (min) of " << reps << "\n"
             << std::setw(6) << "rows" << std::setw(24) << "linear_cross_entropy" << std::setw(20)
             << "GFLOP/s (its GEMM)" << std::setw(18) << "dx matmul" << std::setw(18) << "dW matmul"
+            << std::setw(8) << "sum" << std::setw(22) << "linear_ce_grads" << std::setw(10)
+            << "GFLOP/s"
             << "\n";
   for (int64_t m : {128, 2048}) {
     manual_seed(1);
     Tensor x = Tensor::randn({m, d}), w = ops::mul(Tensor::randn({v, d}), 0.05);
     Tensor t = Tensor::randint(0, v, {m});
     Tensor dloss = Tensor::scalar(1.0);
-    std::vector<double> head, dx, dw;
+    std::vector<double> head, dx, dw, grads;
     for (int r = 0; r < reps; ++r) {
       const double t0 = now();
       Tensor dlogits = dispatch::call<OpId::linear_cross_entropy>({x, w, t, dloss}, {})[1];
@@ -73,6 +77,9 @@ int main(int argc, char** argv) {
       head.push_back((t1 - t0) * 1e3);
       dx.push_back((t2 - t1) * 1e3);
       dw.push_back((t3 - t2) * 1e3);
+      const double t4 = now();
+      dispatch::call<OpId::linear_cross_entropy_grads>({x, w, t, dloss}, {});
+      grads.push_back((now() - t4) * 1e3);
     }
     auto cell = [](const std::vector<double>& ms) {
       std::ostringstream s;
@@ -83,6 +90,8 @@ int main(int argc, char** argv) {
     const double gflop = 2.0 * double(m) * double(v) * double(d) / 1e9;
     std::cout << std::setw(6) << m << std::setw(24) << cell(head) << std::setw(20) << std::fixed
               << std::setprecision(1) << gflop / (median(head) / 1e3) << std::setw(18) << cell(dx)
-              << std::setw(18) << cell(dw) << "\n";
+              << std::setw(18) << cell(dw) << std::setw(8) << std::setprecision(1)
+              << median(head) + median(dx) + median(dw) << std::setw(22) << cell(grads)
+              << std::setw(10) << std::setprecision(1) << 3 * gflop / (median(grads) / 1e3) << "\n";
   }
 }

@@ -185,6 +185,15 @@ std::vector<Tensor> linear_cross_entropy_composed(const std::vector<Tensor>& in,
   return {ce[0], dlogits};
 }
 
+std::vector<Tensor> linear_cross_entropy_grads_composed(const std::vector<Tensor>& in,
+                                                        const CrossEntropyAttrs& attrs) {
+  ZENITH_CHECK(in.size() == 4, "[linear_cross_entropy_grads] expected 4 inputs, got ", in.size());
+  std::vector<Tensor> ce = dispatch::call<OpId::linear_cross_entropy>(in, attrs);
+  Tensor dx = dispatch::call1<OpId::matmul>({ce[1], in[1]});
+  Tensor dw = dispatch::call1<OpId::matmul>({ce[1].transpose(0, 1), in[0]});
+  return {ce[0], dx, dw};
+}
+
 }  // namespace
 
 ZENITH_REGISTER_DECOMPOSITION(conv2d_relu, conv2d_relu_composed);
@@ -202,5 +211,6 @@ ZENITH_REGISTER_DECOMPOSITION(add_rms_norm, add_rms_norm_composed);
 ZENITH_REGISTER_DECOMPOSITION(rms_norm_add_backward, rms_norm_add_backward_composed);
 ZENITH_REGISTER_DECOMPOSITION(embedding_backward_add, embedding_backward_add_composed);
 ZENITH_REGISTER_DECOMPOSITION(linear_cross_entropy, linear_cross_entropy_composed);
+ZENITH_REGISTER_DECOMPOSITION(linear_cross_entropy_grads, linear_cross_entropy_grads_composed);
 
 }  // namespace zenith::ops

@@ -21,11 +21,19 @@ std::vector<Tensor> cast_all(const std::vector<Tensor>& in, DType dtype) {
 }
 
 TEST(GraphFusedOps, KernelsEqualTheirDecompositions) {
-  const OpId fused[] = {
-      OpId::conv2d_relu,          OpId::batch_norm_relu,       OpId::batch_norm_relu_backward,
-      OpId::fused_elementwise,    OpId::multi_momentum_update, OpId::multi_adam_update,
-      OpId::add_rms_norm,         OpId::rms_norm_add_backward, OpId::embedding_backward_add,
-      OpId::linear_cross_entropy, OpId::max_pool2d_relu,       OpId::max_pool2d_relu_backward};
+  const OpId fused[] = {OpId::conv2d_relu,
+                        OpId::batch_norm_relu,
+                        OpId::batch_norm_relu_backward,
+                        OpId::fused_elementwise,
+                        OpId::multi_momentum_update,
+                        OpId::multi_adam_update,
+                        OpId::add_rms_norm,
+                        OpId::rms_norm_add_backward,
+                        OpId::embedding_backward_add,
+                        OpId::linear_cross_entropy,
+                        OpId::max_pool2d_relu,
+                        OpId::max_pool2d_relu_backward,
+                        OpId::linear_cross_entropy_grads};
   for (OpId op : fused) {
     ASSERT_TRUE(dispatch::has_kernel(op, DeviceType::CPU)) << op_name(op);
     ASSERT_TRUE(dispatch::has_decomposition(op)) << op_name(op);
@@ -110,15 +118,29 @@ TEST(GraphFusedOps, LinearCrossEntropyMatchesFiniteDifferences) {
     const double down = is_x ? loss(at(-h), w) : loss(x, at(-h));
     return (up - down) / (2 * h);
   };
-  for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx[i], numeric(x, i), 1e-6) << "dx " << i;
-  for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], numeric(w, i), 1e-6) << "dw " << i;
+  // linear_cross_entropy_grads makes the same loss, dL/dx and dL/dW itself.
+  std::vector<Tensor> grads = dispatch::call<OpId::linear_cross_entropy_grads>({x, w, t, dloss}, a);
+  EXPECT_NEAR(0.7 * grads[0].item(), loss(x, w), 1e-12);
+  std::vector<double> gx = grads[1].to_double_vector(), gw = grads[2].to_double_vector();
+  ASSERT_EQ(gx.size(), dx.size());
+  ASSERT_EQ(gw.size(), dw.size());
+  for (size_t i = 0; i < dx.size(); ++i) {
+    EXPECT_NEAR(dx[i], numeric(x, i), 1e-6) << "dx " << i;
+    EXPECT_NEAR(gx[i], numeric(x, i), 1e-6) << "grads' dx " << i;
+  }
+  for (size_t i = 0; i < dw.size(); ++i) {
+    EXPECT_NEAR(dw[i], numeric(w, i), 1e-6) << "dw " << i;
+    EXPECT_NEAR(gw[i], numeric(w, i), 1e-6) << "grads' dw " << i;
+  }
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(gx[2 * 3 + k], 0.0);  // the ignored row
 }
 
 // Larger than one tile (more rows than a row block of 256, the last block shorter, a vocabulary
 // of several chunks, the last one partial), with ignored rows: the kernel equals its
 // decomposition in float32 and float64, for each reduction; float32 with its tile GEMM as
 // oneDNN's packed matmul (its default; also with 3 threads taking the chunks) and as OpenBLAS's
-// sgemm.
+// sgemm. linear_cross_entropy_grads the same (its gradients over several row blocks and chunks,
+// each thread's share of dx summed).
 TEST(GraphFusedOps, LinearCrossEntropyOverManyTilesEqualsDecomposition) {
   manual_seed(7);
   const int64_t m = 300, d = 16, v = 1300;
@@ -142,15 +164,26 @@ TEST(GraphFusedOps, LinearCrossEntropyOverManyTilesEqualsDecomposition) {
       Tensor dloss = r == Reduction::kNone ? Tensor::randn({m}, dtype) : Tensor::scalar(1.5, dtype);
       std::vector<Tensor> in = {x.to(dtype), w.to(dtype), t, dloss};
       std::vector<Tensor> fast = dispatch::call<OpId::linear_cross_entropy>(in, a), composed;
+      std::vector<Tensor> grads = dispatch::call<OpId::linear_cross_entropy_grads>(in, a),
+                          grads_composed;
       {
         dispatch::ForceDecomposition force(OpId::linear_cross_entropy);
         composed = dispatch::call<OpId::linear_cross_entropy>(in, a);
+      }
+      {
+        dispatch::ForceDecomposition force(OpId::linear_cross_entropy_grads);
+        grads_composed = dispatch::call<OpId::linear_cross_entropy_grads>(in, a);
       }
       cpu::set_sgemm_backend(backend.c_str());
       context::set_num_threads(threads);
       const double tol = dtype == DType::f64 ? 1e-10 : 2e-5;
       EXPECT_TRUE(testing::all_close(fast[0], composed[0], tol, tol));
       EXPECT_TRUE(testing::all_close(fast[1], composed[1], tol, tol));
+      ASSERT_EQ(grads.size(), 3u);
+      EXPECT_EQ(grads[1].shape(), (Shape{m, d}));
+      EXPECT_EQ(grads[2].shape(), (Shape{v, d}));
+      for (size_t k = 0; k < 3; ++k)
+        EXPECT_TRUE(testing::all_close(grads[k], grads_composed[k], tol, tol)) << "output " << k;
     }
 }
 

@@ -165,20 +165,23 @@ TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
   EXPECT_GE(after["fused_elementwise"], 1);
   EXPECT_EQ(report.ops_after, int(g->nodes.size()));
   EXPECT_LT(report.ops_after, report.ops_before);
-  // The output layer, its loss and the loss's backward are one op; the head's gradient matmuls
-  // stay (two per linear layer: 7 per block, and the head's).
+  // The output layer, its loss, the loss's backward and the head's two gradient matmuls are one
+  // op; two matmuls per linear layer stay (7 per block).
   EXPECT_EQ(report.fusions["linear+cross-entropy"], 1);
-  EXPECT_EQ(after["linear_cross_entropy"], 1);
+  EXPECT_EQ(report.fusions["output layer gradients"], 1);
+  EXPECT_EQ(after["linear_cross_entropy_grads"], 1);
+  EXPECT_EQ(after["linear_cross_entropy"], 0);
   EXPECT_EQ(after["cross_entropy_rows"], 0);
   EXPECT_EQ(after["cross_entropy_rows_backward"], 0);
   EXPECT_EQ(after["linear"], before["linear"] - 1);
-  EXPECT_EQ(after["matmul"], 2 * (7 * layers + 1));
+  EXPECT_EQ(before["matmul"], 2 * (7 * layers + 1));
+  EXPECT_EQ(after["matmul"], 2 * 7 * layers);
   EXPECT_GT(report.overwrites, 0);  // gradient sums over a dying term
   // Without that fusion, dlogits are written over the logits, which die at cross-entropy's
   // backward.
   PassReport unfused = optimize(unfused_head, {.linear_cross_entropy = false});
   EXPECT_EQ(unfused.fusions.count("linear+cross-entropy"), 0u);
-  EXPECT_EQ(unfused.ops_after, report.ops_after + 2);
+  EXPECT_EQ(unfused.ops_after, report.ops_after + 4);
   int over_logits = 0;
   for (const Node& n : unfused_head.nodes)
     if (n.op == OpId::cross_entropy_rows_backward) over_logits += n.overwrites == 1;

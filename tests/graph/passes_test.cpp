@@ -654,8 +654,10 @@ TEST(GraphPasses, TiedEmbeddingGradientIsWrittenOverTheOutputLayers) {
 }
 
 // The output layer and its loss: linear -> cross entropy (ignored rows) -> its backward becomes
-// one linear_cross_entropy at the loss, whose dlogits the two gradient matmuls read; the seed
-// must be known at the loss (folded constant), and logits read elsewhere keep it unfused.
+// one op at the loss; the seed must be known at the loss (folded constant), and logits read
+// elsewhere keep it unfused. Where the gradient's two matmuls (dx = dlogits W, dW = dlogits^T h)
+// alone read dlogits, they join it (linear_cross_entropy_grads, no dlogits made); where only dW
+// is wanted (h without a gradient), linear_cross_entropy makes dlogits and the matmul stays.
 TEST(GraphPasses, OutputLayerAndItsLossFuseIntoLinearCrossEntropy) {
   manual_seed(19);
   Tensor h = randn({2, 6, 16}).requires_grad_(true), w = randn({300, 16}).requires_grad_(true);
@@ -663,20 +665,23 @@ TEST(GraphPasses, OutputLayerAndItsLossFuseIntoLinearCrossEntropy) {
   Tensor target = Tensor::from_vector(
       std::vector<int64_t>{4, 299, -100, 0, 17, 17, -100, 250, 3, 9, 100, 1}, {12});
   // variant 0: the loss as it is; 1: the logits also summed; 2: the loss times a state scalar
-  // (its seed, scale, made by a node after the loss).
+  // (its seed, scale, made by a node after the loss); 3: as 0 with h needing no gradient.
   auto step = [&](int variant) {
     return [&, variant] {
       h.zero_grad();
       w.zero_grad();
+      h.requires_grad_(variant != 3);
       Tensor logits = ops::linear(h, w);
       Tensor loss = ops::cross_entropy(logits.reshape({12, 300}), target, "mean", -100);
       if (variant == 1) loss = ops::add(loss, ops::mul(ops::sum(logits), 1e-3));
       if (variant == 2) loss = ops::mul(loss, scale);
       loss.backward();
-      return std::vector<Tensor>{loss, h.grad(), w.grad()};
+      std::vector<Tensor> out{loss, w.grad()};
+      if (variant != 3) out.push_back(h.grad());
+      return out;
     };
   };
-  for (int variant : {0, 1, 2}) {
+  for (int variant : {0, 1, 2, 3}) {
     SCOPED_TRACE("variant " + std::to_string(variant));
     std::vector<Tensor> eager = step(variant)();
     for (Tensor& t : eager) t = t.clone();
@@ -687,17 +692,22 @@ TEST(GraphPasses, OutputLayerAndItsLossFuseIntoLinearCrossEntropy) {
         g,
         {{OpId::linear, 1}, {OpId::cross_entropy_rows, 1}, {OpId::cross_entropy_rows_backward, 1}});
     const int matmuls = g.count(OpId::matmul);
+    EXPECT_EQ(matmuls, variant == 3 ? 1 : 2);
+    const bool fused = variant == 0 || variant == 3;
     FusionCounts counts;
-    EXPECT_EQ(fuse_linear_cross_entropy(g, counts), variant == 0 ? 1 : 0);
+    EXPECT_EQ(fuse_linear_cross_entropy(g, counts), fused ? 1 : 0);
     dump("after", g);
-    EXPECT_EQ(g.count(OpId::linear_cross_entropy), variant == 0 ? 1 : 0);
-    EXPECT_EQ(g.count(OpId::linear), variant == 0 ? 0 : 1);
-    EXPECT_EQ(g.count(OpId::cross_entropy_rows), variant == 0 ? 0 : 1);
-    EXPECT_EQ(g.count(OpId::cross_entropy_rows_backward), variant == 0 ? 0 : 1);
-    EXPECT_EQ(g.count(OpId::matmul), matmuls);  // dx and dW stay
-    if (variant == 0) EXPECT_EQ(counts["linear+cross-entropy"], 1);
+    EXPECT_EQ(g.count(OpId::linear_cross_entropy_grads), variant == 0 ? 1 : 0);
+    EXPECT_EQ(g.count(OpId::linear_cross_entropy), variant == 3 ? 1 : 0);
+    EXPECT_EQ(g.count(OpId::linear), fused ? 0 : 1);
+    EXPECT_EQ(g.count(OpId::cross_entropy_rows), fused ? 0 : 1);
+    EXPECT_EQ(g.count(OpId::cross_entropy_rows_backward), fused ? 0 : 1);
+    EXPECT_EQ(g.count(OpId::matmul), variant == 0 ? 0 : matmuls);  // dx and dW join it, or stay
+    EXPECT_EQ(counts["linear+cross-entropy"], fused ? 1 : 0);
+    EXPECT_EQ(counts["output layer gradients"], variant == 0 ? 1 : 0);
     expect_close(replay(g, {target}), eager, 1e-5);
   }
+  h.requires_grad_(true);
 }
 
 TEST(GraphPasses, NeverFusesTwoMatmuls) {

@@ -55,8 +55,9 @@ bool graph_fused_op(OpId op) {
          op == OpId::multi_momentum_update || op == OpId::multi_adam_update ||
          op == OpId::add_rms_norm || op == OpId::rms_norm_add_backward ||
          op == OpId::embedding_backward_add || op == OpId::linear_cross_entropy ||
-         op == OpId::max_pool2d_relu || op == OpId::max_pool2d_relu_backward ||
-         op == OpId::conv2d_relu_max_pool || op == OpId::conv2d_relu_max_pool_backward;
+         op == OpId::linear_cross_entropy_grads || op == OpId::max_pool2d_relu ||
+         op == OpId::max_pool2d_relu_backward || op == OpId::conv2d_relu_max_pool ||
+         op == OpId::conv2d_relu_max_pool_backward;
 }
 
 }  // namespace

@@ -574,6 +574,22 @@ void add_graph_fused(std::vector<OpCase>& cases) {
                      },
                      {random_input({5, 3}), random_input({7, 3}), random_input({5})},
                      Check::kForward});
+    // With the gradient's two matmuls: loss, dx and dweight.
+    cases.push_back(
+        {std::string("linear_cross_entropy_grads ") + (r == Reduction::kMean  ? "mean smoothed"
+                                                       : r == Reduction::kSum ? "sum"
+                                                                              : "none"),
+         {OpId::linear_cross_entropy_grads},
+         [r](const std::vector<Tensor>& x) {
+           Tensor t = Tensor::from_vector(std::vector<int64_t>{1, 6, -100, 3, 0}, {5});
+           Tensor dloss = r == Reduction::kNone ? x[2] : x[2].slice(0, 0, 1).reshape({});
+           auto out = dispatch::call<OpId::linear_cross_entropy_grads>(
+               {x[0], x[1], t, dloss},
+               {.label_smoothing = r == Reduction::kMean ? 0.1 : 0.0, .reduction = r});
+           return ops::cat({out[0].reshape({-1}), out[1].reshape({-1}), out[2].reshape({-1})}, 0);
+         },
+         {random_input({5, 3}), random_input({7, 3}), random_input({5})},
+         Check::kForward});
   }
 }
 

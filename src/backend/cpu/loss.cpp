@@ -397,9 +397,10 @@ exp_columns_avx512(float* lt, int64_t ld, int64_t w, int64_t n, float* m, float*
 }
 
 // The logits of rows [r0, r0 + mb) and classes [c0, c0 + n) (chunk c) as exp(l - the row's max
-// over the chunk) into out (row stride v), their statistics into st. lt: scratch [n, mb] for the
-// logits' transpose, whose rows run over the block's rows (the max and exp vectorise across
-// them); written to out in 8 x 8 blocks (8 cache lines in flight, not mb). mb <= kRowBlock.
+// over the chunk) into lt [n, mb], the logits' transpose, whose rows run over the block's rows
+// (the max and exp vectorise across them), their statistics into st; then, where out is not
+// null, written to out (row stride v) in 8 x 8 blocks (8 cache lines in flight, not mb).
+// mb <= kRowBlock.
 template <typename T>
 void exp_tile(const T* x, const T* w, const int64_t* t, int64_t r0, int64_t mb, int64_t d,
               int64_t c, int64_t c0, int64_t n, int64_t chunks, T* lt, ChunkStats<T>& st, T* out,
@@ -434,43 +435,81 @@ void exp_tile(const T* x, const T* w, const int64_t* t, int64_t r0, int64_t mb, 
       st.sum[at] = s[i];
       st.below[at] = b[i];
     }
-    transpose_rows(lt, mb, lo, hi, n, out + r0 * v + c0, v);
+    if (out) transpose_rows(lt, mb, lo, hi, n, out + r0 * v + c0, v);
   });
 }
 
-// linear_cross_entropy(x [M, D], weight [V, D], target [M], dloss) -> {loss, dlogits [M, V]}.
+// One row's loss from its chunks' statistics, and the factor f_c = g exp(max_c - max - log_sum)
+// that turns chunk c's exps exp(l - max_c) into g softmax.
+template <typename T>
+T row_loss_and_factors(const ChunkStats<T>& st, int64_t i, int64_t chunks, int64_t vc, int64_t v,
+                       T on, T off, T gi, T* f, int64_t f_stride) {
+  const T* cm = st.max.data() + i * chunks;
+  const T* cs = st.sum.data() + i * chunks;
+  const T* cb = st.below.data() + i * chunks;
+  const T mx = *std::max_element(cm, cm + chunks);
+  T s = 0, below = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    s += cs[c] * exp_of(cm[c] - mx);
+    below += T(std::min(vc, v - c * vc)) * (mx - cm[c]) + cb[c];
+  }
+  const T log_sum = std::log(s);
+  for (int64_t c = 0; c < chunks; ++c) f[c * f_stride] = gi * exp_of((cm[c] - mx) - log_sum);
+  return log_sum + on * (mx - st.target[size_t(i)]) + off * below;
+}
+
+// linear_cross_entropy(x [M, D], weight [V, D], target [M], dloss) -> {loss, dlogits [M, V]}, and
+// linear_cross_entropy_grads (the same inputs) -> {loss, dx [M, D], dweight [V, D]}.
 // Rows go in blocks; each block's logits are made chunk by chunk (a GEMM tile that stays in
 // cache) and each tile's row max taken and exp(l - max) written at once: one exp per logit
 // (cross_entropy_rows and its backward make one each, over logits in memory). When a block has
 // all its chunks, the chunks' maxima and sums give each row's log-sum-exp and loss, and one
 // multiply per logit turns the exps into dloss_i (softmax - (1 - eps) onehot - eps / V), 0 for
-// ignored rows, in place. "mean" divides by the rows not ignored, as cross_entropy_rows does.
-std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
-                                                const CrossEntropyAttrs& attrs) {
-  ZENITH_CHECK(in.size() == 4, "[linear_cross_entropy] expected 4 inputs, got ", in.size());
+// ignored rows. "mean" divides by the rows not ignored, as cross_entropy_rows does.
+// linear_cross_entropy writes them where dlogits would have been. The grads form never makes
+// dlogits: the block's exps stay in one scratch E [V, rows] (the tiles where the GEMM wrote
+// them, no transpose); then chunk by chunk (threads take whole chunks) the chunk's E_c is
+// scaled in place and, while in cache, gives its share of both gradients: dweight's rows of the
+// chunk (+)= E_c x_block and dx_block (+)= E_c^T weight_c (each thread its own dx_block, summed
+// after). At M 2048 (seq 256 x batch 8, stories15M's head) the 262 MB of dlogits are neither
+// written nor read again; E is 32 MB. bench/lm_head, 2048 rows, ms (1 thread CPU / 2 threads
+// wall): linear_cross_entropy + its two matmuls 640-674 / 341-351; this, with one scaling pass
+// over E and two GEMMs over all of it per block, 623-680 / 338-351; chunk by chunk 615-637 /
+// 327-329.
+template <bool kGrads>
+std::vector<Tensor> linear_cross_entropy_impl(const std::vector<Tensor>& in,
+                                              const CrossEntropyAttrs& attrs, const char* op) {
+  ZENITH_CHECK(in.size() == 4, "[", op, "] expected 4 inputs, got ", in.size());
   Tensor x = in[0].contiguous(), w = in[1].contiguous();
   ZENITH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.dtype() == w.dtype(),
-               "[linear_cross_entropy] x ", shape_str(x.shape()), " and weight ",
-               shape_str(w.shape()), " must be [M, D] and [V, D] of one dtype");
+               "[", op, "] x ", shape_str(x.shape()), " and weight ", shape_str(w.shape()),
+               " must be [M, D] and [V, D] of one dtype");
   Tensor target = in[2].dtype() == DType::i64 ? in[2].contiguous() : in[2].to(DType::i64);
   Tensor dloss = in[3].dtype() == x.dtype() ? in[3].contiguous() : in[3].to(x.dtype());
   const int64_t ignore_index = attrs.ignore_index;
   const double eps = attrs.label_smoothing;
   const Reduction reduction = attrs.reduction;
   const int64_t m = x.size(0), d = x.size(1), v = w.size(0);
-  ZENITH_CHECK(target.numel() == m, "[linear_cross_entropy] target of shape ",
-               shape_str(target.shape()), " for ", m, " rows");
-  ZENITH_CHECK(v > 0, "[linear_cross_entropy] weight ", shape_str(w.shape()), " has no classes");
+  ZENITH_CHECK(target.numel() == m, "[", op, "] target of shape ", shape_str(target.shape()),
+               " for ", m, " rows");
+  ZENITH_CHECK(v > 0, "[", op, "] weight ", shape_str(w.shape()), " has no classes");
   const int64_t* t = target.data<int64_t>();
   check_targets(t, m, v, ignore_index);
   Tensor rows = Tensor::empty({m}, x.dtype(), x.device());
   Tensor loss = reduction == Reduction::kNone ? rows : Tensor::empty({}, x.dtype(), x.device());
-  Tensor dx = Tensor::empty({m, v}, x.dtype(), x.device());
-  visit_float(x.dtype(), "linear_cross_entropy", [&](auto tag) {
+  Tensor dlogits, dx, dw, e;
+  if constexpr (kGrads) {
+    dx = Tensor::empty({m, d}, x.dtype(), x.device());
+    dw = m == 0 ? Tensor::zeros({v, d}, x.dtype(), x.device())
+                : Tensor::empty({v, d}, x.dtype(), x.device());
+    e = Tensor::empty({v, std::min(m, kRowBlock)}, x.dtype(), x.device());
+  } else {
+    dlogits = Tensor::empty({m, v}, x.dtype(), x.device());
+  }
+  visit_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* g = dloss.data<T>();
     T* lo = rows.data<T>();
-    T* out = dx.data<T>();
     const T on = T(1 - eps), off = T(eps / double(v));
     const bool per_row = reduction == Reduction::kNone;
     const T scale = T(gradient_scale(reduction, t, m, ignore_index));
@@ -486,7 +525,14 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
     const int threads = std::is_same_v<T, float> && onednn_gemm && chunks > 1 && !omp_in_parallel()
                             ? int(std::min<int64_t>(omp_get_max_threads(), chunks))
                             : 1;
-    std::vector<T> lt(size_t(threads * vc * mb_max));
+    // The tiles' scratch: the grads form's E (each chunk's tile in place), else one tile per
+    // thread.
+    std::vector<T> lt(kGrads ? 0 : size_t(threads * vc * mb_max));
+    // The grads form: per (chunk, row) factor, and per row the eps / V and onehot terms.
+    std::vector<T> factor(kGrads ? size_t(chunks * mb_max) : 0), goff(kGrads ? size_t(mb_max) : 0),
+        gon(goff.size());
+    // The grads form with threads: each thread but the first its own dx_block, summed after.
+    std::vector<T> dx_parts(kGrads && threads > 1 ? size_t((threads - 1) * mb_max * d) : 0);
     std::unique_ptr<TileGemm> tile_gemm;  // made again only for a shorter last row block
     for (int64_t r0 = 0; r0 < m; r0 += mb_max) {
       const int64_t mb = std::min(mb_max, m - r0);
@@ -497,21 +543,90 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
           tile_gemm->set_rows(x.data<T>() + r0 * d);
         }
       auto tile = [&](int64_t c, T* scratch) {
+        if constexpr (kGrads) scratch = e.data<T>() + c * vc * mb;
         exp_tile(x.data<T>(), w.data<T>(), t, r0, mb, d, c, c * vc, std::min(vc, v - c * vc),
-                 chunks, scratch, st, out, v, tile_gemm.get());
+                 chunks, scratch, st, kGrads ? nullptr : dlogits.data<T>(), v, tile_gemm.get());
       };
       if (threads > 1) {
 #pragma omp parallel num_threads(threads)
         {
-          T* scratch = lt.data() + omp_get_thread_num() * vc * mb_max;
+          T* scratch = kGrads ? nullptr : lt.data() + omp_get_thread_num() * vc * mb_max;
 #pragma omp for schedule(dynamic, 1)
           for (int64_t c = 0; c < chunks; ++c) tile(c, scratch);
         }
       } else {
         for (int64_t c = 0; c < chunks; ++c) tile(c, lt.data());
       }
-      parallel_for(mb, std::max<int64_t>(1, kGrain / v), [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
+      if constexpr (kGrads) {
+        for (int64_t i = 0; i < mb; ++i) {
+          const int64_t ti = t[r0 + i];
+          if (ti == ignore_index) {
+            lo[r0 + i] = T(0);
+            goff[size_t(i)] = gon[size_t(i)] = T(0);
+            for (int64_t c = 0; c < chunks; ++c) factor[size_t(c * mb + i)] = T(0);
+            continue;
+          }
+          const T gi = (per_row ? g[r0 + i] : g[0]) * scale;
+          lo[r0 + i] =
+              row_loss_and_factors(st, i, chunks, vc, v, on, off, gi, factor.data() + i, mb);
+          goff[size_t(i)] = gi * off;
+          gon[size_t(i)] = gi * on;
+        }
+        // Chunk by chunk (threads take whole chunks, as the tiles): the chunk's E [n, mb] into
+        // dlogits^T in place, then its share of both gradients while it is in cache: dweight's
+        // rows of the chunk (+)= E_c x_block, and the thread's dx_block (+)= E_c^T weight_c.
+        T* ep = e.data<T>();
+        const T* xb = x.data<T>() + r0 * d;
+        T* dxb = dx.data<T>() + r0 * d;
+        auto gradients = [&](int64_t c, T* dx_part, bool first) {
+          const int64_t c0 = c * vc, n = std::min(vc, v - c0);
+          T* ec = ep + c0 * mb;
+          const T *fc = factor.data() + c * mb, *go = goff.data();
+          for (int64_t k = 0; k < n; ++k) {
+            T* row = ec + k * mb;
+#pragma omp simd
+            for (int64_t i = 0; i < mb; ++i) row[i] = fc[i] * row[i] - go[i];
+          }
+          for (int64_t i = 0; i < mb; ++i) {
+            const int64_t ti = t[r0 + i];
+            if (ti != ignore_index && ti >= c0 && ti < c0 + n)
+              ec[(ti - c0) * mb + i] -= gon[size_t(i)];
+          }
+          gemm(false, false, n, d, mb, T(1), ec, mb, xb, d, T(r0 == 0 ? 0 : 1),
+               dw.data<T>() + c0 * d, d);
+          gemm(true, false, mb, d, n, T(1), ec, mb, w.data<T>() + c0 * d, d, T(first ? 0 : 1),
+               dx_part, d);
+        };
+        if (threads > 1) {
+          std::vector<char> used(size_t(threads), 0);
+#pragma omp parallel num_threads(threads)
+          {
+            const int th = omp_get_thread_num();
+            T* part = th == 0 ? dxb : dx_parts.data() + (th - 1) * mb_max * d;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t c = 0; c < chunks; ++c) {
+              gradients(c, part, !used[size_t(th)]);
+              used[size_t(th)] = 1;
+            }
+          }
+          if (!used[0]) std::fill(dxb, dxb + mb * d, T(0));
+          for (int th = 1; th < threads; ++th) {
+            if (!used[size_t(th)]) continue;
+            const T* part = dx_parts.data() + (th - 1) * mb_max * d;
+            parallel_for(mb * d, kGrain, [&](int64_t b, int64_t en) {
+#pragma omp simd
+              for (int64_t k = b; k < en; ++k) dxb[k] += part[k];
+            });
+          }
+        } else {
+          for (int64_t c = 0; c < chunks; ++c) gradients(c, dxb, c == 0);
+        }
+        continue;
+      }
+      T* out = dlogits.data<T>();
+      parallel_for(mb, std::max<int64_t>(1, kGrain / v), [&](int64_t b, int64_t en) {
+        std::vector<T> f(static_cast<size_t>(chunks));
+        for (int64_t i = b; i < en; ++i) {
           const int64_t ti = t[r0 + i];
           T* row = out + (r0 + i) * v;
           if (ti == ignore_index) {
@@ -519,24 +634,14 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
             std::fill(row, row + v, T(0));
             continue;
           }
-          const T* cm = st.max.data() + i * chunks;
-          const T* cs = st.sum.data() + i * chunks;
-          const T* cb = st.below.data() + i * chunks;
-          const T mx = *std::max_element(cm, cm + chunks);
-          T s = 0, below = 0;
-          for (int64_t c = 0; c < chunks; ++c) {
-            s += cs[c] * exp_of(cm[c] - mx);
-            below += T(std::min(vc, v - c * vc)) * (mx - cm[c]) + cb[c];
-          }
-          const T log_sum = std::log(s);
-          lo[r0 + i] = log_sum + on * (mx - st.target[size_t(i)]) + off * below;
           const T gi = (per_row ? g[r0 + i] : g[0]) * scale, goff = gi * off;
+          lo[r0 + i] = row_loss_and_factors(st, i, chunks, vc, v, on, off, gi, f.data(), 1);
           for (int64_t c = 0; c < chunks; ++c) {
             T* chunk = row + c * vc;
             const int64_t n = std::min(vc, v - c * vc);
-            const T f = gi * exp_of((cm[c] - mx) - log_sum);
+            const T fc = f[size_t(c)];
 #pragma omp simd
-            for (int64_t k = 0; k < n; ++k) chunk[k] = f * chunk[k] - goff;
+            for (int64_t k = 0; k < n; ++k) chunk[k] = fc * chunk[k] - goff;
           }
           row[ti] -= gi * on;
         }
@@ -544,12 +649,26 @@ std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
     }
     reduce_rows(loss, lo, t, m, ignore_index, reduction);
   });
-  return {loss, dx};
+  if constexpr (kGrads)
+    return {loss, dx, dw};
+  else
+    return {loss, dlogits};
+}
+
+std::vector<Tensor> linear_cross_entropy_kernel(const std::vector<Tensor>& in,
+                                                const CrossEntropyAttrs& attrs) {
+  return linear_cross_entropy_impl<false>(in, attrs, "linear_cross_entropy");
+}
+
+std::vector<Tensor> linear_cross_entropy_grads_kernel(const std::vector<Tensor>& in,
+                                                      const CrossEntropyAttrs& attrs) {
+  return linear_cross_entropy_impl<true>(in, attrs, "linear_cross_entropy_grads");
 }
 
 ZENITH_REGISTER_KERNEL(cross_entropy_rows, CPU, cross_entropy_kernel);
 ZENITH_REGISTER_KERNEL(cross_entropy_rows_backward, CPU, cross_entropy_backward_kernel);
 ZENITH_REGISTER_KERNEL(linear_cross_entropy, CPU, linear_cross_entropy_kernel);
+ZENITH_REGISTER_KERNEL(linear_cross_entropy_grads, CPU, linear_cross_entropy_grads_kernel);
 
 }  // namespace
 }  // namespace zenith::cpu

@@ -3,7 +3,10 @@
 // place, which makes the loss and the logits' gradient together, tile by tile:
 //   l = linear(x, W); loss, lse = cross_entropy_rows(l, t); ...; dl = cross_entropy_rows_backward(
 //   dloss, l, t, lse)  ->  loss, dl = linear_cross_entropy(x, W, t, dloss)
-// The gradient's matmuls (dx = dl W, dW = dl^T x) stay as they are and read dl. Fused only where
+// Where dl's only readers are the gradient's two matmuls, dx = dl W and dW = dl^T x, they join
+// it too, and dl is never made:
+//   ... -> loss, dx, dW = linear_cross_entropy_grads(x, W, t, dloss)
+// (else they stay as they are and read dl). Fused only where
 // the gradient's seed dloss is known at the loss (a folded constant, an input or state, or made
 // before it), for a linear without bias over float32/float64 operands of one dtype, plain and
 // contiguous (a bfloat16 head converts its operands first and is left as it is).
@@ -52,11 +55,45 @@ int sole_backward(const Graph& g, const std::vector<std::vector<int>>& readers, 
   return b;
 }
 
+// The matmul nodes dx = dl W and dW = dl^T x that alone read dl (the output of node i, the
+// linear_cross_entropy of x and W), after i with neither x nor W written in between, neither
+// writing in place; {-1, -1} otherwise.
+std::pair<int, int> gradient_matmuls(const Graph& g, const PassScan& scan, int i, ValueId dl,
+                                     const Operand& x, const Operand& w) {
+  const std::vector<int>& rd = scan.readers[size_t(dl)];
+  if (scan.keep[size_t(dl)] || rd.size() != 2) return {-1, -1};
+  const View& def = g.values[size_t(dl)].def;
+  if (def.shape.size() != 2 || !contiguous(def)) return {-1, -1};
+  const int64_t m = def.shape[0], v = def.shape[1];
+  View dl_t = def;
+  dl_t.shape = {v, m};
+  dl_t.strides = {1, v};
+  int dx = -1, dw = -1;
+  for (int r : rd) {
+    const Node& n = g.nodes[size_t(r)];
+    if (n.op != OpId::matmul || n.inputs.size() != 2 || n.outputs.size() != 1 ||
+        n.outputs[0] == kNoValue || !n.writes.empty() || n.overwrites >= 0 || r <= i ||
+        n.inputs[0].value != dl || n.inputs[1].value == dl ||
+        written_between(scan.writers, x.value, i, r) ||
+        written_between(scan.writers, w.value, i, r))
+      return {-1, -1};
+    const Operand& b = n.inputs[1];
+    if (n.inputs[0].view == def && b.value == w.value && b.view == w.view && dx < 0)
+      dx = r;
+    else if (n.inputs[0].view == dl_t && b.value == x.value && b.view == x.view && dw < 0)
+      dw = r;
+    else
+      return {-1, -1};
+  }
+  return {dx, dw};
+}
+
 }  // namespace
 
 int fuse_linear_cross_entropy(Graph& g, FusionCounts& counts) {
-  auto [readers, writers, keep, removed] = PassScan(g);
-  int count = 0;
+  PassScan scan(g);
+  auto& [readers, writers, keep, removed] = scan;
+  int count = 0, with_gradients = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& ce = g.nodes[i];
     if (ce.op != OpId::cross_entropy_rows || ce.inputs.size() != 2 || ce.outputs.size() != 2 ||
@@ -86,15 +123,26 @@ int fuse_linear_cross_entropy(Graph& g, FusionCounts& counts) {
     x.view.strides = contiguous_strides(x.view.shape);
     if (x.view.shape[0] != ce.inputs[0].view.shape[0]) continue;
     const ValueId dlogits = nb.outputs[0];
-    ce.op = OpId::linear_cross_entropy;  // attrs: CrossEntropyAttrs, as they were
-    ce.inputs = {x, lin.inputs[1], ce.inputs[1], dloss};
-    ce.outputs = {ce.outputs[0], dlogits};
-    ce.fused = "linear+cross-entropy";
+    const Operand w = lin.inputs[1], target = ce.inputs[1];
+    const auto [mx, mw] = gradient_matmuls(g, scan, int(i), dlogits, x, w);
     removed[size_t(p)] = removed[size_t(b)] = true;
     ++count;
+    ce.inputs = {x, w, target, dloss};  // attrs: CrossEntropyAttrs, as they were
+    if (mx >= 0 && !removed[size_t(mx)] && !removed[size_t(mw)]) {
+      ce.op = OpId::linear_cross_entropy_grads;
+      ce.outputs = {ce.outputs[0], g.nodes[size_t(mx)].outputs[0], g.nodes[size_t(mw)].outputs[0]};
+      ce.fused = "linear+cross-entropy+gradient matmuls";
+      removed[size_t(mx)] = removed[size_t(mw)] = true;
+      ++with_gradients;
+    } else {
+      ce.op = OpId::linear_cross_entropy;
+      ce.outputs = {ce.outputs[0], dlogits};
+      ce.fused = "linear+cross-entropy";
+    }
   }
   if (count) g.remove_nodes(removed);
   counts["linear+cross-entropy"] += count;
+  if (with_gradients) counts["output layer gradients"] += with_gradients;
   return count;
 }
 
