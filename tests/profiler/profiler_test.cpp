@@ -64,6 +64,8 @@ TEST(Profiler, OpsHaveShapesFlopsAndSelfTime) {
   ops::linear(a, lw, lb);
   dispatch::call<OpId::linear_cross_entropy>(
       {a, lw, Tensor::from_vector(std::vector<int64_t>{0, 5, 2, 1, 3}, {5}), Tensor::scalar(1.0)});
+  dispatch::call<OpId::linear_cross_entropy_grads>(
+      {a, lw, Tensor::from_vector(std::vector<int64_t>{0, 5, 2, 1, 3}, {5}), Tensor::scalar(1.0)});
   {
     // A decomposition records the ops it is made of inside it.
     dispatch::ForceDecomposition composed(OpId::sigmoid_backward);
@@ -83,6 +85,9 @@ TEST(Profiler, OpsHaveShapesFlopsAndSelfTime) {
   auto head = ops_named(r, "linear_cross_entropy");  // the fused output layer counts its GEMM
   ASSERT_EQ(head.size(), 1u);
   EXPECT_DOUBLE_EQ(head[0]->flops, 2.0 * 5 * 6 * 7);
+  auto grads = ops_named(r, "linear_cross_entropy_grads");  // that GEMM and the gradient's two
+  ASSERT_EQ(grads.size(), 1u);
+  EXPECT_DOUBLE_EQ(grads[0]->flops, 3 * 2.0 * 5 * 6 * 7);
 
   auto outer = ops_named(r, "sigmoid_backward");
   ASSERT_EQ(outer.size(), 1u);
