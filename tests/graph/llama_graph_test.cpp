@@ -177,6 +177,18 @@ TEST_F(LlamaGraph, TransformerPatternsBeforeAndAfterThePasses) {
   EXPECT_EQ(before["matmul"], 2 * (7 * layers + 1));
   EXPECT_EQ(after["matmul"], 2 * 7 * layers);
   EXPECT_GT(report.overwrites, 0);  // gradient sums over a dying term
+  // RoPE's backward writes dq and dk as the q and k projections' gradients want them ([B, T, H,
+  // D]) and attention's backward writes dv in v's layout: no copy of either is left.
+  EXPECT_EQ(report.fusions["rope+transpose"], 2 * layers);
+  for (const Node& n : g->nodes) {
+    if (n.op != OpId::copy) continue;
+    const int from = g->values[size_t(n.inputs[0].value)].producer;
+    if (from < 0) continue;
+    const OpId src = g->nodes[size_t(from)].op;
+    EXPECT_TRUE(src != OpId::rotary_embedding_backward && src != OpId::attention_backward &&
+                src != OpId::rotary_embedding)
+        << "a copy of " << op_name(src) << "'s result is left";
+  }
   // Without that fusion, dlogits are written over the logits, which die at cross-entropy's
   // backward.
   PassReport unfused = optimize(unfused_head, {.linear_cross_entropy = false});

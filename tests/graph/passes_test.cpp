@@ -594,6 +594,47 @@ TEST(GraphPasses, ResidualAddAndRmsNormFuseForwardAndBackward) {
   expect_close(replay(g, {x, y, dy, dres}), eager, 1e-6);
 }
 
+// RoPE and its backward write [B, H, T, D]; autograd copies dq and dk into [B, T, H, D] for the
+// projection's gradient. The copy goes into the op, which reads every operand (cos and sin of
+// rank 2 and 4 broadcast) through the same permutation: no copy left, the results bit-equal.
+// A rotary result read elsewhere too, a copy to another dtype and a plain copy stay.
+TEST(GraphPasses, RopeWritesItsTransposingCopysResult) {
+  manual_seed(31);
+  const int64_t b = 2, t = 5, h = 3, d = 8;
+  Tensor x = randn({b, t, h, d}), dy = randn({b, h, t, d});
+  Tensor cos2 = randn({t, d}), sin2 = randn({t, d});
+  Tensor cos4 = randn({1, 1, t, d}), sin4 = randn({1, 1, t, d});
+  auto fn = [&] {
+    Tensor q = ops::rotary_embedding(x.transpose(1, 2), cos2, sin2);  // [B, H, T, D]
+    Tensor q_bthd = q.transpose(1, 2).contiguous();                   // folded
+    Tensor dq = dispatch::call1<OpId::rotary_embedding_backward>({dy, cos4, sin4});
+    Tensor dq_bthd = dq.transpose(1, 2).contiguous();  // folded
+    Tensor k = ops::rotary_embedding(x.transpose(1, 2), cos4, sin4);
+    Tensor k_bthd = k.transpose(1, 2).contiguous();  // k is returned too: stays
+    Tensor dk = dispatch::call1<OpId::rotary_embedding_backward>({dy, cos2, sin2});
+    Tensor dk_f64 = dk.transpose(1, 2).to(DType::f64);  // another dtype: stays
+    Tensor r = ops::rotary_embedding(dy, cos2, sin2);
+    Tensor r_copy = r.clone();  // not a permutation: reuse_in_place's, stays here
+    return std::vector<Tensor>{q_bthd, dq_bthd, k, k_bthd, dk_f64, r_copy};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x, dy}, {{"cos2", cos2}, {"sin2", sin2}, {"cos4", cos4}, {"sin4", sin4}});
+  dump("before", g);
+  expect_counts(
+      g, {{OpId::rotary_embedding, 3}, {OpId::rotary_embedding_backward, 2}, {OpId::copy, 5}});
+  FusionCounts counts;
+  EXPECT_EQ(fold_transposing_copies(g, counts), 2);
+  dump("after", g);
+  EXPECT_EQ(counts["rope+transpose"], 2);
+  expect_counts(
+      g, {{OpId::rotary_embedding, 3}, {OpId::rotary_embedding_backward, 2}, {OpId::copy, 3}});
+  std::vector<Tensor> replayed = replay(g, {x, dy});
+  expect_close(replayed, eager, 0);
+  EXPECT_EQ(replayed[0].shape(), (Shape{b, t, h, d}));
+  EXPECT_TRUE(replayed[0].is_contiguous());
+  EXPECT_TRUE(replayed[1].is_contiguous());
+}
+
 // A tied embedding's gradient: the output layer's [V, D] weight gradient plus the embedding's
 // scattered rows becomes one op; an embedding gradient read elsewhere too stays.
 TEST(GraphPasses, TiedEmbeddingGradientScatterAddsIntoTheOutputLayers) {

@@ -240,6 +240,40 @@ TEST(Attention, StridedInputs) {
       all_close(a, naive_attention(q, k, v, c, {.causal = true}).to(DType::f32), 1e-5, 1e-6));
 }
 
+// The backward's dk and dv take k's and v's layout where those view [B, S, H, D] buffers (a
+// projection split into heads), so autograd's transpose back and reshape need no copy; from
+// contiguous inputs they are contiguous. Values equal either way, across key blocks and with
+// the keys split over more threads than heads.
+TEST(Attention, KeyAndValueGradientsTakeTheirInputsLayout) {
+  const int before = context::get_num_threads();
+  for (int64_t s : {9, 150}) {
+    for (int threads : {1, 5}) {
+      SCOPED_TRACE("S " + std::to_string(s) + ", " + std::to_string(threads) + " threads");
+      context::set_num_threads(threads);
+      Tensor q = random_input({2, s, 4, 8}, DType::f32).transpose(1, 2);
+      Tensor k = random_input({2, s, 2, 8}, DType::f32).transpose(1, 2);
+      Tensor v = random_input({2, s, 2, 8}, DType::f32).transpose(1, 2);
+      Tensor dout = random_input({2, 4, s, 8}, DType::f32);
+      const AttentionAttrs attrs{.causal = true, .scale = 0.25};
+      auto grads = [&](const Tensor& kk, const Tensor& vv) {
+        auto fwd = dispatch::call<OpId::attention>({q, kk, vv, Tensor(), Tensor()}, attrs);
+        return dispatch::call<OpId::attention_backward>(
+            {dout, q, kk, vv, fwd[0], fwd[1], Tensor(), Tensor()}, attrs);
+      };
+      auto strided = grads(k, v);
+      auto plain = grads(k.contiguous(), v.contiguous());
+      EXPECT_EQ(strided[1].strides(), k.strides());
+      EXPECT_EQ(strided[2].strides(), v.strides());
+      EXPECT_TRUE(strided[2].transpose(1, 2).is_contiguous());
+      EXPECT_TRUE(plain[1].is_contiguous());
+      EXPECT_TRUE(plain[2].is_contiguous());
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_TRUE(all_close(strided[i], plain[i], 0, 0)) << "gradient " << i;
+    }
+  }
+  context::set_num_threads(before);
+}
+
 TEST(Attention, LowPrecisionInputsComputeInFloat32) {
   Tensor q = random_input({1, 2, 5, 8}, DType::f32), k = random_input({1, 2, 5, 8}, DType::f32);
   Tensor v = random_input({1, 2, 5, 8}, DType::f32);

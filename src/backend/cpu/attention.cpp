@@ -307,9 +307,9 @@ struct BackwardScratch {
 struct BackwardArgs {
   Operand dout, q, k, v, out;
   const void* lse;
-  void* dq;  // [B, Hq, T, D] contiguous, or per-chunk partials [chunks][B Hkv rows D]
-  void* dk;  // [B, Hkv, S, D] contiguous
-  void* dv;  // [B, Hkv, S, Dv] contiguous
+  void* dq;    // [B, Hq, T, D] contiguous, or per-chunk partials [chunks][B Hkv rows D]
+  Operand dk;  // [B, Hkv, S, D]: contiguous, or k's layout (below)
+  Operand dv;  // [B, Hkv, S, Dv]: contiguous, or v's layout
 };
 
 // The gradients from keys [k0, k1) of (b, kv): dK and dV of those keys, and their share of dQ
@@ -340,8 +340,6 @@ void backward_keys(const Geometry& g, const BackwardArgs& x, int64_t b, int64_t 
   }
   const T* kbase = x.k.row<T>(b, kv, 0);
   const T* vbase = x.v.row<T>(b, kv, 0);
-  T* dk_out = static_cast<T*>(x.dk) + (b * g.hkv + kv) * g.s * d;
-  T* dv_out = static_cast<T*>(x.dv) + (b * g.hkv + kv) * g.s * dv;
   for (int64_t j0 = k0; j0 < k1; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, k1 - j0);
     const T* kb = kbase + j0 * x.k.s2;
@@ -380,9 +378,23 @@ void backward_keys(const Geometry& g, const BackwardArgs& x, int64_t b, int64_t 
       block_gemm(true, false, nk, d, nq, T(1), dp, kKeyBlock, w.qs.data() + r0 * d, d, T(1),
                  w.dk.data(), d);
     }
-    std::copy(w.dk.begin(), w.dk.begin() + nk * d, dk_out + j0 * d);
-    std::copy(w.dv.begin(), w.dv.begin() + nk * dv, dv_out + j0 * dv);
+    for (int64_t j = 0; j < nk; ++j) {
+      std::copy_n(w.dk.data() + j * d, d, x.dk.row<T>(b, kv, j0 + j));
+      std::copy_n(w.dv.data() + j * dv, dv, x.dv.row<T>(b, kv, j0 + j));
+    }
   }
+}
+
+// The gradient of keys or values t [B, H, S, D]: laid out as t is where t views a [B, S, H, D]
+// buffer (the projection's output split into heads, as LLaMA's v), so that autograd's transpose
+// back and reshape into [B, S, H D] need no copy (PyTorch's rule: a gradient takes its input's
+// strides); otherwise contiguous.
+Tensor like_keys(const Tensor& t) {
+  const Shape& st = t.strides();
+  const int64_t b = t.size(0), h = t.size(1), s = t.size(2), d = t.size(3);
+  if (h > 1 && s > 1 && st[3] == 1 && st[1] == d && st[2] == h * d && st[0] == s * h * d)
+    return Tensor::empty({b, s, h, d}, t.dtype(), t.device()).transpose(1, 2);
+  return Tensor::empty({b, h, s, d}, t.dtype(), t.device());
 }
 
 // attention_backward(dout, q, k, v, out, lse, key_padding_mask?, attn_mask?) -> {dq, dk, dv}.
@@ -400,8 +412,7 @@ std::vector<Tensor> attention_backward_kernel(const std::vector<Tensor>& in,
   if (pad.defined()) g.pad = pad.data<bool>();
   if (mask.defined()) g.mask = operand(mask);
   Tensor dq = Tensor::empty({g.batch, g.hq, g.t, g.d}, q.dtype(), q.device());
-  Tensor dk = Tensor::empty({g.batch, g.hkv, g.s, g.d}, q.dtype(), q.device());
-  Tensor dv = Tensor::empty({g.batch, g.hkv, g.s, g.dv}, q.dtype(), q.device());
+  Tensor dk = like_keys(k), dv = like_keys(v);
   const int64_t heads = g.batch * g.hkv;
   const int64_t key_blocks = (g.s + kKeyBlock - 1) / kKeyBlock;
   const bool parallel = q.dtype() == DType::f32;
@@ -410,8 +421,8 @@ std::vector<Tensor> attention_backward_kernel(const std::vector<Tensor>& in,
                                   : 1;
   // dQ partials [chunks][B, Hkv, rows, D] when keys are split, else dq's rows directly.
   Tensor partial = chunks > 1 ? Tensor::zeros({chunks, heads, g.rows, g.d}, q.dtype()) : Tensor();
-  BackwardArgs args{operand(dout),  operand(q), operand(k),    operand(v),   operand(out),
-                    lse.raw_data(), nullptr,    dk.raw_data(), dv.raw_data()};
+  BackwardArgs args{operand(dout),  operand(q), operand(k),  operand(v), operand(out),
+                    lse.raw_data(), nullptr,    operand(dk), operand(dv)};
   visit_float(q.dtype(), "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     T* pdq = dq.data<T>();

@@ -37,7 +37,7 @@ int write_over_dying_inputs(Graph& g);
 
 // Fusions; `counts` gains one entry per fused group, by kind ("conv+relu", "bn+relu",
 // "bn+relu backward", "maxpool+relu", "conv+relu+maxpool", "add+rmsnorm", "rmsnorm backward+add",
-// "linear+cross-entropy", "elementwise", "optimizer").
+// "linear+cross-entropy", "rope+transpose", "elementwise", "optimizer").
 using FusionCounts = std::map<std::string, int>;
 // conv2d whose output only relu reads -> conv2d_relu (oneDNN post-op). relu's backward reads
 // relu's output, which the fused op still returns.
@@ -64,6 +64,11 @@ int fuse_residual_norm(Graph& g, FusionCounts& counts);
 // at the loss, making the loss and the logits' gradient in one pass over vocabulary tiles (the
 // gradient's matmuls stay). Needs the backward's seed at the loss (a folded constant).
 int fuse_linear_cross_entropy(Graph& g, FusionCounts& counts);
+// A copy whose only source is a row-wise op's result (RoPE and its backward), read with the
+// leading dims permuted (autograd's [B, H, T, D] -> [B, T, H, D] before a projection's gradient):
+// the op reads every operand through that permutation and writes the copy's result; the copy
+// goes ("rope+transpose").
+int fold_transposing_copies(Graph& g, FusionCounts& counts);
 // embedding_backward whose [V, D] result only an add with another [V, D] gradient reads (a tied
 // embedding: the output layer's weight gradient) -> embedding_backward_add.
 int fuse_embedding_grad(Graph& g, FusionCounts& counts);

@@ -16,6 +16,7 @@ PassReport optimize(Graph& g, const PassOptions& options) {
     fuse_pool_relu(g, r.fusions);
     if (options.conv_pool) fuse_conv_pool(g, r.fusions);
     fuse_residual_norm(g, r.fusions);
+    fold_transposing_copies(g, r.fusions);
     if (options.linear_cross_entropy) fuse_linear_cross_entropy(g, r.fusions);
     fuse_embedding_grad(g, r.fusions);
     fuse_elementwise(g, r.fusions);
