@@ -87,8 +87,8 @@ int fold_transposing_copies(Graph& g, FusionCounts& counts) {
       continue;
     const int j = readers[size_t(y)][0];
     const Node& c = g.nodes[size_t(j)];
-    if (c.op != OpId::copy || c.inputs.size() != 1 || c.inputs[0].value != y ||
-        !c.writes.empty() || c.outputs.size() != 1 || c.outputs[0] == kNoValue ||
+    if (c.op != OpId::copy || c.inputs.size() != 1 || c.inputs[0].value != y || !c.writes.empty() ||
+        c.outputs.size() != 1 || c.outputs[0] == kNoValue ||
         c.get<OpId::copy>().dtype != def.dtype || c.segment != n.segment)
       continue;
     const View& read = c.inputs[0].view;
