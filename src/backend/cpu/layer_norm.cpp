@@ -20,6 +20,8 @@ struct Rows {
 };
 
 const int64_t kRowGrain = 16;
+// Partial sums of a row reduction, as many as one AVX-512 register holds floats.
+constexpr int64_t kLanes = 16;
 
 // f(chunk, begin, end) over static chunks of [0, n), one per thread; the chunk index picks the
 // partial-sum buffer a chunk accumulates parameter gradients into.
@@ -105,36 +107,50 @@ std::vector<Tensor> layer_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
   Tensor dw = Tensor::empty({D}, x.dtype()), db = Tensor::empty({D}, x.dtype());
   const T* pdy = dy.data<T>();
   const T* px = x.data<T>();
-  const T* pw = w.defined() ? w.data<T>() : nullptr;
+  std::vector<T> ones(w.defined() ? 0 : size_t(D), T(1));  // as in rms_norm_bwd
+  const T* pw = w.defined() ? w.data<T>() : ones.data();
   const T* pm = mean.data<T>();
   const T* ps = rstd.data<T>();
   T* pdx = dx.data<T>();
   Partials<T> part(D, 2);
   int64_t chunks = chunked(r.R, [&](int64_t chunk, int64_t begin, int64_t end) {
-    T* acc_w = part.get(chunk, 0);
-    T* acc_b = part.get(chunk, 1);
+    T* __restrict acc_w = part.get(chunk, 0);
+    T* __restrict acc_b = part.get(chunk, 1);
     for (int64_t i = begin; i < end; ++i) {
       const T* p = px + i * D;
       const T* d = pdy + i * D;
       T* o = pdx + i * D;
       const T m = pm[i], rs = ps[i];
-      T a = 0, c = 0;  // sums of dxh and dxh * xhat
-#pragma omp simd reduction(+ : a, c)
-      for (int64_t j = 0; j < D; ++j) {
-        T xh = (p[j] - m) * rs;
-        T dxh = pw ? d[j] * pw[j] : d[j];
+      // The sums of dxh and dxh * xhat in kLanes partial sums each (see rms_norm_bwd).
+      T la[kLanes] = {}, lc[kLanes] = {};
+      int64_t j = 0;
+      for (; j + kLanes <= D; j += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) {
+          const T dxh = d[j + l] * pw[j + l];
+          la[l] += dxh;
+          lc[l] += dxh * ((p[j + l] - m) * rs);
+        }
+      T a = 0, c = 0;
+      for (; j < D; ++j) {
+        const T dxh = d[j] * pw[j];
         a += dxh;
-        c += dxh * xh;
-        acc_w[j] += d[j] * xh;
-        acc_b[j] += d[j];
+        c += dxh * ((p[j] - m) * rs);
+      }
+      for (int64_t l = 0; l < kLanes; ++l) {
+        a += la[l];
+        c += lc[l];
+      }
+#pragma omp simd
+      for (int64_t k = 0; k < D; ++k) {
+        acc_w[k] += d[k] * ((p[k] - m) * rs);
+        acc_b[k] += d[k];
       }
       a /= T(D);
       c /= T(D);
 #pragma omp simd
-      for (int64_t j = 0; j < D; ++j) {
-        T xh = (p[j] - m) * rs;
-        T dxh = pw ? d[j] * pw[j] : d[j];
-        o[j] = rs * (dxh - a - xh * c);
+      for (int64_t k = 0; k < D; ++k) {
+        T xh = (p[k] - m) * rs;
+        o[k] = rs * (d[k] * pw[k] - a - xh * c);
       }
     }
   });
@@ -230,31 +246,38 @@ std::vector<Tensor> rms_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
   Tensor dw = Tensor::empty({D}, DTypeOf<C>::value);
   const TO* pdy = dy.data<TO>();
   const TX* px = x.data<TX>();
-  const C* pw = w.defined() ? w.data<C>() : nullptr;
+  // Without a weight, ones: the loops below then have no branch and vectorise (the row's
+  // reduction ran as a scalar chain with one; dy * 1 is exact, so the results are unchanged).
+  std::vector<C> ones(w.defined() ? 0 : size_t(D), C(1));
+  const C* pw = w.defined() ? w.data<C>() : ones.data();
   const C* ps = rstd.data<C>();
   TX* pdx = dx.data<TX>();
   Partials<C> part(D, 1);
   int64_t chunks = chunked(r.R, [&](int64_t chunk, int64_t begin, int64_t end) {
-    C* acc_w = part.get(chunk, 0);
+    C* __restrict acc_w = part.get(chunk, 0);
     for (int64_t i = begin; i < end; ++i) {
       const TX* p = px + i * D;
       const TO* d = pdy + i * D;
       TX* o = pdx + i * D;
       const C rs = ps[i];
+      // The row's sum in kLanes partial sums (GCC left `omp simd reduction` here a scalar add
+      // chain: one dependent add per element).
+      C lane[kLanes] = {};
+      int64_t j = 0;
+      for (; j + kLanes <= D; j += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l)
+          lane[l] += C(load(d[j + l])) * pw[j + l] * (C(load(p[j + l])) * rs);
       C c = 0;
-#pragma omp simd reduction(+ : c)
-      for (int64_t j = 0; j < D; ++j) {
-        C dj = C(load(d[j])), xh = C(load(p[j])) * rs;
-        c += (pw ? dj * pw[j] : dj) * xh;
-        acc_w[j] += dj * xh;
-      }
+      for (; j < D; ++j) c += C(load(d[j])) * pw[j] * (C(load(p[j])) * rs);
+      for (int64_t l = 0; l < kLanes; ++l) c += lane[l];
+#pragma omp simd
+      for (int64_t k = 0; k < D; ++k) acc_w[k] += C(load(d[k])) * (C(load(p[k])) * rs);
       c /= C(D);
       if (pr) {
         const TX* res = pr + i * D;
 #pragma omp simd
         for (int64_t j = 0; j < D; ++j) {
-          C dj = C(load(d[j]));
-          C dxh = pw ? dj * pw[j] : dj;
+          C dxh = C(load(d[j])) * pw[j];
           o[j] =
               store<TX>(C(load(store<TX>(rs * (dxh - C(load(p[j])) * rs * c)))) + C(load(res[j])));
         }
@@ -262,8 +285,7 @@ std::vector<Tensor> rms_norm_bwd(const std::vector<Tensor>& in, int64_t D) {
       }
 #pragma omp simd
       for (int64_t j = 0; j < D; ++j) {
-        C dj = C(load(d[j]));
-        C dxh = pw ? dj * pw[j] : dj;
+        C dxh = C(load(d[j])) * pw[j];
         o[j] = store<TX>(rs * (dxh - C(load(p[j])) * rs * c));
       }
     }
