@@ -10,6 +10,7 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -123,6 +124,22 @@ struct Geometry {
   }
 };
 
+// The max of x[0, n) (-inf when n = 0) in 16 partial maxima: GCC left `omp simd
+// reduction(max)` here a scalar chain.
+template <typename T>
+T block_max(const T* x, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  T lane[kLanes];
+  std::fill(lane, lane + kLanes, kNegInf<T>);
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+  T m = kNegInf<T>;
+  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
+  for (int64_t l = 0; l < kLanes; ++l) m = lane[l] > m ? lane[l] : m;
+  return m;
+}
+
 // Scores of rows [r0, r0 + nq) against keys [j0, j0 + nk) of (b, kv), in place in sc
 // [nq, ldsc]: the additive mask added, masked keys -inf.
 template <typename T>
@@ -186,11 +203,12 @@ void forward_block(const Geometry& g, const Operand& q, const Operand& k, const 
     block_gemm(false, true, nq, nk, d, T(1), w.qs.data(), d, kbase + j0 * k.s2, k.s2, T(0), sc,
                kKeyBlock);
     mask_block(g, b, kv, r0, nq, j0, nk, sc, kKeyBlock);
+    const bool diagonal = !g.causal_free(r0, r0 + nq, j0 + nk);
     for (int64_t i = 0; i < nq; ++i) {  // online softmax: rescale what came before
       T* row = sc + i * kKeyBlock;
-      T mx = kNegInf<T>;
-#pragma omp simd reduction(max : mx)
-      for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, row[j]);
+      // The keys the causal mask leaves this row: the rest of the block is -inf, p = 0 there.
+      const int64_t vis = diagonal ? std::clamp<int64_t>(g.last_key(r0 + i) + 1 - j0, 0, nk) : nk;
+      const T mx = block_max(row, vis);
       const T m_new = std::max(w.m[size_t(i)], mx);
       if (m_new == kNegInf<T>) {  // nothing visible yet: p = 0
         std::fill(row, row + nk, T(0));
@@ -199,11 +217,12 @@ void forward_block(const Geometry& g, const Operand& q, const Operand& k, const 
       const T alpha = exp_of(w.m[size_t(i)] - m_new);
       T sum = 0;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < nk; ++j) {
+      for (int64_t j = 0; j < vis; ++j) {
         const T p = exp_of(row[j] - m_new);
         row[j] = p;
         sum += p;
       }
+      std::fill(row + vis, row + nk, T(0));
       w.l[size_t(i)] = w.l[size_t(i)] * alpha + sum;
       w.m[size_t(i)] = m_new;
       if (alpha != T(1)) {
@@ -354,11 +373,15 @@ void backward_keys(const Geometry& g, const BackwardArgs& x, int64_t b, int64_t 
       block_gemm(false, true, nq, nk, d, T(1), w.qs.data() + r0 * d, d, kb, x.k.s2, T(0), p,
                  kKeyBlock);
       mask_block(g, b, kv, r0, nq, j0, nk, p, kKeyBlock);
+      const bool diagonal = !g.causal_free(r0, r0 + nq, j0 + nk);
       for (int64_t i = 0; i < nq; ++i) {  // P = exp(S - lse); masked and empty rows give 0
         T* row = p + i * kKeyBlock;
         const T l = w.lse[size_t(r0 + i)];
+        const int64_t vis =  // as in forward_block: the keys past the causal mask give 0
+            diagonal ? std::clamp<int64_t>(g.last_key(r0 + i) + 1 - j0, 0, nk) : nk;
 #pragma omp simd
-        for (int64_t j = 0; j < nk; ++j) row[j] = exp_of(row[j] - l);
+        for (int64_t j = 0; j < vis; ++j) row[j] = exp_of(row[j] - l);
+        std::fill(row + vis, row + nk, T(0));
       }
       // dV += P^T dO; dP = dO V^T
       block_gemm(true, false, nk, dv, nq, T(1), p, kKeyBlock, w.dout.data() + r0 * dv, dv, T(1),
