@@ -280,3 +280,25 @@ TEST(Unary, ErfMatchesStd) {
   for (size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(y[i], std::erf(xv[i]), 1e-15);
   EXPECT_TRUE(all_close(ops::erf(x.to(DType::f32)), ops::erf(x), 1e-6, 1e-7));
 }
+
+// The row max the softmax, cross-entropy and attention kernels share: the exact maximum at every
+// length around its 16 partial maxima (tails, the max in the tail or in the first element).
+TEST(Unary, RowMaxIsTheMaximumAtEveryLength) {
+  std::mt19937 gen(7);
+  std::normal_distribution<float> dist(0.0f, 10.0f);
+  for (int64_t n = 1; n <= 70; ++n) {
+    for (int64_t at : {int64_t(0), n / 2, n - 1}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = dist(gen);
+      x[size_t(at)] = 1000.0f + float(n);
+      EXPECT_EQ(cpu::simd::row_max(x.data(), n), 1000.0f + float(n)) << "n " << n << " at " << at;
+      std::vector<double> xd(x.begin(), x.end());
+      EXPECT_EQ(cpu::simd::row_max(xd.data(), n), double(1000.0f + float(n)));
+    }
+  }
+  const float ninf = -std::numeric_limits<float>::infinity();
+  std::vector<float> masked(33, ninf);
+  EXPECT_EQ(cpu::simd::row_max(masked.data(), 33), ninf);
+  masked[32] = -5.0f;
+  EXPECT_EQ(cpu::simd::row_max(masked.data(), 33), -5.0f);
+}

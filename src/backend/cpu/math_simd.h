@@ -158,15 +158,21 @@ ZENITH_SIMD_INLINE float normal_cdf(float x) {
   return select(x < 0.0f, half_erfc, 1.0f - half_erfc);
 }
 
-// max of x[0, n), n >= 1, vectorised (a select chain would be latency-bound). NaN is not
-// propagated: callers (softmax, cross-entropy) propagate it through exp and the sum instead.
+// max of x[0, n), n >= 1, in 16 partial maxima that vectorise (GCC left an `omp simd
+// reduction(max)` here a scalar select chain, latency-bound: ~1 cycle per element over a
+// 32000-class row). NaN is not propagated: callers (softmax, cross-entropy) propagate it through
+// exp and the sum instead.
 template <typename T>
 ZENITH_SIMD_INLINE T row_max(const T* x, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  T lane[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) lane[l] = x[0];
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] = lane[l] < x[i + l] ? x[i + l] : lane[l];
   T m = x[0];
-#if defined(_OPENMP)  // tests include this header without OpenMP
-#pragma omp simd reduction(max : m)
-#endif
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  for (; i < n; ++i) m = m < x[i] ? x[i] : m;
+  for (int64_t l = 0; l < kLanes; ++l) m = m < lane[l] ? lane[l] : m;
   return m;
 }
 
