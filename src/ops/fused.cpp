@@ -194,6 +194,13 @@ std::vector<Tensor> linear_cross_entropy_grads_composed(const std::vector<Tensor
   return {ce[0], dx, dw};
 }
 
+// (a, b, c): c + matmul(a, b), in c's shape.
+std::vector<Tensor> matmul_add_composed(const std::vector<Tensor>& in, const NoAttrs&) {
+  ZENITH_CHECK(in.size() == 3, "[matmul_add] expected 3 inputs, got ", in.size());
+  Tensor product = dispatch::call1<OpId::matmul>({in[0], in[1]});
+  return {dispatch::call1<OpId::add>({in[2], product.reshape(in[2].shape())})};
+}
+
 }  // namespace
 
 ZENITH_REGISTER_DECOMPOSITION(conv2d_relu, conv2d_relu_composed);
@@ -212,5 +219,6 @@ ZENITH_REGISTER_DECOMPOSITION(rms_norm_add_backward, rms_norm_add_backward_compo
 ZENITH_REGISTER_DECOMPOSITION(embedding_backward_add, embedding_backward_add_composed);
 ZENITH_REGISTER_DECOMPOSITION(linear_cross_entropy, linear_cross_entropy_composed);
 ZENITH_REGISTER_DECOMPOSITION(linear_cross_entropy_grads, linear_cross_entropy_grads_composed);
+ZENITH_REGISTER_DECOMPOSITION(matmul_add, matmul_add_composed);
 
 }  // namespace zenith::ops

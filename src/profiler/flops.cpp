@@ -25,8 +25,9 @@ double op_flops(const dispatch::OpEvent& event) {
       return conv_flops(event.attrs.get<OpId::conv2d_relu_max_pool>());
     case OpId::conv2d_relu_max_pool_backward:
       return conv_flops(event.attrs.get<OpId::conv2d_relu_max_pool_backward>());
-    case OpId::matmul:  // (a [.., n, k], b [.., k, m]) -> [.., n, m]
-    case OpId::linear:  // (x [M, in], weight [out, in]) -> [M, out]
+    case OpId::matmul:      // (a [.., n, k], b [.., k, m]) -> [.., n, m]
+    case OpId::matmul_add:  // (a [n, k], b [k, m], c) -> [n m elements]
+    case OpId::linear:      // (x [M, in], weight [out, in]) -> [M, out]
       if (event.inputs.empty() || event.outputs.empty() || !event.inputs[0].defined() ||
           event.inputs[0].dim() < 1)
         return 0;

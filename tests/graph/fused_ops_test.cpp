@@ -33,7 +33,8 @@ TEST(GraphFusedOps, KernelsEqualTheirDecompositions) {
                         OpId::linear_cross_entropy,
                         OpId::max_pool2d_relu,
                         OpId::max_pool2d_relu_backward,
-                        OpId::linear_cross_entropy_grads};
+                        OpId::linear_cross_entropy_grads,
+                        OpId::matmul_add};
   for (OpId op : fused) {
     ASSERT_TRUE(dispatch::has_kernel(op, DeviceType::CPU)) << op_name(op);
     ASSERT_TRUE(dispatch::has_decomposition(op)) << op_name(op);

@@ -751,6 +751,49 @@ TEST(GraphPasses, OutputLayerAndItsLossFuseIntoLinearCrossEntropy) {
   h.requires_grad_(true);
 }
 
+// A gradient sum of three products (the input gradient of q/k/v projections): each later matmul
+// accumulates onto the sum so far (matmul_add), in place where that dies; a product also read
+// elsewhere, and a sum whose other term broadcasts, keep their add.
+TEST(GraphPasses, GradientSumsAccumulateInTheirMatmuls) {
+  manual_seed(21);
+  Tensor dq = randn({6, 4}), dk = randn({6, 4}), dv = randn({6, 4}), wq = randn({4, 5}),
+         wk = randn({4, 5}), wv = randn({4, 5}), row = randn({5});
+  auto fn = [&] {
+    Tensor sum =
+        ops::add(ops::add(ops::matmul(dq, wq), ops::matmul(dk.t().t(), wk)), ops::matmul(dv, wv));
+    Tensor shared = ops::matmul(dq, wk);
+    Tensor twice = ops::add(ops::add(ops::matmul(dk, wv), shared), shared);
+    Tensor broadcast = ops::add(row, ops::matmul(dv, wq));
+    return std::vector<Tensor>{ops::mul(sum, Tensor::scalar(2.0)), twice, broadcast};
+  };
+  std::vector<Tensor> eager = fn();
+  const std::vector<Tensor> in = {dq, dk, dv};
+  const test::State state = {{"wq", wq}, {"wk", wk}, {"wv", wv}, {"row", row}};
+  Graph g = capture(fn, in, state);
+  dump("before", g);
+  expect_counts(g, {{OpId::matmul, 6}, {OpId::add, 5}});
+  FusionCounts counts;
+  EXPECT_EQ(fuse_matmul_add(g, counts), 3);
+  dump("after", g);
+  EXPECT_EQ(counts["matmul+add"], 3);
+  // sum: two of its three products fused; twice: matmul(dk, wv) into the first add (shared is
+  // read twice, so its adds stay); broadcast: unfused.
+  expect_counts(g, {{OpId::matmul_add, 3}, {OpId::matmul, 3}, {OpId::add, 2}});
+  for (const Node& n : g.nodes)
+    if (n.op == OpId::matmul_add) EXPECT_EQ(n.fused, "matmul+add");
+  expect_close(replay(g, in), eager, 1e-5);
+  // In place: the sum so far dies at each of sum's matmul_adds, which write over it (shared is
+  // read again after twice's).
+  write_over_dying_inputs(g);
+  int over = 0;
+  for (const Node& n : g.nodes)
+    if (n.op == OpId::matmul_add && n.overwrites == 2) ++over;
+  EXPECT_EQ(over, 2);
+  size_t overwritten = 0;
+  planned_arena(g, in, eager, 1e-5, &overwritten);
+  EXPECT_GE(overwritten, 2u);
+}
+
 TEST(GraphPasses, NeverFusesTwoMatmuls) {
   manual_seed(13);
   Tensor x = randn({8, 8}), w1 = randn({8, 8}), w2 = randn({8, 8});

@@ -57,7 +57,7 @@ bool graph_fused_op(OpId op) {
          op == OpId::embedding_backward_add || op == OpId::linear_cross_entropy ||
          op == OpId::linear_cross_entropy_grads || op == OpId::max_pool2d_relu ||
          op == OpId::max_pool2d_relu_backward || op == OpId::conv2d_relu_max_pool ||
-         op == OpId::conv2d_relu_max_pool_backward;
+         op == OpId::conv2d_relu_max_pool_backward || op == OpId::matmul_add;
 }
 
 }  // namespace

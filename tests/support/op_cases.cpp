@@ -546,6 +546,15 @@ void add_graph_fused(std::vector<OpCase>& cases) {
        },
        {random_input({3, 5}), random_input({3, 5}), random_input({5}), random_input({3, 5})},
        Check::kForward});
+  // A gradient sum's matmul onto the sum so far: a transposed operand (a gradient's view), c in
+  // the shape the sum has ([2, 2, 5] from [4, 3] x [3, 5]).
+  cases.push_back({"matmul_add transposed a",
+                   {OpId::matmul_add},
+                   [](const std::vector<Tensor>& x) {
+                     return dispatch::call1<OpId::matmul_add>({x[0].transpose(0, 1), x[1], x[2]});
+                   },
+                   {random_input({3, 4}), random_input({3, 5}), random_input({2, 2, 5})},
+                   Check::kForward});
   cases.push_back(
       {"embedding_backward_add repeated rows",
        {OpId::embedding_backward_add},

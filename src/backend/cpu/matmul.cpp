@@ -116,6 +116,33 @@ std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const NoAttrs&)
   return {out};
 }
 
+// matmul_add(a [n, k], b [k, m], c [.., m]) -> c + a b in c's shape, float32/float64 of one
+// dtype: c copied into the result (nothing to copy where graph mode's memory plan put the result
+// over c), then the product accumulated onto it by the gemm (beta = 1), so the sum needs no pass
+// of its own. It rounds as the gemm does, not as add(c, matmul(a, b)) (within 1e-6 relative).
+std::vector<Tensor> matmul_add_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
+  ZENITH_CHECK(in.size() == 3, "[matmul_add] expected 3 inputs, got ", in.size());
+  const Tensor &a = in[0], &b = in[1];
+  const Tensor c = in[2].contiguous();
+  ZENITH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0) && c.dim() >= 1 &&
+                   c.numel() == a.size(0) * b.size(1) && c.size(-1) == b.size(1) &&
+                   a.dtype() == b.dtype() && c.dtype() == a.dtype(),
+               "[matmul_add] a ", shape_str(a.shape()), " ", dtype_name(a.dtype()), ", b ",
+               shape_str(b.shape()), " ", dtype_name(b.dtype()), " and c ", shape_str(c.shape()),
+               " ", dtype_name(c.dtype()), ": expected [n, k], [k, m] and n m elements ending in m",
+               ", one dtype");
+  const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+  Tensor out = Tensor::empty(c.shape(), c.dtype(), c.device());
+  MatrixArg ma = matrix_arg(a), mb = matrix_arg(b);
+  if (out.raw_data() != c.raw_data()) out.copy_(c);
+  visit_float(a.dtype(), "matmul_add", [&](auto tag) {
+    using T = decltype(tag);
+    gemm(ma.trans, mb.trans, n, m, k, T(1), ma.t.template data<T>(), ma.ld, mb.t.template data<T>(),
+         mb.ld, T(1), out.data<T>(), m);
+  });
+  return {out};
+}
+
 // Starts the `rows` rows [outs] of a float32 result as the bias (float32 or 16-bit) for a gemm
 // that accumulates onto them; returns that gemm's beta (0: no bias).
 float start_with_bias(const Tensor& bias, float* po, int64_t rows, int64_t outs) {
@@ -170,6 +197,7 @@ std::vector<Tensor> linear_kernel(const std::vector<Tensor>& in, const NoAttrs&)
 }
 
 ZENITH_REGISTER_KERNEL(matmul, CPU, matmul_kernel);
+ZENITH_REGISTER_KERNEL(matmul_add, CPU, matmul_add_kernel);
 ZENITH_REGISTER_KERNEL(linear, CPU, linear_kernel);
 
 }  // namespace

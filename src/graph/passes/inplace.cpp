@@ -86,6 +86,9 @@ constexpr Overwritable kOverwritable[] = {
     // A tied embedding's gradient over the output layer's (cpu/index.cpp): row r is base[r]
     // plus its tokens' rows; written in place, only the token rows are touched.
     {OpId::embedding_backward_add, 2},
+    // A gradient sum's matmul onto the sum so far (cpu/matmul.cpp): c becomes the result, the
+    // gemm accumulating onto it (beta 1).
+    {OpId::matmul_add, 2},
     // dx over x, whose values pooling's backward never reads (cpu/pool.cpp: the max pool's
     // workspace or indices say where dy goes; x gives only the shape). Max pooling's backward
     // gets x itself only from a caller other than ops::max_pool2d (which passes a stand-in).

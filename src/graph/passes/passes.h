@@ -72,6 +72,10 @@ int fold_transposing_copies(Graph& g, FusionCounts& counts);
 // embedding_backward whose [V, D] result only an add with another [V, D] gradient reads (a tied
 // embedding: the output layer's weight gradient) -> embedding_backward_add.
 int fuse_embedding_grad(Graph& g, FusionCounts& counts);
+// add(c, matmul(a, b)) whose product only the add reads (a gradient sum: the input gradients of
+// a tensor several linears read) -> matmul_add(a, b, c), the gemm accumulating onto c
+// ("matmul+add").
+int fuse_matmul_add(Graph& g, FusionCounts& counts);
 // Chains and trees of elementwise ops over one shape (0-d scalars and trailing-dim broadcasts
 // allowed), and a full sum at their end, -> one fused_elementwise loop. Never fuses a GEMM or
 // convolution. Transformer patterns (residual adds, SwiGLU's silu * gate, the scale and mask

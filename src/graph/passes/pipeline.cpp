@@ -19,6 +19,7 @@ PassReport optimize(Graph& g, const PassOptions& options) {
     fold_transposing_copies(g, r.fusions);
     if (options.linear_cross_entropy) fuse_linear_cross_entropy(g, r.fusions);
     fuse_embedding_grad(g, r.fusions);
+    fuse_matmul_add(g, r.fusions);
     fuse_elementwise(g, r.fusions);
     fuse_optimizer_updates(g, r.fusions);
   }

@@ -4,6 +4,7 @@
 // become ready at the same node (conv2d_backward_weights' weight and bias, ...), each still one
 // kernel over its group. With the gradients not left in .grad (Options::update_in_backward),
 // each gradient's buffer dies at its update, so the step never holds all gradients at once.
+#include <algorithm>
 #include <map>
 
 #include "graph/passes/passes.h"
@@ -58,7 +59,7 @@ int schedule_updates_early(Graph& g) {
           bool touches = false;
           for (const Operand& in : other.inputs) touches = touches || in.value == o.value;
           for (ValueId out : other.outputs) touches = touches || out == o.value;
-          if (touches) last = int(j);
+          if (touches) last = std::max(last, int(j));  // the latest over all operands
         }
       }
       return last;
