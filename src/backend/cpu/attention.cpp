@@ -124,22 +124,6 @@ struct Geometry {
   }
 };
 
-// The max of x[0, n) (-inf when n = 0) in 16 partial maxima: GCC left `omp simd
-// reduction(max)` here a scalar chain.
-template <typename T>
-T block_max(const T* x, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  T lane[kLanes];
-  std::fill(lane, lane + kLanes, kNegInf<T>);
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
-  T m = kNegInf<T>;
-  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
-  for (int64_t l = 0; l < kLanes; ++l) m = lane[l] > m ? lane[l] : m;
-  return m;
-}
-
 // Scores of rows [r0, r0 + nq) against keys [j0, j0 + nk) of (b, kv), in place in sc
 // [nq, ldsc]: the additive mask added, masked keys -inf.
 template <typename T>
@@ -208,7 +192,7 @@ void forward_block(const Geometry& g, const Operand& q, const Operand& k, const 
       T* row = sc + i * kKeyBlock;
       // The keys the causal mask leaves this row: the rest of the block is -inf, p = 0 there.
       const int64_t vis = diagonal ? std::clamp<int64_t>(g.last_key(r0 + i) + 1 - j0, 0, nk) : nk;
-      const T mx = block_max(row, vis);
+      const T mx = vis > 0 ? simd::row_max(row, vis) : kNegInf<T>;
       const T m_new = std::max(w.m[size_t(i)], mx);
       if (m_new == kNegInf<T>) {  // nothing visible yet: p = 0
         std::fill(row, row + nk, T(0));
