@@ -24,6 +24,29 @@ TEST(Swiglu, Float32MatchesFloat64AndGradients) {
   EXPECT_TRUE(backward_matches_f64(f, in));
 }
 
+// The float32 kernels' contiguous runs (512-bit vectors on AVX-512 hosts, 256-bit otherwise)
+// at every length across two vectors' tails and a long run, against the float64 kernels.
+TEST(Swiglu, ContiguousKernelsMatchFloat64AtEveryLength) {
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 70; ++n) lengths.push_back(n);
+  lengths.push_back(3 * 1024 + 5);
+  for (int64_t n : lengths) {
+    SCOPED_TRACE(n);
+    Tensor g = random_input({n}, DType::f64, false, -12, 12), u = random_input({n}, DType::f64);
+    Tensor dy = random_input({n}, DType::f64);
+    Tensor gf = g.to(DType::f32), uf = u.to(DType::f32), dyf = dy.to(DType::f32);
+    // The references from the float32 inputs, so only the kernels' arithmetic differs.
+    Tensor g64 = gf.to(DType::f64), u64 = uf.to(DType::f64), dy64 = dyf.to(DType::f64);
+    Tensor y = dispatch::call<OpId::swiglu>({gf, uf})[0];
+    Tensor y64 = dispatch::call<OpId::swiglu>({g64, u64})[0];
+    EXPECT_TRUE(all_close(y.to(DType::f64), y64, 1e-6, 1e-6));
+    auto grads = dispatch::call<OpId::swiglu_backward>({dyf, gf, uf});
+    auto grads64 = dispatch::call<OpId::swiglu_backward>({dy64, g64, u64});
+    EXPECT_TRUE(all_close(grads[0].to(DType::f64), grads64[0], 1e-6, 1e-6));
+    EXPECT_TRUE(all_close(grads[1].to(DType::f64), grads64[1], 1e-6, 1e-6));
+  }
+}
+
 // gate and up as the two halves of one fused projection's output, and a broadcast gradient.
 TEST(Swiglu, FusedKernelsEqualDecompositionOnStridedInputs) {
   ASSERT_TRUE(dispatch::has_kernel(OpId::swiglu_backward, DeviceType::CPU));

@@ -1,10 +1,12 @@
 // SwiGLU kernels (the ops of src/ops/swiglu.cpp): out = silu(gate) up in one pass, and both
-// gradients in one more; float32 uses the vectorisable sigmoid of math_simd.h. gate and up may
-// be strided views (e.g. the two halves of one fused projection), dy may broadcast.
+// gradients in one more; float32 uses the vectorisable sigmoid of math_simd.h, in 512-bit
+// vectors where the CPU has AVX-512 (the build targets x86-64-v3). gate and up may be strided
+// views (e.g. the two halves of one fused projection), dy may broadcast.
 #include <cmath>
 
 #include "backend/cpu/loops.h"
 #include "backend/cpu/math_simd.h"
+#include "backend/cpu/onednn_layout.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
@@ -18,6 +20,36 @@ ZENITH_SIMD_INLINE T sigmoid_of(T x) {
     return T(1) / (T(1) + std::exp(-x));
 }
 
+// Contiguous runs of n elements: out = silu(g) u; and dg, du from dy.
+template <typename T>
+ZENITH_SIMD_INLINE void forward_run(T* o, const T* g, const T* u, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = g[i] * sigmoid_of(g[i]) * u[i];
+}
+template <typename T>
+ZENITH_SIMD_INLINE void backward_run(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T s = sigmoid_of(g[i]);
+    dg[i] = dy[i] * u[i] * s * (T(1) + g[i] * (T(1) - s));
+    du[i] = dy[i] * g[i] * s;
+  }
+}
+
+#define ZENITH_AVX512 \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512")))
+// [8, 256, 768] float32, 2 AVX-512 cores, median us alone: forward 622 -> 316, backward 762 ->
+// 380 (1 core: 1225 -> 660, 1460 -> 753); in stories15M's seq 256 x batch 8 step (6 calls each,
+// graph mode) 7.1 -> 2.6 ms and 8.9 -> 3.8 ms.
+ZENITH_AVX512 void forward_run_avx512(float* o, const float* g, const float* u, int64_t n) {
+  forward_run(o, g, u, n);
+}
+ZENITH_AVX512 void backward_run_avx512(float* dg, float* du, const float* dy, const float* g,
+                                       const float* u, int64_t n) {
+  backward_run(dg, du, dy, g, u, n);
+}
+#undef ZENITH_AVX512
+
 // swiglu(gate, up) -> silu(gate) up
 std::vector<Tensor> swiglu_kernel(const std::vector<Tensor>& in, const NoAttrs&) {
   const Tensor &gate = in[0], &up = in[1];
@@ -28,14 +60,15 @@ std::vector<Tensor> swiglu_kernel(const std::vector<Tensor>& in, const NoAttrs&)
     T* o = out.data<T>();
     const T* g = gate.data<T>();
     const T* u = up.data<T>();
+    const bool wide = std::is_same_v<T, float> && onednn_has_avx512();
     loop.run([&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
       T* op = o + off[0];
       const T* gp = g + off[1];
       const T* up_ = u + off[2];
       if (st[1] == 1 && st[2] == 1) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) op[i] = gp[i] * sigmoid_of(gp[i]) * up_[i];
-        return;
+        if constexpr (std::is_same_v<T, float>)
+          if (wide) return forward_run_avx512(op, gp, up_, n);
+        return forward_run(op, gp, up_, n);
       }
       for (int64_t i = 0; i < n; ++i) {
         const T gv = gp[i * st[1]];
@@ -63,20 +96,17 @@ std::vector<Tensor> swiglu_backward_kernel(const std::vector<Tensor>& in, const 
     const T* d = dy.data<T>();
     const T* g = gate.data<T>();
     const T* u = up.data<T>();
+    const bool wide = std::is_same_v<T, float> && onednn_has_avx512();
     loop.run([&](const std::array<int64_t, 5>& off, int64_t n, const std::array<int64_t, 5>& st) {
       T* dgp = dg + off[0];
       T* dup_ = du + off[1];
       const T* dp = d + off[2];
       const T* gp = g + off[3];
       const T* upp = u + off[4];
-      if (st[2] == 1 && st[3] == 1 && st[4] == 1) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) {
-          const T s = sigmoid_of(gp[i]);
-          dgp[i] = dp[i] * upp[i] * s * (T(1) + gp[i] * (T(1) - s));
-          dup_[i] = dp[i] * gp[i] * s;
-        }
-        return;
+      if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1 && st[4] == 1) {
+        if constexpr (std::is_same_v<T, float>)
+          if (wide) return backward_run_avx512(dgp, dup_, dp, gp, upp, n);
+        return backward_run(dgp, dup_, dp, gp, upp, n);
       }
       for (int64_t i = 0; i < n; ++i) {
         const T gv = gp[i * st[3]], dv = dp[i * st[2]];
