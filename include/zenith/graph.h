@@ -69,10 +69,11 @@ struct Options {
   // One arena per graph, planned from its first replay. The tensors a replay hands out (the
   // loss, the gradients) live in it until the next replay of that graph: clone() to keep them.
   bool plan_memory = true;
-  // Optimizer in the backward (torchtune's optimizer_in_bwd): each parameter's update runs as
-  // soon as its gradient is final and its buffer is reused, so a replay never holds every
-  // gradient at once; replays then leave no gradients in .grad. Only for steps whose host code
-  // runs every phase (no skipped update, no gradient read between backward and update).
+  // Optimizer in the backward (torchtune's optimizer_in_bwd): a parameter's update runs as soon
+  // as its gradient is final and its buffer is reused, where that lowers the replay's peak
+  // memory (the others run after the backward, in one pass); replays then leave no gradients
+  // in .grad. Only for steps whose host code runs every phase (no skipped update, no gradient
+  // read between backward and update).
   bool update_in_backward = false;
   // Where capture lines and fallback reasons go (default: stdout).
   std::function<void(const std::string&)> log;

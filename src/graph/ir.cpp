@@ -230,6 +230,14 @@ size_t Graph::peak_intermediate_bytes() const {
   return peak;
 }
 
+size_t Graph::peak_intermediate_bytes(const std::function<size_t(const Node&)>& workspace) const {
+  size_t peak = 0;
+  sweep_live(*this, [&](int n, size_t live, const std::vector<bool>&) {
+    peak = std::max(peak, live + workspace(nodes[size_t(n)]));
+  });
+  return peak;
+}
+
 std::vector<ValueId> Graph::live_at_peak(int* node) const {
   size_t peak = 0;
   std::vector<ValueId> out;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -121,6 +122,9 @@ struct Graph {
   // in node order (what eager mode holds, without allocator rounding); an output written over
   // an input (Node::overwrites) adds nothing.
   size_t peak_intermediate_bytes() const;
+  // The same with each node's workspace (bytes its kernel holds while it runs, beyond its
+  // outputs) counted at that node.
+  size_t peak_intermediate_bytes(const std::function<size_t(const Node&)>& workspace) const;
   // The intermediate values alive at that peak (the first node where it is reached), and the
   // node.
   std::vector<ValueId> live_at_peak(int* node = nullptr) const;

@@ -218,7 +218,7 @@ void StepRun::finish() {
     const auto t0 = Clock::now();
     auto report = std::make_unique<CaptureReport>();
     report->ops = int(graph->nodes.size());
-    report->activations_before = graph->peak_intermediate_bytes();
+    report->activations_before = graph->peak_intermediate_bytes(kernel_workspace_bytes);
     // With the updates in the backward, the gradients die at their update (none left in .grad).
     if (c.options_.update_in_backward) graph->grads.clear();
     PassReport passes = optimize(
@@ -235,7 +235,7 @@ void StepRun::finish() {
     report->in_place = passes.in_place;
     report->overwrites = passes.overwrites;
     report->updates_in_backward = passes.updates_in_backward;
-    report->activations_after = graph->peak_intermediate_bytes();
+    report->activations_after = graph->peak_intermediate_bytes(kernel_workspace_bytes);
     report->live_at_peak = live_at_peak_groups(*graph, &report->peak_op);
     compiled->program = std::make_unique<Program>(*graph);
     if (c.options_.plan_memory) compiled->program->enable_memory_plan();

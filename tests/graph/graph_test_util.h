@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/capture.h"
+#include "graph/passes/passes.h"
 #include "graph/replay.h"
 #include "zenith/graph.h"
 #include "zenith/zenith.h"
@@ -96,6 +97,36 @@ inline std::optional<Graph> record_step(const std::vector<Tensor>& inputs, const
 }
 
 // The largest difference between two models' state (same names).
+// After schedule_updates_early: the update nodes placed in the backward ("... in backward") and
+// the one after it. Each early one must lower the peak (with the kernels' workspaces): moved to
+// just before the late one, its gradients alive until then, the peak rises.
+inline void expect_early_updates_lower_the_peak(const Graph& g, int* early, int* late) {
+  *early = *late = 0;
+  int after = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op != OpId::multi_adam_update && n.op != OpId::multi_momentum_update) continue;
+    const bool in_backward = n.fused.find("in backward") != std::string::npos;
+    *early += in_backward;
+    if (!in_backward) {
+      *late += 1;
+      after = int(i);
+    }
+  }
+  const size_t peak = g.peak_intermediate_bytes(kernel_workspace_bytes);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op != OpId::multi_adam_update && n.op != OpId::multi_momentum_update) continue;
+    if (n.fused.find("in backward") == std::string::npos || after < 0) continue;
+    Graph moved = g;
+    Node u = moved.nodes[i];
+    moved.nodes.erase(moved.nodes.begin() + int64_t(i));
+    moved.nodes.insert(moved.nodes.begin() + (after - 1), std::move(u));
+    moved.remove_nodes(std::vector<bool>(moved.nodes.size(), false));  // renumbers producers
+    EXPECT_GT(moved.peak_intermediate_bytes(kernel_workspace_bytes), peak) << "update at " << i;
+  }
+}
+
 inline double max_param_diff(const nn::Cell& a, const nn::Cell& b) {
   auto sa = a.state_dict(), sb = b.state_dict();
   double d = 0;

@@ -274,6 +274,52 @@ TEST_F(LlamaGraph, CheckpointedLayersEqualEager) {
 // AdamW in the backward (graph::Options::update_in_backward): the same training.
 TEST_F(LlamaGraph, UpdatesInTheBackwardEqualEager) { expect_equal_training(false, 20, "", true); }
 
+// Updates placed in the backward only where that lowers the peak: each one placed early would
+// raise it if moved after the backward. At stories15M's shape (V 32000, D 288, 6 layers, seq 64
+// x batch 2) the peak is the output layer's (its exps, 16 MB, before any layer's gradient
+// exists), so every update stays after the backward, as one AdamW over all parameters.
+TEST_F(LlamaGraph, UpdatesGoInTheBackwardOnlyWhereTheyLowerThePeak) {
+  for (bool stories : {false, true}) {
+    SCOPED_TRACE(stories ? "stories15M" : "tiny");
+    models::LlamaConfig c = tiny_config(true);
+    int64_t batch_size = 2, seq = 12;
+    if (stories) {
+      c.vocab_size = 32000;
+      c.hidden_size = 288;
+      c.intermediate_size = 768;
+      c.num_hidden_layers = 6;
+      c.num_attention_heads = 6;
+      c.num_key_value_heads = 6;
+      c.head_dim = 48;
+      c.max_position_embeddings = 256;
+      seq = 64;
+    }
+    manual_seed(0);
+    auto model = std::make_shared<models::Llama>(c);
+    model->train();
+    auto opt = nn::AdamW(model->trainable_params(), 1e-3, 0.9, 0.999, 1e-8, 0.01);
+    test::State state;
+    for (auto& p : model->named_parameters()) state.push_back(p);
+    for (auto& [k, v] : opt->state_dict()) state.push_back({"optimizer." + k, v});
+    Tensor ids = Tensor::randint(0, c.vocab_size, {batch_size, seq});
+    Tensor labels = Tensor::randint(0, c.vocab_size, {batch_size, seq});
+    std::optional<Graph> g = test::record_step({ids, labels}, state, *opt, [&] {
+      return models::causal_lm_loss(model->forward(ids), labels);
+    });
+    ASSERT_TRUE(g.has_value());
+    g->grads.clear();
+    PassReport r = optimize(*g, {.update_in_backward = true});
+    int early = 0, late = 0;
+    test::expect_early_updates_lower_the_peak(*g, &early, &late);
+    EXPECT_EQ(r.updates_in_backward, early);
+    if (stories) {
+      EXPECT_EQ(early, 0);
+      EXPECT_EQ(late, 1);
+      EXPECT_EQ(g->count(OpId::multi_adam_update), 1);
+    }
+  }
+}
+
 // A tied embedding: its gradient (the output layer's [V, D] weight gradient plus the token rows)
 // becomes one embedding_backward_add written over the output layer's dying gradient, with the
 // updates after the backward and in it.

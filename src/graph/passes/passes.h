@@ -84,11 +84,15 @@ int fuse_elementwise(Graph& g, FusionCounts& counts);
 // The optimizer's per-parameter updates with equal hyperparameters -> one multi-tensor update.
 int fuse_optimizer_updates(Graph& g, FusionCounts& counts);
 
-// Each optimizer update moves to just after the last node that makes, reads or writes any of its
-// operands (its gradient final, its parameter no longer read by the backward); a multi-tensor
-// update splits into one per group of parameters ready at the same node. Updates may move into
-// the backward's segment: only for steps whose host code never skips the update phase.
+// Optimizer updates move to just after the last node that makes, reads or writes any of their
+// operands (the gradient final, the parameter no longer read by the backward) where that lowers
+// the graph's peak, and stay after the backward otherwise; a multi-tensor update splits into one
+// per group of parameters ready at the same node. Updates may move into the backward's segment:
+// only for steps whose host code never skips the update phase. Returns the updates placed early.
 int schedule_updates_early(Graph& g);
+// Bytes a node's kernel holds while it runs beyond its outputs, where that can set a step's
+// peak (Graph::peak_intermediate_bytes(workspace)); 0 for most ops.
+size_t kernel_workspace_bytes(const Node& n);
 
 struct PassOptions {
   bool fuse = true;  // false: only the clean-up passes (DCE, CSE, constants, layouts, in place)
