@@ -172,6 +172,27 @@ TEST(Linear, MatchesMatmulOfTranspose) {
   EXPECT_TRUE(all_close(ops::linear(x, w, b), ops::add(ops::matmul(x, w.t()), b), 1e-5, 1e-5));
 }
 
+// Few rows against a transposed weight, large enough to run as column blocks, one per thread
+// (gemm.cpp): column counts that split on 16-column boundaries and not, a bias, strided rows of
+// the input and of the weight, 1 to 3 threads; all against float64.
+TEST(Linear, FewRowsSplitAcrossThreadsMatchFloat64) {
+  const int saved = context::get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    context::set_num_threads(threads);
+    for (int64_t outs : {130, 768, 777}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, " + std::to_string(outs) + " outputs");
+      Tensor x = Tensor::randn({128, 300}).narrow(1, 0, 288);  // row stride 300
+      Tensor w = Tensor::randn({outs, 290}).narrow(1, 1, 288);
+      Tensor b = Tensor::randn({outs});
+      Tensor ref = ops::linear(x.to(DType::f64), w.to(DType::f64), b.to(DType::f64));
+      EXPECT_TRUE(all_close(ops::linear(x, w, b), ref, 1e-4, 1e-4));
+      EXPECT_TRUE(all_close(ops::matmul(x, w.t()), ops::linear(x.to(DType::f64), w.to(DType::f64)),
+                            1e-4, 1e-4));
+    }
+  }
+  context::set_num_threads(saved);
+}
+
 TEST(Linear, Errors) {
   Tensor x = Tensor::zeros({64, 1600}), w = Tensor::zeros({10, 1024});
   EXPECT_TRUE(throws_with([&] { ops::linear(x, w); },
