@@ -343,3 +343,47 @@ TEST(Attention, LongSequencesMaterialiseNoScoreMatrix) {
   const int64_t composed = peak_rss_growth(step);
   EXPECT_GT(composed, matrix) << "composed attention grew the peak RSS by " << composed << " bytes";
 }
+
+// The float32 kernels (512-bit on AVX-512 hosts) against the op's composed float64 forms at
+// every causal length up to 70 and a few past a key block: in a block the causal mask cuts, each
+// row's exps run over its visible keys rounded up to whole vectors (the masked scores past them
+// must give exactly 0), and a row whose max stays skips its rescale; with a padding mask, and
+// T < S (a chunk after a cache).
+TEST(Attention, CausalRowsOfEveryLengthMatchFloat64) {
+  std::vector<int64_t> lengths;
+  for (int64_t s = 1; s <= 70; ++s) lengths.push_back(s);
+  for (int64_t s : {127, 129, 200}) lengths.push_back(s);
+  for (int64_t s : lengths) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const int64_t t = variant == 2 ? std::max<int64_t>(1, s / 3) : s;
+      SCOPED_TRACE("S " + std::to_string(s) + " T " + std::to_string(t) + " variant " +
+                   std::to_string(variant));
+      Tensor q = random_input({2, 2, t, 8}, DType::f64), k = random_input({2, 1, s, 8}, DType::f64);
+      Tensor v = random_input({2, 1, s, 8}, DType::f64);
+      Tensor dout = random_input({2, 2, t, 8}, DType::f64);
+      Tensor pad;
+      if (variant == 1) {
+        std::vector<int64_t> m(size_t(2 * s), 1);
+        m[0] = 0;  // batch 0 pads its first key: its row 0 sees nothing
+        if (s > 3) m[size_t(s + s / 2)] = 0;
+        pad = Tensor::from_vector(m, {2, s}).to(DType::b8);
+      }
+      const AttentionAttrs attrs{.causal = true, .scale = 0.35};
+      const DType f32 = DType::f32;
+      auto f =
+          dispatch::call<OpId::attention>({q.to(f32), k.to(f32), v.to(f32), pad, Tensor()}, attrs);
+      auto b = dispatch::call<OpId::attention_backward>(
+          {dout.to(f32), q.to(f32), k.to(f32), v.to(f32), f[0], f[1], pad, Tensor()}, attrs);
+      const std::vector<Tensor> single = {f[0], b[0], b[1], b[2]};
+      // The reference: the op's composed forms (materialised scores, ops' own softmax) in
+      // float64, not the kernels.
+      auto rf = ops::detail::attention_composed({q, k, v, pad, Tensor()}, attrs);
+      dispatch::ForceDecomposition force(OpId::attention_backward);
+      auto rb = dispatch::call<OpId::attention_backward>(
+          {dout, q, k, v, rf[0], rf[1], pad, Tensor()}, attrs);
+      const std::vector<Tensor> ref = {rf[0], rb[0], rb[1], rb[2]};
+      for (size_t i = 0; i < 4; ++i)
+        EXPECT_TRUE(all_close(single[i].to(DType::f64), ref[i], 1e-5, 1e-5)) << "result " << i;
+    }
+  }
+}

@@ -2,7 +2,7 @@
 // CPU: per block of query rows the keys stream by in blocks, with a running row max and sum (an
 // online softmax), so no [T, S] matrix exists; the backward recomputes each block's
 // probabilities from the saved logsumexp. Block products run on single-threaded sgemm inside
-// one OpenMP region.
+// one OpenMP region; the softmax parts in 512-bit vectors where the CPU has AVX-512.
 // B batch, Hq query heads, Hkv kv heads, G = Hq / Hkv, T queries, S keys, D head dim, Dv value
 // dim. The G T query rows sharing a kv head are processed together (row r = g T + t), so a
 // grouped-query model reads each key block once per group, and a decode step (T = 1) still
@@ -16,6 +16,7 @@
 
 #include "backend/cpu/loops.h"
 #include "backend/cpu/math_simd.h"
+#include "backend/cpu/onednn_layout.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
@@ -39,10 +40,13 @@ void block_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
               blasint(ldc));
 }
 
+// e^x for x <= 0, as every exponent here is (a score minus its row's running max or
+// logsumexp, an old max minus a new one): simd::exp_nonpositive, bit for bit simd::exp there
+// without its overflow tests.
 template <typename T>
 ZENITH_SIMD_INLINE T exp_of(T x) {
   if constexpr (std::is_same_v<T, float>)
-    return simd::exp(x);
+    return simd::exp_nonpositive(x);
   else
     return std::exp(x);
 }
@@ -149,6 +153,118 @@ void mask_block(const Geometry& g, int64_t b, int64_t kv, int64_t r0, int64_t nq
   }
 }
 
+// The keys of a block of nk from j0 that row r's exps run over: in a block the causal mask cuts,
+// those up to the row's last visible key rounded up to whole 16-wide vectors (the scores past
+// it are -inf, mask_block's, whose exps are 0: no scalar tail loop), else all nk.
+inline int64_t visible(const Geometry& g, int64_t r, int64_t j0, int64_t nk, bool diagonal) {
+  if (!diagonal) return nk;
+  const int64_t seen = std::clamp<int64_t>(g.last_key(r) + 1 - j0, 0, nk);
+  return std::min(nk, (seen + 15) / 16 * 16);
+}
+
+// The online softmax over a block's scores sc [nq, kKeyBlock] (rows [r0, r0 + nq), keys [j0, j0 +
+// nk)): each row's running max m and sum l move on, its scores become exp(s - m) and its
+// accumulated output acc [nq, Dv] is rescaled to the new max.
+template <typename T>
+ZENITH_SIMD_INLINE void softmax_rows(const Geometry& g, int64_t r0, int64_t nq, int64_t j0,
+                                     int64_t nk, bool diagonal, T* sc, T* m, T* l, T* acc) {
+  const int64_t dv = g.dv;
+  for (int64_t i = 0; i < nq; ++i) {
+    T* row = sc + i * kKeyBlock;
+    const int64_t vis = visible(g, r0 + i, j0, nk, diagonal);
+    const T mx = vis > 0 ? simd::row_max(row, vis) : kNegInf<T>;
+    const T m_new = std::max(m[i], mx);
+    if (m_new == kNegInf<T>) {  // nothing visible yet: p = 0
+      std::fill(row, row + nk, T(0));
+      continue;
+    }
+    // What came before, rescaled: exp(m - m_new), 0 for nothing, 1 where the max stays (the
+    // values exp gives there; its scalar latency skipped).
+    const T alpha = m[i] == m_new ? T(1) : m[i] == kNegInf<T> ? T(0) : exp_of(m[i] - m_new);
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < vis; ++j) {
+      const T p = exp_of(row[j] - m_new);
+      row[j] = p;
+      sum += p;
+    }
+    std::fill(row + vis, row + nk, T(0));
+    l[i] = l[i] * alpha + sum;
+    m[i] = m_new;
+    if (alpha != T(1)) {
+      T* a = acc + i * dv;
+#pragma omp simd
+      for (int64_t e = 0; e < dv; ++e) a[e] *= alpha;
+    }
+  }
+}
+
+// The backward's probabilities of a block, P = exp(S - lse) in place over its scores p [nq,
+// kKeyBlock] (masked and empty rows give 0).
+template <typename T>
+ZENITH_SIMD_INLINE void probs_rows(const Geometry& g, int64_t r0, int64_t nq, int64_t j0,
+                                   int64_t nk, bool diagonal, T* p, const T* lse) {
+  for (int64_t i = 0; i < nq; ++i) {
+    T* row = p + i * kKeyBlock;
+    const T l = lse[r0 + i];
+    const int64_t vis = visible(g, r0 + i, j0, nk, diagonal);
+#pragma omp simd
+    for (int64_t j = 0; j < vis; ++j) row[j] = exp_of(row[j] - l);
+    std::fill(row + vis, row + nk, T(0));
+  }
+}
+
+// dS = P (dP - Di) in place over dP [nq, kKeyBlock].
+template <typename T>
+ZENITH_SIMD_INLINE void ds_rows(int64_t nq, int64_t nk, T* dp, const T* p, const T* di) {
+  for (int64_t i = 0; i < nq; ++i) {
+    T* ds = dp + i * kKeyBlock;
+    const T* pr = p + i * kKeyBlock;
+    const T d = di[i];
+#pragma omp simd
+    for (int64_t j = 0; j < nk; ++j) ds[j] = pr[j] * (ds[j] - d);
+  }
+}
+
+// The same in 512-bit vectors where the CPU has AVX-512 (the build targets x86-64-v3).
+#define ZENITH_AVX512 \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512")))
+ZENITH_AVX512 void softmax_rows_avx512(const Geometry& g, int64_t r0, int64_t nq, int64_t j0,
+                                       int64_t nk, bool diagonal, float* sc, float* m, float* l,
+                                       float* acc) {
+  softmax_rows(g, r0, nq, j0, nk, diagonal, sc, m, l, acc);
+}
+ZENITH_AVX512 void probs_rows_avx512(const Geometry& g, int64_t r0, int64_t nq, int64_t j0,
+                                     int64_t nk, bool diagonal, float* p, const float* lse) {
+  probs_rows(g, r0, nq, j0, nk, diagonal, p, lse);
+}
+ZENITH_AVX512 void ds_rows_avx512(int64_t nq, int64_t nk, float* dp, const float* p,
+                                  const float* di) {
+  ds_rows(nq, nk, dp, p, di);
+}
+#undef ZENITH_AVX512
+
+template <typename T>
+void softmax_block(const Geometry& g, int64_t r0, int64_t nq, int64_t j0, int64_t nk, bool diagonal,
+                   T* sc, T* m, T* l, T* acc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (onednn_has_avx512()) return softmax_rows_avx512(g, r0, nq, j0, nk, diagonal, sc, m, l, acc);
+  softmax_rows(g, r0, nq, j0, nk, diagonal, sc, m, l, acc);
+}
+template <typename T>
+void probs_block(const Geometry& g, int64_t r0, int64_t nq, int64_t j0, int64_t nk, bool diagonal,
+                 T* p, const T* lse) {
+  if constexpr (std::is_same_v<T, float>)
+    if (onednn_has_avx512()) return probs_rows_avx512(g, r0, nq, j0, nk, diagonal, p, lse);
+  probs_rows(g, r0, nq, j0, nk, diagonal, p, lse);
+}
+template <typename T>
+void ds_block(int64_t nq, int64_t nk, T* dp, const T* p, const T* di) {
+  if constexpr (std::is_same_v<T, float>)
+    if (onednn_has_avx512()) return ds_rows_avx512(nq, nk, dp, p, di);
+  ds_rows(nq, nk, dp, p, di);
+}
+
 // Per-thread scratch of the forward.
 template <typename T>
 struct ForwardScratch {
@@ -188,33 +304,7 @@ void forward_block(const Geometry& g, const Operand& q, const Operand& k, const 
                kKeyBlock);
     mask_block(g, b, kv, r0, nq, j0, nk, sc, kKeyBlock);
     const bool diagonal = !g.causal_free(r0, r0 + nq, j0 + nk);
-    for (int64_t i = 0; i < nq; ++i) {  // online softmax: rescale what came before
-      T* row = sc + i * kKeyBlock;
-      // The keys the causal mask leaves this row: the rest of the block is -inf, p = 0 there.
-      const int64_t vis = diagonal ? std::clamp<int64_t>(g.last_key(r0 + i) + 1 - j0, 0, nk) : nk;
-      const T mx = vis > 0 ? simd::row_max(row, vis) : kNegInf<T>;
-      const T m_new = std::max(w.m[size_t(i)], mx);
-      if (m_new == kNegInf<T>) {  // nothing visible yet: p = 0
-        std::fill(row, row + nk, T(0));
-        continue;
-      }
-      const T alpha = exp_of(w.m[size_t(i)] - m_new);
-      T sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < vis; ++j) {
-        const T p = exp_of(row[j] - m_new);
-        row[j] = p;
-        sum += p;
-      }
-      std::fill(row + vis, row + nk, T(0));
-      w.l[size_t(i)] = w.l[size_t(i)] * alpha + sum;
-      w.m[size_t(i)] = m_new;
-      if (alpha != T(1)) {
-        T* a = w.acc.data() + i * dv;
-#pragma omp simd
-        for (int64_t e = 0; e < dv; ++e) a[e] *= alpha;
-      }
-    }
+    softmax_block(g, r0, nq, j0, nk, diagonal, sc, w.m.data(), w.l.data(), w.acc.data());
     block_gemm(false, false, nq, dv, nk, T(1), sc, kKeyBlock, vbase + j0 * v.s2, v.s2, T(1),
                w.acc.data(), dv);
   }
@@ -358,27 +448,13 @@ void backward_keys(const Geometry& g, const BackwardArgs& x, int64_t b, int64_t 
                  kKeyBlock);
       mask_block(g, b, kv, r0, nq, j0, nk, p, kKeyBlock);
       const bool diagonal = !g.causal_free(r0, r0 + nq, j0 + nk);
-      for (int64_t i = 0; i < nq; ++i) {  // P = exp(S - lse); masked and empty rows give 0
-        T* row = p + i * kKeyBlock;
-        const T l = w.lse[size_t(r0 + i)];
-        const int64_t vis =  // as in forward_block: the keys past the causal mask give 0
-            diagonal ? std::clamp<int64_t>(g.last_key(r0 + i) + 1 - j0, 0, nk) : nk;
-#pragma omp simd
-        for (int64_t j = 0; j < vis; ++j) row[j] = exp_of(row[j] - l);
-        std::fill(row + vis, row + nk, T(0));
-      }
+      probs_block(g, r0, nq, j0, nk, diagonal, p, w.lse.data());
       // dV += P^T dO; dP = dO V^T
       block_gemm(true, false, nk, dv, nq, T(1), p, kKeyBlock, w.dout.data() + r0 * dv, dv, T(1),
                  w.dv.data(), dv);
       block_gemm(false, true, nq, nk, dv, T(1), w.dout.data() + r0 * dv, dv, vb, x.v.s2, T(0), dp,
                  kKeyBlock);
-      for (int64_t i = 0; i < nq; ++i) {  // dS = P (dP - Di), into dp
-        T* ds = dp + i * kKeyBlock;
-        const T* pr = p + i * kKeyBlock;
-        const T di = w.di[size_t(r0 + i)];
-#pragma omp simd
-        for (int64_t j = 0; j < nk; ++j) ds[j] = pr[j] * (ds[j] - di);
-      }
+      ds_block(nq, nk, dp, p, w.di.data() + r0);  // dS = P (dP - Di), into dp
       // dQ += dS K scale; dK += dS^T Q scale (Qs holds Q scale)
       block_gemm(false, false, nq, d, nk, scale, dp, kKeyBlock, kb, x.k.s2, T(1), dq_rows + r0 * d,
                  d);
