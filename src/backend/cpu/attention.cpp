@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/math_simd.h"
 #include "backend/cpu/onednn_layout.h"
@@ -345,11 +346,7 @@ void for_tasks(int64_t n, int64_t work, Setup&& setup, F&& f) {
   // On this thread alone, its block sgemms too: outside a parallel region oneDNN may fork a
   // team for each tiny product (it does at head dim 64: a 110m decode step, 12 heads of [1, 64]
   // against 256 keys, 230 -> 29 us on 2 cores).
-  struct OneThread {
-    int before = omp_get_max_threads();
-    OneThread() { omp_set_num_threads(1); }
-    ~OneThread() { omp_set_num_threads(before); }
-  } one_thread;
+  SingleThreadScope one_thread;
   auto scratch = setup();
   for (int64_t i = 0; i < n; ++i) f(i, scratch);
 }

@@ -36,15 +36,6 @@ constexpr int64_t kSmallGemm = int64_t(1) << 22;
 constexpr int64_t kSplitRows = 256;
 constexpr int64_t kSplitColumns = 64;  // the fewest columns a thread takes
 
-class SingleThreadScope {
- public:
-  SingleThreadScope() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~SingleThreadScope() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
 // BLAS wants leading dimensions >= the stored row length even for a single row.
 int64_t fix_ld(int64_t ld, int64_t cols) { return ld < cols ? cols : ld; }
 

@@ -3,11 +3,26 @@
 // OpenBLAS's dgemm. `lda` etc. are row strides of the matrices as stored (before op()).
 #pragma once
 
+#include <omp.h>
+
 #include <cstdint>
 
 #include "zenith/dtype.h"
 
 namespace zenith::cpu {
+
+// While alive, this thread's OpenMP regions (and so oneDNN's sgemm, which forks a team for a
+// product it thinks worth it when called outside a parallel region) run on one thread.
+class SingleThreadScope {
+ public:
+  SingleThreadScope() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SingleThreadScope() { omp_set_num_threads(saved_); }
+  SingleThreadScope(const SingleThreadScope&) = delete;
+  SingleThreadScope& operator=(const SingleThreadScope&) = delete;
+
+ private:
+  int saved_;
+};
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
