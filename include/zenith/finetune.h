@@ -32,7 +32,13 @@ struct Batch {
   int64_t tokens = 0;     // real tokens (attention_mask's sum)
   int64_t targets = 0;    // predicted labels: labels[:, 1:] != -100
 };
-Batch collate(const std::vector<const Example*>& examples, int64_t pad_id);
+// Batches pad to their longest example, rounded up to a multiple of pad_to_multiple_of (HF's
+// DataCollator option) but not past max_len where that is larger than the longest (0: no cap).
+// Padding goes on the right: ids pad_id, attention_mask 0, labels -100, so under causal attention
+// no real token sees it and the loss and gradients are those of the unpadded batch (to float32
+// rounding); only random draws over the batch's shape (dropout) change with it.
+Batch collate(const std::vector<const Example*>& examples, int64_t pad_id,
+              int64_t pad_to_multiple_of = 1, int64_t max_len = 0);
 
 // Packing: consecutive examples concatenated into sequences of at most max_seq_len tokens (an
 // example that does not fit starts the next sequence), so batches carry no padding. Attention is
@@ -66,6 +72,11 @@ struct Options {
   int64_t max_seq_len = 512;
   bool train_on_prompt = false;
   bool packing = false;  // pack examples into sequences of max_seq_len (pack())
+  // Training batches' lengths round up to a multiple of this (collate()); 0: the mode's default,
+  // 1 (each batch's longest) in pynative mode, graph_pad_multiple(max_seq_len) in graph mode,
+  // where every batch length is a shape of its own to capture. A run setting (dropout's draws
+  // follow the padded shape): a checkpoint resumes with the same value.
+  int64_t pad_to_multiple_of = 0;
   std::string chat_template;
   bool activation_checkpointing = false;
   // full, selective, or a comma list of what each layer keeps (Llama::set_activation_checkpointing)
@@ -109,6 +120,13 @@ struct Options {
   // the profiler.
   std::vector<callbacks::CallbackPtr> callbacks;
 };
+
+// Graph mode's default padding multiple for sequences of at most max_seq_len tokens: 64, or
+// max_seq_len / 8 rounded up to a multiple of 64 where that is larger, so batches take at most 8
+// lengths, as many graphs as graph mode keeps (graph::Options::max_graphs).
+int64_t graph_pad_multiple(int64_t max_seq_len);
+// The multiple the run pads its training batches to (Options::pad_to_multiple_of, resolved).
+int64_t pad_multiple(const Options& o, int64_t max_seq_len);
 
 // Decides, step by step, whether an update is a loss spike (see Options::spike_factor).
 class SpikeGuard {

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -123,6 +124,9 @@ class StepCompiler {
   StepRun begin(const std::vector<Tensor>& inputs, const std::string& tag = "");
 
   int captures() const { return captures_; }
+  // Captures of a signature whose graph the cache had dropped (more shapes than max_graphs);
+  // the first is logged.
+  int recaptures() const { return recaptures_; }
   int replays() const { return replays_; }
   int eager_steps() const { return eager_steps_; }
   size_t cached() const;
@@ -146,7 +150,8 @@ class StepCompiler {
   std::shared_ptr<Compiled> last_used_;
   std::unique_ptr<CaptureReport> last_, new_;
   std::string fallback_;
-  int captures_ = 0, replays_ = 0, eager_steps_ = 0;
+  std::unordered_set<std::string> evicted_;  // signatures the cache dropped
+  int captures_ = 0, recaptures_ = 0, replays_ = 0, eager_steps_ = 0;
 };
 
 }  // namespace zenith::graph

@@ -119,6 +119,8 @@ class FinetuneOptions:
     max_seq_len: int
     train_on_prompt: bool
     packing: bool
+    pad_to_multiple_of: int
+    mode: str
     chat_template: str
     activation_checkpointing: bool
     activation_checkpointing_policy: str

@@ -3,6 +3,7 @@
 // [--init pretrained|random [--model-config CONFIG.json]] [--epochs N | --max-steps N] [--lr 3e-4]
 // [--schedule cosine|wsd|constant] [--warmup-steps N]
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
+// [--pad-to-multiple-of N]
 // [--chat-template NAME] [--activation-checkpointing [--activation-checkpointing-policy
 // full|selective|LIST]] [--amp O0|O1|O2 [--amp-dtype bf16|fp16]]
 // [--save-every N] [--resume DIR] [--mode pynative|graph]
@@ -58,6 +59,9 @@ SettingsSchema finetune_schema(finetune::Options& o) {
       .add("max-seq-len", o.max_seq_len, "truncate longer sequences (counted)")
       .add("train-on-prompt", o.train_on_prompt, "learn the prompt tokens too")
       .add("packing", o.packing, "pack examples into sequences of --max-seq-len (no padding)")
+      .add("pad-to-multiple-of", o.pad_to_multiple_of,
+           "pad each batch's length up to a multiple of this (0: 1 in pynative mode; in graph "
+           "mode 64, or --max-seq-len / 8 rounded up to a multiple of 64)")
       .add("chat-template", o.chat_template, "llama-2, llama-3, chatml or alpaca")
       .add("activation-checkpointing", o.activation_checkpointing,
            "recompute each decoder layer in backward (less memory, more time)")

@@ -247,7 +247,11 @@ void StepRun::finish() {
   }
   c.last_used_ = compiled;
   c.cache_.push_back({s.key, compiled});
-  while (c.cache_.size() > c.options_.max_graphs) c.cache_.erase(c.cache_.begin());
+  while (c.cache_.size() > c.options_.max_graphs) {
+    if (c.evicted_.size() >= 4096) c.evicted_.clear();  // bounded: signatures are strings
+    c.evicted_.insert(c.cache_.front().first);
+    c.cache_.erase(c.cache_.begin());
+  }
 }
 
 StepCompiler::StepCompiler(std::vector<std::pair<std::string, Tensor>> state,
@@ -302,6 +306,11 @@ StepRun StepCompiler::begin(const std::vector<Tensor>& inputs, const std::string
     s->compiled = entry.second;
     return StepRun(std::move(s));
   }
+  if (evicted_.erase(s->key) && recaptures_++ == 0)
+    log("graph: capturing again a step whose graph was dropped from the cache (it keeps " +
+        std::to_string(options_.max_graphs) +
+        "): the steps' inputs take more shapes than that, each captured anew; pad them to fewer "
+        "(zenith finetune: --pad-to-multiple-of)");
   s->mode = StepRun::State::kCapture;
   s->expected = update_params(optimizer_);
   s->recorder = std::make_unique<Recorder>(inputs, state_);

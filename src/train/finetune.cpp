@@ -103,8 +103,8 @@ class MetricsOut {
 
 // The settings a resumed run must share with the checkpoint's (the others, such as where
 // output goes and how often to log, may change). `ranks`: the data-parallel ranks, each taking
-// batch_size examples of a micro-batch.
-nlohmann::json run_settings(const Options& o, int ranks) {
+// batch_size examples of a micro-batch; `pad_to`: the multiple its training batches pad to.
+nlohmann::json run_settings(const Options& o, int ranks, int64_t pad_to) {
   return {{"model", o.model},
           {"data", o.data},
           {"method", o.method},
@@ -127,6 +127,7 @@ nlohmann::json run_settings(const Options& o, int ranks) {
           {"max_seq_len", o.max_seq_len},
           {"train_on_prompt", o.train_on_prompt},
           {"packing", o.packing},
+          {"pad_to_multiple_of", pad_to},
           {"chat_template", o.chat_template},
           {"seed", o.seed},
           {"ranks", ranks},
@@ -140,7 +141,7 @@ constexpr const char* kTrainerState = "trainer_state.safetensors";
 // metadata the step, the settings and the random generator's state.
 void save_output(models::Llama& model, const Options& o, const io::LoraConfig& lora,
                  const nn::Optimizer& optimizer, const nn::DynamicLossScaler* scaler, int64_t step,
-                 int ranks, const std::string& dir) {
+                 int ranks, int64_t pad_to, const std::string& dir) {
   if (o.method == "lora") {
     models::save_lora(model, lora, dir);
   } else {
@@ -149,7 +150,7 @@ void save_output(models::Llama& model, const Options& o, const io::LoraConfig& l
   }
   io::Metadata meta = {{"format", "zenith-finetune"},
                        {"step", std::to_string(step)},
-                       {"settings", run_settings(o, ranks).dump()},
+                       {"settings", run_settings(o, ranks, pad_to).dump()},
                        {"rng", default_generator().state()}};
   if (scaler)
     for (const auto& [name, t] : scaler->state_dict())
@@ -165,7 +166,7 @@ struct TrainerState {
 };
 
 // A checkpoint's trainer state; errors name each setting that differs from `o`.
-TrainerState read_trainer_state(const Options& o, int ranks) {
+TrainerState read_trainer_state(const Options& o, int ranks, int64_t pad_to) {
   const std::string path = o.resume + "/" + kTrainerState;
   ZENITH_CHECK(fs::exists(path), "[finetune] --resume ", o.resume, " has no ", kTrainerState,
                " (a checkpoint-<step> directory of zenith finetune)");
@@ -175,10 +176,12 @@ TrainerState read_trainer_state(const Options& o, int ranks) {
   ZENITH_CHECK(meta.count("settings") && meta.count("step") && meta.count("rng"), "[finetune] ",
                path, " lacks the step, settings or rng metadata");
   nlohmann::json saved = nlohmann::json::parse(meta.at("settings"));
-  const nlohmann::json now = run_settings(o, ranks);
+  const nlohmann::json now = run_settings(o, ranks, pad_to);
   // Settings added later, as checkpoints written before them ran.
-  for (const auto& [key, value] :
-       {std::pair<const char*, nlohmann::json>{"ranks", 1}, {"amp", "O0"}, {"amp_dtype", "bf16"}})
+  for (const auto& [key, value] : {std::pair<const char*, nlohmann::json>{"ranks", 1},
+                                   {"amp", "O0"},
+                                   {"amp_dtype", "bf16"},
+                                   {"pad_to_multiple_of", 1}})
     if (!saved.contains(key)) saved[key] = value;
   std::string changed;
   for (const auto& [key, value] : now.items())
@@ -205,6 +208,9 @@ void check_options(const Options& o) {
   ZENITH_CHECK(o.lora_dropout >= 0 && o.lora_dropout < 1,
                "[finetune] --lora-dropout must be in [0, 1), got ", o.lora_dropout);
   ZENITH_CHECK(o.batch_size > 0, "[finetune] --batch-size must be positive, got ", o.batch_size);
+  ZENITH_CHECK(o.pad_to_multiple_of >= 0,
+               "[finetune] --pad-to-multiple-of must be positive (0: the mode's default), got ",
+               o.pad_to_multiple_of);
   ZENITH_CHECK(o.accumulate_steps > 0, "[finetune] --accumulate-steps must be positive, got ",
                o.accumulate_steps);
   ZENITH_CHECK(o.epochs > 0 || o.max_steps > 0, "[finetune] give --epochs N or --max-steps N");
@@ -224,11 +230,16 @@ void check_options(const Options& o) {
 
 }  // namespace
 
-Batch collate(const std::vector<const Example*>& examples, int64_t pad_id) {
+Batch collate(const std::vector<const Example*>& examples, int64_t pad_id,
+              int64_t pad_to_multiple_of, int64_t max_len) {
   ZENITH_CHECK(!examples.empty(), "[finetune] an empty batch");
+  ZENITH_CHECK(pad_to_multiple_of >= 1, "[finetune] pad_to_multiple_of must be at least 1, got ",
+               pad_to_multiple_of);
   size_t longest = 0;
   for (const Example* e : examples) longest = std::max(longest, e->ids.size());
-  const int64_t b = int64_t(examples.size()), t = int64_t(longest);
+  const int64_t b = int64_t(examples.size());
+  int64_t t = (int64_t(longest) + pad_to_multiple_of - 1) / pad_to_multiple_of * pad_to_multiple_of;
+  if (max_len > 0) t = std::max(int64_t(longest), std::min(t, max_len));
   std::vector<int64_t> ids(size_t(b * t), pad_id), mask(size_t(b * t), 0),
       labels(size_t(b * t), -100);
   Batch batch;
@@ -247,6 +258,15 @@ Batch collate(const std::vector<const Example*>& examples, int64_t pad_id) {
   batch.attention_mask = Tensor::from_vector(mask, {b, t});
   batch.labels = Tensor::from_vector(labels, {b, t});
   return batch;
+}
+
+int64_t graph_pad_multiple(int64_t max_seq_len) {
+  return std::max<int64_t>(64, (max_seq_len / 8 + 63) / 64 * 64);
+}
+
+int64_t pad_multiple(const Options& o, int64_t max_seq_len) {
+  if (o.pad_to_multiple_of > 0) return o.pad_to_multiple_of;
+  return o.mode == "graph" ? graph_pad_multiple(max_seq_len) : 1;
 }
 
 Data pack(const Data& data, int64_t max_seq_len) {
@@ -366,8 +386,12 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   ZENITH_CHECK(!train_data.examples.empty(), "[finetune] no training examples");
   const bool lora = o.method == "lora";
   // LoRA keeps the base in its file's dtype (frozen); full fine-tuning trains float32 weights.
+  // The training batches' padding (graph mode's default follows the sequences' length).
+  const int64_t max_seq_len =
+      data_options(o, models::load_llama_config(model_config_path(o))).max_seq_len;
+  const int64_t pad_to = pad_multiple(o, max_seq_len);
   std::optional<TrainerState> resumed;
-  if (!o.resume.empty()) resumed = read_trainer_state(o, ranks.world());
+  if (!o.resume.empty()) resumed = read_trainer_state(o, ranks.world(), pad_to);
   manual_seed(uint64_t(o.seed));
   std::shared_ptr<models::Llama> model;
   const bool amp = o.amp != "O0";
@@ -381,7 +405,6 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
     model = std::make_shared<models::Llama>(models::load_llama_config(model_config_path(o)));
   else
     model = models::Llama::from_pretrained(o.model, DType::f32);
-  const int64_t max_seq_len = data_options(o, model->config()).max_seq_len;
   const Data packed = o.packing ? pack(train_data, max_seq_len) : Data();
   const Data& train = o.packing ? packed : train_data;
   // Padded positions are masked out of attention and loss: any id in the vocabulary does.
@@ -517,6 +540,13 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   if (o.packing)
     log(format("[finetune] packing: %zu examples in %zu sequences of at most %lld tokens",
                train_data.examples.size(), train.examples.size(), (long long)max_seq_len));
+  if (pad_to > 1)
+    log(format("[finetune] batches padded to a multiple of %lld tokens (at most %lld lengths)%s",
+               (long long)pad_to, (long long)((max_seq_len + pad_to - 1) / pad_to),
+               o.pad_to_multiple_of > 0
+                   ? ""
+                   : ": graph mode's default, each batch length being a graph to capture; "
+                     "--pad-to-multiple-of 1 pads to the longest only"));
 
   if (ranks.world() > 1 && log_fn)
     log_fn(format("[finetune] rank %d of %d: %lld examples of each micro-batch of %lld; %s",
@@ -574,7 +604,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
         const auto [begin, end] = ranks.share(m * global_batch, o.batch_size, n);
         for (int64_t i = begin; i < end; ++i) part.push_back(&train.examples[order[size_t(i)]]);
         if (part.empty()) continue;  // the epoch's last micro-batch has none for this rank
-        micro.push_back(collate(part, pad_id));
+        micro.push_back(collate(part, pad_id, pad_to, max_seq_len));
         targets += micro.back().targets;
         tokens += micro.back().tokens;
       }
@@ -703,7 +733,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
       if (o.eval_every > 0 && step % o.eval_every == 0 && step < total_steps) run_eval(step);
       if (o.save_every > 0 && step % o.save_every == 0 && step < total_steps && ranks.writes())
         save_output(*model, o, lora_cfg, *optimizer, scaler ? &*scaler : nullptr, step,
-                    ranks.world(), o.out + "/checkpoint-" + std::to_string(step));
+                    ranks.world(), pad_to, o.out + "/checkpoint-" + std::to_string(step));
       if (o.save_every > 0 && step % o.save_every == 0 && verdict == SpikeGuard::Verdict::ok)
         take_snapshot();
     }
@@ -713,7 +743,7 @@ Result run(const Options& o, const Data& train_data, const Data* eval_data,
   run_eval(step);
   if (ranks.writes())
     save_output(*model, o, lora_cfg, *optimizer, scaler ? &*scaler : nullptr, step, ranks.world(),
-                o.out);
+                pad_to, o.out);
   log(format("[finetune] %lld steps done; %s written to %s", (long long)step,
              lora ? "the PEFT adapter (adapter_config.json, adapter_model.safetensors)"
                   : "the model (config.json, safetensors, tokenizer files)",

@@ -214,9 +214,13 @@ TEST_F(GraphStep, ConvPoolFusionTurnsOffThroughTheEnvironment) {
       << line;
 }
 
+// A signature the cache dropped and met again is captured anew, the first time logged (the
+// steps take more shapes than the cache keeps).
 TEST_F(GraphStep, NewShapesCaptureNewGraphsInABoundedCache) {
   Trainer t("seedcnn", 32);
-  StepCompiler c(t.state, t.opt.get(), {.max_graphs = 2, .log = [](const std::string&) {}});
+  std::vector<std::string> lines;
+  StepCompiler c(t.state, t.opt.get(),
+                 {.max_graphs = 2, .log = [&](const std::string& l) { lines.push_back(l); }});
   manual_seed(3);
   auto step = [&](int64_t batch) {
     t.step(&c, Tensor::randn({batch, 3, 32, 32}), Tensor::randint(0, 10, {batch}));
@@ -227,10 +231,21 @@ TEST_F(GraphStep, NewShapesCaptureNewGraphsInABoundedCache) {
   step(4);
   EXPECT_EQ(c.captures(), 2);
   EXPECT_EQ(c.replays(), 2);
+  EXPECT_EQ(c.recaptures(), 0);
   step(3);  // a third signature evicts the least recently used (batch 2)
   EXPECT_EQ(c.cached(), 2u);
+  EXPECT_EQ(c.recaptures(), 0);
   step(2);
   EXPECT_EQ(c.captures(), 4);
+  EXPECT_EQ(c.recaptures(), 1);
+  step(4);  // evicted by batch 2: again
+  EXPECT_EQ(c.recaptures(), 2);
+  int warnings = 0;
+  for (const std::string& l : lines)
+    if (l.find("capturing again a step whose graph was dropped from the cache (it keeps 2)") !=
+        std::string::npos)
+      ++warnings;
+  EXPECT_EQ(warnings, 1) << "logged once";
 }
 
 TEST_F(GraphStep, HostReadsInsideAPhaseFallBackToEagerLoggedOnce) {

@@ -317,6 +317,26 @@ def test_finetune_checkpointing_policy(tmp_path):
         run("qkv", "bad")
 
 
+def test_finetune_graph_mode_pads_batches(tmp_path):
+    # The demo's examples have many lengths: graph mode pads batches to a multiple of 64 tokens
+    # (a few graphs), pynative mode padded alike trains the same steps.
+    def run(mode, pad, out):
+        lines = []
+        result = llm.finetune(model=DEMO, data=os.path.join(FINETUNE_DATA, "train.jsonl"),
+                              out=str(tmp_path / out), max_steps=4, batch_size=4, mode=mode,
+                              pad_to_multiple_of=pad, log=lines.append)
+        return result["losses"], lines
+    graph, lines = run("graph", 0, "graph")
+    captures = sum(line.startswith("graph: ") for line in lines)
+    assert 1 <= captures <= 4, lines
+    assert any("padded to a multiple of 64 tokens" in line for line in lines), lines
+    eager, lines = run("pynative", 64, "eager")
+    assert not any(line.startswith("graph: ") for line in lines)
+    np.testing.assert_allclose(graph, eager, rtol=1e-5)
+    with pytest.raises(zenith.Error, match="pad-to-multiple-of must be positive"):
+        run("pynative", -1, "bad")
+
+
 def test_finetune_arguments_are_checked(tmp_path):
     with pytest.raises(TypeError, match="unexpected keyword argument 'lora_rank'.*lora_r"):
         llm.finetune(model=DEMO, data="x.jsonl", out=str(tmp_path), lora_rank=4)

@@ -202,5 +202,44 @@ TEST(FinetuneCollate, PadsToTheLongestAndNeverLearnsPadding) {
   EXPECT_EQ(batch.targets, 2 + 4);  // labels at positions >= 1 that are learned
 }
 
+// pad_to_multiple_of: the longest rounded up to the multiple, capped at max_len but never below
+// the longest; the padding as above, the counts of real tokens and targets unchanged.
+TEST(FinetuneCollate, PadsToAMultipleCappedAtTheMaximumLength) {
+  const int64_t pad = 0;
+  finetune::Example a{{1, 5, 6}, {-100, 5, 6}}, b{{1, 7, 8, 9, 2}, {1, 7, 8, 9, 2}};
+  auto shape = [&](int64_t multiple, int64_t max_len) {
+    return finetune::collate({&a, &b}, pad, multiple, max_len).input_ids.shape();
+  };
+  EXPECT_EQ(shape(1, 0), (Shape{2, 5}));
+  EXPECT_EQ(shape(4, 0), (Shape{2, 8}));
+  EXPECT_EQ(shape(5, 0), (Shape{2, 5}));
+  EXPECT_EQ(shape(64, 0), (Shape{2, 64}));
+  EXPECT_EQ(shape(4, 6), (Shape{2, 6})) << "capped at max_len";
+  EXPECT_EQ(shape(4, 3), (Shape{2, 5})) << "never below the longest";
+  finetune::Batch batch = finetune::collate({&a, &b}, pad, 4);
+  EXPECT_EQ(batch.input_ids.to_int_vector(),
+            (std::vector<int64_t>{1, 5, 6, 0, 0, 0, 0, 0, 1, 7, 8, 9, 2, 0, 0, 0}));
+  EXPECT_EQ(batch.attention_mask.to_int_vector(),
+            (std::vector<int64_t>{1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(batch.labels.to_int_vector(),
+            (std::vector<int64_t>{-100, 5, 6, -100, -100, -100, -100, -100, 1, 7, 8, 9, 2, -100,
+                                  -100, -100}));
+  EXPECT_EQ(batch.tokens, 8);
+  EXPECT_EQ(batch.targets, 2 + 4);
+  // Graph mode's default multiple: at most 8 lengths up to max_seq_len, and at least 64.
+  EXPECT_EQ(finetune::graph_pad_multiple(100), 64);
+  EXPECT_EQ(finetune::graph_pad_multiple(512), 64);
+  EXPECT_EQ(finetune::graph_pad_multiple(600), 128);
+  EXPECT_EQ(finetune::graph_pad_multiple(2048), 256);
+  try {
+    finetune::collate({&a}, pad, 0);
+    ADD_FAILURE() << "multiple 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pad_to_multiple_of must be at least 1, got 0"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace zenith::testing

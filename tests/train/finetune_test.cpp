@@ -203,7 +203,8 @@ TEST(Finetune, GraphModeEqualsEagerAndResumesAcrossModes) {
   }
   TempDir eager("finetune_eager"), graph("finetune_graph"), resumed("finetune_graph_resumed");
   finetune::Options o = lora_options(eager.str());
-  o.lora_dropout = 0.1;  // random masks replay as eager draws them
+  o.lora_dropout = 0.1;      // random masks replay as eager draws them
+  o.pad_to_multiple_of = 8;  // the same batches in both modes (graph mode's default is 64)
   o.max_steps = 6;
   o.batch_size = 4;
   o.save_every = 3;
@@ -245,6 +246,72 @@ TEST(Finetune, GraphModeEqualsEagerAndResumesAcrossModes) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown --mode 'turbo'"), std::string::npos) << e.what();
   }
+}
+
+// Batches of examples of 6-12 tokens: graph mode pads them to a multiple of 64 by default, so
+// the run captures one graph (each batch length would be one of its own); pynative mode with the
+// same padding trains the same steps (dropout draws over the padded shape); padding changes no
+// loss (without dropout); the padding is a run setting a resumed run must share.
+TEST(Finetune, GraphModePadsBatchesToFewShapes) {
+  Data train = pattern_data(16, 9);
+  TempDir dir("finetune_pad");
+  auto run = [&](const std::string& mode, int64_t pad, double dropout, std::string resume = "",
+                 std::vector<std::string>* lines = nullptr) {
+    finetune::Options o = lora_options(dir.str() + "/" + mode + std::to_string(pad) +
+                                       (resume.empty() ? "" : "-resumed"));
+    o.mode = mode;
+    o.pad_to_multiple_of = pad;
+    o.lora_dropout = dropout;
+    o.max_steps = 6;
+    o.batch_size = 4;
+    o.save_every = 3;
+    o.resume = resume;
+    return finetune::run(o, train, nullptr, [&](const std::string& l) {
+      if (lines) lines->push_back(l);
+    });
+  };
+  auto captures = [](const std::vector<std::string>& lines) {
+    int n = 0;
+    for (const std::string& l : lines) n += l.rfind("graph: ", 0) == 0;
+    return n;
+  };
+  std::vector<std::string> graph_lines, longest_lines;
+  finetune::Result graph = run("graph", 0, 0.1, "", &graph_lines);
+  EXPECT_EQ(captures(graph_lines), 1);
+  bool told = false;
+  for (const std::string& l : graph_lines)
+    told |= l.find(
+                "batches padded to a multiple of 64 tokens (at most 8 lengths): graph mode's "
+                "default") != std::string::npos;
+  EXPECT_TRUE(told);
+  run("graph", 1, 0.1, "", &longest_lines);
+  EXPECT_GT(captures(longest_lines), 2) << "each batch length a graph";
+
+  finetune::Result eager = run("pynative", 64, 0.1);
+  ASSERT_EQ(graph.losses.size(), 6u);
+  ASSERT_EQ(eager.losses.size(), 6u);
+  for (size_t s = 0; s < 6; ++s)
+    EXPECT_NEAR(graph.losses[s], eager.losses[s], 1e-5 * eager.losses[s]) << "step " << s + 1;
+
+  finetune::Result padded = run("pynative", 64, 0), longest = run("pynative", 1, 0);
+  for (size_t s = 0; s < 6; ++s) {
+    EXPECT_NEAR(padded.losses[s], longest.losses[s], 1e-5 * longest.losses[s]) << s + 1;
+    EXPECT_NEAR(padded.grad_norms[s], longest.grad_norms[s], 1e-5 * longest.grad_norms[s]) << s;
+  }
+
+  const std::string checkpoint = dir.str() + "/graph0/checkpoint-3";
+  try {
+    run("pynative", 0, 0.1, checkpoint);
+    ADD_FAILURE() << "resumed with other padding";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pad_to_multiple_of: 1 (the checkpoint's: 64)"),
+              std::string::npos)
+        << e.what();
+  }
+  finetune::Result resumed = run("pynative", 64, 0.1, checkpoint);
+  ASSERT_EQ(resumed.losses.size(), 3u);
+  for (size_t s = 0; s < 3; ++s)
+    EXPECT_NEAR(resumed.losses[s], graph.losses[s + 3], 1e-5 * graph.losses[s + 3]) << s + 4;
 }
 
 TEST(SpikeGuard, SkipsSpikesAndAsksForARollbackAfterThreeInARow) {

@@ -330,6 +330,8 @@ void bind_finetune(py::module_& m) {
       .def_readwrite("max_seq_len", &O::max_seq_len)
       .def_readwrite("train_on_prompt", &O::train_on_prompt)
       .def_readwrite("packing", &O::packing)
+      .def_readwrite("pad_to_multiple_of", &O::pad_to_multiple_of)
+      .def_readwrite("mode", &O::mode)
       .def_readwrite("chat_template", &O::chat_template)
       .def_readwrite("activation_checkpointing", &O::activation_checkpointing)
       .def_readwrite("activation_checkpointing_policy", &O::activation_checkpointing_policy)

@@ -15,10 +15,11 @@ def finetune(log=print, **options):
     (JSONL), out (directory), eval_data, method ('lora' or 'full'), init, model_config,
     lora_r, lora_alpha, lora_dropout, lora_targets ('q_proj,v_proj', a list, or 'all-linear'),
     use_rslora, epochs, max_steps, lr, weight_decay, clip_grad_norm, schedule, warmup_steps,
-    batch_size, accumulate_steps, max_seq_len, train_on_prompt, packing, chat_template,
-    activation_checkpointing, activation_checkpointing_policy ('full', 'selective' or a comma
-    list of what each layer keeps), seed, log_every, eval_every, save_every, resume, spike_factor,
-    spike_rollback. log: called with each line the command prints (None: silent).
+    batch_size, accumulate_steps, max_seq_len, train_on_prompt, packing, pad_to_multiple_of (0:
+    the mode's default), chat_template, activation_checkpointing, activation_checkpointing_policy
+    ('full', 'selective' or a comma list of what each layer keeps), mode ('pynative' or 'graph'),
+    seed, log_every, eval_every, save_every, resume, spike_factor, spike_rollback. log: called
+    with each line the command prints (None: silent).
 
         zenith.llm.finetune(model="examples/llm/demo-llama", data="train.jsonl", out="run",
                             max_steps=20, lora_r=8)     # run/adapter_config.json, ...
