@@ -202,12 +202,16 @@ struct CrossEntropyAttrs {
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
   Reduction reduction = Reduction::kMean;
+  // linear_cross_entropy_grads only: false where the weight takes no gradient (a frozen output
+  // layer): no dweight is made (its output undefined).
+  bool weight_grad = true;
   bool operator==(const CrossEntropyAttrs&) const = default;
   template <typename F>
   void fields(F&& f) const {
     f("ignore_index", ignore_index);
     f("label_smoothing", label_smoothing);
     f("reduction", reduction);
+    f("weight_grad", weight_grad);
   }
 };
 

@@ -190,6 +190,7 @@ std::vector<Tensor> linear_cross_entropy_grads_composed(const std::vector<Tensor
   ZENITH_CHECK(in.size() == 4, "[linear_cross_entropy_grads] expected 4 inputs, got ", in.size());
   std::vector<Tensor> ce = dispatch::call<OpId::linear_cross_entropy>(in, attrs);
   Tensor dx = dispatch::call1<OpId::matmul>({ce[1], in[1]});
+  if (!attrs.weight_grad) return {ce[0], dx, Tensor()};
   Tensor dw = dispatch::call1<OpId::matmul>({ce[1].transpose(0, 1), in[0]});
   return {ce[0], dx, dw};
 }

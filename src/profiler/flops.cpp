@@ -36,11 +36,13 @@ double op_flops(const dispatch::OpEvent& event) {
       if (event.outputs.size() < 2 || !event.inputs[0].defined() || !event.outputs[1].defined())
         return 0;
       return 2.0 * double(event.outputs[1].numel()) * double(event.inputs[0].size(-1));
-    case OpId::linear_cross_entropy_grads:  // that GEMM and the gradient's two, as large
+    case OpId::linear_cross_entropy_grads:  // that GEMM and the gradient's two (one without
+                                            // dweight: a frozen weight), as large
       if (event.inputs.size() < 2 || !event.inputs[0].defined() || !event.inputs[1].defined() ||
           event.inputs[0].dim() != 2 || event.inputs[1].dim() != 2)
         return 0;
-      return 6.0 * double(event.inputs[0].size(0)) * double(event.inputs[1].numel());
+      return (event.outputs.size() > 2 && event.outputs[2].defined() ? 6.0 : 4.0) *
+             double(event.inputs[0].size(0)) * double(event.inputs[1].numel());
     default:
       return 0;
   }

@@ -76,6 +76,9 @@ for mode in pynative graph; do
 done
 grep -q "batches padded to a multiple of 64 tokens (at most 4 lengths): graph mode's default" \
   ftv_graph.out || fail "no padding line: $(grep '^\[finetune\]' ftv_graph.out)"
+# The bfloat16 base's frozen output layer, its loss and dx in one op.
+grep -q '^graph: .*linear+cross-entropy 1, .*output layer gradients 1, ' ftv_graph.out \
+  || fail "finetune: output layer not fused: $(grep '^graph' ftv_graph.out | head -1)"
 captures=$(grep -c '^graph: ' ftv_graph.out)
 [ "$captures" -ge 1 ] && [ "$captures" -le 4 ] || fail "finetune: $captures captures in 8 steps"
 paste <(losses ftv_pynative) <(losses ftv_graph) | awk '

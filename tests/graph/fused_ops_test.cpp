@@ -188,5 +188,66 @@ TEST(GraphFusedOps, LinearCrossEntropyOverManyTilesEqualsDecomposition) {
     }
 }
 
+// A frozen output layer (LoRA): weight_grad false makes the loss and dx only (no dweight), the
+// same as with it; a bfloat16 or float16 weight beside float32 x (a LoRA base kept in 16 bits),
+// its chunks converted as they are used, equals the decomposition over the same 16-bit weight
+// (linear and matmul read it as it is) on several row blocks and chunks, 1 and 3 threads; a
+// 16-bit weight asked for its gradient is an error naming the op.
+TEST(GraphFusedOps, LinearCrossEntropyGradsForAFrozenOrSixteenBitWeight) {
+  manual_seed(8);
+  const int64_t m = 300, d = 16, v = 1300;
+  Tensor x = Tensor::randn({m, d}), w = Tensor::randn({v, d});
+  Tensor t = Tensor::randint(0, v, {m});
+  t = ops::where(ops::lt(Tensor::rand({m}), Tensor::scalar(0.2)), Tensor::scalar(-100, DType::i64),
+                 t);
+  const Tensor dloss = Tensor::scalar(0.5);
+  const CrossEntropyAttrs with_dw{}, without{.weight_grad = false};
+  std::vector<Tensor> full = dispatch::call<OpId::linear_cross_entropy_grads>({x, w, t, dloss});
+  std::vector<Tensor> frozen =
+      dispatch::call<OpId::linear_cross_entropy_grads>({x, w, t, dloss}, without);
+  ASSERT_EQ(frozen.size(), 3u);
+  EXPECT_FALSE(frozen[2].defined());
+  EXPECT_TRUE(testing::all_close(frozen[0], full[0], 0, 0));
+  // (threads take chunks as they finish: each thread's share of dx, summed, may round apart)
+  EXPECT_TRUE(testing::all_close(frozen[1], full[1], 1e-6, 1e-6));
+  const int threads = context::get_num_threads();
+  for (DType wt : {DType::bf16, DType::f16})
+    for (int th : {1, 3}) {
+      SCOPED_TRACE(std::string(dtype_name(wt)) + " " + std::to_string(th) + " threads");
+      context::set_num_threads(th);
+      std::vector<Tensor> in = {x, w.to(wt), t, dloss};
+      std::vector<Tensor> fast = dispatch::call<OpId::linear_cross_entropy_grads>(in, without),
+                          composed;
+      std::vector<Tensor> head = dispatch::call<OpId::linear_cross_entropy>(in, with_dw),
+                          head_composed;
+      {
+        dispatch::ForceDecomposition force(OpId::linear_cross_entropy_grads);
+        composed = dispatch::call<OpId::linear_cross_entropy_grads>(in, without);
+      }
+      {
+        dispatch::ForceDecomposition force(OpId::linear_cross_entropy);
+        head_composed = dispatch::call<OpId::linear_cross_entropy>(in, with_dw);
+      }
+      context::set_num_threads(threads);
+      EXPECT_FALSE(fast[2].defined());
+      EXPECT_TRUE(testing::all_close(fast[0], composed[0], 2e-5, 2e-5));
+      EXPECT_TRUE(testing::all_close(fast[1], composed[1], 2e-5, 2e-5));
+      EXPECT_TRUE(testing::all_close(head[0], head_composed[0], 2e-5, 2e-5));
+      EXPECT_TRUE(testing::all_close(head[1], head_composed[1], 2e-5, 2e-5));
+      // The 16-bit weight's values, not float32's: farther from the float32 weight's loss.
+      EXPECT_GT(std::abs(fast[0].item() - full[0].item()), 1e-7);
+      try {
+        dispatch::call<OpId::linear_cross_entropy_grads>(in, with_dw);
+        ADD_FAILURE() << "a 16-bit weight's gradient was made";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("[linear_cross_entropy_grads] a " +
+                                             std::string(dtype_name(wt)) +
+                                             " weight takes no gradient here"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+}
+
 }  // namespace
 }  // namespace zenith::graph

@@ -695,60 +695,75 @@ TEST(GraphPasses, TiedEmbeddingGradientIsWrittenOverTheOutputLayers) {
 }
 
 // The output layer and its loss: linear -> cross entropy (ignored rows) -> its backward becomes
-// one op at the loss; the seed must be known at the loss (folded constant), and logits read
+// one op at the loss; the seed must be known at the loss (a folded constant, or made after it by
+// one op over values that exist before it: that op moves before the loss), and logits read
 // elsewhere keep it unfused. Where the gradient's two matmuls (dx = dlogits W, dW = dlogits^T h)
 // alone read dlogits, they join it (linear_cross_entropy_grads, no dlogits made); where only dW
-// is wanted (h without a gradient), linear_cross_entropy makes dlogits and the matmul stays.
+// is wanted (h without a gradient), linear_cross_entropy makes dlogits and the matmul stays;
+// where only dx is (a frozen weight: LoRA's output layer, float32 or bfloat16), dx joins it and
+// no dW is made.
 TEST(GraphPasses, OutputLayerAndItsLossFuseIntoLinearCrossEntropy) {
   manual_seed(19);
   Tensor h = randn({2, 6, 16}).requires_grad_(true), w = randn({300, 16}).requires_grad_(true);
+  Tensor w16 = w.detach().to(DType::bf16);
   Tensor scale = randn({});
   Tensor target = Tensor::from_vector(
       std::vector<int64_t>{4, 299, -100, 0, 17, 17, -100, 250, 3, 9, 100, 1}, {12});
   // variant 0: the loss as it is; 1: the logits also summed; 2: the loss times a state scalar
-  // (its seed, scale, made by a node after the loss); 3: as 0 with h needing no gradient.
+  // (its seed, scale, made by a node after the loss); 3: as 0 with h needing no gradient; 4: as
+  // 0 with w frozen; 5: as 4 with the frozen weight in bfloat16.
   auto step = [&](int variant) {
     return [&, variant] {
       h.zero_grad();
       w.zero_grad();
       h.requires_grad_(variant != 3);
-      Tensor logits = ops::linear(h, w);
+      w.requires_grad_(variant < 4);
+      Tensor logits = ops::linear(h, variant == 5 ? w16 : w);
       Tensor loss = ops::cross_entropy(logits.reshape({12, 300}), target, "mean", -100);
       if (variant == 1) loss = ops::add(loss, ops::mul(ops::sum(logits), 1e-3));
       if (variant == 2) loss = ops::mul(loss, scale);
       loss.backward();
-      std::vector<Tensor> out{loss, w.grad()};
+      std::vector<Tensor> out{loss};
+      if (variant < 4) out.push_back(w.grad());
       if (variant != 3) out.push_back(h.grad());
       return out;
     };
   };
-  for (int variant : {0, 1, 2, 3}) {
+  for (int variant : {0, 1, 2, 3, 4, 5}) {
     SCOPED_TRACE("variant " + std::to_string(variant));
     std::vector<Tensor> eager = step(variant)();
     for (Tensor& t : eager) t = t.clone();
-    Graph g = capture(step(variant), {target}, {{"h", h}, {"w", w}, {"scale", scale}});
+    Graph g =
+        capture(step(variant), {target}, {{"h", h}, {"w", w}, {"w16", w16}, {"scale", scale}});
     fold_constants(g);  // the seed of the loss's gradient
     dump("before", g);
     expect_counts(
         g,
         {{OpId::linear, 1}, {OpId::cross_entropy_rows, 1}, {OpId::cross_entropy_rows_backward, 1}});
     const int matmuls = g.count(OpId::matmul);
-    EXPECT_EQ(matmuls, variant == 3 ? 1 : 2);
-    const bool fused = variant == 0 || variant == 3;
+    EXPECT_EQ(matmuls, variant == 0 || variant == 1 || variant == 2 ? 2 : 1);
+    const bool fused = variant != 1, grads = fused && variant != 3;
     FusionCounts counts;
     EXPECT_EQ(fuse_linear_cross_entropy(g, counts), fused ? 1 : 0);
     dump("after", g);
-    EXPECT_EQ(g.count(OpId::linear_cross_entropy_grads), variant == 0 ? 1 : 0);
+    EXPECT_EQ(g.count(OpId::linear_cross_entropy_grads), grads ? 1 : 0);
     EXPECT_EQ(g.count(OpId::linear_cross_entropy), variant == 3 ? 1 : 0);
     EXPECT_EQ(g.count(OpId::linear), fused ? 0 : 1);
     EXPECT_EQ(g.count(OpId::cross_entropy_rows), fused ? 0 : 1);
     EXPECT_EQ(g.count(OpId::cross_entropy_rows_backward), fused ? 0 : 1);
-    EXPECT_EQ(g.count(OpId::matmul), variant == 0 ? 0 : matmuls);  // dx and dW join it, or stay
+    EXPECT_EQ(g.count(OpId::matmul), grads ? 0 : matmuls);  // dx (and dW) join it, or stay
     EXPECT_EQ(counts["linear+cross-entropy"], fused ? 1 : 0);
-    EXPECT_EQ(counts["output layer gradients"], variant == 0 ? 1 : 0);
+    EXPECT_EQ(counts["output layer gradients"], grads ? 1 : 0);
+    for (const Node& n : g.nodes)
+      if (n.op == OpId::linear_cross_entropy_grads) {
+        EXPECT_EQ(n.get<OpId::linear_cross_entropy_grads>().weight_grad, variant < 4);
+        EXPECT_EQ(n.outputs[2] != kNoValue, variant < 4);
+        EXPECT_EQ(n.inputs[1].view.dtype, variant == 5 ? DType::bf16 : DType::f32);
+      }
     expect_close(replay(g, {target}), eager, 1e-5);
   }
   h.requires_grad_(true);
+  w.requires_grad_(true);
 }
 
 // A gradient sum of three products (the input gradient of q/k/v projections): each later matmul

@@ -66,6 +66,9 @@ TEST(Profiler, OpsHaveShapesFlopsAndSelfTime) {
       {a, lw, Tensor::from_vector(std::vector<int64_t>{0, 5, 2, 1, 3}, {5}), Tensor::scalar(1.0)});
   dispatch::call<OpId::linear_cross_entropy_grads>(
       {a, lw, Tensor::from_vector(std::vector<int64_t>{0, 5, 2, 1, 3}, {5}), Tensor::scalar(1.0)});
+  dispatch::call<OpId::linear_cross_entropy_grads>(
+      {a, lw, Tensor::from_vector(std::vector<int64_t>{0, 5, 2, 1, 3}, {5}), Tensor::scalar(1.0)},
+      {.weight_grad = false});
   {
     // A decomposition records the ops it is made of inside it.
     dispatch::ForceDecomposition composed(OpId::sigmoid_backward);
@@ -86,8 +89,9 @@ TEST(Profiler, OpsHaveShapesFlopsAndSelfTime) {
   ASSERT_EQ(head.size(), 1u);
   EXPECT_DOUBLE_EQ(head[0]->flops, 2.0 * 5 * 6 * 7);
   auto grads = ops_named(r, "linear_cross_entropy_grads");  // that GEMM and the gradient's two
-  ASSERT_EQ(grads.size(), 1u);
+  ASSERT_EQ(grads.size(), 2u);
   EXPECT_DOUBLE_EQ(grads[0]->flops, 3 * 2.0 * 5 * 6 * 7);
+  EXPECT_DOUBLE_EQ(grads[1]->flops, 2 * 2.0 * 5 * 6 * 7) << "no dweight: a frozen weight";
 
   auto outer = ops_named(r, "sigmoid_backward");
   ASSERT_EQ(outer.size(), 1u);

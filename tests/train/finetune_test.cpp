@@ -220,7 +220,14 @@ TEST(Finetune, GraphModeEqualsEagerAndResumesAcrossModes) {
     EXPECT_NEAR(b.grad_norms[s], a.grad_norms[s], 1e-5 * a.grad_norms[s]) << "step " << s + 1;
   }
   int captures = 0;
-  for (const std::string& l : lines) captures += l.rfind("graph: ", 0) == 0;
+  for (const std::string& l : lines)
+    if (l.rfind("graph: ", 0) == 0) {
+      ++captures;
+      // The frozen output layer, its loss (seeded by the micro-batch's weight, in the backward)
+      // and dx in one op.
+      EXPECT_NE(l.find("linear+cross-entropy 1, "), std::string::npos) << l;
+      EXPECT_NE(l.find("output layer gradients 1, "), std::string::npos) << l;
+    }
   EXPECT_EQ(captures, 1);
   std::map<std::string, int> names;
   std::ifstream metrics(graph / "metrics.jsonl");

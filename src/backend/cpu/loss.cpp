@@ -396,22 +396,23 @@ exp_columns_avx512(float* lt, int64_t ld, int64_t w, int64_t n, float* m, float*
   exp_columns_body(lt, ld, w, n, m, s, b);
 }
 
-// The logits of rows [r0, r0 + mb) and classes [c0, c0 + n) (chunk c) as exp(l - the row's max
+// The logits of rows [r0, r0 + mb) and classes [c0, c0 + n) (chunk c, whose weight rows wc are)
+// as exp(l - the row's max
 // over the chunk) into lt [n, mb], the logits' transpose, whose rows run over the block's rows
 // (the max and exp vectorise across them), their statistics into st; then, where out is not
 // null, written to out (row stride v) in 8 x 8 blocks (8 cache lines in flight, not mb).
 // mb <= kRowBlock.
 template <typename T>
-void exp_tile(const T* x, const T* w, const int64_t* t, int64_t r0, int64_t mb, int64_t d,
+void exp_tile(const T* x, const T* wc, const int64_t* t, int64_t r0, int64_t mb, int64_t d,
               int64_t c, int64_t c0, int64_t n, int64_t chunks, T* lt, ChunkStats<T>& st, T* out,
               int64_t v, TileGemm* tile_gemm) {
   bool made = false;
   if constexpr (std::is_same_v<T, float>)
     if (tile_gemm) {
-      tile_gemm->run(w + c0 * d, n, lt);
+      tile_gemm->run(wc, n, lt);
       made = true;
     }
-  if (!made) gemm(false, true, n, mb, d, T(1), w + c0 * d, d, x + r0 * d, d, T(0), lt, mb);
+  if (!made) gemm(false, true, n, mb, d, T(1), wc, d, x + r0 * d, d, T(0), lt, mb);
   // Threads (where the caller does not split the chunks) take ranges of the block's rows
   // (columns of lt), 8 at a time.
   parallel_for((mb + 7) / 8, std::max<int64_t>(1, kGrain / (8 * n)), [&](int64_t b8, int64_t e8) {
@@ -481,9 +482,18 @@ std::vector<Tensor> linear_cross_entropy_impl(const std::vector<Tensor>& in,
                                               const CrossEntropyAttrs& attrs, const char* op) {
   ZENITH_CHECK(in.size() == 4, "[", op, "] expected 4 inputs, got ", in.size());
   Tensor x = in[0].contiguous(), w = in[1].contiguous();
-  ZENITH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.dtype() == w.dtype(),
-               "[", op, "] x ", shape_str(x.shape()), " and weight ", shape_str(w.shape()),
-               " must be [M, D] and [V, D] of one dtype");
+  // A 16-bit weight (a frozen bfloat16 output layer) with float32 x: its chunks are converted
+  // to float32 as they are used; it takes no gradient.
+  const bool lowp_w = w.dtype() != x.dtype();
+  ZENITH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) &&
+                   (!lowp_w || (x.dtype() == DType::f32 &&
+                                (w.dtype() == DType::bf16 || w.dtype() == DType::f16))),
+               "[", op, "] x ", shape_str(x.shape()), " ", dtype_name(x.dtype()), " and weight ",
+               shape_str(w.shape()), " ", dtype_name(w.dtype()),
+               " must be [M, D] and [V, D] of one dtype (or float32 x with a 16-bit weight)");
+  const bool weight_grad = kGrads && attrs.weight_grad;
+  ZENITH_CHECK(!lowp_w || !weight_grad, "[", op, "] a ", dtype_name(w.dtype()),
+               " weight takes no gradient here (weight_grad must be false)");
   Tensor target = in[2].dtype() == DType::i64 ? in[2].contiguous() : in[2].to(DType::i64);
   Tensor dloss = in[3].dtype() == x.dtype() ? in[3].contiguous() : in[3].to(x.dtype());
   const int64_t ignore_index = attrs.ignore_index;
@@ -500,8 +510,9 @@ std::vector<Tensor> linear_cross_entropy_impl(const std::vector<Tensor>& in,
   Tensor dlogits, dx, dw, e;
   if constexpr (kGrads) {
     dx = Tensor::empty({m, d}, x.dtype(), x.device());
-    dw = m == 0 ? Tensor::zeros({v, d}, x.dtype(), x.device())
-                : Tensor::empty({v, d}, x.dtype(), x.device());
+    if (weight_grad)
+      dw = m == 0 ? Tensor::zeros({v, d}, x.dtype(), x.device())
+                  : Tensor::empty({v, d}, x.dtype(), x.device());
     e = Tensor::empty({v, std::min(m, kRowBlock)}, x.dtype(), x.device());
   } else {
     dlogits = Tensor::empty({m, v}, x.dtype(), x.device());
@@ -533,6 +544,20 @@ std::vector<Tensor> linear_cross_entropy_impl(const std::vector<Tensor>& in,
         gon(goff.size());
     // The grads form with threads: each thread but the first its own dx_block, summed after.
     std::vector<T> dx_parts(kGrads && threads > 1 ? size_t((threads - 1) * mb_max * d) : 0);
+    // A 16-bit weight: each thread's chunk of it in T, converted where a tile or its gradients
+    // need it (V x D float32 never exists whole).
+    std::vector<T> w_rows(lowp_w ? size_t(threads * vc * d) : 0);
+    auto weight_rows = [&](int64_t c0, int64_t n) -> const T* {
+      if constexpr (std::is_same_v<T, float>)
+        if (lowp_w) {
+          const int th = threads > 1 ? omp_get_thread_num() : 0;
+          float* rows = w_rows.data() + th * vc * d;
+          to_float(static_cast<const char*>(w.raw_data()) + c0 * d * int64_t(itemsize(w.dtype())),
+                   w.dtype(), rows, n * d);
+          return rows;
+        }
+      return w.data<T>() + c0 * d;
+    };
     std::unique_ptr<TileGemm> tile_gemm;  // made again only for a shorter last row block
     for (int64_t r0 = 0; r0 < m; r0 += mb_max) {
       const int64_t mb = std::min(mb_max, m - r0);
@@ -544,8 +569,9 @@ std::vector<Tensor> linear_cross_entropy_impl(const std::vector<Tensor>& in,
         }
       auto tile = [&](int64_t c, T* scratch) {
         if constexpr (kGrads) scratch = e.data<T>() + c * vc * mb;
-        exp_tile(x.data<T>(), w.data<T>(), t, r0, mb, d, c, c * vc, std::min(vc, v - c * vc),
-                 chunks, scratch, st, kGrads ? nullptr : dlogits.data<T>(), v, tile_gemm.get());
+        const int64_t c0 = c * vc, n = std::min(vc, v - c0);
+        exp_tile(x.data<T>(), weight_rows(c0, n), t, r0, mb, d, c, c0, n, chunks, scratch, st,
+                 kGrads ? nullptr : dlogits.data<T>(), v, tile_gemm.get());
       };
       if (threads > 1) {
 #pragma omp parallel num_threads(threads)
@@ -592,9 +618,10 @@ std::vector<Tensor> linear_cross_entropy_impl(const std::vector<Tensor>& in,
             if (ti != ignore_index && ti >= c0 && ti < c0 + n)
               ec[(ti - c0) * mb + i] -= gon[size_t(i)];
           }
-          gemm(false, false, n, d, mb, T(1), ec, mb, xb, d, T(r0 == 0 ? 0 : 1),
-               dw.data<T>() + c0 * d, d);
-          gemm(true, false, mb, d, n, T(1), ec, mb, w.data<T>() + c0 * d, d, T(first ? 0 : 1),
+          if (weight_grad)
+            gemm(false, false, n, d, mb, T(1), ec, mb, xb, d, T(r0 == 0 ? 0 : 1),
+                 dw.data<T>() + c0 * d, d);
+          gemm(true, false, mb, d, n, T(1), ec, mb, weight_rows(c0, n), d, T(first ? 0 : 1),
                dx_part, d);
         };
         if (threads > 1) {

@@ -6,10 +6,13 @@
 // Where dl's only readers are the gradient's two matmuls, dx = dl W and dW = dl^T x, they join
 // it too, and dl is never made:
 //   ... -> loss, dx, dW = linear_cross_entropy_grads(x, W, t, dloss)
-// (else they stay as they are and read dl). Fused only where
-// the gradient's seed dloss is known at the loss (a folded constant, an input or state, or made
-// before it), for a linear without bias over float32/float64 operands of one dtype, plain and
-// contiguous (a bfloat16 head converts its operands first and is left as it is).
+// (else they stay as they are and read dl); where dx's matmul alone reads dl (a frozen output
+// layer: LoRA), it joins as the op's only gradient (weight_grad false, no dW made). Fused only
+// where the gradient's seed dloss is known at the loss: a folded constant, an input or state, or
+// made before it, or made after it by one op over such values, which then moves before the loss
+// (zenith finetune's micro-batch weight: the seed is weight x 1, made in the backward). For a
+// linear without bias over plain, contiguous float32/float64 operands of one dtype, or float32 x
+// with a frozen bfloat16/float16 weight (LoRA's base) where dx's matmul alone reads dl.
 #include "graph/passes/pass_utils.h"
 #include "graph/passes/passes.h"
 
@@ -17,6 +20,11 @@ namespace zenith::graph {
 namespace {
 
 bool fusable_dtype(DType t) { return t == DType::f32 || t == DType::f64; }
+
+// The weight may be 16-bit beside float32 logits (the kernel converts its chunks).
+bool fusable_weight(DType w, DType logits) {
+  return w == logits || (logits == DType::f32 && (w == DType::bf16 || w == DType::f16));
+}
 
 // The linear node that makes the logits `ce` reads, bias-free and with plain [.., D] x and
 // [V, D] weight of the logits' dtype; -1 otherwise.
@@ -32,8 +40,9 @@ int logits_linear(const Graph& g, const Node& ce) {
     return -1;
   const Operand &x = lin.inputs[0], &w = lin.inputs[1];
   const int64_t v = l.view.shape[1];
-  if (w.view.shape != Shape{v, x.view.shape.back()} || w.view.dtype != dt || x.view.dtype != dt ||
-      w.view.layout || x.view.layout || w.view.strides != contiguous_strides(w.view.shape) ||
+  if (w.view.shape != Shape{v, x.view.shape.back()} || !fusable_weight(w.view.dtype, dt) ||
+      x.view.dtype != dt || w.view.layout || x.view.layout ||
+      w.view.strides != contiguous_strides(w.view.shape) ||
       x.view.strides != contiguous_strides(x.view.shape))
     return -1;
   return lv.producer;
@@ -57,11 +66,11 @@ int sole_backward(const Graph& g, const std::vector<std::vector<int>>& readers, 
 
 // The matmul nodes dx = dl W and dW = dl^T x that alone read dl (the output of node i, the
 // linear_cross_entropy of x and W), after i with neither x nor W written in between, neither
-// writing in place; {-1, -1} otherwise.
+// writing in place; {dx, -1} where dx's matmul alone reads dl; {-1, -1} otherwise.
 std::pair<int, int> gradient_matmuls(const Graph& g, const PassScan& scan, int i, ValueId dl,
                                      const Operand& x, const Operand& w) {
   const std::vector<int>& rd = scan.readers[size_t(dl)];
-  if (scan.keep[size_t(dl)] || rd.size() != 2) return {-1, -1};
+  if (scan.keep[size_t(dl)] || rd.empty() || rd.size() > 2) return {-1, -1};
   const View& def = g.values[size_t(dl)].def;
   if (def.shape.size() != 2 || !contiguous(def)) return {-1, -1};
   const int64_t m = def.shape[0], v = def.shape[1];
@@ -85,12 +94,64 @@ std::pair<int, int> gradient_matmuls(const Graph& g, const PassScan& scan, int i
     else
       return {-1, -1};
   }
+  if (dx < 0 || (rd.size() == 2 && dw < 0)) return {-1, -1};
   return {dx, dw};
+}
+
+// Node s (> i) makes the seed from values that exist before node i, which nothing writes in
+// between, and is pure (one output, no in-place write, not random): it can run before i.
+bool hoistable(const Graph& g, const PassScan& scan, int s, int i) {
+  const Node& n = g.nodes[size_t(s)];
+  if (s <= i || n.outputs.size() != 1 || !n.writes.empty() || n.overwrites >= 0 || is_random(n.op))
+    return false;
+  for (const Operand& in : n.inputs) {
+    if (!in.defined()) continue;
+    const Value& v = g.values[size_t(in.value)];
+    if ((v.kind == ValueKind::kIntermediate && v.producer >= i) ||
+        written_between(scan.writers, in.value, i, s))
+      return false;
+  }
+  return true;
+}
+
+// Node `from` moved to position `to` (< from) into segment `segment`; producers renumbered.
+void move_node(Graph& g, int from, int to, int segment) {
+  Node n = std::move(g.nodes[size_t(from)]);
+  g.nodes.erase(g.nodes.begin() + from);
+  n.segment = segment;
+  g.nodes.insert(g.nodes.begin() + to, std::move(n));
+  for (int k = to; k <= from; ++k)
+    for (size_t o = 0; o < g.nodes[size_t(k)].outputs.size(); ++o)
+      if (g.nodes[size_t(k)].outputs[o] != kNoValue)
+        g.values[size_t(g.nodes[size_t(k)].outputs[o])].producer = k;
+}
+
+// The loss/backward pairs whose seed a later pure op makes: that op moved before the loss.
+void hoist_seeds(Graph& g) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    PassScan scan(g);
+    for (size_t i = 0; i < g.nodes.size() && !moved; ++i) {
+      const Node& ce = g.nodes[i];
+      if (ce.op != OpId::cross_entropy_rows || ce.inputs.size() != 2 || ce.outputs.size() != 2)
+        continue;
+      const int p = logits_linear(g, ce);
+      const int b = p < 0 ? -1 : sole_backward(g, scan.readers, ce);
+      if (b < 0) continue;
+      const Value& dv = g.values[size_t(g.nodes[size_t(b)].inputs[0].value)];
+      if (dv.kind != ValueKind::kIntermediate || dv.producer < int(i) || dv.producer > b ||
+          !hoistable(g, scan, dv.producer, int(i)))
+        continue;
+      move_node(g, dv.producer, int(i), ce.segment);
+      moved = true;
+    }
+  }
 }
 
 }  // namespace
 
 int fuse_linear_cross_entropy(Graph& g, FusionCounts& counts) {
+  hoist_seeds(g);
   PassScan scan(g);
   auto& [readers, writers, keep, removed] = scan;
   int count = 0, with_gradients = 0;
@@ -125,14 +186,24 @@ int fuse_linear_cross_entropy(Graph& g, FusionCounts& counts) {
     const ValueId dlogits = nb.outputs[0];
     const Operand w = lin.inputs[1], target = ce.inputs[1];
     const auto [mx, mw] = gradient_matmuls(g, scan, int(i), dlogits, x, w);
+    const bool grads = mx >= 0 && !removed[size_t(mx)] && (mw < 0 || !removed[size_t(mw)]);
+    // A 16-bit weight only as a frozen layer's, with dx's matmul.
+    if (w.view.dtype != x.view.dtype && (!grads || mw >= 0)) continue;
     removed[size_t(p)] = removed[size_t(b)] = true;
     ++count;
     ce.inputs = {x, w, target, dloss};  // attrs: CrossEntropyAttrs, as they were
-    if (mx >= 0 && !removed[size_t(mx)] && !removed[size_t(mw)]) {
+    if (grads) {
       ce.op = OpId::linear_cross_entropy_grads;
-      ce.outputs = {ce.outputs[0], g.nodes[size_t(mx)].outputs[0], g.nodes[size_t(mw)].outputs[0]};
+      ce.outputs = {ce.outputs[0], g.nodes[size_t(mx)].outputs[0],
+                    mw >= 0 ? g.nodes[size_t(mw)].outputs[0] : kNoValue};
+      if (mw < 0) {
+        CrossEntropyAttrs a = ce.get<OpId::linear_cross_entropy_grads>();
+        a.weight_grad = false;
+        ce.attrs = copy_attrs(OpId::linear_cross_entropy_grads, &a);
+      }
       ce.fused = "linear+cross-entropy+gradient matmuls";
-      removed[size_t(mx)] = removed[size_t(mw)] = true;
+      removed[size_t(mx)] = true;
+      if (mw >= 0) removed[size_t(mw)] = true;
       ++with_gradients;
     } else {
       ce.op = OpId::linear_cross_entropy;
