@@ -131,7 +131,8 @@ int run_finetune(int argc, char** argv) {
     std::fflush(stdout);
   };
   const RankPlace place = join_ranks(world_env, 0);
-  if (auto p = profile.callback(o.out, place.rank, place.world)) o.callbacks.push_back(p);
+  if (auto p = profile.callback(o.out, place.rank, place.world, o.mode == "graph"))
+    o.callbacks.push_back(p);
   finetune::run(o, train, eval ? &*eval : nullptr, print);
   if (place.world > 1) communication::release();
   return 0;

@@ -8,7 +8,7 @@
 // (rank_launcher.h); a rank trains on its shard of the data with DistributedDataParallel
 // (--batch-size is per rank) and evaluates its shard of the test set (metrics reduced). Only
 // rank 0 writes OUT. The settings are in train_settings.h. --profile N records N steps after
-// --profile-skip warm-up steps (default 1) into OUT/profile/ (profile_flags.h).
+// --profile-skip warm-up steps (default 1, 3 in graph mode) into OUT/profile/ (profile_flags.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -98,7 +98,7 @@ std::vector<callbacks::CallbackPtr> make_callbacks(const TrainSettings& s, Progr
   if (const char* f = std::getenv("ZENITH_METRICS_FILE"); f && *f)
     cbs.push_back(callbacks::MetricsLogger(f, s.log_every));
   if (s.patience > 0) cbs.push_back(callbacks::EarlyStopping("eval_loss", s.patience - 1));
-  if (auto p = profile.callback(s.out, rank, place.world)) cbs.push_back(p);
+  if (auto p = profile.callback(s.out, rank, place.world, s.mode == "graph")) cbs.push_back(p);
   return cbs;
 }
 

@@ -98,6 +98,19 @@ TEST_F(TrainCli, ProfileWritesTraceAndSummaryAndPrintsTheTable) {
   // Off by default: nothing registered, nothing written.
   ASSERT_EQ(zenith(train_args("plain") + " --epochs 1").code, 0);
   EXPECT_FALSE(fs::exists(root_ / "plain/profile"));
+  // Graph mode waits 3 steps by default (the capture, the replay that records the memory plan,
+  // the arena's first use): a 2-step run ends before profiling; --profile-skip still sets it.
+  auto graph =
+      zenith(train_args("graph") + " --epochs 1 --limit-train 64 --mode graph --profile 1");
+  ASSERT_EQ(graph.code, 0) << graph.output;
+  EXPECT_NE(graph.output.find("the run ended after 2 steps, before profiling began (after 3)"),
+            std::string::npos)
+      << graph.output;
+  auto graph_skip =
+      zenith(train_args("graph_skip") +
+             " --epochs 1 --limit-train 64 --mode graph --profile 1 --profile-skip 1");
+  ASSERT_EQ(graph_skip.code, 0) << graph_skip.output;
+  EXPECT_NE(graph_skip.output.find("1 steps"), std::string::npos) << graph_skip.output;
   auto bad = zenith(train_args("bad") + " --epochs 1 --profile -1");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.output.find("[profile]"), std::string::npos) << bad.output;
