@@ -39,7 +39,8 @@ TEST(OpAttrs, EqualityTextAndHash) {
             "input_shape=2,3,8,8;weight_shape=4,3,3,3;output_shape=2,4,6,6;stride=1,1;"
             "pad_begin=0,0;pad_end=0,0;dilation=1,1;groups=1;bias=0;");
   EXPECT_EQ(attrs_text(CrossEntropyAttrs{.label_smoothing = 0.1, .reduction = Reduction::kSum}),
-            "ignore_index=-100;label_smoothing=0.10000000000000001;reduction=sum;");
+            "ignore_index=-100;label_smoothing=0.10000000000000001;reduction=sum;weight_grad=1;");
+  EXPECT_NE(attrs_hash(CrossEntropyAttrs{.weight_grad = false}), attrs_hash(CrossEntropyAttrs{}));
   EXPECT_EQ(attrs_text(CopyAttrs{.dtype = DType::bf16}), "dtype=bfloat16;");
   EXPECT_EQ(attrs_text(NoAttrs{}), "");
   // The same text in every process: FNV-1a, not std::hash.
