@@ -67,8 +67,10 @@ struct CaptureReport {
 struct Options {
   size_t max_graphs = 8;  // compiled signatures kept (least recently used goes)
   bool fuse = true;       // the fusion passes
-  // One arena per graph, planned from its first replay. The tensors a replay hands out (the
-  // loss, the gradients) live in it until the next replay of that graph: clone() to keep them.
+  // Memory planned per graph from its first replay, in one arena the graphs share (only one
+  // replays at a time; sized to the largest plan). The tensors a replay hands out (the loss, the
+  // gradients) live in it until the next replay of that graph: clone() to keep them. (Another
+  // graph's replay while they are held takes a new arena and leaves them be.)
   bool plan_memory = true;
   // Optimizer in the backward (torchtune's optimizer_in_bwd): a parameter's update runs as soon
   // as its gradient is final and its buffer is reused, where that lowers the replay's peak
@@ -82,6 +84,7 @@ struct Options {
 
 class StepCompiler;
 class Compiled;
+class ArenaPool;
 
 // One step: a capture (the phases run eagerly under the recorder), a replay, or an eager run
 // (a signature that could not be captured).
@@ -133,8 +136,11 @@ class StepCompiler {
   // The report of the latest capture (null before one), and taken once by the trainer.
   const CaptureReport* last_capture() const { return last_.get(); }
   std::unique_ptr<CaptureReport> take_new_capture() { return std::move(new_); }
-  // Bytes of the memory arena of the graph replayed last (0 before its plan exists).
+  // Bytes of the memory arena the graphs share: the largest plan's (0 before a plan exists).
   size_t arena_bytes() const;
+  // Arenas allocated so far: one, and another each time a larger plan or held outputs of
+  // another graph's replay need it.
+  int64_t arena_allocations() const;
   // The most bytes its planned buffers hold at once (the arena's lower bound; 0 before).
   size_t planned_peak_bytes() const;
   // Why the last signature that could not be captured runs eagerly ("" when none).
@@ -151,6 +157,7 @@ class StepCompiler {
   std::unique_ptr<CaptureReport> last_, new_;
   std::string fallback_;
   std::unordered_set<std::string> evicted_;  // signatures the cache dropped
+  std::shared_ptr<ArenaPool> arenas_;        // the graphs' memory plans share its arena
   int captures_ = 0, recaptures_ = 0, replays_ = 0, eager_steps_ = 0;
 };
 

@@ -201,6 +201,14 @@ void arena_free(void* base) {
   std::free(base);
 }
 
+int64_t arena_held_blocks(const void* base) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (const auto& a : c.arenas)
+    if (a.base == base) return a.live;
+  return 0;
+}
+
 void set_arena_plan(ArenaPlan* plan) { g_plan = plan; }
 
 void set_allocation_observer(const AllocationObserver* observer) { g_observer = observer; }

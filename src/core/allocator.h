@@ -37,6 +37,8 @@ void reset_peak_live_bytes();
 // arena_free while parts of it are still held releases it with the last of them.
 void* arena_allocate(size_t nbytes);
 void arena_free(void* base);
+// Blocks of the arena at `base` handed out by a plan and not yet freed (0 for an unknown base).
+int64_t arena_held_blocks(const void* base);
 // While set on this thread, the next CPU allocations are served in order from the arena at
 // `base`: allocation i at base + offsets[i] when its size is sizes[i]; offsets[i] < 0 sends it
 // to the cache. The first allocation that does not match ends the plan (diverged = true).

@@ -126,6 +126,41 @@ size_t peak_live_bytes(const std::vector<PlannedBuffer>& buffers) {
   return size_t(peak);
 }
 
+ArenaPool::~ArenaPool() {
+  if (arena_) core::arena_free(arena_);
+}
+
+char* ArenaPool::acquire(size_t bytes, const void* plan) {
+  if (busy_) return nullptr;
+  // Outputs of another plan's replay still held (a loss kept, say) would be overwritten.
+  const bool held = arena_ && last_ != plan && core::arena_held_blocks(arena_) > 0;
+  if (!arena_ || bytes_ < bytes || held) {
+    const size_t size = std::max(bytes, bytes_);
+    if (arena_) core::arena_free(arena_);  // goes with its last held buffer
+    arena_ = nullptr;
+    // The allocator's cache holds the blocks of the replay that recorded the plan (and of the
+    // eager capture before it): the arena takes their place in every replay after.
+    core::empty_allocator_cache();
+    arena_ = static_cast<char*>(core::arena_allocate(size));
+    bytes_ = size;
+    allocations_ += 1;
+    for_held_ += held;
+  }
+  busy_ = last_ = plan;
+  return arena_;
+}
+
+void ArenaPool::release(const void* plan) {
+  if (busy_ == plan) busy_ = nullptr;
+}
+
+void ArenaPool::trim() {
+  if (!arena_ || busy_ || core::arena_held_blocks(arena_) > 0) return;
+  core::arena_free(arena_);
+  arena_ = nullptr;
+  last_ = nullptr;
+}
+
 MemoryPlan::~MemoryPlan() {
   if (arena_) core::arena_free(arena_);
 }
@@ -174,14 +209,29 @@ void MemoryPlan::start_replay() {
   if (phase_ == Phase::kUsing) {
     plan_.next = 0;
     plan_.diverged = false;
+    pooled_ = false;
+    plan_.base = pool_ ? pool_->acquire(arena_bytes_, this) : nullptr;
+    pooled_ = plan_.base != nullptr;
+    if (!pooled_) {
+      if (!arena_) arena_ = static_cast<char*>(core::arena_allocate(arena_bytes_));
+      plan_.base = arena_;
+    }
   }
 }
 
-void MemoryPlan::end_replay() {
+void MemoryPlan::end_replay(bool complete) {
   in_replay_ = false;
+  if (pooled_) pool_->release(this);
+  pooled_ = false;
   if (phase_ == Phase::kRecording) {
-    build();
-  } else if (phase_ == Phase::kUsing && (plan_.diverged || plan_.next != plan_.sizes.size())) {
+    if (complete) {
+      build();
+    } else {  // what was recorded is part of the replay: record the next one
+      phase_ = Phase::kIdle;
+      observer_ = {};
+    }
+  } else if (phase_ == Phase::kUsing &&
+             (plan_.diverged || (complete && plan_.next != plan_.sizes.size()))) {
     std::fprintf(stderr,
                  "graph: the replay's allocations no longer follow its memory plan; "
                  "using the allocator\n");
@@ -204,9 +254,8 @@ void MemoryPlan::build() {
     planned_ += b.offset >= 0;
     overwritten_ += b.offset >= 0 && b.over >= 0 && buffers_[size_t(b.over)].offset == b.offset;
   }
-  if (arena_bytes_ > 0) arena_ = static_cast<char*>(core::arena_allocate(arena_bytes_));
-  plan_.base = arena_;
-  phase_ = arena_ ? Phase::kUsing : Phase::kRecorded;
+  // The arena is taken at each replay's start (start_replay): the pool's, or one of its own.
+  phase_ = arena_bytes_ > 0 ? Phase::kUsing : Phase::kRecorded;
 }
 
 void MemoryPlan::drop() {

@@ -10,11 +10,14 @@
 // (as CUDA graphs' static outputs; clone() what must live longer; the trainer frees the
 // gradients before each step). An arena freed while such buffers are held goes with the last
 // of them (core's allocator counts its blocks). Replays are deterministic, so the order repeats; if
-// it ever does not (diverged), the plan is dropped and the allocator serves the rest.
+// it ever does not (diverged), the plan is dropped and the allocator serves the rest. A replay
+// that stops early (a step the trainer rejects, an error) is no divergence: it keeps the plan.
+// The plans of one step compiler's graphs share one arena (ArenaPool): only one replays at a time.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/allocator.h"
@@ -39,16 +42,53 @@ size_t pack_buffers(std::vector<PlannedBuffer>& buffers, size_t align = 64);
 // The most bytes of planned buffers alive at once (the lower bound of any packing).
 size_t peak_live_bytes(const std::vector<PlannedBuffer>& buffers);
 
+// One arena for the memory plans of several graphs that never replay at the same time (a step
+// compiler's graphs, one per input shape), as CUDA graph trees share one memory pool: it holds
+// the largest plan's arena instead of one arena per cached graph. A plan takes the arena for a
+// replay when it is large enough and no buffer another plan's replay left in it (an output) is
+// still held; otherwise the pool allocates a new one (at least as large) and the old one goes
+// with its last held buffer. A plan's own outputs are valid until its next replay, as before.
+class ArenaPool {
+ public:
+  ArenaPool() = default;
+  ~ArenaPool();
+  ArenaPool(const ArenaPool&) = delete;
+  ArenaPool& operator=(const ArenaPool&) = delete;
+
+  // The arena for a replay of `plan` (any identity) that needs `bytes`; null while another
+  // plan's replay holds it (the caller uses an arena of its own).
+  char* acquire(size_t bytes, const void* plan);
+  void release(const void* plan);
+  // Frees the arena while no replay is in it and none of its buffers is held (before an eager
+  // capture, whose unfused step needs more memory than a replay); the next acquire allocates
+  // one again.
+  void trim();
+  size_t bytes() const { return bytes_; }
+  // Arenas allocated so far, and of them those allocated because another plan's outputs were
+  // still held in the one before.
+  int64_t allocations() const { return allocations_; }
+  int64_t allocations_for_held() const { return for_held_; }
+
+ private:
+  char* arena_ = nullptr;
+  size_t bytes_ = 0;
+  const void* last_ = nullptr;  // the plan that replayed last in it
+  const void* busy_ = nullptr;  // the plan replaying now
+  int64_t allocations_ = 0, for_held_ = 0;
+};
+
 class MemoryPlan {
  public:
-  MemoryPlan() = default;
+  // pool: the arena shared with other plans (null: an arena of its own).
+  explicit MemoryPlan(std::shared_ptr<ArenaPool> pool = nullptr) : pool_(std::move(pool)) {}
   ~MemoryPlan();
   MemoryPlan(const MemoryPlan&) = delete;
   MemoryPlan& operator=(const MemoryPlan&) = delete;
 
-  // Around one replay: the first records, the next ones use the arena.
+  // Around one replay: the first records, the next ones use the arena. complete: the replay ran
+  // to its end (one that stopped early neither records nor checks the plan).
   void start_replay();
-  void end_replay();
+  void end_replay(bool complete = true);
   // While recording: the kernel that just ran wrote its output (buffer at `out`) over its input
   // (at `in`), which died at the same op; the plan gives both one place. Ignored otherwise, or
   // when `in` is not a buffer that died after `out` was made.
@@ -64,7 +104,7 @@ class MemoryPlan {
     MemoryPlan* plan_;
   };
 
-  bool ready() const { return arena_ != nullptr; }
+  bool ready() const { return phase_ == Phase::kUsing; }
   bool diverged() const { return dropped_; }
   size_t arena_bytes() const { return arena_bytes_; }
   size_t recorded_peak_bytes() const { return peak_; }  // planned buffers alive at once
@@ -87,7 +127,9 @@ class MemoryPlan {
   int64_t events_ = 0;
   core::AllocationObserver observer_;
   core::ArenaPlan plan_;
-  char* arena_ = nullptr;
+  std::shared_ptr<ArenaPool> pool_;
+  bool pooled_ = false;    // this replay's arena is the pool's
+  char* arena_ = nullptr;  // an arena of its own (no pool, or the pool's was busy)
   size_t arena_bytes_ = 0, peak_ = 0, planned_ = 0, overwritten_ = 0;
 };
 

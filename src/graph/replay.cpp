@@ -180,17 +180,19 @@ std::vector<Tensor> Program::run_segment(int segment) {
 
 void Program::finish() {
   for (auto& [state, g] : grads_) state.set_grad(arg_tensor(g));
-  reset();
+  release_all(true);
 }
 
-void Program::reset() {
+void Program::reset() { release_all(false); }
+
+void Program::release_all(bool complete) {
   for (auto& s : slots_) s = Tensor();
   scratch_.clear();
-  if (plan_) plan_->end_replay();
+  if (plan_) plan_->end_replay(complete);
 }
 
-void Program::enable_memory_plan() {
-  if (!plan_) plan_ = std::make_unique<MemoryPlan>();
+void Program::enable_memory_plan(std::shared_ptr<ArenaPool> pool) {
+  if (!plan_) plan_ = std::make_unique<MemoryPlan>(std::move(pool));
 }
 
 }  // namespace zenith::graph

@@ -15,6 +15,7 @@
 
 namespace zenith::graph {
 
+class ArenaPool;
 class MemoryPlan;
 
 // The optimizer's per-step hyperparameters, set on the update nodes before each replay.
@@ -36,11 +37,13 @@ class Program {
   std::vector<Tensor> run_segment(int s);
   // After the last segment: sets the state's gradients and releases every slot.
   void finish();
-  // Drops every binding (after an error).
+  // Drops every binding: after an error, or a step that stops before its last segment.
   void reset();
 
-  // Memory planning: the next replay records its allocations; the one after uses the plan.
-  void enable_memory_plan();
+  // Memory planning: the next replay records its allocations; the one after uses the plan, in
+  // the pool's arena where one is given (shared with other programs that never replay at the
+  // same time).
+  void enable_memory_plan(std::shared_ptr<ArenaPool> pool = nullptr);
   const MemoryPlan* memory_plan() const { return plan_.get(); }
   int steps() const { return int(steps_.size()); }
 
@@ -60,6 +63,7 @@ class Program {
     int32_t overwrites = -1;  // the arg whose buffer output 0 takes over (Node::overwrites)
   };
   Tensor arg_tensor(const Arg& a) const;
+  void release_all(bool complete);
 
   std::vector<Step> steps_;
   std::vector<View> views_;

@@ -238,7 +238,7 @@ void StepRun::finish() {
     report->activations_after = graph->peak_intermediate_bytes(kernel_workspace_bytes);
     report->live_at_peak = live_at_peak_groups(*graph, &report->peak_op);
     compiled->program = std::make_unique<Program>(*graph);
-    if (c.options_.plan_memory) compiled->program->enable_memory_plan();
+    if (c.options_.plan_memory) compiled->program->enable_memory_plan(c.arenas_);
     report->capture_ms = capture_ms;
     report->compile_ms = ms_since(t0);
     c.log(report->line());
@@ -256,7 +256,10 @@ void StepRun::finish() {
 
 StepCompiler::StepCompiler(std::vector<std::pair<std::string, Tensor>> state,
                            nn::Optimizer* optimizer, Options options)
-    : state_(std::move(state)), optimizer_(optimizer), options_(std::move(options)) {
+    : state_(std::move(state)),
+      optimizer_(optimizer),
+      options_(std::move(options)),
+      arenas_(std::make_shared<ArenaPool>()) {
   ZENITH_CHECK(options_.max_graphs >= 1, "[graph] max_graphs must be at least 1");
 }
 
@@ -270,10 +273,9 @@ void StepCompiler::log(const std::string& line) const {
 
 size_t StepCompiler::cached() const { return cache_.size(); }
 
-size_t StepCompiler::arena_bytes() const {
-  if (!last_used_ || !last_used_->program || !last_used_->program->memory_plan()) return 0;
-  return last_used_->program->memory_plan()->arena_bytes();
-}
+size_t StepCompiler::arena_bytes() const { return arenas_->bytes(); }
+
+int64_t StepCompiler::arena_allocations() const { return arenas_->allocations(); }
 
 size_t StepCompiler::planned_peak_bytes() const {
   if (!last_used_ || !last_used_->program || !last_used_->program->memory_plan()) return 0;
@@ -311,6 +313,9 @@ StepRun StepCompiler::begin(const std::vector<Tensor>& inputs, const std::string
         std::to_string(options_.max_graphs) +
         "): the steps' inputs take more shapes than that, each captured anew; pad them to fewer "
         "(zenith finetune: --pad-to-multiple-of)");
+  // The capture runs the step eagerly, unfused: the shared arena, idle until the next replay,
+  // goes first where nothing of it is held (the next replay allocates it again).
+  arenas_->trim();
   s->mode = StepRun::State::kCapture;
   s->expected = update_params(optimizer_);
   s->recorder = std::make_unique<Recorder>(inputs, state_);

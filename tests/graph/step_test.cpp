@@ -358,6 +358,95 @@ TEST_F(GraphStep, MemoryPlanKeepsResultsAndShrinksTheArena) {
   EXPECT_LT(a.arena_bytes(), a.last_capture()->activations_before + grad_bytes);
 }
 
+// The graphs of several input shapes share one arena, the largest plan's, not one each; another
+// graph's replay while a replay's outputs are still held takes a new arena and leaves them be.
+TEST_F(GraphStep, GraphsOfSeveralShapesShareOneArena) {
+  auto quiet = [](const std::string&) {};
+  // Each shape's arena alone.
+  size_t alone[2] = {0, 0};
+  const int64_t sizes[2] = {8, 4};
+  for (int k = 0; k < 2; ++k) {
+    Trainer t("seedcnn", 32);
+    StepCompiler c(t.state, t.opt.get(), {.log = quiet});
+    manual_seed(11);
+    for (int i = 0; i < 3; ++i)
+      t.step(&c, Tensor::randn({sizes[k], 3, 32, 32}), Tensor::randint(0, 10, {sizes[k]}));
+    alone[k] = c.arena_bytes();
+    ASSERT_GT(alone[k], 0u);
+    EXPECT_EQ(c.arena_allocations(), 1);
+  }
+  ASSERT_NE(alone[0], alone[1]);
+
+  Trainer eager("seedcnn", 32), graphed("seedcnn", 32);
+  StepCompiler c(graphed.state, graphed.opt.get(), {.log = quiet});
+  manual_seed(12);
+  auto step = [&](int64_t batch) {
+    Tensor x = Tensor::randn({batch, 3, 32, 32}), y = Tensor::randint(0, 10, {batch});
+    EXPECT_NEAR(eager.step(nullptr, x, y), graphed.step(&c, x, y), 1e-5) << "batch " << batch;
+  };
+  // 8: capture, record, the arena; 4: capture (the idle arena freed first), record, the arena
+  // again (as large as the larger plan); then both alternate in it.
+  for (int64_t b : {8, 8, 8, 4, 4, 4, 8, 4, 8, 4}) step(b);
+  EXPECT_EQ(c.captures(), 2);
+  EXPECT_EQ(c.arena_bytes(), std::max(alone[0], alone[1]));
+  EXPECT_EQ(c.arena_allocations(), 2);
+
+  // Gradients of batch 4's replay held past its step: batch 8's replay goes to a new arena.
+  std::vector<Tensor> held, copies;
+  for (auto& p : graphed.net->trainable_params()) {
+    held.push_back(p.grad());
+    copies.push_back(p.grad().clone());
+  }
+  step(8);
+  EXPECT_EQ(c.arena_allocations(), 3);
+  for (size_t i = 0; i < held.size(); ++i) EXPECT_EQ(test::max_abs_diff(held[i], copies[i]), 0);
+  held.clear();
+  step(4);
+  step(8);
+  EXPECT_EQ(c.arena_allocations(), 3);
+  EXPECT_EQ(c.arena_bytes(), std::max(alone[0], alone[1]));
+  EXPECT_LE(max_param_diff(eager.net, graphed.net), 1e-5);
+}
+
+// A step the host code stops after its first phase (zenith finetune's spike guard rejecting the
+// step) is no divergence from the memory plan: a replay stopped so keeps it, and a stopped
+// recording replay leaves the recording to the next one.
+TEST_F(GraphStep, AStepStoppedEarlyKeepsTheMemoryPlan) {
+  Trainer eager("seedcnn", 32), graphed("seedcnn", 32);
+  StepCompiler c(graphed.state, graphed.opt.get(), {.log = [](const std::string&) {}});
+  manual_seed(13);
+  auto stopped = [&](Trainer& t, StepCompiler* compiler, const Tensor& x, const Tensor& y) {
+    t.opt->zero_grad();
+    StepRun run = compiler ? compiler->begin({x, y}) : StepRun::eager();
+    return run.phase([&] { return std::vector<Tensor>{(*t.loss_fn)(t.net->forward(x), y)}; })[0]
+        .item();
+  };
+  testing::internal::CaptureStderr();
+  int64_t planned_replay_allocations = -1;
+  // Step 1 captures, 2 would record (stopped), 3 records, 4 uses the arena (stopped), 5-6 use it.
+  for (int i = 0; i < 6; ++i) {
+    Tensor x = Tensor::randn({4, 3, 32, 32}), y = Tensor::randint(0, 10, {4});
+    if (i == 1 || i == 3) {
+      EXPECT_NEAR(stopped(eager, nullptr, x, y), stopped(graphed, &c, x, y), 1e-5) << i;
+      continue;
+    }
+    const core::AllocatorStats before = core::allocator_stats();
+    const double lg = graphed.step(&c, x, y);
+    const core::AllocatorStats after = core::allocator_stats();
+    if (i == 5)
+      planned_replay_allocations = (after.hits + after.misses) - (before.hits + before.misses);
+    EXPECT_NEAR(eager.step(nullptr, x, y), lg, 1e-5) << i;
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("no longer follow"), std::string::npos) << err;
+  EXPECT_EQ(c.captures(), 1);
+  EXPECT_EQ(c.arena_allocations(), 1);
+  // The last replay's buffers all came from the arena (the allocator served the step's few
+  // host-side tensors only; a dropped plan sends every buffer of the replay to it).
+  EXPECT_LT(planned_replay_allocations, 8);
+  EXPECT_LE(max_param_diff(eager.net, graphed.net), 1e-5);
+}
+
 TEST_F(GraphStep, GradientsInTheArenaOutliveTheCompiler) {
   // A replay's gradients are in the graph's arena; the compiler (and its arena) can go first.
   Trainer t("seedcnn", 32);
