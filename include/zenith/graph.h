@@ -159,6 +159,7 @@ class StepCompiler {
   std::unordered_set<std::string> evicted_;  // signatures the cache dropped
   std::shared_ptr<ArenaPool> arenas_;        // the graphs' memory plans share its arena
   int captures_ = 0, recaptures_ = 0, replays_ = 0, eager_steps_ = 0;
+  bool held_logged_ = false;  // a replay took a new arena for held outputs (logged once)
 };
 
 }  // namespace zenith::graph

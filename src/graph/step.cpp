@@ -166,7 +166,16 @@ std::vector<Tensor> StepRun::phase(const std::function<std::vector<Tensor>()>& f
           p.bind_inputs(s.inputs);
           p.set_update_params(update_params(s.owner->optimizer_));
         }
-        return p.run_segment(s.next_phase++);
+        std::vector<Tensor> out = p.run_segment(s.next_phase++);
+        StepCompiler& c = *s.owner;
+        if (!c.held_logged_ && c.arenas_->allocations_for_held() > 0) {
+          c.held_logged_ = true;
+          c.log(
+              "graph: tensors an earlier replay handed out (a loss, a gradient) are still held "
+              "while another graph replays: it takes a new memory arena and the old one stays "
+              "until they go (clone() what you keep)");
+        }
+        return out;
       } catch (...) {
         p.reset();
         s.finished = true;

@@ -378,8 +378,15 @@ TEST_F(GraphStep, GraphsOfSeveralShapesShareOneArena) {
   ASSERT_NE(alone[0], alone[1]);
 
   Trainer eager("seedcnn", 32), graphed("seedcnn", 32);
-  StepCompiler c(graphed.state, graphed.opt.get(), {.log = quiet});
+  std::vector<std::string> lines;
+  StepCompiler c(graphed.state, graphed.opt.get(),
+                 {.log = [&](const std::string& l) { lines.push_back(l); }});
   manual_seed(12);
+  auto held_lines = [&] {
+    int n = 0;
+    for (const std::string& l : lines) n += l.find("are still held") != std::string::npos;
+    return n;
+  };
   auto step = [&](int64_t batch) {
     Tensor x = Tensor::randn({batch, 3, 32, 32}), y = Tensor::randint(0, 10, {batch});
     EXPECT_NEAR(eager.step(nullptr, x, y), graphed.step(&c, x, y), 1e-5) << "batch " << batch;
@@ -390,6 +397,7 @@ TEST_F(GraphStep, GraphsOfSeveralShapesShareOneArena) {
   EXPECT_EQ(c.captures(), 2);
   EXPECT_EQ(c.arena_bytes(), std::max(alone[0], alone[1]));
   EXPECT_EQ(c.arena_allocations(), 2);
+  EXPECT_EQ(held_lines(), 0);
 
   // Gradients of batch 4's replay held past its step: batch 8's replay goes to a new arena.
   std::vector<Tensor> held, copies;
@@ -399,11 +407,18 @@ TEST_F(GraphStep, GraphsOfSeveralShapesShareOneArena) {
   }
   step(8);
   EXPECT_EQ(c.arena_allocations(), 3);
+  EXPECT_EQ(held_lines(), 1);
   for (size_t i = 0; i < held.size(); ++i) EXPECT_EQ(test::max_abs_diff(held[i], copies[i]), 0);
   held.clear();
   step(4);
   step(8);
   EXPECT_EQ(c.arena_allocations(), 3);
+  // Held again: a 4th arena, the line not repeated.
+  Tensor kept = graphed.net->trainable_params()[0].grad();
+  step(4);
+  kept = Tensor();
+  EXPECT_EQ(c.arena_allocations(), 4);
+  EXPECT_EQ(held_lines(), 1);
   EXPECT_EQ(c.arena_bytes(), std::max(alone[0], alone[1]));
   EXPECT_LE(max_param_diff(eager.net, graphed.net), 1e-5);
 }
