@@ -72,9 +72,10 @@ TEST(Finetune, LoraStartsAtTheBaseLearnsAndMergesToWhatItComputes) {
 // Losses and gradient norms agree to 1e-5 over three steps, and the adapters of 3 x 2 to 1e-5
 // too (their gradients summed in float64 across micro-batches, train/finetune_ranks.h). 1 x 6 to
 // 1e-3 only: measured 7.7e-5 in one tensor (gate_proj.B of layer 1), so some float32 row of a
-// one-sequence batch differs from the same row in a batch of 6 (a GEMM kernel picked for the
-// smaller M is the likely cause, not confirmed); AdamW turns such rounding in gradients near zero
-// into differences of up to lr per element.
+// one-sequence batch differs from the same row in a batch of 6 (oneDNN's sgemm rounds a row by
+// where it falls in the product's last block of rows: on an AVX2 host, single-threaded, a row of
+// an M-row product equals the same row of a 480-row one for M = 48 or 96 but not 50 or 56);
+// AdamW turns such rounding in gradients near zero into differences of up to lr per element.
 TEST(Finetune, AccumulationEqualsTheCombinedBatch) {
   Data train = pattern_data(12, 3);
   const int64_t batch[3] = {6, 3, 1}, accumulate[3] = {1, 2, 6};
