@@ -56,9 +56,9 @@ TEST(Float64Gradients, RowsSplitAcrossRanksRoundToTheSameFloat32) {
       for (int64_t t = rows - 1; t >= 0; --t) s += pd[size_t(t * out + o)] * px[size_t(t * in + i)];
       ASSERT_EQ(got[size_t(o * in + i)], double(float(s))) << "element (" << o << ", " << i << ")";
     }
-  for (const Parts& parts : {Parts{{0, 48}, {48, 96}}, Parts{{0, 40}, {40, 96}},
-                             Parts{{0, 1}, {1, 96}}, Parts{{0, 32}, {32, 64}, {64, 96}},
-                             Parts{{0, 90}, {90, 96}}})
+  for (const Parts& parts :
+       {Parts{{0, 48}, {48, 96}}, Parts{{0, 40}, {40, 96}}, Parts{{0, 1}, {1, 96}},
+        Parts{{0, 32}, {32, 64}, {64, 96}}, Parts{{0, 90}, {90, 96}}})
     EXPECT_TRUE(same_bits(ranks_gradient(dy, x, parts), one)) << parts.size() << " ranks";
 }
 
