@@ -47,7 +47,7 @@ TEST(Float64Gradients, RowsSplitAcrossRanksRoundToTheSameFloat32) {
   Tensor dy = Tensor::randn({rows, out}), x = Tensor::randn({rows, in});
   dy.slice(0, 90, 96).fill_(0.0);
   const Tensor one = ranks_gradient(dy, x, {{0, rows}});
-  // The float64 reference, summed in another order (columns outer), rounded once.
+  // The float64 reference, each element summed over the rows in reverse order, rounded once.
   const std::vector<double> pd = dy.to_double_vector(), px = x.to_double_vector();
   const std::vector<double> got = one.to_double_vector();
   for (int64_t o = 0; o < out; ++o)
