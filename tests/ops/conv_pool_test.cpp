@@ -47,10 +47,11 @@ const std::vector<Case> kCases = {
 };
 
 TEST(ConvReluMaxPool, FusedKernelsMatchFloat64) {
-  constexpr int64_t O = 32;
-  for (int block : {8, 16})
+  // 32 channels: blocks of 16, and of 8 in pairs (forward_block_pair); 24: blocks of 8 alone.
+  for (auto [O, block] : {std::pair<int64_t, int>{32, 8}, {32, 16}, {24, 8}})
     for (const Case& c : kCases) {
-      SCOPED_TRACE(std::string(c.name) + " block " + std::to_string(block));
+      SCOPED_TRACE(std::string(c.name) + " O " + std::to_string(O) + " block " +
+                   std::to_string(block));
       manual_seed(21);
       const Conv2dAttrs a = valid_3x3(c.x, O, c.bias);
       ASSERT_TRUE(cpu::conv_relu_max_pool_fits(a, DType::f32));
@@ -97,21 +98,22 @@ TEST(ConvReluMaxPool, FusedKernelsMatchFloat64) {
 
 // Without a bias, the fused forward sums each convolution output in oneDNN's order, so its pooled
 // values have the bits of relu(max_pool2d(conv2d(x, w))) through oneDNN (AVX-512 and AVX2 hosts):
-// the windows' maxima, and so the gradient's path, are eager mode's.
+// the windows' maxima, and so the gradient's path, are eager mode's. Every kernel: blocks of 16,
+// blocks of 8 one at a time (24 channels) and in pairs (32 channels, AVX2's forward_block_pair).
 TEST(ConvReluMaxPool, ForwardHasTheBitsOfTheUnfusedOps) {
-  for (int64_t C : {1, 3}) {
-    SCOPED_TRACE("C " + std::to_string(C));
-    manual_seed(23);
-    const Conv2dAttrs a = valid_3x3({4, C, 14, 13}, 32, false);
-    Tensor x = Tensor::randn(a.input_shape), w = ops::mul(Tensor::randn(a.weight_shape), 0.3);
-    Tensor ref = plain(ops::relu(ops::max_pool2d(ops::conv2d(x, w), {2}))).contiguous();
-    Tensor y =
-        plain(cpu::conv_relu_max_pool(x, w, Tensor(), a, cpu::preferred_channel_block(32))[0])
-            .contiguous();
-    ASSERT_EQ(y.shape(), ref.shape());
-    EXPECT_EQ(std::memcmp(y.data<float>(), ref.data<float>(), sizeof(float) * size_t(y.numel())),
-              0);
-  }
+  for (int64_t C : {1, 3})
+    for (auto [O, block] : {std::pair{32, 16}, std::pair{32, 8}, std::pair{24, 8}}) {
+      SCOPED_TRACE("C " + std::to_string(C) + " O " + std::to_string(O) + " block " +
+                   std::to_string(block));
+      manual_seed(23);
+      const Conv2dAttrs a = valid_3x3({4, C, 14, 13}, O, false);
+      Tensor x = Tensor::randn(a.input_shape), w = ops::mul(Tensor::randn(a.weight_shape), 0.3);
+      Tensor ref = plain(ops::relu(ops::max_pool2d(ops::conv2d(x, w), {2}))).contiguous();
+      Tensor y = plain(cpu::conv_relu_max_pool(x, w, Tensor(), a, block)[0]).contiguous();
+      ASSERT_EQ(y.shape(), ref.shape());
+      EXPECT_EQ(std::memcmp(y.data<float>(), ref.data<float>(), sizeof(float) * size_t(y.numel())),
+                0);
+    }
 }
 
 // The fused backward against central differences of the fused forward's loss sum(y * dy) (both

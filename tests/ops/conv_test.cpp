@@ -227,6 +227,34 @@ TEST(Conv2d, FewChannelWeightGradientMatchesFloat64) {
       throws_with([] { cpu::set_avx2_fast_paths("fast"); }, "unknown AVX2 fast-path mode 'fast'"));
 }
 
+TEST(Conv2d, BlockedWeightGradientMatchesFloat64) {
+  // zenith's AVX2 weight gradient of 3-wide stride-1 convs on nChw8c ("auto" uses it where
+  // oneDNN lacks AVX-512) against the float64 reference: SeedCNN's second conv's shape at a
+  // smaller batch (two input-channel blocks, odd images per pass), padding on every side, a 5x3
+  // and a 1x3 kernel, one image, no bias; dy and x blocked (layouts kept) and plain; x's gradient
+  // too (oneDNN's), which must be unaffected.
+  const std::vector<ConvCase> cases = {
+      {"seedcnn_conv2", {3, 16, 9, 9}, {16, 16, 3, 3}, opts({1, 1}, {0, 0}), false},
+      {"pad1_bias", {2, 8, 7, 6}, {24, 8, 3, 3}, opts({1, 1}, {1, 1})},
+      {"asymmetric_pad_5x3", {1, 8, 9, 8}, {8, 8, 5, 3}, opts({1, 1}, {0, 1, 2, 1})},
+      {"kernel_1x3", {2, 8, 5, 7}, {16, 8, 1, 3}, opts({1, 1}, {0, 0})},
+      {"same", {5, 24, 6, 5}, {8, 24, 3, 3}, opts({1, 1}, {}, "same"), false},
+  };
+  for (const char* mode : {"on", "off"})
+    for (bool keep : {true, false})
+      for (auto& c : cases) {
+        SCOPED_TRACE(std::string(c.name) + " mode " + mode + (keep ? " blocked" : " plain"));
+        cpu::set_avx2_fast_paths(mode);
+        cpu::set_keep_layout(keep);
+        auto in = inputs_for(c);
+        for (auto& t : in)
+          if (t.defined()) t.requires_grad_();
+        EXPECT_TRUE(backward_matches_f64(conv_fn(c.options), in, 1e-4, 1e-4));
+      }
+  cpu::set_avx2_fast_paths("auto");
+  cpu::set_keep_layout(true);
+}
+
 TEST(Conv2d, GroupedConvOnBlockedInputMatchesPlain) {
   Tensor x = Tensor::randn({2, 8, 9, 9}), w1 = Tensor::randn({32, 8, 3, 3});
   Tensor dw = Tensor::randn({32, 1, 3, 3}), gw = Tensor::randn({32, 8, 3, 3});

@@ -10,6 +10,11 @@
 // masks the pooled gradient per window cell and accumulates the 9 x C weight gradient vectors
 // in registers over the batch.
 //
+// On AVX2 (blocks of 8) the forward makes two blocks at a time where the channels pair up:
+// a tap's two weight vectors, loaded once, serve the window's four cells (one block a time
+// reloaded a weight vector for every FMA: 36 of them do not fit in 16 registers). SeedCNN CIFAR
+// b64, 2 AVX2 EPYC cores, min of 50 calls: 1.15-1.36 ms -> 0.79-0.97.
+//
 // The kernels are written once with GCC vector types (lanes = the block) in
 // conv_pool_kernels.inc and compiled twice, for x86-64-v3 and for AVX-512.
 #include "backend/cpu/conv_pool.h"
@@ -92,6 +97,19 @@ Kernels kernels(const Geometry& g) {
   }
 }
 
+ForwardFn pair_kernel(const Geometry& g) {
+  switch (g.C) {
+    case 1:
+      return v3::forward_block_pair<1>;
+    case 2:
+      return v3::forward_block_pair<2>;
+    case 3:
+      return v3::forward_block_pair<3>;
+    default:
+      return v3::forward_block_pair<4>;
+  }
+}
+
 memory::desc blocked(const Shape& s, int64_t block) {
   return memory::desc(dn::dims_of(s), memory::data_type::f32,
                       block == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c);
@@ -150,6 +168,16 @@ std::vector<Tensor> conv_relu_max_pool(const Tensor& xin, const Tensor& win, con
   const float* px = x.data<float>();
   float* py = blocked_data(y);
   uint8_t* pws = ws.data<uint8_t>();
+  if (g.B == 8 && g.blocks() % 2 == 0) {
+    // Two 8-channel blocks a task where the blocks pair up (forward_block_pair).
+    const ForwardFn fp = pair_kernel(g);
+    const int64_t pairs = g.blocks() / 2;
+    parallel_for(g.N * pairs, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t)
+        fp(px, wp.data(), bp.data(), py, pws, g, t / pairs, 2 * (t % pairs));
+    });
+    return {dn::finish_output(y), ws};
+  }
   parallel_for(g.N * g.blocks(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
       f(px, wp.data(), bp.data(), py, pws, g, t / g.blocks(), t % g.blocks());

@@ -85,7 +85,8 @@ bool keep_layout();
 void set_conv_algorithm(const std::string& name);
 const std::string& conv_algorithm();
 // zenith's own float32 kernels where oneDNN's AVX2 ones are weak: the weight gradient of convs
-// with < 8 input channels (oneDNN pads them to 8) and 2x2 stride-2 max pooling on nChw8c.
+// with < 8 input channels (oneDNN pads them to 8), that of 3-wide stride-1 convs with channels in
+// multiples of 8 (nChw8c), and 2x2 stride-2 max pooling on nChw8c.
 // "auto" (default): where oneDNN runs without AVX-512 (its AVX-512 kernels are fine); "on":
 // always, converting to nChw8c where needed (tests); "off": never. ZENITH_AVX2_FAST_PATHS sets
 // the default.
