@@ -230,15 +230,19 @@ TEST(Conv2d, FewChannelWeightGradientMatchesFloat64) {
 TEST(Conv2d, BlockedWeightGradientMatchesFloat64) {
   // zenith's AVX2 weight gradient of 3-wide stride-1 convs on nChw8c ("auto" uses it where
   // oneDNN lacks AVX-512) against the float64 reference: SeedCNN's second conv's shape at a
-  // smaller batch (two input-channel blocks, odd images per pass), padding on every side, a 5x3
-  // and a 1x3 kernel, one image, no bias; dy and x blocked (layouts kept) and plain; x's gradient
-  // too (oneDNN's), which must be unaffected.
+  // smaller batch (two input-channel blocks), padding on every side, a 5x3 and a 1x3 kernel, one
+  // image, no bias, the batch in pieces and an image in bands; dy and x blocked (layouts kept)
+  // and plain; x's gradient too (oneDNN's), which must be unaffected.
   const std::vector<ConvCase> cases = {
       {"seedcnn_conv2", {3, 16, 9, 9}, {16, 16, 3, 3}, opts({1, 1}, {0, 0}), false},
       {"pad1_bias", {2, 8, 7, 6}, {24, 8, 3, 3}, opts({1, 1}, {1, 1})},
       {"asymmetric_pad_5x3", {1, 8, 9, 8}, {8, 8, 5, 3}, opts({1, 1}, {0, 1, 2, 1})},
       {"kernel_1x3", {2, 8, 5, 7}, {16, 8, 1, 3}, opts({1, 1}, {0, 0})},
       {"same", {5, 24, 6, 5}, {8, 24, 3, 3}, opts({1, 1}, {}, "same"), false},
+      // Pieces of the batch the kernel sweeps its tasks over: 2 + 2 + 1 images of 95 KB, and
+      // one 300 KB image in bands of 44 and 24 rows.
+      {"pieces_of_two_images", {5, 8, 40, 40}, {8, 8, 3, 3}, opts({1, 1}, {0, 0})},
+      {"bands_of_rows", {1, 8, 70, 70}, {8, 8, 3, 3}, opts({1, 1}, {0, 0}), false},
   };
   for (const char* mode : {"on", "off"})
     for (bool keep : {true, false})

@@ -363,12 +363,12 @@ PaddedBlocked pad_blocked(const Tensor& x, const ConvGeometry& g) {
   return p;
 }
 
-// acc[j][kw] += dy[o_j] * x[kw] over images [n0, n1) and every output position: dyb points at
-// image n0's dy block (nChw8c) offset to the task's first of 4 output channels, xb at image
-// n0's input block (padded nChw8c) offset to kernel row kh; dy_image / x_image: one image's
-// stride in floats.
-void blocked_grad_rows(const float* dyb, const float* xb, int64_t images, int64_t dy_image,
-                       int64_t x_image, int64_t OH, int64_t OW, int64_t Wp, float* sums) {
+// acc[j][kw] += dy[o_j] * x[kw] over `rows` output rows of `images` images: dyb points at the
+// first image's dy block (nChw8c) at the first row, offset to the task's first of 4 output
+// channels, xb at its input block (padded nChw8c) at the first row plus kernel row kh;
+// dy_image / x_image: one image's stride in floats.
+void blocked_grad_rows(const float* dyb, const float* xb, int64_t images, int64_t rows,
+                       int64_t dy_image, int64_t x_image, int64_t OW, int64_t Wp, float* sums) {
   __m256 a00 = _mm256_loadu_ps(sums + 0), a01 = _mm256_loadu_ps(sums + 8),
          a02 = _mm256_loadu_ps(sums + 16), a10 = _mm256_loadu_ps(sums + 24),
          a11 = _mm256_loadu_ps(sums + 32), a12 = _mm256_loadu_ps(sums + 40),
@@ -376,7 +376,7 @@ void blocked_grad_rows(const float* dyb, const float* xb, int64_t images, int64_
          a22 = _mm256_loadu_ps(sums + 64), a30 = _mm256_loadu_ps(sums + 72),
          a31 = _mm256_loadu_ps(sums + 80), a32 = _mm256_loadu_ps(sums + 88);
   for (int64_t n = 0; n < images; ++n)
-    for (int64_t oh = 0; oh < OH; ++oh) {
+    for (int64_t oh = 0; oh < rows; ++oh) {
       const float* xr = xb + n * x_image + oh * Wp * 8;
       const float* dr = dyb + n * dy_image + oh * OW * 8;
       __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8);
@@ -420,7 +420,6 @@ void blocked_grad_rows(const float* dyb, const float* xb, int64_t images, int64_
 // -> {dw [O, C, KH, 3], db [O] (undefined without a bias)}
 std::vector<Tensor> conv_backward_weights_blocked(const Tensor& dy, const Tensor& x,
                                                   const ConvGeometry& g) {
-  constexpr int64_t kImages = 2;  // images per pass over the tasks: their dy and x stay in cache
   const memory::desc blocked8(dn::dims_of(g.y_shape()), memory::data_type::f32,
                               memory::format_tag::nChw8c);
   Tensor dy8 = dn::to_desc(dy, blocked8);
@@ -433,18 +432,29 @@ std::vector<Tensor> conv_backward_weights_blocked(const Tensor& dy, const Tensor
   const float* pdy = dy8.data<float>();
   const float* px = xp.t.data<float>();
   const int64_t dy_image = g.O * g.OH * g.OW, x_image = g.C * xp.Hp * xp.Wp;
+  // Each thread sweeps its tasks over a piece of the batch at a time, small enough that the
+  // piece's input and dy (every channel) stay in L2 across the sweep: whole images where one
+  // fits (SeedCNN: 2 of 68 KB), else a band of rows of one image (large images). Every task
+  // still sums its terms in the order (image, row, column).
+  constexpr int64_t kPieceBytes = 192 << 10;
+  const int64_t row_bytes = (g.C * xp.Wp + g.O * g.OW) * int64_t(sizeof(float));
+  int64_t images = 1, rows = g.OH;
+  if (row_bytes * g.OH <= kPieceBytes)
+    images = std::clamp<int64_t>(kPieceBytes / (row_bytes * g.OH), 1, g.N);
+  else
+    rows = std::max<int64_t>(1, kPieceBytes / row_bytes);
   parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t n0 = 0; n0 < g.N; n0 += kImages) {
-      const int64_t images = std::min(kImages, g.N - n0);
-      for (int64_t t = begin; t < end; ++t) {
-        const int64_t kh = t % KH, cb = (t / KH) % CB, half = (t / (KH * CB)) % 2,
-                      ob = t / (KH * CB * 2);
-        const float* dyb = pdy + n0 * dy_image + ob * g.OH * g.OW * 8 + half * 4;
-        const float* xb = px + n0 * x_image + (cb * xp.Hp + kh) * xp.Wp * 8;
-        blocked_grad_rows(dyb, xb, images, dy_image, x_image, g.OH, g.OW, xp.Wp,
-                          sums.data() + t * 96);
+    for (int64_t n0 = 0; n0 < g.N; n0 += images)
+      for (int64_t oh0 = 0; oh0 < g.OH; oh0 += rows) {
+        const int64_t ni = std::min(images, g.N - n0), nr = std::min(rows, g.OH - oh0);
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t kh = t % KH, cb = (t / KH) % CB, half = (t / (KH * CB)) % 2,
+                        ob = t / (KH * CB * 2);
+          const float* dyb = pdy + n0 * dy_image + (ob * g.OH + oh0) * g.OW * 8 + half * 4;
+          const float* xb = px + n0 * x_image + (cb * xp.Hp + kh + oh0) * xp.Wp * 8;
+          blocked_grad_rows(dyb, xb, ni, nr, dy_image, x_image, g.OW, xp.Wp, sums.data() + t * 96);
+        }
       }
-    }
   });
   Tensor dw = Tensor::empty(g.w_shape(), DType::f32);
   float* pdw = dw.data<float>();
