@@ -2,7 +2,8 @@
 // conv fused with its ReLU and pooling (forward, and its weight gradient with the pooling's and
 // ReLU's backward), and the second conv's forward, data gradient and weight gradient on the
 // blocked layouts the graph hands them. ms per call (min and median of R calls) and GFLOP/s
-// (direct-convolution FLOPs), beside the ISA and the sgemm peak.
+// (direct-convolution FLOPs), beside the ISA and the sgemm peak; then weight gradients of larger
+// 3x3 convs, zenith's AVX2 kernel (where the AVX2 fast paths are on) against oneDNN's.
 //
 //   conv_ops [--reps R] [--threads N]
 #include <algorithm>
@@ -13,8 +14,10 @@
 #include <iomanip>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "backend/cpu/onednn_layout.h"
 #include "bench_machine.h"
 #include "core/dispatch.h"
 #include "zenith/zenith.h"
@@ -69,11 +72,19 @@ int main(int argc, char** argv) {
     return 2.0 * double(y[0] * y[1] * y[2] * y[3]) * double(w[1] * w[2] * w[3]);
   };
   struct Row {
-    const char* name;
+    std::string name;
     double flop;
     std::function<void()> run;
   };
-  const std::vector<Row> rows = {
+  // A weight gradient with the AVX2 fast paths as the host has them ("auto") or off (oneDNN's).
+  auto wgrad = [](const Tensor& dy, const Tensor& xin, const Conv2dAttrs& a, const char* mode) {
+    return [&dy, &xin, a, mode] {
+      cpu::set_avx2_fast_paths(mode);
+      dispatch::call<OpId::conv2d_backward_weights>({dy, xin}, a);
+      cpu::set_avx2_fast_paths("auto");
+    };
+  };
+  std::vector<Row> rows = {
       {"conv1+relu+pool fwd", flops(c1),
        [&] {
          dispatch::call<OpId::conv2d_relu_max_pool>({x, w1}, c1);
@@ -90,12 +101,32 @@ int main(int argc, char** argv) {
        [&] {
          dispatch::call<OpId::conv2d_backward_data>({dy2, w2}, c2);
        }},
-      {"conv2 bwd weights", flops(c2),
-       [&] {
-         dispatch::call<OpId::conv2d_backward_weights>({dy2, h}, c2);
-       }},
+      {"conv2 bwd weights", flops(c2), wgrad(dy2, h, c2, "auto")},
+      {"  same, oneDNN's", flops(c2), wgrad(dy2, h, c2, "off")},
   };
-  std::cout << std::setw(22) << "op" << std::setw(10) << "min ms" << std::setw(10) << "med ms"
+  // Weight gradients of larger 3x3 convs (padding 1, batch 8), on blocked tensors as a network
+  // hands them over: zenith's AVX2 kernel (where the fast paths are on) and oneDNN's.
+  struct Big {
+    std::string name;
+    Conv2dAttrs a;
+    Tensor x, dy;
+  };
+  std::vector<Big> bigs;
+  for (auto [name, c, hw] : {std::tuple{"ResNet-18 CIFAR 64ch 32x32", 64, 32},
+                             std::tuple{"ResNet-18 CIFAR 256ch 8x8", 256, 8},
+                             std::tuple{"ImageNet-size 64ch 56x56", 64, 56}}) {
+    Conv2dAttrs a = conv_attrs({8, c, hw, hw}, {c, c, 3, 3});
+    a.pad_begin = a.pad_end = {1, 1};
+    a.output_shape = {8, c, hw, hw};
+    Tensor w = Tensor::randn(a.weight_shape) * 0.05;
+    Tensor xb = dispatch::call<OpId::conv2d>({Tensor::randn(a.input_shape), w, Tensor()}, a)[0];
+    bigs.push_back({name, a, xb, xb * 0.01});
+  }
+  for (const Big& b : bigs) {
+    rows.push_back({b.name + " bwd weights", flops(b.a), wgrad(b.dy, b.x, b.a, "auto")});
+    rows.push_back({"  same, oneDNN's", flops(b.a), wgrad(b.dy, b.x, b.a, "off")});
+  }
+  std::cout << std::setw(36) << "op" << std::setw(10) << "min ms" << std::setw(10) << "med ms"
             << std::setw(10) << "GFLOP/s" << std::setw(8) << "% peak\n";
   for (const Row& r : rows) {
     r.run();
@@ -107,7 +138,7 @@ int main(int argc, char** argv) {
     }
     std::sort(t.begin(), t.end());
     const double gf = r.flop / t[0] / 1e9;
-    std::cout << std::setw(22) << r.name << std::setw(10) << std::setprecision(3) << t[0] * 1e3
+    std::cout << std::setw(36) << r.name << std::setw(10) << std::setprecision(3) << t[0] * 1e3
               << std::setw(10) << t[t.size() / 2] * 1e3 << std::setw(10) << std::setprecision(1)
               << gf << std::setw(8) << 100.0 * gf / peak << "\n";
   }
