@@ -13,12 +13,13 @@
 // Per workload: step time (median and min over S steps) per mode, the ratio eager / graph
 // (> 1: graph mode is faster) and the time it saves per step, the ratio of CPU time per step
 // (steadier than wall time on shared cores; meaningful with --threads 1), GFLOP/s on the conv and
-// matmul FLOPs and their % of the sgemm peak, the step's peak memory per mode (bytes the allocator
-// hands out during a step, plus graph mode's arena) and their ratio, and the capture's log
-// line; what graph mode holds at its peak (intermediates by producing op and role, the planned
-// buffers' peak beside the arena). --check also runs 20 steps in each mode from equal weights and
-// reports the largest difference of the losses and the weights (graph mode must equal eager to
-// 1e-5). --profile prints each mode's op summary (self time per op) over that many more steps.
+// matmul FLOPs and their % of the sgemm peak (measured beside the workload), the step's peak memory
+// per mode (bytes the allocator hands out during a step, plus graph mode's arena) and their ratio,
+// and the capture's log line; what graph mode holds at its peak (intermediates by producing op and
+// role, the planned buffers' peak beside the arena). --check also runs 20 steps in each mode from
+// equal weights and reports the largest difference of the losses and the weights (graph mode must
+// equal eager to 1e-5). --profile prints each mode's op summary (self time per op) over that many
+// more steps.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -189,8 +190,19 @@ std::string profile_steps(Trainer& t, const std::vector<Tensor>& xs, const std::
   return os.str();
 }
 
-json run_workload(const Workload& w, int warmup, int steps, bool check, int profile, double peak,
-                  int threads, bool in_backward) {
+// The sgemm peak now: the best of two measurements (the process's first sgemm calls run slower: on
+// the 2-core EPYC VM 168-177 GFLOP/s against 192-203 in a second call, AVX2 99-105 against
+// 103-107, which made the % of peak read ~13% high on AVX-512).
+double sgemm_peak_now(int threads) {
+  double peak = 0;
+  for (int i = 0; i < 2; ++i)
+    peak = std::max(peak, bench::sgemm_peak_gflops(threads, 2048, /*cpu_time=*/threads == 1));
+  context::set_num_threads(threads);
+  return peak;
+}
+
+json run_workload(const Workload& w, int warmup, int steps, bool check, int profile, int threads,
+                  bool in_backward) {
   manual_seed(1);
   const int batches = 4;
   std::vector<Tensor> xs, ys;
@@ -208,6 +220,11 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
     eager.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
     graphed.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
   }
+  // The % of peak divides by the sgemm peak measured just before and just after the timed
+  // steps, the higher of the two: a shared host's speed moves by 20-30% over minutes (2-core AVX2
+  // EPYC VM: 130-178 GFLOP/s within one session), so a peak from the start of a long run can be
+  // another phase's.
+  const double peak_before = sgemm_peak_now(threads);
   std::vector<double> te, tg, ce, cg;
   for (int i = 0; i < steps; ++i) {
     const Tensor& x = xs[size_t(i % batches)];
@@ -223,6 +240,7 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
     tg.push_back(seconds(t0));
     cg.push_back(process_cpu_seconds() - c0);
   }
+  const double peak = std::max(peak_before, sgemm_peak_now(threads));
   if (profile > 0) {
     std::cerr << w.name << " eager:\n" << profile_steps(eager, xs, ys, profile) << "\n";
     std::cerr << w.name << " graph:\n" << profile_steps(graphed, xs, ys, profile) << "\n";
@@ -252,6 +270,7 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
             {"saved_ms_per_step", (me - mg) * 1e3},
             {"eager_gflops", ge},
             {"graph_gflops", gg},
+            {"sgemm_peak_gflops", peak},
             {"eager_pct_of_peak", 100.0 * ge / peak},
             {"graph_pct_of_peak", 100.0 * gg / peak},
             {"eager_step_peak_mb", mem_e},
@@ -332,13 +351,7 @@ int main(int argc, char** argv) {
       selected.push_back(w);
   if (selected.empty()) return usage();
 
-  // The best of two measurements: the process's first sgemm calls run slower (on the 2-core EPYC
-  // VM 168-177 GFLOP/s against 192-203 in a second call, AVX2 99-105 against 103-107), which
-  // made the % of peak read ~13% high on AVX-512.
-  double peak = 0;
-  for (int i = 0; i < 2; ++i)
-    peak = std::max(peak, bench::sgemm_peak_gflops(threads, 2048, /*cpu_time=*/threads == 1));
-  context::set_num_threads(threads);
+  const double peak = sgemm_peak_now(threads);  // at the start; each workload measures its own
   json results = {{"isa", bench::cpu_isa()},
                   {"onednn_isa", bench::onednn_isa()},
                   {"avx2_fast_paths", cpu::use_avx2_fast_paths()},
@@ -347,8 +360,8 @@ int main(int argc, char** argv) {
                   {"update_in_backward", in_backward},
                   {"workloads", json::object()}};
   for (auto& w : selected) {
-    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, profile, peak,
-                          threads, in_backward);
+    json r = run_workload(w, warmup, steps > 0 ? steps : w.default_steps, check, profile, threads,
+                          in_backward);
     results["workloads"][w.name] = r;
     if (!as_json) std::cerr << w.name << ": " << r["capture"].get<std::string>() << "\n";
   }
@@ -359,12 +372,14 @@ int main(int argc, char** argv) {
   std::cout << "graph vs eager: training step (forward + backward + Momentum; AdamW for LLaMA), "
             << threads << " thread(s), median of alternating steps after " << warmup << " warmup\n"
             << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
-            << std::setprecision(1) << peak << " GFLOP/s\n\n";
+            << std::setprecision(1) << peak
+            << " GFLOP/s at the start; each row's % of peak is of its own (sgemm GF: the higher "
+               "of the measurements just before and after its timed steps)\n\n";
   std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(10) << "eager ms"
             << std::setw(10) << "graph ms" << std::setw(8) << "ratio" << std::setw(10) << "saved ms"
             << std::setw(9) << "cpu x" << std::setw(9) << "eager %" << std::setw(9) << "graph %"
-            << std::setw(10) << "eager MB" << std::setw(10) << "graph MB" << std::setw(8)
-            << "mem x";
+            << std::setw(10) << "sgemm GF" << std::setw(10) << "eager MB" << std::setw(10)
+            << "graph MB" << std::setw(8) << "mem x";
   if (check) std::cout << std::setw(12) << "max diff";
   std::cout << "\n";
   for (auto& w : selected) {
@@ -382,6 +397,7 @@ int main(int argc, char** argv) {
     f("cpu_ratio", 2, 9);
     f("eager_pct_of_peak", 1, 9);
     f("graph_pct_of_peak", 1, 9);
+    f("sgemm_peak_gflops", 1, 10);
     f("eager_step_peak_mb", 1, 10);
     f("graph_step_peak_mb", 1, 10);
     f("memory_ratio", 2, 8);

@@ -240,7 +240,7 @@ TEST(Conv2d, BlockedWeightGradientMatchesFloat64) {
       {"kernel_1x3", {2, 8, 5, 7}, {16, 8, 1, 3}, opts({1, 1}, {0, 0})},
       {"same", {5, 24, 6, 5}, {8, 24, 3, 3}, opts({1, 1}, {}, "same"), false},
       // Pieces of the batch the kernel sweeps its tasks over: 2 + 2 + 1 images of 95 KB, and
-      // one 300 KB image in bands of 44 and 24 rows.
+      // one 300 KB image in bands of 44 and 24 rows (tolerance below).
       {"pieces_of_two_images", {5, 8, 40, 40}, {8, 8, 3, 3}, opts({1, 1}, {0, 0})},
       {"bands_of_rows", {1, 8, 70, 70}, {8, 8, 3, 3}, opts({1, 1}, {0, 0}), false},
   };
@@ -253,7 +253,11 @@ TEST(Conv2d, BlockedWeightGradientMatchesFloat64) {
         auto in = inputs_for(c);
         for (auto& t : in)
           if (t.defined()) t.requires_grad_();
-        EXPECT_TRUE(backward_matches_f64(conv_fn(c.options), in, 1e-4, 1e-4));
+        // The two large cases sum 4,600-7,200 float32 products per weight, gradients up to ~100:
+        // both kernels' rounding reaches 1-2e-4 absolute there (measured: zenith's 0.8-1.2e-4 max,
+        // oneDNN's 1.2-1.7e-4), so 1e-3 absolute; 1e-4 for the small ones.
+        const double atol = c.x[2] >= 40 ? 1e-3 : 1e-4;
+        EXPECT_TRUE(backward_matches_f64(conv_fn(c.options), in, 1e-4, atol));
       }
   cpu::set_avx2_fast_paths("auto");
   cpu::set_keep_layout(true);
