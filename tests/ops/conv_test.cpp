@@ -254,8 +254,8 @@ TEST(Conv2d, BlockedWeightGradientMatchesFloat64) {
         for (auto& t : in)
           if (t.defined()) t.requires_grad_();
         // The two large cases sum 4,600-7,200 float32 products per weight, gradients up to ~100:
-        // both kernels' rounding reaches 1-2e-4 absolute there (measured: zenith's 0.8-1.2e-4 max,
-        // oneDNN's 1.2-1.7e-4), so 1e-3 absolute; 1e-4 for the small ones.
+        // both kernels' rounding reaches 1-3e-4 absolute there (measured, 3 seeds: zenith's
+        // 1.2-2.8e-4 max, oneDNN's 1.2-1.7e-4), so 1e-3 absolute; 1e-4 for the small ones.
         const double atol = c.x[2] >= 40 ? 1e-3 : 1e-4;
         EXPECT_TRUE(backward_matches_f64(conv_fn(c.options), in, 1e-4, atol));
       }
