@@ -207,24 +207,30 @@ bool use_few_channel_grad(const ConvGeometry& g) {
   return g.G == 1 && g.C < 8 && g.O % 8 == 0 && use_avx2_fast_paths();
 }
 
-// The input zero-padded to [N, C, Hp, Wp] (x itself, contiguous, without padding), so the
-// kernel reads every tap of every output position without bounds checks.
+// An input zero-padded to Hp x Wp per plane, so a kernel reads every tap of every output position
+// without bounds checks: t is x itself (contiguous) where there is no padding. `pixel` floats
+// make a pixel: 1 for plain NCHW ([N, C, Hp, Wp]), 8 for nChw8c ([N, C / 8, Hp, Wp, 8]).
 struct PaddedInput {
   Tensor t;
   int64_t Hp, Wp;
 };
-PaddedInput pad_input(const Tensor& x, const ConvGeometry& g) {
-  PaddedInput p{x.contiguous(), g.H + g.pad_l[0] + g.pad_r[0], g.W + g.pad_l[1] + g.pad_r[1]};
+PaddedInput pad_planes(const Tensor& x, const ConvGeometry& g, int64_t pixel) {
+  PaddedInput p{x, g.H + g.pad_l[0] + g.pad_r[0], g.W + g.pad_l[1] + g.pad_r[1]};
   if (p.Hp == g.H && p.Wp == g.W) return p;
-  Tensor padded = Tensor::zeros({g.N, g.C, p.Hp, p.Wp}, DType::f32);
-  const float* src = p.t.data<float>();
+  const int64_t planes = g.N * g.C / pixel;
+  Tensor padded = Tensor::zeros({planes, p.Hp, p.Wp, pixel}, DType::f32);
+  const float* src = x.data<float>();
   float* dst = padded.data<float>();
-  for (int64_t plane = 0; plane < g.N * g.C; ++plane)
+  for (int64_t plane = 0; plane < planes; ++plane)
     for (int64_t h = 0; h < g.H; ++h)
-      std::memcpy(dst + (plane * p.Hp + h + g.pad_l[0]) * p.Wp + g.pad_l[1],
-                  src + (plane * g.H + h) * g.W, size_t(g.W) * sizeof(float));
+      std::memcpy(dst + ((plane * p.Hp + h + g.pad_l[0]) * p.Wp + g.pad_l[1]) * pixel,
+                  src + (plane * g.H + h) * g.W * pixel, size_t(g.W * pixel) * sizeof(float));
   p.t = padded;
   return p;
+}
+
+PaddedInput pad_input(const Tensor& x, const ConvGeometry& g) {
+  return pad_planes(x.contiguous(), g, 1);
 }
 
 // One image's contribution to taps t0..t0+T-1 of output channels ob*8..ob*8+7: sums[t] (and
@@ -342,28 +348,13 @@ bool use_blocked_grad(const ConvGeometry& g) {
          use_avx2_fast_paths();
 }
 
-// The input in nChw8c, zero-padded to [N, C / 8, Hp, Wp, 8] (no copy without padding).
-struct PaddedBlocked {
-  Tensor t;
-  int64_t Hp, Wp;
-};
-PaddedBlocked pad_blocked(const Tensor& x, const ConvGeometry& g) {
+// The input in nChw8c, zero-padded.
+PaddedInput pad_blocked(const Tensor& x, const ConvGeometry& g) {
   const memory::desc blocked8(dn::dims_of(g.x_shape()), memory::data_type::f32,
                               memory::format_tag::nChw8c);
   Tensor x8 = dn::to_desc(x, blocked8);
   if (x8.has_layout()) x8 = flat_physical(x8);
-  PaddedBlocked p{x8, g.H + g.pad_l[0] + g.pad_r[0], g.W + g.pad_l[1] + g.pad_r[1]};
-  if (p.Hp == g.H && p.Wp == g.W) return p;
-  const int64_t planes = g.N * g.C / 8;
-  Tensor padded = Tensor::zeros({planes, p.Hp, p.Wp, 8}, DType::f32);
-  const float* src = x8.data<float>();
-  float* dst = padded.data<float>();
-  for (int64_t plane = 0; plane < planes; ++plane)
-    for (int64_t h = 0; h < g.H; ++h)
-      std::memcpy(dst + ((plane * p.Hp + h + g.pad_l[0]) * p.Wp + g.pad_l[1]) * 8,
-                  src + (plane * g.H + h) * g.W * 8, size_t(g.W) * 8 * sizeof(float));
-  p.t = padded;
-  return p;
+  return pad_planes(x8, g, 8);
 }
 
 // sums[j][kw] += dy[o_j] * x[kw], FMA by FMA, over `rows` output rows of `images` images:
@@ -423,7 +414,7 @@ std::vector<Tensor> conv_backward_weights_blocked(const Tensor& dy, const Tensor
                               memory::format_tag::nChw8c);
   Tensor dy8 = dn::to_desc(dy, blocked8);
   if (dy8.has_layout()) dy8 = flat_physical(dy8);
-  PaddedBlocked xp = pad_blocked(x, g);
+  PaddedInput xp = pad_blocked(x, g);
   const int64_t OB = g.O / 8, CB = g.C / 8, KH = g.KH;
   // A task: 4 output channels (half a block), a block of 8 input channels, a kernel row.
   const int64_t tasks = OB * 2 * CB * KH;
