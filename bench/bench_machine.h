@@ -140,4 +140,27 @@ inline double sgemm_peak_gflops(int threads, int64_t n = 2048, bool cpu_time = f
   return 2.0 * double(n) * double(n) * double(n) / best / 1e9;
 }
 
+// Memory bandwidth now, GB/s: STREAM's triad a = b + s c over 64 MB arrays (far beyond the
+// caches), the best of 4 passes after one that warms up, counting 12 bytes an element as STREAM
+// does. A shared host's speed moves with its neighbours, and memory first: on the 2-core AVX2
+// EPYC VM the triad gave 15-19 GB/s in phases where the convolutions ran 20-40% slow and the
+// 2048^3 sgemm 6-25% slow, against ~40 (what a 2-thread AdamW streams there) at full speed;
+// benches print it beside their tables so that a reader can tell the phases apart.
+inline double stream_triad_gbps(int threads) {
+  omp_set_num_threads(threads);
+  const int64_t n = int64_t(16) << 20;  // floats an array: 64 MB
+  std::vector<float> a(size_t(n), 0.0f), b(size_t(n), 1.0f), c(size_t(n), 2.0f);
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) a[size_t(i)] = b[size_t(i)] + 1.5f * c[size_t(i)];
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::min(best, s);
+  }
+  volatile float read = a[size_t(n / 2)];  // the stores are read: the loop stays
+  (void)read;
+  return 12.0 * double(n) / best / 1e9;
+}
+
 }  // namespace zenith::bench

@@ -52,8 +52,10 @@ int main(int argc, char** argv) {
   const double peak =
       std::max(bench::sgemm_peak_gflops(threads), bench::sgemm_peak_gflops(threads));
   std::cout << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
-            << std::setprecision(1) << peak << " GFLOP/s; " << threads << " thread(s), " << reps
+            << std::setprecision(1) << peak << " GFLOP/s; DRAM (STREAM triad) "
+            << bench::stream_triad_gbps(threads) << " GB/s; " << threads << " thread(s), " << reps
             << " calls\n";
+  context::set_num_threads(threads);
 
   manual_seed(1);
   const Conv2dAttrs c1 = conv_attrs({64, 3, 32, 32}, {32, 3, 3, 3});

@@ -13,7 +13,8 @@
 // Per workload: step time (median and min over S steps) per mode, the ratio eager / graph
 // (> 1: graph mode is faster) and the time it saves per step, the ratio of CPU time per step
 // (steadier than wall time on shared cores; meaningful with --threads 1), GFLOP/s on the conv and
-// matmul FLOPs and their % of the sgemm peak (measured beside the workload), the step's peak memory
+// matmul FLOPs and their % of the sgemm peak (measured beside the workload, with the memory
+// bandwidth, a STREAM triad, that tells the host's slow phases apart), the step's peak memory
 // per mode (bytes the allocator hands out during a step, plus graph mode's arena) and their ratio,
 // and the capture's log line; what graph mode holds at its peak (intermediates by producing op and
 // role, the planned buffers' peak beside the arena). --check also runs 20 steps in each mode from
@@ -225,6 +226,8 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
   // EPYC VM: 130-178 GFLOP/s within one session), so a peak from the start of a long run can be
   // another phase's.
   const double peak_before = sgemm_peak_now(threads);
+  const double stream_before = bench::stream_triad_gbps(threads);
+  context::set_num_threads(threads);
   std::vector<double> te, tg, ce, cg;
   for (int i = 0; i < steps; ++i) {
     const Tensor& x = xs[size_t(i % batches)];
@@ -241,6 +244,8 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
     cg.push_back(process_cpu_seconds() - c0);
   }
   const double peak = std::max(peak_before, sgemm_peak_now(threads));
+  const double stream_after = bench::stream_triad_gbps(threads);
+  context::set_num_threads(threads);
   if (profile > 0) {
     std::cerr << w.name << " eager:\n" << profile_steps(eager, xs, ys, profile) << "\n";
     std::cerr << w.name << " graph:\n" << profile_steps(graphed, xs, ys, profile) << "\n";
@@ -271,6 +276,9 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
             {"eager_gflops", ge},
             {"graph_gflops", gg},
             {"sgemm_peak_gflops", peak},
+            {"stream_gbps_before", stream_before},
+            {"stream_gbps_after", stream_after},
+            {"stream_gbps", std::min(stream_before, stream_after)},
             {"eager_pct_of_peak", 100.0 * ge / peak},
             {"graph_pct_of_peak", 100.0 * gg / peak},
             {"eager_step_peak_mb", mem_e},
@@ -369,17 +377,19 @@ int main(int argc, char** argv) {
     std::cout << results.dump(2) << std::endl;
     return 0;
   }
-  std::cout << "graph vs eager: training step (forward + backward + Momentum; AdamW for LLaMA), "
-            << threads << " thread(s), median of alternating steps after " << warmup << " warmup\n"
-            << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
-            << std::setprecision(1) << peak
-            << " GFLOP/s at the start; each row's % of peak is of its own (sgemm GF: the higher "
-               "of the measurements just before and after its timed steps)\n\n";
+  std::cout
+      << "graph vs eager: training step (forward + backward + Momentum; AdamW for LLaMA), "
+      << threads << " thread(s), median of alternating steps after " << warmup << " warmup\n"
+      << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
+      << std::setprecision(1) << peak
+      << " GFLOP/s at the start; each row's % of peak is of its own (sgemm GF: the higher "
+         "of the measurements just before and after its timed steps; DRAM GB/s: STREAM triad, "
+         "the lower of the same two moments, low in the host's slow phases)\n\n";
   std::cout << std::left << std::setw(20) << "workload" << std::right << std::setw(10) << "eager ms"
             << std::setw(10) << "graph ms" << std::setw(8) << "ratio" << std::setw(10) << "saved ms"
             << std::setw(9) << "cpu x" << std::setw(9) << "eager %" << std::setw(9) << "graph %"
-            << std::setw(10) << "sgemm GF" << std::setw(10) << "eager MB" << std::setw(10)
-            << "graph MB" << std::setw(8) << "mem x";
+            << std::setw(10) << "sgemm GF" << std::setw(10) << "DRAM GB/s" << std::setw(10)
+            << "eager MB" << std::setw(10) << "graph MB" << std::setw(8) << "mem x";
   if (check) std::cout << std::setw(12) << "max diff";
   std::cout << "\n";
   for (auto& w : selected) {
@@ -398,6 +408,7 @@ int main(int argc, char** argv) {
     f("eager_pct_of_peak", 1, 9);
     f("graph_pct_of_peak", 1, 9);
     f("sgemm_peak_gflops", 1, 10);
+    f("stream_gbps", 1, 10);
     f("eager_step_peak_mb", 1, 10);
     f("graph_step_peak_mb", 1, 10);
     f("memory_ratio", 2, 8);
