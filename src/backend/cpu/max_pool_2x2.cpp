@@ -109,6 +109,13 @@ void pool_backward(const float* pdy, const uint8_t* pws, float* pdx, const Geome
             _mm256_storeu_ps(w0 + W * B, _mm256_and_ps(_mm256_andnot_ps(b0, b1), d));   // 2
             _mm256_storeu_ps(w0 + W * B + B, _mm256_and_ps(_mm256_and_ps(b0, b1), d));  // 3
           }
+    // Odd H or W: the last row or column is in no window; its gradient is 0.
+    for (int64_t p = begin; p < end; ++p) {
+      float* plane = pdx + p * H * W * B;
+      if (W > 2 * OW)
+        for (int64_t h = 0; h < 2 * OH; ++h) std::fill_n(plane + (h * W + W - 1) * B, B, 0.0f);
+      if (H > 2 * OH) std::fill_n(plane + (H - 1) * W * B, W * B, 0.0f);
+    }
   });
 }
 
@@ -168,8 +175,6 @@ Tensor max_pool_2x2_backward(const Tensor& dyin, const Tensor& ws, const Shape& 
   Tensor dy = dn::to_desc(dyin, blocked(g.y_shape(), g.B));
   Tensor dx = dn::empty_in(g.x_shape(), DType::f32, blocked(g.x_shape(), g.B));
   float* pdx = blocked_data(dx);
-  // Odd H or W: the last row or column is in no window.
-  if (g.H != 2 * g.OH || g.W != 2 * g.OW) std::fill(pdx, pdx + dx.numel(), 0.0f);
   if (g.B == 16)
     pool_backward<16>(blocked_data(dy), ws.data<uint8_t>(), pdx, g, relu);
   else
