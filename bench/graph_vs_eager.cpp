@@ -37,6 +37,7 @@
 
 #include "bench_machine.h"
 #include "core/allocator.h"
+#include "core/trace_range.h"
 #include "llm_common.h"
 #include "zenith/zenith.h"
 
@@ -108,20 +109,23 @@ struct Trainer {
                        }});
   }
   // One step as Model::train runs it: zero grads, forward + loss, a host read of the loss,
-  // backward, update.
+  // backward, update; its phases marked as Model::train marks them (--profile's phase split).
   double step(const Tensor& x, const Tensor& y) {
     opt->zero_grad();
     graph::StepRun run = compiler ? compiler->begin({x, y}) : graph::StepRun::eager();
     Tensor loss = run.phase([&] {
+      core::TraceRange range(core::Range::forward);
       Tensor out = net->forward(x);
       return std::vector<Tensor>{loss_fn ? (*loss_fn)(out, y) : models::causal_lm_loss(out, y)};
     })[0];
     const double value = loss.item();
     run.phase([&] {
+      core::TraceRange range(core::Range::backward);
       loss.backward();
       return std::vector<Tensor>{};
     });
     run.phase([&] {
+      core::TraceRange range(core::Range::optimizer);
       opt->step();
       return std::vector<Tensor>{};
     });
@@ -169,7 +173,10 @@ double max_weight_diff(const Trainer& a, const Trainer& b) {
 std::string profile_steps(Trainer& t, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
                           int steps) {
   profiler::Profiler prof;
-  for (int i = 0; i < steps; ++i) t.step(xs[size_t(i) % xs.size()], ys[size_t(i) % ys.size()]);
+  for (int i = 0; i < steps; ++i) {
+    core::TraceRange step_range(core::Range::step);
+    t.step(xs[size_t(i) % xs.size()], ys[size_t(i) % ys.size()]);
+  }
   prof.stop();
   // Self time by op and input shapes: which GEMM shapes cost the most.
   std::map<std::string, std::pair<int, double>> by_shape;

@@ -4,7 +4,8 @@ namespace zenith::core {
 
 namespace detail {
 std::atomic<const RangeHooks*> g_range_hooks{nullptr};
-}
+thread_local int* t_first_range = nullptr;
+}  // namespace detail
 
 const char* range_name(Range range) {
   switch (range) {

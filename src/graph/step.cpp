@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
+#include "core/trace_range.h"
 #include "graph/capture.h"
 #include "graph/memory_plan.h"
 #include "graph/passes/passes.h"
@@ -116,6 +118,10 @@ class Compiled {
  public:
   std::string reason;
   std::unique_ptr<Program> program;
+  // Per phase, the range (core::Range) its capture began first, -1 for none: its replays are
+  // marked so for the profiler (forward, backward, optimizer as Model.train marks them; work
+  // the passes moved between phases, such as an update in the backward, counts where it runs).
+  std::vector<int> ranges;
 };
 
 struct StepRun::State {
@@ -126,6 +132,7 @@ struct StepRun::State {
   std::unique_ptr<Recorder> recorder;
   std::shared_ptr<Compiled> compiled;
   UpdateParams expected;
+  std::vector<int> ranges;  // a capture's: each phase's first range (Compiled::ranges)
   Clock::time_point start = Clock::now();
   int next_phase = 0;
   bool finished = false;
@@ -153,7 +160,12 @@ std::vector<Tensor> StepRun::phase(const std::function<std::vector<Tensor>()>& f
       return fn();
     case State::kCapture: {
       s.recorder->begin_phase();
-      std::vector<Tensor> out = fn();
+      std::vector<Tensor> out;
+      {
+        core::FirstRangeWatch watch;
+        out = fn();
+        s.ranges.push_back(watch.first());
+      }
       s.recorder->end_phase(out);
       return out;
     }
@@ -166,6 +178,10 @@ std::vector<Tensor> StepRun::phase(const std::function<std::vector<Tensor>()>& f
           p.bind_inputs(s.inputs);
           p.set_update_params(update_params(s.owner->optimizer_));
         }
+        std::optional<core::TraceRange> range;
+        const std::vector<int>& ranges = s.compiled->ranges;
+        if (size_t(s.next_phase) < ranges.size() && ranges[size_t(s.next_phase)] >= 0)
+          range.emplace(core::Range(ranges[size_t(s.next_phase)]));
         std::vector<Tensor> out = p.run_segment(s.next_phase++);
         StepCompiler& c = *s.owner;
         if (!c.held_logged_ && c.arenas_->allocations_for_held() > 0) {
@@ -247,6 +263,7 @@ void StepRun::finish() {
     report->activations_after = graph->peak_intermediate_bytes(kernel_workspace_bytes);
     report->live_at_peak = live_at_peak_groups(*graph, &report->peak_op);
     compiled->program = std::make_unique<Program>(*graph);
+    compiled->ranges = s.ranges;
     if (c.options_.plan_memory) compiled->program->enable_memory_plan(c.arenas_);
     report->capture_ms = capture_ms;
     report->compile_ms = ms_since(t0);

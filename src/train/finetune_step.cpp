@@ -1,5 +1,6 @@
 #include "train/finetune_step.h"
 
+#include "core/trace_range.h"
 #include "zenith/optim.h"
 
 namespace zenith::finetune::detail {
@@ -52,24 +53,30 @@ StepRunner::Outcome StepRunner::run(const std::vector<Batch>& micro, int64_t tar
   for (const Batch& b : micro) {
     if (b.targets == 0) continue;
     const Tensor& weight = weights[w++];
+    // Each phase marks its range for the profiler, as the eager step does (core/trace_range.h;
+    // a replay marks the phase as the range its capture began).
     Tensor loss = run.phase([&] {
+      core::TraceRange range(core::Range::forward);
       return std::vector<Tensor>{
           ops::mul(models::causal_lm_loss(forward(model_, b), b.labels), weight)};
     })[0];
     out.loss += loss.item();
     run.phase([&] {
+      core::TraceRange range(core::Range::backward);
       loss.backward();
       return std::vector<Tensor>{};
     });
   }
   out.grad_norm =
       run.phase([&] {
+           core::TraceRange range(core::Range::optimizer);
            return std::vector<Tensor>{nn::clip_grad_norm_ops(params_, clip_ > 0 ? clip_ : 1e300)};
          })[0]
           .item();
   out.updated = accept(out.loss, out.grad_norm);
   if (!out.updated) return out;  // the run ends unfinished: a replay is dropped, a capture redone
   run.phase([&] {
+    core::TraceRange range(core::Range::optimizer);
     optimizer_.step();
     return std::vector<Tensor>{};
   });

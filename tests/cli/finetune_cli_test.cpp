@@ -135,6 +135,37 @@ TEST(FinetuneCli, ProfileRecordsTheStepsPhases) {
   EXPECT_EQ(summary["steps"], 2);
 }
 
+// The same in graph mode, where the profiled steps are replays (the capture and two replays
+// skipped): each replayed phase is marked as its capture's (forward, backward, and optimizer
+// twice: the gradient norm, the update), so the split is not all "other".
+TEST(FinetuneCli, GraphModeProfileRecordsTheStepsPhases) {
+  TempDir dir("finetune_profile_graph");
+  CliResult r = run_zenith("finetune --model " + source("examples/llm/demo-llama") + " --data " +
+                           source("examples/llm/finetune/train.jsonl") + " --out " + dir.str() +
+                           " --max-steps 5 --batch-size 4 --mode graph --profile 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("after fusion"), std::string::npos) << r.output;  // captured
+  EXPECT_EQ(r.output.find("runs eagerly"), std::string::npos) << r.output;
+  auto trace = nlohmann::json::parse(std::ifstream(dir / "profile/trace.json"));
+  EXPECT_EQ(chrome_trace_problems(trace), std::vector<std::string>{});
+  std::map<std::string, int> phases;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "step") ++phases["step"];
+    if (e["cat"] == "phase") ++phases[e["name"].get<std::string>()];
+  }
+  EXPECT_EQ(phases["step"], 2);
+  for (const char* phase : {"data wait", "forward", "backward"})
+    EXPECT_EQ(phases[phase], 2) << phase;
+  EXPECT_EQ(phases["optimizer"], 4);
+  auto summary = nlohmann::json::parse(std::ifstream(dir / "profile/summary.json"));
+  std::map<std::string, double> ms;
+  for (const auto& p : summary["phases"]) ms[p["name"]] = p["ms"];
+  EXPECT_GT(ms["forward"], 0);
+  EXPECT_GT(ms["backward"], 0);
+  EXPECT_LT(ms["other"], ms["forward"] + ms["backward"]);
+}
+
 TEST(FinetuneCli, BadDataAndSettingsAreClearErrors) {
   TempDir dir("finetune_bad");
   std::ofstream(dir / "bad.jsonl") << "{\"text\": \"ok\"}\n{\"input_ids\": [1, 2], \"labels\": "

@@ -379,6 +379,46 @@ TEST(ProfileCallback, RecordsStepPhasesOfModelTrainAndWritesTheFiles) {
   EXPECT_GT(memory, 0);
 }
 
+// Graph mode: a replay skips the step's code and with it the ranges Model::train marks; each
+// replayed phase is marked as the range its capture began (forward, backward, optimizer), so the
+// phase split is the replayed segments', not all "other".
+TEST(ProfileCallback, GraphModeReplaysRecordTheStepPhases) {
+  zenith::testing::TempDir dir("profile_graph");
+  const context::Options before = context::get_context();
+  context::Options graph_mode = before;
+  graph_mode.mode = context::GRAPH_MODE;
+  context::set_context(graph_mode);
+  manual_seed(1);
+  auto net = nn::SequentialCell({nn::Conv2d(1, 4, 3, 1, "valid"), nn::ReLU(), nn::MaxPool2d(2),
+                                 nn::Flatten(), nn::Dense(4 * 3 * 3, 3)});
+  Model model(net, nn::SoftmaxCrossEntropyWithLogits(true),
+              nn::Momentum(net->trainable_params(), 0.01, 0.9));
+  const std::string out = dir.str() + "/profile";
+  model.train(1, images(), {profile(out, 3, 3)});  // steps 4-6: replays
+  context::set_context(before);
+  ASSERT_NE(model.graph_steps(), nullptr);
+  EXPECT_GE(model.graph_steps()->replays(), 3);
+
+  const json trace = json::parse(zenith::testing::read_all(out + "/trace.json"));
+  EXPECT_EQ(zenith::testing::chrome_trace_problems(trace), std::vector<std::string>{});
+  std::map<std::string, int> ranges;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && (e["cat"] == "phase" || e["cat"] == "step"))
+      ++ranges[e["cat"] == "step" ? "step" : e["name"].get<std::string>()];
+  EXPECT_EQ(ranges["step"], 3);
+  for (const char* phase : {"data wait", "forward", "backward"})
+    EXPECT_EQ(ranges[phase], 3) << phase;
+  // zero_grad, then the update phase (its updates may have moved into the backward).
+  EXPECT_EQ(ranges["optimizer"], 6);
+  const json summary = json::parse(zenith::testing::read_all(out + "/summary.json"));
+  std::map<std::string, double> phases;
+  for (const auto& p : summary["phases"]) phases[p["name"]] = p["ms"];
+  EXPECT_GT(phases["forward"], 0);
+  EXPECT_GT(phases["backward"], 0);
+  // The replayed ops run inside the phases.
+  EXPECT_LT(phases["other"], phases["forward"] + phases["backward"]);
+}
+
 TEST(ProfileCallback, ARunShorterThanTheWarmUpRecordsNothing) {
   zenith::testing::TempDir dir("profile_short");
   auto net = nn::SequentialCell({nn::Flatten(), nn::Dense(64, 3)});
