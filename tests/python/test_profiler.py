@@ -62,6 +62,26 @@ def test_profiler_step_window_as_a_callback(tmp_path):
     assert "conv2d" in profiler.summary()
 
 
+def test_profiler_graph_mode_model_train_has_the_step_phases(tmp_path):
+    """In GRAPH_MODE the profiled steps (4-6) are replays; each replayed phase is marked as its
+    capture's, so the split has forward and backward time, not all "other"."""
+    zenith.set_context(mode=zenith.GRAPH_MODE)
+    try:
+        net, model, data = seed_model()
+        profiler = zenith.Profiler(output_path=tmp_path / "graph", start_step=3, profile_steps=3)
+        model.train(1, data, callbacks=[profiler])
+    finally:
+        zenith.set_context(mode=zenith.PYNATIVE_MODE)
+    profiler.analyse()
+    events = trace_events(tmp_path / "graph")
+    phases = [e["name"] for e in events if e["ph"] == "X" and e.get("cat") == "phase"]
+    assert phases.count("forward") == 3 and phases.count("backward") == 3, phases
+    summary = json.load(open(tmp_path / "graph" / "summary.json"))
+    ms = {p["name"]: p["ms"] for p in summary["phases"]}
+    assert ms["forward"] > 0 and ms["backward"] > 0, ms
+    assert ms["other"] < ms["forward"] + ms["backward"], ms
+
+
 def test_profiler_step_window_in_a_functional_loop(tmp_path):
     net = zenith.models.seed_cnn(1, 28, 10)
     optimizer = nn.SGD(net.trainable_params(), 0.01)
