@@ -109,12 +109,13 @@ void pool_backward(const float* pdy, const uint8_t* pws, float* pdx, const Geome
             _mm256_storeu_ps(w0 + W * B, _mm256_and_ps(_mm256_andnot_ps(b0, b1), d));   // 2
             _mm256_storeu_ps(w0 + W * B + B, _mm256_and_ps(_mm256_and_ps(b0, b1), d));  // 3
           }
-    // Odd H or W: the last row or column is in no window; its gradient is 0.
+    // Rows and columns in no window (an odd H or W: the last): their gradient is 0.
     for (int64_t p = begin; p < end; ++p) {
       float* plane = pdx + p * H * W * B;
       if (W > 2 * OW)
-        for (int64_t h = 0; h < 2 * OH; ++h) std::fill_n(plane + (h * W + W - 1) * B, B, 0.0f);
-      if (H > 2 * OH) std::fill_n(plane + (H - 1) * W * B, W * B, 0.0f);
+        for (int64_t h = 0; h < 2 * OH; ++h)
+          std::fill_n(plane + (h * W + 2 * OW) * B, (W - 2 * OW) * B, 0.0f);
+      if (H > 2 * OH) std::fill_n(plane + 2 * OH * W * B, (H - 2 * OH) * W * B, 0.0f);
     }
   });
 }
