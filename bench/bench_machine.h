@@ -142,11 +142,10 @@ inline double sgemm_peak_gflops(int threads, int64_t n = 2048, bool cpu_time = f
 
 // Memory bandwidth now, GB/s: STREAM's triad a = b + s c over 64 MB arrays (far beyond the
 // caches), the best of 4 passes after one that warms up, counting 12 bytes an element as STREAM
-// does. A shared host's speed moves with its neighbours, and memory first: on the 2-core AVX2
-// EPYC VM the triad gave 15-22 GB/s in phases where the convolutions ran 20-40% slow and the
-// 2048^3 sgemm 6-25% slow (a 2-thread AdamW, 28 bytes a parameter, had streamed ~43 GB/s there
-// at full speed); benches print it beside their tables so that a reader can tell the phases
-// apart.
+// does. A shared host's speed moves with its neighbours: on the 2-core AVX2 EPYC VM the triad
+// gave 15-19 GB/s in phases where the convolutions ran 20-40% slow and the 2048^3 sgemm at
+// 135-150 GFLOP/s, 21-30 GB/s with the sgemm at 166-182; benches print it beside their tables
+// as one more sign of the phase.
 inline double stream_triad_gbps(int threads) {
   omp_set_num_threads(threads);
   const int64_t n = int64_t(16) << 20;  // floats an array: 64 MB

@@ -115,7 +115,9 @@ int main(int argc, char** argv) {
   };
   std::vector<Big> bigs;
   for (auto [name, c, hw] : {std::tuple{"ResNet-18 CIFAR 64ch 32x32", 64, 32},
+                             std::tuple{"ResNet-18 CIFAR 128ch 16x16", 128, 16},
                              std::tuple{"ResNet-18 CIFAR 256ch 8x8", 256, 8},
+                             std::tuple{"ResNet-18 CIFAR 512ch 4x4", 512, 4},
                              std::tuple{"ImageNet-size 64ch 56x56", 64, 56},
                              std::tuple{"ImageNet-size 512ch 7x7", 512, 7}}) {
     Conv2dAttrs a = conv_attrs({8, c, hw, hw}, {c, c, 3, 3});

@@ -340,8 +340,14 @@ std::vector<Tensor> conv_backward_weights_few_channels(const Tensor& dy, const T
 // position the three input vectors under the kernel row (one new load, the window slides by one)
 // meet 4 broadcast dy values: 12 FMAs for 5 loads. bench/conv_ops, 2 AVX2 EPYC cores, min of
 // 20 calls: SeedCNN's 190 GFLOP/s against oneDNN's 130; batch 8, padding 1: 64ch 32x32 179 / 138,
-// 256ch 8x8 158 / 139, 64ch 56x56 171 / 134, 512ch 7x7 126-148 / 99-117. Not measured beyond
-// 512 channels: oneDNN's there.
+// 256ch 8x8 158 / 139 (146 / 143 in a later run), 64ch 56x56 171 / 134, 128ch 16x16 127-151 /
+// 106-119. At 512 channels oneDNN's op is the faster, measured back to back in 6 runs (ResNet-18
+// CIFAR's 4x4: 6.6-9.0 ms against 6.1-8.2; 7x7: 17.1-25.2 against 13.8-18.3: few output
+// positions a row make the sliding window's start and the loop the larger share), but with it
+// for 512 channels ResNet-18 CIFAR b8's step differed by no more than the host's noise (graph
+// 197.3 and 183.0 ms against 246.9 and 184.0 in alternating runs, the far-off one a slow phase
+// that slowed eager alike: 257.1 against 205.2) and graph mode's peak was 6.1 MB higher (56.8
+// against 50.7 MB): kept here up to 512. Not measured beyond: oneDNN's there.
 bool use_blocked_grad(const ConvGeometry& g) {
   return g.G == 1 && g.C % 8 == 0 && g.O % 8 == 0 && g.C <= 512 && g.O <= 512 && g.KW == 3 &&
          g.stride[0] == 1 && g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1 &&
