@@ -1,6 +1,6 @@
 // `zenith export --checkpoint CKPT --model ARCH --format onnx --out model.onnx`: a zoo CNN's
 // inference graph as ONNX (opset 17, IR 8), traced from its eager forward in eval mode with
-// BatchNorm folded into the convs (graph/onnx_export.h). Before writing, zenith's ONNX
+// BatchNorm folded into the convs (onnx/onnx_export.h). Before writing, zenith's ONNX
 // interpreter reads the file's bytes back and must reproduce the network's outputs on a random
 // batch (the difference is printed). Model and dataset (which fix the input shape) default to the
 // checkpoint's.
@@ -11,8 +11,8 @@
 
 #include "cli/command.h"
 #include "core/atomic_file.h"
-#include "graph/onnx_export.h"
-#include "graph/onnx_runtime.h"
+#include "onnx/onnx_export.h"
+#include "onnx/onnx_runtime.h"
 #include "zenith/zenith.h"
 
 namespace zenith::cli {
@@ -63,7 +63,7 @@ int run_export(int argc, char** argv) {
 
   auto net = models::create(model_name, info.channels, image_size, info.num_classes);
   io::load_checkpoint(checkpoint, *net);
-  graph::OnnxExportOptions options;
+  onnx::OnnxExportOptions options;
   options.fold_batch_norm = !no_fold;
   options.graph_name = model_name;
   options.metadata = {{"zenith.arch", model_name},
@@ -72,8 +72,8 @@ int run_export(int argc, char** argv) {
                       {"zenith.epoch", meta.count("epoch") ? meta["epoch"] : "0"},
                       {"zenith.num_classes", std::to_string(info.num_classes)}};
   const Shape input = {info.channels, image_size, image_size};
-  graph::OnnxGraph g = graph::export_onnx(*net, input, options);
-  const std::string bytes = graph::serialize_onnx(g);
+  onnx::OnnxGraph g = onnx::export_onnx(*net, input, options);
+  const std::string bytes = onnx::serialize_onnx(g);
 
   // zenith's interpreter runs the file's graph as a second reading of it.
   Tensor x = Tensor::randn({3, info.channels, image_size, image_size});
@@ -84,7 +84,7 @@ int run_export(int argc, char** argv) {
     expected = net->forward(x);
   }
   const double diff =
-      max_abs_diff(expected, graph::OnnxModel(graph::parse_onnx(bytes, out)).run({x})[0]);
+      max_abs_diff(expected, onnx::OnnxModel(onnx::parse_onnx(bytes, out)).run({x})[0]);
   ZENITH_CHECK(diff < 1e-3, "[export] the exported graph computes other values than ", model_name,
                " (max abs diff ", diff, ")");
   core::write_file_atomic(out, bytes);
@@ -96,7 +96,7 @@ int run_export(int argc, char** argv) {
       "exported %s [N, %lld, %lld, %lld] -> %s: ONNX opset %lld, %zu nodes (%s), %s "
       "batch norms folded, %zu initializers, %zu bytes\n",
       model_name.c_str(), (long long)info.channels, (long long)image_size, (long long)image_size,
-      out.c_str(), (long long)graph::kOnnxOpset, g.nodes.size(), counts.c_str(),
+      out.c_str(), (long long)onnx::kOnnxOpset, g.nodes.size(), counts.c_str(),
       g.metadata["zenith.batch_norms_folded"].c_str(), g.initializers.size(), bytes.size());
   std::printf(
       "checked: zenith's ONNX interpreter runs the file like the model (max abs diff %.3g)\n",

@@ -1,13 +1,13 @@
 // The ONNX exporter: a dispatch observer turns each outermost op of the traced forward into ONNX
 // nodes, naming values by the tensors that carry them.
-#include "graph/onnx_export.h"
+#include "onnx/onnx_export.h"
 
 #include <unordered_map>
 
 #include "core/dispatch.h"
 #include "zenith/autograd.h"
 
-namespace zenith::graph {
+namespace zenith::onnx {
 namespace {
 
 constexpr int64_t kTraceBatch = 2;
@@ -311,4 +311,4 @@ OnnxGraph export_onnx(nn::Cell& net, const Shape& input_shape, const OnnxExportO
   return g;
 }
 
-}  // namespace zenith::graph
+}  // namespace zenith::onnx

@@ -14,10 +14,10 @@
 #include <map>
 #include <string>
 
-#include "graph/onnx_graph.h"
+#include "onnx/onnx_graph.h"
 #include "zenith/nn.h"
 
-namespace zenith::graph {
+namespace zenith::onnx {
 
 struct OnnxExportOptions {
   bool fold_batch_norm = true;
@@ -30,4 +30,4 @@ struct OnnxExportOptions {
 OnnxGraph export_onnx(nn::Cell& net, const Shape& input_shape,
                       const OnnxExportOptions& options = {});
 
-}  // namespace zenith::graph
+}  // namespace zenith::onnx

@@ -1,10 +1,10 @@
 // The ONNX graph's lookups and its one pass: BatchNormalization folded into the Conv before it.
-#include "graph/onnx_graph.h"
+#include "onnx/onnx_graph.h"
 
 #include <cmath>
 #include <set>
 
-namespace zenith::graph {
+namespace zenith::onnx {
 
 int64_t OnnxNode::int_attr(const std::string& key, int64_t fallback) const {
   auto it = attrs.find(key);
@@ -143,4 +143,4 @@ int fold_batch_norms(OnnxGraph& g) {
   return folded;
 }
 
-}  // namespace zenith::graph
+}  // namespace zenith::onnx

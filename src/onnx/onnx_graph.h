@@ -12,7 +12,7 @@
 
 #include "zenith/tensor.h"
 
-namespace zenith::graph {
+namespace zenith::onnx {
 
 inline constexpr int64_t kOnnxOpset = 17;
 inline constexpr int64_t kOnnxIrVersion = 8;
@@ -65,4 +65,4 @@ void write_onnx(const OnnxGraph& graph, const std::string& path);
 OnnxGraph parse_onnx(const std::string& bytes, const std::string& origin);
 OnnxGraph read_onnx(const std::string& path);
 
-}  // namespace zenith::graph
+}  // namespace zenith::onnx

@@ -4,14 +4,14 @@
 // libsentencepiece.so.0 carries its own protobuf-lite and exports its symbols, and a process that
 // loads both it and libprotobuf.so crashes while registering descriptors at start-up (the
 // `zenith` binary loads sentencepiece for its tokenizers). The unit tests read these files back
-// with libonnx's generated classes and run its checker (tests/graph/).
+// with libonnx's generated classes and run its checker (tests/onnx/).
 #include <cstring>
 
 #include "core/atomic_file.h"
-#include "graph/onnx_graph.h"
 #include "io/protobuf_lite.h"
+#include "onnx/onnx_graph.h"
 
-namespace zenith::graph {
+namespace zenith::onnx {
 namespace {
 
 namespace pb = io::pb;
@@ -399,4 +399,4 @@ OnnxGraph read_onnx(const std::string& path) {
   return parse_onnx(core::read_file(path, "onnx"), path);
 }
 
-}  // namespace zenith::graph
+}  // namespace zenith::onnx

@@ -1,5 +1,5 @@
 // The ONNX interpreter: one function per op type over zenith's ops, values by name.
-#include "graph/onnx_runtime.h"
+#include "onnx/onnx_runtime.h"
 
 #include <functional>
 #include <map>
@@ -8,7 +8,7 @@
 #include "zenith/autograd.h"
 #include "zenith/ops.h"
 
-namespace zenith::graph {
+namespace zenith::onnx {
 namespace {
 
 using Inputs = std::vector<Tensor>;
@@ -207,4 +207,4 @@ nn::CellPtr onnx_cell(const std::string& path) {
   return std::make_shared<OnnxCell>(OnnxModel::load(path));
 }
 
-}  // namespace zenith::graph
+}  // namespace zenith::onnx

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "graph/onnx_graph.h"
+#include "onnx/onnx_graph.h"
 #include "zenith/nn.h"
 
-namespace zenith::graph {
+namespace zenith::onnx {
 
 class OnnxModel {
  public:
@@ -30,4 +30,4 @@ class OnnxModel {
 // no gradient).
 nn::CellPtr onnx_cell(const std::string& path);
 
-}  // namespace zenith::graph
+}  // namespace zenith::onnx

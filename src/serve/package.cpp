@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
-#include "graph/onnx_runtime.h"
+#include "onnx/onnx_runtime.h"
 #include "platform/services/service_store.h"
 #include "zenith/data.h"
 #include "zenith/io.h"
@@ -118,8 +118,8 @@ PackageSpec checkpoint_spec(const std::string& checkpoint, const PackageOptions&
 // What an exported graph says: `zenith export` writes the arch and dataset into its metadata;
 // the input [N, C, H, W] and output [N, classes] shapes give the rest.
 PackageSpec onnx_spec(const std::string& path, const PackageOptions& options) {
-  const graph::OnnxGraph g = graph::read_onnx(path);
-  graph::OnnxModel runnable(g);  // every op is one the interpreter runs
+  const onnx::OnnxGraph g = onnx::read_onnx(path);
+  onnx::OnnxModel runnable(g);  // every op is one the interpreter runs
   auto meta = [&](const char* key) {
     auto it = g.metadata.find(key);
     return it == g.metadata.end() ? std::string() : it->second;
@@ -223,7 +223,7 @@ PackageSpec read_package(const std::string& dir) {
 }
 
 nn::CellPtr load_network(const std::string& dir, const PackageSpec& spec) {
-  if (spec.model_file == "model.onnx") return graph::onnx_cell(dir + "/model.onnx");
+  if (spec.model_file == "model.onnx") return onnx::onnx_cell(dir + "/model.onnx");
   auto net = models::create(spec.arch, spec.channels, spec.image_size, spec.num_classes);
   io::load_checkpoint(dir + "/weights.safetensors", *net);
   net->set_train(false);

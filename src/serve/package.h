@@ -3,7 +3,7 @@
 //   DIR/package.json       architecture, input spec, preprocessing, label names, content hash
 //   DIR/weights.safetensors the network's parameters and buffers (no optimizer state), or
 //   DIR/model.onnx         a graph from `zenith export` (package.json's "model_file" says which),
-//                          run by zenith's ONNX interpreter (graph/onnx_runtime.h)
+//                          run by zenith's ONNX interpreter (onnx/onnx_runtime.h)
 //
 // The content hash is the SHA-256 of the model file followed by package.json without its
 // "sha256" field (compact JSON); read_package() and the server recompute it, so a modified

@@ -2,7 +2,7 @@
 """Checks an ONNX file from `zenith export` with tools that are not zenith (tests/e2e/onnx_export.sh).
 
 usage: onnx_check.py MODEL.onnx REF_DIR
-REF_DIR holds zenith's inputs.npy, outputs.npy and labels.npy (tests/graph/onnx_reference.cpp).
+REF_DIR holds zenith's inputs.npy, outputs.npy and labels.npy (tests/onnx/onnx_reference.cpp).
 Debian's onnx (1.12) checks the model and infers every shape strictly; OpenCV's dnn module runs
 it on the same inputs; the largest difference from zenith's outputs must be <= 1e-4.
 """

@@ -4,7 +4,7 @@
 # statistics before they are folded), `zenith export` writes the .onnx file; Debian's
 # python3-onnx checks it (onnx.checker full check, strict shape inference) and OpenCV's dnn
 # module (python3-opencv) runs it on 256 test images, whose outputs must equal zenith's
-# (tests/graph/onnx_reference.cpp) to 1e-4 (onnx_check.py). CIFAR-10 too when CIFAR10_DIR names
+# (tests/onnx/onnx_reference.cpp) to 1e-4 (onnx_check.py). CIFAR-10 too when CIFAR10_DIR names
 # its binary batches. $1 is the zenith binary; ZENITH_ONNX_REFERENCE the helper (set by CTest).
 set -u
 ZENITH=$(realpath "$1")

@@ -1,7 +1,7 @@
-// ONNX export of the zoo CNNs (src/graph/onnx_export.cpp), the file format (onnx_proto.cpp) read
+// ONNX export of the zoo CNNs (src/onnx/onnx_export.cpp), the file format (onnx_proto.cpp) read
 // back by the onnx library itself (its generated classes, checker and strict shape inference),
 // BatchNorm folding, and zenith's ONNX interpreter (onnx_runtime.cpp) against the network.
-#include "graph/onnx_export.h"
+#include "onnx/onnx_export.h"
 
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
@@ -9,11 +9,11 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "core/dispatch.h"
-#include "graph/onnx_runtime.h"
+#include "onnx/onnx_runtime.h"
 #include "support/temp_dir.h"
 #include "zenith/zenith.h"
 
-namespace zenith::graph {
+namespace zenith::onnx {
 namespace {
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
@@ -33,12 +33,12 @@ Tensor eval_forward(nn::Cell& net, const Tensor& x) {
 // The onnx library parses the bytes with its generated classes, checks the model, and infers
 // every value's shape in strict mode (a node whose inputs do not fit its op throws); returns the
 // parsed model with the inferred shapes.
-onnx::ModelProto onnx_library_reading(const std::string& bytes) {
-  onnx::ModelProto m;
+::onnx::ModelProto onnx_library_reading(const std::string& bytes) {
+  ::onnx::ModelProto m;
   EXPECT_TRUE(m.ParseFromString(bytes));
-  onnx::checker::check_model(m);
-  onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(),
-                                     onnx::ShapeInferenceOptions(true, 1, false));
+  ::onnx::checker::check_model(m);
+  ::onnx::shape_inference::InferShapes(m, ::onnx::OpSchemaRegistry::Instance(),
+                                       ::onnx::ShapeInferenceOptions(true, 1, false));
   return m;
 }
 
@@ -71,7 +71,7 @@ TEST(OnnxExport, SeedCnnIsConvReluPoolFlattenGemm) {
   EXPECT_TRUE(net->training());  // the mode is restored
 
   const std::string bytes = serialize_onnx(g);
-  onnx::ModelProto m = onnx_library_reading(bytes);
+  ::onnx::ModelProto m = onnx_library_reading(bytes);
   EXPECT_EQ(m.ir_version(), 8);
   EXPECT_EQ(m.opset_import(0).version(), 17);
   EXPECT_EQ(m.graph().node_size(), 8);
@@ -155,7 +155,7 @@ TEST(OnnxExport, FileRoundTripKeepsGraphInitializersAndMetadata) {
 TEST(OnnxRuntime, ReadsWhatTheOnnxLibraryWrites) {
   // A graph built with the generated classes (float_data and packed ints, as other exporters
   // write): Gemm(x, W, b, transB) -> Softmax.
-  onnx::ModelProto m;
+  ::onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
   auto* g = m.mutable_graph();
@@ -165,7 +165,7 @@ TEST(OnnxRuntime, ReadsWhatTheOnnxLibraryWrites) {
   gemm->add_output("h");
   auto* trans = gemm->add_attribute();
   trans->set_name("transB");
-  trans->set_type(onnx::AttributeProto::INT);
+  trans->set_type(::onnx::AttributeProto::INT);
   trans->set_i(1);
   auto* softmax = g->add_node();
   softmax->set_op_type("Softmax");
@@ -174,7 +174,7 @@ TEST(OnnxRuntime, ReadsWhatTheOnnxLibraryWrites) {
   auto add_tensor = [&](const char* name, Shape dims, std::vector<float> v) {
     auto* t = g->add_initializer();
     t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
     for (auto d : dims) t->add_dims(d);
     for (float f : v) t->add_float_data(f);
   };
@@ -183,7 +183,7 @@ TEST(OnnxRuntime, ReadsWhatTheOnnxLibraryWrites) {
   for (auto* list : {g->add_input(), g->add_output()}) {
     list->set_name(list == &g->input(0) ? "x" : "y");
     auto* tt = list->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
     tt->mutable_shape()->add_dim()->set_dim_param("n");
     tt->mutable_shape()->add_dim()->set_dim_value(list == &g->input(0) ? 3 : 2);
   }
@@ -269,4 +269,4 @@ TEST(FoldBatchNorms, OnlyAConvOutputReadByTheBatchNormAlone) {
 }
 
 }  // namespace
-}  // namespace zenith::graph
+}  // namespace zenith::onnx

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "graph/onnx_export.h"
+#include "onnx/onnx_export.h"
 #include "platform/services/service_store.h"
 #include "serve/package.h"
 #include "serve_test_util.h"
@@ -33,11 +33,11 @@ Exported export_resnet(const std::string& dir) {
   io::save_checkpoint(
       e.checkpoint, *net, nullptr,
       {{"config", R"({"model": "resnet18", "dataset": "fashion-mnist"})"}, {"epoch", "3"}});
-  graph::write_onnx(graph::export_onnx(*net, {1, 28, 28},
-                                       {.metadata = {{"zenith.arch", "resnet18"},
-                                                     {"zenith.dataset", "fashion-mnist"},
-                                                     {"zenith.epoch", "3"}}}),
-                    e.onnx);
+  onnx::write_onnx(onnx::export_onnx(*net, {1, 28, 28},
+                                     {.metadata = {{"zenith.arch", "resnet18"},
+                                                   {"zenith.dataset", "fashion-mnist"},
+                                                   {"zenith.epoch", "3"}}}),
+                   e.onnx);
   return e;
 }
 
@@ -102,10 +102,10 @@ TEST(OnnxPackage, ModifiedGraphIsRefusedAndUnknownModelFilesToo) {
   manual_seed(13);
   auto net = models::seed_cnn(1, 28, 10);
   const std::string onnx = dir.str() + "/seedcnn.onnx";
-  graph::write_onnx(graph::export_onnx(*net, {1, 28, 28},
-                                       {.metadata = {{"zenith.arch", "seedcnn"},
-                                                     {"zenith.dataset", "fashion-mnist"}}}),
-                    onnx);
+  onnx::write_onnx(onnx::export_onnx(*net, {1, 28, 28},
+                                     {.metadata = {{"zenith.arch", "seedcnn"},
+                                                   {"zenith.dataset", "fashion-mnist"}}}),
+                   onnx);
   write_package(onnx, dir.str() + "/pkg", "m");
   {
     std::fstream f(dir.str() + "/pkg/model.onnx", std::ios::in | std::ios::out | std::ios::binary);
@@ -128,7 +128,7 @@ TEST(OnnxPackage, AGraphWithoutItsDatasetNeedsDataset) {
   TempDir dir("onnx_package_dataset");
   manual_seed(12);
   auto net = models::seed_cnn(1, 28, 10);
-  graph::write_onnx(graph::export_onnx(*net, {1, 28, 28}), dir.str() + "/plain.onnx");
+  onnx::write_onnx(onnx::export_onnx(*net, {1, 28, 28}), dir.str() + "/plain.onnx");
   try {
     write_package(dir.str() + "/plain.onnx", dir.str() + "/pkg", "m");
     FAIL() << "packaged without knowing its preprocessing";
