@@ -16,7 +16,8 @@ The convention (docs/README.md says it for writers):
 - `[...]` inside a line matches any text within that line.
 - `~7.70` matches a number within one unit of its last digit (7.69 to 7.71); `~7.70±0.05`
   gives the tolerance.
-- Trailing spaces are ignored; otherwise lines match exactly.
+- Trailing spaces are ignored; otherwise lines match exactly. Commands run under `bash -o
+  pipefail`, so a failing command in a pipeline fails.
 - `<!-- $ command -->` on a line of its own is a hidden command (set-up, waiting for a server):
   it runs in order with the others and must succeed; its output is not compared.
 - A command ending in ` &` runs in the background until the page's last command has run.
@@ -202,7 +203,8 @@ def output_matches(expected_lines, actual_lines):
         elif expected[i].strip() == "...":
             result = any(match(i + 1, k) for k in range(j, len(actual) + 1))
         else:
-            result = j < len(actual) and line_matches(expected[i], actual[j]) and match(i + 1, j + 1)
+            result = (j < len(actual) and line_matches(expected[i], actual[j]) and
+                      match(i + 1, j + 1))
         memo[key] = result
         return result
 
@@ -341,8 +343,9 @@ def run_page(path, repo, bin_dir, keep, timeout):
                 continue
             start = time.monotonic()
             try:
-                r = subprocess.run(["bash", "-c", c.text], cwd=work, env=env, timeout=timeout,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                r = subprocess.run(["bash", "-o", "pipefail", "-c", c.text], cwd=work, env=env,
+                                   timeout=timeout, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL)
                 out = r.stdout.decode("utf-8", "replace")
                 code = r.returncode
