@@ -1,5 +1,6 @@
 // `zenith server`: the REST API, scheduler, executors and alert engine in one process.
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "platform/exec/isolation.h"
 #include "platform/http/api_server.h"
 #include "platform/http/api_token.h"
+#include "platform/http/dashboard_routes.h"
 #include "platform/jobs/data_dir.h"
 #include "platform/jobs/job_manager.h"
 #include "platform/jobs/quantity.h"
@@ -31,6 +33,19 @@ bool is_loopback(const std::string& host) {
   in_addr a4;
   if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
   return host == "::1" || host == "localhost";
+}
+
+// The dashboard's address, or why there is none. On a terminal the link carries the admin token
+// (`?token=`, as Jupyter's does: the page keeps it and takes it out of the address bar); a
+// redirected stdout, a log file others may read, never gets the token.
+void print_dashboard_line(const std::string& url, const std::string& admin_token) {
+  if (platform::find_web_dir().empty())
+    std::printf("  dashboard: not built: %s\n", platform::missing_web_dir_message().c_str());
+  else if (isatty(STDOUT_FILENO))
+    std::printf("  dashboard: %s/?token=%s\n", url.c_str(), admin_token.c_str());
+  else
+    std::printf("  dashboard: %s/ (log in with the token in the data dir's file 'token')\n",
+                url.c_str());
 }
 
 int run_server(int argc, char** argv) {
@@ -128,6 +143,7 @@ int run_server(int argc, char** argv) {
                           std::to_string(bound);
   core::write_file_atomic(options.data_dir + "/server.url", url + "\n");
   std::printf("zenith server listening on %s\n", url.c_str());
+  print_dashboard_line(url, api_options.admin_token);
   if (tls) std::printf("  TLS:       certificate %s (TLS 1.2+)\n", cert.c_str());
   if (!tls && !is_loopback(host))
     std::printf("  WARNING:   plain HTTP on %s (--insecure-http): tokens travel unencrypted\n",

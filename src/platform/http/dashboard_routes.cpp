@@ -35,6 +35,23 @@ std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
+  }
+  return out;
+}
+
 const char* content_type(const std::string& path) {
   const std::string ext = fs::path(path).extension().string();
   if (ext == ".html") return "text/html; charset=utf-8";
@@ -64,20 +81,32 @@ double duration_of(const JobRecord& j) {
   return std::max(0.0, end - j.started_at);
 }
 
+// Where the web dir may be, in order: $ZENITH_WEB_DIR alone when it is set (a wrong setting is
+// reported, not passed over), else share/zenith/web next to the binary or one level up.
+std::vector<fs::path> web_dir_candidates() {
+  if (const char* env = std::getenv("ZENITH_WEB_DIR"); env && *env) return {env};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  return {exe.parent_path() / "share/zenith/web",
+          exe.parent_path().parent_path() / "share/zenith/web"};
+}
+
 }  // namespace
 
 std::string find_web_dir() {
-  std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("ZENITH_WEB_DIR"); env && *env) candidates.emplace_back(env);
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    candidates.push_back(exe.parent_path() / "share/zenith/web");
-    candidates.push_back(exe.parent_path().parent_path() / "share/zenith/web");
-  }
-  for (const auto& c : candidates)
+  for (const auto& c : web_dir_candidates())
     if (fs::is_regular_file(c / "index.html", ec)) return fs::canonical(c, ec).string();
   return "";
+}
+
+std::string missing_web_dir_message() {
+  std::string where;
+  for (const auto& c : web_dir_candidates()) where += (where.empty() ? "" : " or ") + c.string();
+  const bool env = std::getenv("ZENITH_WEB_DIR") && *std::getenv("ZENITH_WEB_DIR");
+  return "no index.html in " + (env ? "ZENITH_WEB_DIR (" + where + ")" : where) +
+         "; build it with `scripts/build.sh release --target zenith_web` (needs node and npm)";
 }
 
 Dashboard::Dashboard(JobManager& jobs) : jobs_(jobs), web_dir_(find_web_dir()) {
@@ -107,11 +136,10 @@ void Dashboard::add_routes(httplib::Server& server) {
   // --- the pages.
   server.Get("/", [this](const httplib::Request&, httplib::Response& res) {
     if (web_dir_.empty()) {
-      res.set_content(
-          "<!doctype html><title>zenith</title><p>The dashboard's files were not found: build "
-          "the <code>zenith_web</code> target (npm) or set <code>ZENITH_WEB_DIR</code>. The API "
-          "is at <code>/api/v1/</code>.</p>\n",
-          "text/html; charset=utf-8");
+      res.set_content("<!doctype html><title>zenith</title><p>The dashboard is not built: " +
+                          html_escape(missing_web_dir_message()) +
+                          ". The API is at <code>/api/v1/</code>.</p>\n",
+                      "text/html; charset=utf-8");
       return;
     }
     res.set_header("Cache-Control", "no-cache");

@@ -19,8 +19,8 @@
 //   GET /api/v1/dashboard/jobs/{id}/profile/trace   its Chrome trace, as a download
 //   GET /api/v1/dashboard/cluster              devices with holders and use, GPUs, all alerts
 //
-// The web dir is $ZENITH_WEB_DIR, else share/zenith/web next to the zenith binary, else
-// ../share/zenith/web from it (an installed tree).
+// The web dir is $ZENITH_WEB_DIR when set (nothing else then), else share/zenith/web next to the
+// zenith binary, else ../share/zenith/web from it (an installed tree).
 #pragma once
 
 #include <memory>
@@ -38,6 +38,8 @@ class MetricsIngest;
 
 // The dashboard's web dir, or "" when none is found.
 std::string find_web_dir();
+// Why find_web_dir() found none (where it looked) and how to build the dashboard.
+std::string missing_web_dir_message();
 
 class Dashboard {
  public:
