@@ -1,4 +1,5 @@
-// Fine-tuning data: JSONL records (Alpaca, chat, text, pre-tokenized) -> ids + labels.
+// Fine-tuning data: JSONL records (Alpaca, chat, prompt/completion, text, pre-tokenized) -> ids
+// + labels.
 #include "zenith/finetune_data.h"
 
 #include <fstream>
@@ -82,6 +83,44 @@ Example from_chat(const text::Tokenizer& tok, const text::ChatTemplate& tmpl,
   return e;
 }
 
+std::vector<text::ChatMessage> message_list(const nlohmann::json& list, const char* key) {
+  if (!list.is_array()) throw BadLine{std::string("\"") + key + "\" is not an array"};
+  std::vector<text::ChatMessage> messages;
+  for (const auto& m : list) {
+    if (!m.is_object()) throw BadLine{"a message is not an object {\"role\", \"content\"}"};
+    messages.push_back({string_field(m, "role", true), string_field(m, "content", true)});
+  }
+  return messages;
+}
+
+// TRL's prompt-completion record. Strings: prompt + completion encoded as one text, the
+// completion's tokens (those past the prompt's own encoding) and an eos learned, as TRL's
+// SFTTrainer (completion_only_loss). Message lists: one conversation through the chat template.
+Example from_prompt_completion(const nlohmann::json& j, const text::Tokenizer* tokenizer,
+                               const DataOptions& o) {
+  if (!j.contains("completion")) throw BadLine{"a \"prompt\" record needs a \"completion\""};
+  const auto& tok = need_tokenizer(tokenizer, "prompt/completion");
+  if (j["prompt"].is_array()) {
+    std::vector<text::ChatMessage> messages = message_list(j["prompt"], "prompt");
+    for (auto& m : message_list(j["completion"], "completion")) messages.push_back(std::move(m));
+    return from_chat(tok, text::ChatTemplate::for_tokenizer(tok, o.chat_template), messages,
+                     o.train_on_prompt);
+  }
+  const std::string& prompt = string_field(j, "prompt", true);
+  const std::string& completion = string_field(j, "completion", true);
+  if (completion.empty()) throw BadLine{"\"completion\" is empty: nothing to learn"};
+  const size_t prompt_len = tok.encode(prompt).size();
+  Example e;
+  for (int32_t id : tok.encode(prompt + completion)) e.ids.push_back(id);
+  if (!tok.is_eos(int32_t(e.ids.back()))) {
+    if (tok.eos_id() < 0) throw BadLine{"the tokenizer has no eos token to end the completion"};
+    e.ids.push_back(tok.eos_id());
+  }
+  for (size_t i = 0; i < e.ids.size(); ++i)
+    e.labels.push_back(i >= prompt_len || o.train_on_prompt ? e.ids[i] : kIgnore);
+  return e;
+}
+
 Example parse_record(const nlohmann::json& j, const text::Tokenizer* tokenizer,
                      const DataOptions& o, std::string& format) {
   if (!j.is_object()) throw BadLine{std::string("a record is a JSON object, got ") + j.type_name()};
@@ -101,16 +140,14 @@ Example parse_record(const nlohmann::json& j, const text::Tokenizer* tokenizer,
   }
   if (j.contains("messages")) {
     format = "chat";
-    const auto& list = j["messages"];
-    if (!list.is_array()) throw BadLine{"\"messages\" is not an array"};
-    std::vector<text::ChatMessage> messages;
-    for (const auto& m : list) {
-      if (!m.is_object()) throw BadLine{"a message is not an object {\"role\", \"content\"}"};
-      messages.push_back({string_field(m, "role", true), string_field(m, "content", true)});
-    }
+    const std::vector<text::ChatMessage> messages = message_list(j["messages"], "messages");
     const auto& tok = need_tokenizer(tokenizer, "chat");
     return from_chat(tok, text::ChatTemplate::for_tokenizer(tok, o.chat_template), messages,
                      o.train_on_prompt);
+  }
+  if (j.contains("prompt")) {
+    format = "prompt_completion";
+    return from_prompt_completion(j, tokenizer, o);
   }
   if (j.contains("instruction")) {
     format = "alpaca";
@@ -135,7 +172,7 @@ Example parse_record(const nlohmann::json& j, const text::Tokenizer* tokenizer,
   }
   throw BadLine{
       "no known format: expected \"instruction\"/\"output\" (Alpaca), \"messages\" (chat), "
-      "\"text\", or \"input_ids\" (pre-tokenized)"};
+      "\"prompt\"/\"completion\" (TRL), \"text\", or \"input_ids\" (pre-tokenized)"};
 }
 
 bool learns_something(const Example& e) {

@@ -1,5 +1,6 @@
 // Fine-tuning data (zenith/finetune_data.h) with the demo model's SentencePiece tokenizer:
-// each JSONL format, prompt masking, the learned eos, truncation, and the errors.
+// each JSONL format (TRL's prompt/completion too), prompt masking, the learned eos, truncation, and
+// the errors.
 #include "zenith/finetune_data.h"
 
 #include <gtest/gtest.h>
@@ -119,6 +120,47 @@ TEST_F(FinetuneData, TextIsBosTextEosAllLearned) {
   EXPECT_EQ(e.labels, e.ids);
 }
 
+TEST_F(FinetuneData, PromptCompletionLearnsOnlyTheCompletionAndItsEos) {
+  const auto& tok = demo_tokenizer();
+  Data d = load(R"({"prompt": "The capital of France is", "completion": " Paris."})"
+                "\n");
+  EXPECT_EQ(d.formats.at("prompt_completion"), 1);
+  const auto& e = d.examples[0];
+  ASSERT_EQ(e.ids.size(), e.labels.size());
+  // TRL's SFTTrainer: prompt + completion encoded as one text, the prompt's tokens masked.
+  std::vector<int64_t> whole = {};
+  for (int32_t id : tok.encode("The capital of France is Paris.")) whole.push_back(id);
+  whole.push_back(tok.eos_id());
+  EXPECT_EQ(e.ids, whole);
+  const size_t prompt_len = tok.encode("The capital of France is").size();
+  for (size_t i = 0; i < e.ids.size(); ++i)
+    EXPECT_EQ(e.labels[i], i < prompt_len ? -100 : e.ids[i]) << i;
+  std::vector<int32_t> completion(e.ids.begin() + int64_t(prompt_len), e.ids.end());
+  EXPECT_EQ(tok.decode(completion, true), "Paris.");
+  EXPECT_EQ(e.labels.back(), tok.eos_id());
+
+  // --train-on-prompt learns the prompt too; a conversational record goes through the template.
+  Data all = load(R"({"prompt": "The capital of France is", "completion": " Paris."})"
+                  "\n",
+                  with(512, 0, true));
+  EXPECT_EQ(all.examples[0].labels, all.examples[0].ids);
+  Data chat = load(
+      R"({"prompt": [{"role": "user", "content": "Hi"}], "completion": [{"role": "assistant", "content": "Hello there"}]})"
+      "\n",
+      DataOptions{.chat_template = "chatml", .vocab_size = 0});
+  std::vector<int32_t> answer, prompt;
+  for (size_t i = 0; i < chat.examples[0].ids.size(); ++i)
+    (chat.examples[0].labels[i] != -100 ? answer : prompt)
+        .push_back(int32_t(chat.examples[0].ids[i]));
+  EXPECT_NE(tok.decode(answer).find("Hello there"), std::string::npos);
+  EXPECT_EQ(tok.decode(prompt).find("Hello there"), std::string::npos);
+  EXPECT_NE(tok.decode(prompt).find("Hi"), std::string::npos);
+  EXPECT_NE(error(R"({"prompt": "x", "completion": ""})"
+                  "\n")
+                .find("data.jsonl:1: \"completion\" is empty"),
+            std::string::npos);
+}
+
 TEST_F(FinetuneData, PreTokenizedKeepsItsLabels) {
   Data d = load(
       "{\"input_ids\": [1, 5, 6, 7], \"labels\": [-100, -100, 6, 7]}\n"
@@ -154,18 +196,24 @@ TEST_F(FinetuneData, EveryMalformedLineIsReportedWithItsNumber) {
       "{\"prompt\": \"x\"}\n"
       "{\"instruction\": \"x\"}\n"
       "{\"input_ids\": [1, 99999]}\n"
-      "{\"messages\": [{\"role\": \"user\", \"content\": \"only a question\"}]}\n",
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"only a question\"}]}\n"
+      "{\"question\": \"x\"}\n",
       with(512, 2000));
-  EXPECT_NE(e.find("6 malformed lines"), std::string::npos) << e;
+  EXPECT_NE(e.find("7 malformed lines"), std::string::npos) << e;
   EXPECT_NE(e.find("data.jsonl:2: \"labels\" has 1 entries, \"input_ids\" 2"), std::string::npos)
       << e;
   EXPECT_NE(e.find("data.jsonl:4: not JSON"), std::string::npos) << e;
-  EXPECT_NE(e.find("data.jsonl:5: no known format"), std::string::npos) << e;
+  EXPECT_NE(e.find("data.jsonl:5: a \"prompt\" record needs a \"completion\""), std::string::npos)
+      << e;
   EXPECT_NE(e.find("data.jsonl:6: missing \"output\""), std::string::npos) << e;
   EXPECT_NE(e.find("data.jsonl:7: \"input_ids\"[1] = 99999 is outside the vocabulary [0, 2000)"),
             std::string::npos)
       << e;
   EXPECT_NE(e.find("data.jsonl:8: the conversation must end with an assistant message"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("data.jsonl:9: no known format: expected \"instruction\"/\"output\" "
+                   "(Alpaca), \"messages\" (chat), \"prompt\"/\"completion\" (TRL)"),
             std::string::npos)
       << e;
   EXPECT_EQ(e.find("data.jsonl:1:"), std::string::npos) << e;
