@@ -16,8 +16,8 @@
 #include "platform/http/http_guard.h"
 #include "platform/http/reply.h"
 #include "platform/jobs/job_manager.h"
-#include "platform/metrics/metrics_ingest.h"
-#include "platform/metrics/metrics_store.h"
+#include "platform/telemetry/telemetry_ingest.h"
+#include "platform/telemetry/telemetry_store.h"
 
 namespace zenith::platform {
 
@@ -110,9 +110,9 @@ std::string missing_web_dir_message() {
 }
 
 Dashboard::Dashboard(JobManager& jobs) : jobs_(jobs), web_dir_(find_web_dir()) {
-  store_ = std::make_unique<MetricsStore>(jobs_.options().data_dir + "/zenith.db");
+  store_ = std::make_unique<TelemetryStore>(jobs_.options().data_dir + "/zenith.db");
   jobs_.add_prune_hook([this](std::int64_t id) { store_->prune_job(id); });
-  ingest_ = std::make_unique<MetricsIngest>(jobs_, *store_);
+  ingest_ = std::make_unique<TelemetryIngest>(jobs_, *store_);
   ingest_->start();
 }
 

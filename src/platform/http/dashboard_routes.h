@@ -33,8 +33,8 @@ class Server;
 namespace zenith::platform {
 
 class JobManager;
-class MetricsStore;
-class MetricsIngest;
+class TelemetryStore;
+class TelemetryIngest;
 
 // The dashboard's web dir, or "" when none is found.
 std::string find_web_dir();
@@ -57,8 +57,8 @@ class Dashboard {
  private:
   JobManager& jobs_;
   std::string web_dir_;
-  std::unique_ptr<MetricsStore> store_;
-  std::unique_ptr<MetricsIngest> ingest_;
+  std::unique_ptr<TelemetryStore> store_;
+  std::unique_ptr<TelemetryIngest> ingest_;
 };
 
 }  // namespace zenith::platform

@@ -3,7 +3,7 @@
 // ranks get their places, one master and a rank table of two servers; a rank dying on one node
 // fails the job on both; cancel leaves no process on either node; the partition's size bounds
 // what is accepted; the server ingests every node's metrics and `zenith job` shows each rank's
-// node. Skipped, with the reason, where Slurm cannot start.
+// node. Where Slurm cannot start: a failure under CI, a loud skip elsewhere.
 #include "platform/exec/slurm_executor.h"
 
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include "platform/jobs/controller.h"
 #include "platform/jobs/job_manager.h"
 #include "platform/jobs/job_spec.h"
-#include "platform/metrics/metrics_ingest.h"
+#include "platform/telemetry/telemetry_ingest.h"
 #include "support/files.h"
 #include "support/processes.h"
 #include "support/server_process.h"
@@ -312,8 +312,8 @@ TEST_F(PlatformSlurmTest, TheServerIngestsTheMetricsOfEveryNode) {
   ASSERT_EQ(done.ranks.size(), 4u);
   EXPECT_EQ(done.ranks[1].host, "n1");
   EXPECT_EQ(done.ranks[2].host, "n2");
-  zp::MetricsStore store(dir_->str() + "/server/metrics.db");
-  zp::MetricsIngest ingest(jobs, store);
+  zp::TelemetryStore store(dir_->str() + "/server/metrics.db");
+  zp::TelemetryIngest ingest(jobs, store);
   ingest.ingest_files();
   for (int r = 0; r < 4; ++r) {
     auto series = store.series(job.id, "loss", r, 0);

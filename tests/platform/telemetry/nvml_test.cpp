@@ -1,5 +1,5 @@
 // The NVML sampler against a stand-in libnvidia-ml (fake_nvml.cpp beside this file).
-#include "platform/metrics/nvml.h"
+#include "platform/telemetry/nvml.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "platform/metrics/nvml.h"
+#include "platform/telemetry/nvml.h"
 
 #include <dlfcn.h>
 

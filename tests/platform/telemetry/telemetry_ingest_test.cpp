@@ -1,5 +1,5 @@
 // The metrics lines ranks append (as `zenith train` writes metrics.jsonl), parsed for ingestion.
-#include "platform/metrics/metrics_ingest.h"
+#include "platform/telemetry/telemetry_ingest.h"
 
 #include <gtest/gtest.h>
 
@@ -41,7 +41,7 @@ TEST(MetricLines, KeepsTheEventOfAnEventLine) {
 // A rank writes what it likes to its metrics file: long lines and names are skipped, and a job
 // gets a bounded number of series and points per series.
 TEST(MetricLines, LimitsLinesNamesSeriesAndPoints) {
-  zp::MetricLimits limits;
+  zp::TelemetryLimits limits;
   limits.max_line_bytes = 100;
   limits.max_name_bytes = 10;
   limits.max_series = 2;

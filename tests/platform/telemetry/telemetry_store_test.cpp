@@ -1,5 +1,5 @@
 // The dashboard's metrics tables: series per job, name and rank, downsampled, with file offsets.
-#include "platform/metrics/metrics_store.h"
+#include "platform/telemetry/telemetry_store.h"
 
 #include <gtest/gtest.h>
 
@@ -12,9 +12,9 @@
 
 namespace zp = zenith::platform;
 
-TEST(MetricsStore, SeriesPerRankDownsampledWithOffsets) {
-  zenith::testing::TempDir dir("metrics_store");
-  zp::MetricsStore store(dir.str() + "/zenith.db");
+TEST(TelemetryStore, SeriesPerRankDownsampledWithOffsets) {
+  zenith::testing::TempDir dir("telemetry_store");
+  zp::TelemetryStore store(dir.str() + "/zenith.db");
   std::vector<zp::MetricPoint> points;
   for (int i = 0; i < 100000; ++i) points.push_back({"loss", i, i / 1000, 1.0 / (i + 1), 0.0});
   // CPU time, not wall time: on a shared host the wall clock measures the neighbours.

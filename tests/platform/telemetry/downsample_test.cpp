@@ -1,5 +1,5 @@
 // Largest-triangle-three-buckets downsampling of the dashboard's series.
-#include "platform/metrics/downsample.h"
+#include "platform/telemetry/downsample.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "platform/metrics/metrics_store.h"
+#include "platform/telemetry/telemetry_store.h"
 
 #include <sqlite3.h>
 
@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "platform/db/sqlite_statement.h"
-#include "platform/metrics/downsample.h"
+#include "platform/telemetry/downsample.h"
 
 namespace zenith::platform {
 
@@ -15,7 +15,7 @@ namespace {
 // A prepared statement of this store.
 class Stmt : public SqliteStatement {
  public:
-  Stmt(sqlite3* db, const char* sql) : SqliteStatement(db, sql, "metrics_store") {}
+  Stmt(sqlite3* db, const char* sql) : SqliteStatement(db, sql, "telemetry_store") {}
 };
 
 // BEGIN IMMEDIATE ... COMMIT, rolled back when an exception leaves the scope.
@@ -36,7 +36,7 @@ class Transaction {
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string msg = err ? err : "unknown error";
       sqlite3_free(err);
-      throw std::runtime_error(std::string("[metrics_store] ") + sql + ": " + msg);
+      throw std::runtime_error(std::string("[telemetry_store] ") + sql + ": " + msg);
     }
   }
   sqlite3* db_;
@@ -53,8 +53,8 @@ std::vector<T> pick(const std::vector<T>& v, const std::vector<std::size_t>& idx
 
 }  // namespace
 
-MetricsStore::MetricsStore(const std::string& path) : path_(path) {
-  db_ = open_sqlite(path, "metrics_store");
+TelemetryStore::TelemetryStore(const std::string& path) : path_(path) {
+  db_ = open_sqlite(path, "telemetry_store");
   exec(
       "CREATE TABLE IF NOT EXISTS metric_points ("
       " job_id INTEGER NOT NULL, rank INTEGER NOT NULL, name TEXT NOT NULL,"
@@ -73,12 +73,14 @@ MetricsStore::MetricsStore(const std::string& path) : path_(path) {
   exec("CREATE INDEX IF NOT EXISTS usage_points_job ON usage_points(job_id, rank, time)");
 }
 
-MetricsStore::~MetricsStore() = default;
+TelemetryStore::~TelemetryStore() = default;
 
-void MetricsStore::exec(const char* sql) { sqlite_exec(db_.get(), sql, "metrics_store", path_); }
+void TelemetryStore::exec(const char* sql) {
+  sqlite_exec(db_.get(), sql, "telemetry_store", path_);
+}
 
-void MetricsStore::add_points(std::int64_t job_id, int rank, const std::vector<MetricPoint>& points,
-                              std::int64_t file_offset) {
+void TelemetryStore::add_points(std::int64_t job_id, int rank,
+                                const std::vector<MetricPoint>& points, std::int64_t file_offset) {
   std::lock_guard lock(mutex_);
   Transaction tx(db_.get());
   {
@@ -105,7 +107,7 @@ void MetricsStore::add_points(std::int64_t job_id, int rank, const std::vector<M
   tx.commit();
 }
 
-std::int64_t MetricsStore::file_offset(std::int64_t job_id, int rank) {
+std::int64_t TelemetryStore::file_offset(std::int64_t job_id, int rank) {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(), "SELECT offset FROM metric_files WHERE job_id=? AND rank=?");
   s.bind(1, job_id);
@@ -113,7 +115,7 @@ std::int64_t MetricsStore::file_offset(std::int64_t job_id, int rank) {
   return s.step() ? s.integer(0) : 0;
 }
 
-void MetricsStore::add_usage(std::int64_t job_id, const std::vector<UsagePoint>& points) {
+void TelemetryStore::add_usage(std::int64_t job_id, const std::vector<UsagePoint>& points) {
   if (points.empty()) return;
   std::lock_guard lock(mutex_);
   Transaction tx(db_.get());
@@ -137,7 +139,7 @@ void MetricsStore::add_usage(std::int64_t job_id, const std::vector<UsagePoint>&
   tx.commit();
 }
 
-std::vector<std::pair<std::string, int>> MetricsStore::series_names(std::int64_t job_id) {
+std::vector<std::pair<std::string, int>> TelemetryStore::series_names(std::int64_t job_id) {
   std::lock_guard lock(mutex_);
   // Walks the (job_id, name, rank, step) index: one seek per distinct series.
   Stmt s(db_.get(),
@@ -148,8 +150,8 @@ std::vector<std::pair<std::string, int>> MetricsStore::series_names(std::int64_t
   return out;
 }
 
-MetricSeries MetricsStore::series(std::int64_t job_id, const std::string& name, int rank,
-                                  std::size_t max_points) {
+MetricSeries TelemetryStore::series(std::int64_t job_id, const std::string& name, int rank,
+                                    std::size_t max_points) {
   MetricSeries m;
   m.name = name;
   m.rank = rank;
@@ -179,7 +181,7 @@ MetricSeries MetricsStore::series(std::int64_t job_id, const std::string& name, 
   return m;
 }
 
-std::vector<UsageSeries> MetricsStore::usage(std::int64_t job_id, std::size_t max_points) {
+std::vector<UsageSeries> TelemetryStore::usage(std::int64_t job_id, std::size_t max_points) {
   std::map<int, UsageSeries> by_rank;
   {
     std::lock_guard lock(mutex_);
@@ -214,7 +216,7 @@ std::vector<UsageSeries> MetricsStore::usage(std::int64_t job_id, std::size_t ma
   return out;
 }
 
-std::map<std::pair<std::string, int>, std::int64_t> MetricsStore::series_counts(
+std::map<std::pair<std::string, int>, std::int64_t> TelemetryStore::series_counts(
     std::int64_t job_id) {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(),
@@ -225,7 +227,7 @@ std::map<std::pair<std::string, int>, std::int64_t> MetricsStore::series_counts(
   return out;
 }
 
-void MetricsStore::prune_job(std::int64_t job_id) {
+void TelemetryStore::prune_job(std::int64_t job_id) {
   std::lock_guard lock(mutex_);
   Transaction tx(db_.get());
   for (const char* sql :
@@ -238,7 +240,7 @@ void MetricsStore::prune_job(std::int64_t job_id) {
   tx.commit();
 }
 
-std::optional<double> MetricsStore::last_value(std::int64_t job_id, const std::string& name) {
+std::optional<double> TelemetryStore::last_value(std::int64_t job_id, const std::string& name) {
   std::lock_guard lock(mutex_);
   // Both orders walk the series index backwards: no sort, however long the series.
   for (const char* sql : {"SELECT value FROM metric_points WHERE job_id=? AND name=? AND rank=0"

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "platform/jobs/job.h"
-#include "platform/metrics/metrics_store.h"
-#include "platform/metrics/nvml.h"
+#include "platform/telemetry/nvml.h"
+#include "platform/telemetry/telemetry_store.h"
 
 namespace zenith::platform {
 
@@ -35,7 +35,7 @@ class JobManager;
 std::string rank_metrics_file(const std::string& job_dir, int rank);
 
 // What one job may put into the store: a rank writes whatever it likes to its metrics file.
-struct MetricLimits {
+struct TelemetryLimits {
   std::size_t max_line_bytes = 64 * 1024;       // longer lines are skipped
   std::size_t max_name_bytes = 200;             // longer names are skipped
   std::size_t max_series = 1000;                // (name, rank) pairs per job
@@ -45,7 +45,7 @@ struct MetricLimits {
 // Parses complete metrics.jsonl lines; malformed lines, lines without a numeric "value" and
 // lines or names over the limits are skipped.
 std::vector<MetricPoint> parse_metric_lines(const std::string& text,
-                                            const MetricLimits& limits = {});
+                                            const TelemetryLimits& limits = {});
 
 // Points stored so far per (name, rank) of one job.
 using SeriesCounts = std::map<std::pair<std::string, int>, std::int64_t>;
@@ -53,14 +53,14 @@ using SeriesCounts = std::map<std::pair<std::string, int>, std::int64_t>;
 // Keeps the points of `rank` that fit the job's series and per-series limits, counting them
 // into `counts`; returns how many were dropped.
 std::size_t admit_points(std::vector<MetricPoint>& points, int rank, SeriesCounts& counts,
-                         const MetricLimits& limits);
+                         const TelemetryLimits& limits);
 
-class MetricsIngest {
+class TelemetryIngest {
  public:
-  MetricsIngest(JobManager& jobs, MetricsStore& store);
-  ~MetricsIngest();  // stops the thread
-  MetricsIngest(const MetricsIngest&) = delete;
-  MetricsIngest& operator=(const MetricsIngest&) = delete;
+  TelemetryIngest(JobManager& jobs, TelemetryStore& store);
+  ~TelemetryIngest();  // stops the thread
+  TelemetryIngest(const TelemetryIngest&) = delete;
+  TelemetryIngest& operator=(const TelemetryIngest&) = delete;
 
   void start();
   // One pass over every job's files (the thread does this every second); public for tests.
@@ -77,13 +77,13 @@ class MetricsIngest {
   void raise_event_alerts(const JobRecord& job, int rank, const std::vector<MetricPoint>& points);
 
   JobManager& jobs_;
-  MetricsStore& store_;
+  TelemetryStore& store_;
   std::unique_ptr<Nvml> nvml_;
   std::set<std::int64_t> unfinished_;            // ended jobs whose files still have unread lines
   std::map<std::int64_t, SeriesCounts> counts_;  // per job being ingested
   std::map<std::int64_t, int> event_alerts_;     // alerts raised per job being ingested
   std::set<std::int64_t> warned_;                // jobs told they went over the limits
-  MetricLimits limits_;
+  TelemetryLimits limits_;
   double last_pass_ = 0;
   std::set<std::pair<std::int64_t, int>> sampled_;  // (job, rank) seen by sample_usage
 

@@ -53,13 +53,13 @@ struct UsageSeries {
   std::vector<double> time, cpu_utilization, memory_bytes, gpu_utilization, gpu_memory_bytes;
 };
 
-class MetricsStore {
+class TelemetryStore {
  public:
   // Opens (creating the tables in) the SQLite file at `path`; safe beside JobStore's connection.
-  explicit MetricsStore(const std::string& path);
-  ~MetricsStore();
-  MetricsStore(const MetricsStore&) = delete;
-  MetricsStore& operator=(const MetricsStore&) = delete;
+  explicit TelemetryStore(const std::string& path);
+  ~TelemetryStore();
+  TelemetryStore(const TelemetryStore&) = delete;
+  TelemetryStore& operator=(const TelemetryStore&) = delete;
 
   // Appends a rank's points and records how far into its file they were read, atomically.
   void add_points(std::int64_t job_id, int rank, const std::vector<MetricPoint>& points,

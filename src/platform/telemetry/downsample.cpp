@@ -1,4 +1,4 @@
-#include "platform/metrics/downsample.h"
+#include "platform/telemetry/downsample.h"
 
 #include <cmath>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "platform/metrics/metrics_ingest.h"
+#include "platform/telemetry/telemetry_ingest.h"
 
 #include <algorithm>
 #include <chrono>
@@ -40,7 +40,8 @@ std::string rank_metrics_file(const std::string& job_dir, int rank) {
   return job_dir + "/logs/rank_" + std::to_string(rank) + ".metrics.jsonl";
 }
 
-std::vector<MetricPoint> parse_metric_lines(const std::string& text, const MetricLimits& limits) {
+std::vector<MetricPoint> parse_metric_lines(const std::string& text,
+                                            const TelemetryLimits& limits) {
   std::vector<MetricPoint> out;
   std::size_t pos = 0;
   while (pos < text.size()) {
@@ -68,7 +69,7 @@ std::vector<MetricPoint> parse_metric_lines(const std::string& text, const Metri
 }
 
 std::size_t admit_points(std::vector<MetricPoint>& points, int rank, SeriesCounts& counts,
-                         const MetricLimits& limits) {
+                         const TelemetryLimits& limits) {
   const std::size_t before = points.size();
   std::erase_if(points, [&](const MetricPoint& p) {
     auto it = counts.find({p.name, rank});
@@ -83,9 +84,10 @@ std::size_t admit_points(std::vector<MetricPoint>& points, int rank, SeriesCount
   return before - points.size();
 }
 
-MetricsIngest::MetricsIngest(JobManager& jobs, MetricsStore& store) : jobs_(jobs), store_(store) {}
+TelemetryIngest::TelemetryIngest(JobManager& jobs, TelemetryStore& store)
+    : jobs_(jobs), store_(store) {}
 
-MetricsIngest::~MetricsIngest() {
+TelemetryIngest::~TelemetryIngest() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -94,12 +96,12 @@ MetricsIngest::~MetricsIngest() {
   if (thread_.joinable()) thread_.join();
 }
 
-void MetricsIngest::start() {
+void TelemetryIngest::start() {
   nvml_ = Nvml::open();
   thread_ = std::thread([this] { loop(); });
 }
 
-void MetricsIngest::loop() {
+void TelemetryIngest::loop() {
   auto last_usage = std::chrono::steady_clock::now() - std::chrono::seconds(10);
   for (;;) {
     {
@@ -114,12 +116,12 @@ void MetricsIngest::loop() {
         last_usage = std::chrono::steady_clock::now();
       }
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "[metrics_ingest] %s\n", e.what());
+      std::fprintf(stderr, "[telemetry_ingest] %s\n", e.what());
     }
   }
 }
 
-void MetricsIngest::ingest_files() {
+void TelemetryIngest::ingest_files() {
   // Running jobs and those that ended since the last pass (all of them on the first pass, after
   // a restart), plus ended ones with lines still unread: never the whole job table each second.
   const double pass = now_seconds();
@@ -159,7 +161,7 @@ void MetricsIngest::ingest_files() {
         counts = counts_.emplace(job.id, store_.series_counts(job.id)).first;
       if (admit_points(points, rank, counts->second, limits_) > 0 && warned_.insert(job.id).second)
         std::fprintf(stderr,
-                     "[metrics_ingest] job %lld logs more than %zu series or %lld points per "
+                     "[telemetry_ingest] job %lld logs more than %zu series or %lld points per "
                      "series: the rest are dropped\n",
                      static_cast<long long>(job.id), limits_.max_series,
                      static_cast<long long>(limits_.max_points_per_series));
@@ -181,8 +183,8 @@ void MetricsIngest::ingest_files() {
   }
 }
 
-void MetricsIngest::raise_event_alerts(const JobRecord& job, int rank,
-                                       const std::vector<MetricPoint>& points) {
+void TelemetryIngest::raise_event_alerts(const JobRecord& job, int rank,
+                                         const std::vector<MetricPoint>& points) {
   for (const MetricPoint& p : points) {
     if (p.event.empty()) continue;
     int& raised = event_alerts_[job.id];
@@ -196,7 +198,7 @@ void MetricsIngest::raise_event_alerts(const JobRecord& job, int rank,
   }
 }
 
-void MetricsIngest::sample_usage() {
+void TelemetryIngest::sample_usage() {
   const double now = now_seconds();
   std::map<int, GpuSample> gpus;
   if (nvml_)
@@ -229,12 +231,12 @@ void MetricsIngest::sample_usage() {
   gpus_ = std::move(gpus);
 }
 
-std::map<int, GpuSample> MetricsIngest::gpus() {
+std::map<int, GpuSample> TelemetryIngest::gpus() {
   std::lock_guard lock(mutex_);
   return gpus_;
 }
 
-std::string MetricsIngest::metrics_text() {
+std::string TelemetryIngest::metrics_text() {
   std::lock_guard lock(mutex_);
   std::ostringstream o;
   o.precision(10);
