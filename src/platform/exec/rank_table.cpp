@@ -55,7 +55,7 @@ std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const Ran
           {"ZENITH_JOB_DIR", ctx.job_dir},
           // Touching this file counts as activity for hang detection, like a log line.
           {"ZENITH_HEARTBEAT_FILE", ctx.job_dir + "/heartbeat"},
-          // `zenith train` also logs its metrics here; the server ingests them (telemetry_ingest.h).
+          // `zenith train` logs its metrics here too; the server ingests them (telemetry_ingest.h).
           {"ZENITH_METRICS_FILE",
            ctx.job_dir + "/logs/rank_" + std::to_string(r.rank) + ".metrics.jsonl"}};
 }
