@@ -13,7 +13,7 @@
 #include "platform/services/service_store.h"
 #include "platform/services/tls_cert.h"
 #include "serve/image_header.h"
-#include "serve/metrics.h"
+#include "serve/prometheus.h"
 #include "zenith/autograd.h"
 #include "zenith/data.h"
 
@@ -75,7 +75,7 @@ struct InferenceServer::Impl {
   ServeOptions options;
   PackageSpec spec;
   std::vector<nn::CellPtr> nets;  // one per replica
-  ServeMetrics metrics;
+  PrometheusStats stats;          // what GET /metrics exposes
   std::unique_ptr<platform::TokenVerifier> tokens;
   std::unique_ptr<Batcher> batcher;
   std::unique_ptr<platform::GuardedServer> server;
@@ -352,8 +352,8 @@ struct InferenceServer::Impl {
       } catch (const std::exception& e) {
         platform::reply_error(res, 500, std::string("[serve] internal error: ") + e.what());
       }
-      metrics.request(endpoint, res.status,
-                      std::chrono::duration<double>(Clock::now() - start).count());
+      stats.request(endpoint, res.status,
+                    std::chrono::duration<double>(Clock::now() - start).count());
       t_counted = res.status >= 400;
     };
   }
@@ -368,7 +368,7 @@ struct InferenceServer::Impl {
     // Replies no route made (refused by the gate or the limits, unparsable, no such endpoint)
     // are counted too.
     s.set_error_hook([this](const httplib::Request& req, const httplib::Response& res) {
-      if (!t_counted) metrics.request(endpoint_of(req.path), res.status, 0);
+      if (!t_counted) stats.request(endpoint_of(req.path), res.status, 0);
       t_counted = false;
     });
     s.Get("/v2/health/live", handle("health", [](auto&, auto& res) {
@@ -395,7 +395,7 @@ struct InferenceServer::Impl {
     s.Post(model + "/classify",
            handle("classify", [this](auto& req, auto& res) { classify(req, res); }));
     s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics.text(options.name, batcher->queue_depth()),
+      res.set_content(stats.text(options.name, batcher->queue_depth()),
                       "text/plain; version=0.0.4");
     });
   }
@@ -422,8 +422,8 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
       },
       [&m](int samples, const std::vector<double>& queue_s) {
         if (!m.warmed) return;  // warm-up runs are not traffic
-        m.metrics.batch(samples);
-        for (double q : queue_s) m.metrics.queue_time(q);
+        m.stats.batch(samples);
+        for (double q : queue_s) m.stats.queue_time(q);
       });
   // One run per batch size up to max_batch, through the batcher's own worker threads: oneDNN
   // builds (JIT-compiles) primitives per shape, which would otherwise stall the first requests

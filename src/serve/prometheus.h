@@ -1,5 +1,5 @@
-// The inference service's Prometheus metrics: requests by endpoint and status, request
-// latency, queue time and batch sizes (histograms), queue depth.
+// The inference server's Prometheus exposition (GET /metrics): requests by endpoint and status,
+// request latency, queue time and batch sizes (histograms), queue depth.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +28,9 @@ class Histogram {
   std::uint64_t count_ = 0;
 };
 
-class ServeMetrics {
+class PrometheusStats {
  public:
-  ServeMetrics();
+  PrometheusStats();
   void request(const std::string& endpoint, int status, double seconds);
   void queue_time(double seconds);
   void batch(int samples);

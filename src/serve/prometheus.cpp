@@ -1,4 +1,4 @@
-#include "serve/metrics.h"
+#include "serve/prometheus.h"
 
 #include <cstdio>
 
@@ -39,40 +39,40 @@ void Histogram::write(std::string& out, const std::string& name, const std::stri
   out += name + "_count" + braces + " " + std::to_string(count_) + "\n";
 }
 
-ServeMetrics::ServeMetrics()
+PrometheusStats::PrometheusStats()
     : latency_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}),
       queue_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
       batch_({1, 2, 4, 8, 16, 32, 64, 128, 256}) {}
 
-void ServeMetrics::request(const std::string& endpoint, int status, double seconds) {
+void PrometheusStats::request(const std::string& endpoint, int status, double seconds) {
   std::lock_guard lock(mutex_);
   ++requests_[{endpoint, status}];
   latency_.observe(seconds);
 }
 
-void ServeMetrics::queue_time(double seconds) {
+void PrometheusStats::queue_time(double seconds) {
   std::lock_guard lock(mutex_);
   queue_.observe(seconds);
 }
 
-void ServeMetrics::batch(int samples) {
+void PrometheusStats::batch(int samples) {
   std::lock_guard lock(mutex_);
   batch_.observe(samples);
 }
 
-std::uint64_t ServeMetrics::requests_total() const {
+std::uint64_t PrometheusStats::requests_total() const {
   std::lock_guard lock(mutex_);
   std::uint64_t n = 0;
   for (const auto& [key, count] : requests_) n += count;
   return n;
 }
 
-double ServeMetrics::mean_batch_size() const {
+double PrometheusStats::mean_batch_size() const {
   std::lock_guard lock(mutex_);
   return batch_.count() ? batch_.sum() / double(batch_.count()) : 0.0;
 }
 
-std::string ServeMetrics::text(const std::string& model, int queue_depth) const {
+std::string PrometheusStats::text(const std::string& model, int queue_depth) const {
   std::lock_guard lock(mutex_);
   const std::string m = "model=\"" + model + "\"";
   std::string out;
