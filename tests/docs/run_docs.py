@@ -300,6 +300,9 @@ def page_env(repo, bin_dir, work):
     return env
 
 
+SHOW = False  # --show: print every command's output, to write a page's expected lines from
+
+
 def _report(c, rel, code, out, took, failures):
     problem = None
     if code != c.exit_code:
@@ -308,6 +311,9 @@ def _report(c, rel, code, out, took, failures):
         problem = "output differs"
     label = "%s:%d" % (rel, c.line)
     print("  %-32s %5.1f s  %s" % (label, took, "FAILED: " + problem if problem else "ok"))
+    if SHOW:
+        print("    $ " + c.text.replace("\n", "\n      "))
+        print("    " + out.rstrip().replace("\n", "\n    "))
     sys.stdout.flush()
     if problem:
         failures.append("%s: `%s` %s\n--- expected\n%s\n--- got\n%s" % (
@@ -410,7 +416,9 @@ def check_paths(path, repo):
                 continue
             token = token.split(":")[0].rstrip(".,;")
             for candidate in expand_braces(token):
-                if not glob.glob(os.path.join(repo, candidate)):
+                # A program is named by its source: `bench/llm` is bench/llm.cpp's.
+                where = os.path.join(repo, candidate)
+                if not glob.glob(where) and not glob.glob(where + ".*"):
                     failures.append("%s:%d: `%s` names no file or folder of the tree" %
                                     (rel, n, candidate))
     return failures
@@ -443,9 +451,12 @@ def main():
     parser.add_argument("--page", default="", help="only pages whose path contains this")
     parser.add_argument("--list", action="store_true", help="list the commands, run nothing")
     parser.add_argument("--keep", action="store_true", help="keep the working folders")
+    parser.add_argument("--show", action="store_true", help="print every command's output")
     parser.add_argument("--timeout", type=int, default=180, help="seconds per command")
     args = parser.parse_args()
     repo = os.path.abspath(args.repo)
+    global SHOW
+    SHOW = args.show
     pages = [os.path.join(repo, "README.md")] + sorted(glob.glob(os.path.join(repo, "docs",
                                                                                 "*.md")))
     pages = [p for p in pages if args.page in os.path.relpath(p, repo)]
