@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The docs test: runs every ```console block of README.md and docs/*.md and compares the output.
 
-The convention (docs/README.md says it for writers):
+The convention (docs/contributing.md says it for writers):
 
   ```console
   $ zenith tokenize --model tests/fixtures/text/llama3_bpe --text "Hello world" --json
