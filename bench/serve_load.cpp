@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "platform/services/service_store.h"
+#include "platform/deployments/deployment_store.h"
 #include "serve/package.h"
 #include "zenith/zenith.h"
 
@@ -246,7 +246,7 @@ int run(int argc, char** argv) {
   const auto spec = zenith::serve::read_package(package);
   const int64_t sample = spec.channels * spec.image_size * spec.image_size;
   const std::string token =
-      zenith::platform::ServiceStore(work + "/zenith.db").create_token("bench").second;
+      zenith::platform::DeploymentStore(work + "/zenith.db").create_token("bench").second;
   std::vector<std::string> bodies;
   std::mt19937_64 rng(3);
   std::uniform_int_distribution<int> pixel(0, 255);

@@ -12,8 +12,8 @@
 #include "cli/client.h"
 #include "cli/command.h"
 #include "cli/stop_signal.h"
+#include "platform/deployments/deployment_store.h"
 #include "platform/jobs/quantity.h"
-#include "platform/services/service_store.h"
 #include "serve/inference_server.h"
 
 namespace zenith::cli {
@@ -60,7 +60,7 @@ int run_serve(int argc, char** argv) {
   app.add_option("--arch", arch, "checkpoint input: zoo model (default: the checkpoint's)");
   app.add_option("--dataset", dataset, "checkpoint input: its dataset (default: the checkpoint's)");
   app.add_flag("--managed", managed, "run by `zenith server`: print no token");
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   if (managed) {
     // A service goes when its server goes, however the server ends.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -104,7 +104,7 @@ int run_serve(int argc, char** argv) {
   else
     std::printf("  WARNING: plain HTTP (--insecure-http): tokens travel unencrypted\n");
   if (!managed) {
-    platform::ServiceStore store(o.token_db);
+    platform::DeploymentStore store(o.token_db);
     bool has_token = false;
     for (const auto& t : store.live_tokens()) has_token = has_token || t.service == name;
     if (!has_token) {

@@ -8,8 +8,8 @@
 
 #include "cli/client.h"
 #include "cli/command.h"
+#include "platform/deployments/deployment_store.h"
 #include "platform/jobs/quantity.h"
-#include "platform/services/service_store.h"
 
 namespace zenith::cli {
 namespace {
@@ -47,7 +47,7 @@ int run_token(int argc, char** argv) {
   auto* revoke = app.add_subcommand("revoke", "revoke a token by id");
   revoke->add_option("id", id, "token id")->required();
   app.require_subcommand(1);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   double expires_s = 0;
   if (!expires.empty()) {
     auto d = platform::parse_duration(expires);
@@ -55,8 +55,8 @@ int run_token(int argc, char** argv) {
     expires_s = *d;
   }
   const std::string data = config.data_dir.empty() ? default_data_dir() : config.data_dir;
-  std::unique_ptr<platform::ServiceStore> store;
-  if (local) store = std::make_unique<platform::ServiceStore>(data + "/zenith.db");
+  std::unique_ptr<platform::DeploymentStore> store;
+  if (local) store = std::make_unique<platform::DeploymentStore>(data + "/zenith.db");
 
   if (create->parsed()) {
     if (service.empty() == role.empty())

@@ -8,10 +8,10 @@
 #include <random>
 
 #include "data/image_codec.h"
+#include "platform/deployments/deployment_store.h"
+#include "platform/deployments/tls_cert.h"
 #include "platform/http/http_guard.h"
 #include "platform/http/reply.h"
-#include "platform/services/service_store.h"
-#include "platform/services/tls_cert.h"
 #include "serve/image_header.h"
 #include "serve/prometheus.h"
 #include "zenith/autograd.h"

@@ -7,7 +7,7 @@
 
 #include "core/atomic_file.h"
 #include "onnx/onnx_runtime.h"
-#include "platform/services/service_store.h"
+#include "platform/deployments/deployment_store.h"
 #include "zenith/data.h"
 #include "zenith/io.h"
 #include "zenith/models.h"

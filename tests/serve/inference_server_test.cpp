@@ -10,8 +10,8 @@
 #include <random>
 
 #include "data/image_codec.h"
-#include "platform/services/service_store.h"
-#include "platform/services/tls_cert.h"
+#include "platform/deployments/deployment_store.h"
+#include "platform/deployments/tls_cert.h"
 #include "serve_test_util.h"
 #include "support/temp_dir.h"
 
@@ -29,7 +29,7 @@ class InferenceServerTest : public ::testing::Test {
     dir_ = new TempDir("inference");
     const std::string ckpt = test::write_seedcnn_checkpoint(dir_->str());
     write_package(ckpt, package(), "fmnist");
-    platform::ServiceStore store(db());
+    platform::DeploymentStore store(db());
     token_ = store.create_token("fmnist").second;
     other_token_ = store.create_token("other-service").second;
     auto [revoked, secret] = store.create_token("fmnist");

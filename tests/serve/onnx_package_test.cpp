@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "onnx/onnx_export.h"
-#include "platform/services/service_store.h"
+#include "platform/deployments/deployment_store.h"
 #include "serve/package.h"
 #include "serve_test_util.h"
 #include "support/temp_dir.h"
@@ -73,7 +73,7 @@ TEST(OnnxPackage, AnswersLikeTheCheckpointItWasExportedFrom) {
   ServeOptions options;
   options.tls_dir = dir.str() + "/tls";
   options.token_db = dir.str() + "/tokens.db";
-  platform::ServiceStore store(options.token_db);
+  platform::DeploymentStore store(options.token_db);
   const std::map<std::string, std::string> tokens = {
       {"fmnist", store.create_token("fmnist").second},
       {"fmnist-onnx", store.create_token("fmnist-onnx").second}};

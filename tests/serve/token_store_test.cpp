@@ -1,12 +1,12 @@
 // Service tokens in the store: 256-bit secrets kept only as SHA-256, scoped to one service,
-// expiry and revocation (src/platform/services/service_store.cpp).
+// expiry and revocation (src/platform/deployments/deployment_store.cpp).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 #include <thread>
 
-#include "platform/services/service_store.h"
+#include "platform/deployments/deployment_store.h"
 #include "serve_test_util.h"
 #include "support/temp_dir.h"
 
@@ -20,7 +20,7 @@ TEST(ServiceTokens, SecretIs256BitsAndOnlyItsHashIsStored) {
   const std::string db = dir.str() + "/zenith.db";
   std::string secret;
   {
-    ServiceStore store(db);
+    DeploymentStore store(db);
     auto [record, s] = store.create_token("fmnist-api");
     secret = s;
     ASSERT_EQ(secret.size(), 3u + 64u);  // "zt_" + 32 bytes in hex
@@ -40,7 +40,7 @@ TEST(ServiceTokens, SecretIs256BitsAndOnlyItsHashIsStored) {
 TEST(ServiceTokens, ScopedToOneServiceRevocableAndExpiring) {
   TempDir dir("tokens_scope");
   const std::string db = dir.str() + "/zenith.db";
-  ServiceStore store(db);
+  DeploymentStore store(db);
   auto [a, secret_a] = store.create_token("svc-a");
   auto [b, secret_b] = store.create_token("svc-b");
   auto [e, secret_e] = store.create_token("svc-a", /*expires_in_s=*/0.3);
@@ -68,7 +68,7 @@ TEST(ServiceTokens, ScopedToOneServiceRevocableAndExpiring) {
 TEST(ServiceTokens, VerifierSeesRevocationAfterItsRefreshInterval) {
   TempDir dir("tokens_refresh");
   const std::string db = dir.str() + "/zenith.db";
-  ServiceStore store(db);
+  DeploymentStore store(db);
   auto [t, secret] = store.create_token("svc");
   TokenVerifier verifier(db, "svc", /*refresh_s=*/0.2);
   EXPECT_EQ(verifier.check(secret), TokenCheck::kOk);
@@ -79,7 +79,7 @@ TEST(ServiceTokens, VerifierSeesRevocationAfterItsRefreshInterval) {
 
 TEST(ModelRegistry, VersionsCountFromOnePerName) {
   TempDir dir("registry");
-  ServiceStore store(dir.str() + "/zenith.db");
+  DeploymentStore store(dir.str() + "/zenith.db");
   EXPECT_EQ(store.add_model_version("a", "/p/a1", "h1").version, 1);
   EXPECT_EQ(store.add_model_version("a", "/p/a2", "h2").version, 2);
   EXPECT_EQ(store.add_model_version("b", "/p/b1", "h3").version, 1);

@@ -10,17 +10,17 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "platform/deployments/deployment_store.h"
 #include "platform/exec/executor.h"
 #include "platform/exec/log_tail.h"
 #include "platform/http/api_token.h"
 #include "platform/http/dashboard_routes.h"
+#include "platform/http/deployment_routes.h"
 #include "platform/http/http_guard.h"
 #include "platform/http/reply.h"
-#include "platform/http/service_routes.h"
 #include "platform/jobs/job_manager.h"
 #include "platform/jobs/job_spec.h"
 #include "platform/jobs/quantity.h"
-#include "platform/services/service_store.h"
 
 namespace zenith::platform {
 
@@ -51,8 +51,8 @@ struct ApiServer::Impl {
   TokenVerifier platform_tokens;  // admin and viewer tokens made with `zenith token create`
   std::unique_ptr<GuardedServer> server_ptr;
   GuardedServer& server;
-  std::unique_ptr<ServiceRoutes> services;  // online services, model registry, service tokens
-  std::unique_ptr<Dashboard> dashboard;     // the web UI at / and its metrics
+  std::unique_ptr<DeploymentRoutes> services;  // online services, model registry, service tokens
+  std::unique_ptr<Dashboard> dashboard;        // the web UI at / and its metrics
   std::mutex follow_mutex;
   std::map<std::string, int> follows;  // open follow streams per client address
   int follows_total = 0;
@@ -355,7 +355,7 @@ struct ApiServer::Impl {
     });
     dashboard = std::make_unique<Dashboard>(jobs);
     dashboard->add_routes(server);
-    services = add_service_routes(server, jobs.options().data_dir, jobs.options().restart);
+    services = add_deployment_routes(server, jobs.options().data_dir, jobs.options().restart);
     auto not_found = [](const httplib::Request& req, httplib::Response& res) {
       reply_error(res, 404, "[api] no such endpoint: " + req.method + " " + req.path);
     };

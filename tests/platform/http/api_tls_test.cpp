@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "platform/deployments/tls_cert.h"
 #include "platform/http/api_client.h"
-#include "platform/services/tls_cert.h"
 #include "support/files.h"
 #include "support/processes.h"
 #include "support/raw_http.h"

@@ -1,4 +1,4 @@
-#include "platform/services/service_store.h"
+#include "platform/deployments/deployment_store.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -21,15 +21,15 @@ namespace {
 // A prepared statement of this store.
 class Stmt : public SqliteStatement {
  public:
-  Stmt(sqlite3* db, const char* sql) : SqliteStatement(db, sql, "service_store") {}
+  Stmt(sqlite3* db, const char* sql) : SqliteStatement(db, sql, "deployment_store") {}
 };
 
 const char* kServiceColumns =
     "name, version, state, url, port, bound_port, replicas, pid, reason, options, updated_at";
 const char* kTokenColumns = "id, service, hash, prefix, created_at, expires_at, revoked, role";
 
-ServiceRecord read_service(Stmt& s) {
-  ServiceRecord r;
+DeploymentRecord read_service(Stmt& s) {
+  DeploymentRecord r;
   r.name = s.text(0);
   r.version = static_cast<int>(s.integer(1));
   r.state = s.text(2);
@@ -106,8 +106,8 @@ std::string package_content_hash(const std::string& dir) {
   return sha256_hex(read(dir + "/" + package_model_file(manifest)) + manifest.dump());
 }
 
-ServiceStore::ServiceStore(const std::string& path) : path_(path) {
-  db_ = open_sqlite(path, "service_store");
+DeploymentStore::DeploymentStore(const std::string& path) : path_(path) {
+  db_ = open_sqlite(path, "deployment_store");
   exec(
       "CREATE TABLE IF NOT EXISTS model_versions ("
       " name TEXT NOT NULL, version INTEGER NOT NULL, package_dir TEXT NOT NULL,"
@@ -128,18 +128,20 @@ ServiceStore::ServiceStore(const std::string& path) : path_(path) {
     exec("ALTER TABLE service_tokens ADD COLUMN role TEXT NOT NULL DEFAULT 'service'");
 }
 
-bool ServiceStore::has_column(const char* table, const char* column) {
+bool DeploymentStore::has_column(const char* table, const char* column) {
   Stmt s(db_.get(), (std::string("PRAGMA table_info(") + table + ")").c_str());
   while (s.step())
     if (s.text(1) == column) return true;
   return false;
 }
 
-ServiceStore::~ServiceStore() = default;
+DeploymentStore::~DeploymentStore() = default;
 
-void ServiceStore::exec(const char* sql) { sqlite_exec(db_.get(), sql, "service_store", path_); }
+void DeploymentStore::exec(const char* sql) {
+  sqlite_exec(db_.get(), sql, "deployment_store", path_);
+}
 
-int ServiceStore::next_model_version(const std::string& name) {
+int DeploymentStore::next_model_version(const std::string& name) {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(), "SELECT COALESCE(MAX(version), 0) FROM model_versions WHERE name=?");
   s.bind(1, name);
@@ -147,9 +149,9 @@ int ServiceStore::next_model_version(const std::string& name) {
   return static_cast<int>(s.integer(0)) + 1;
 }
 
-ModelVersion ServiceStore::add_model_version(const std::string& name,
-                                             const std::string& package_dir,
-                                             const std::string& sha256) {
+ModelVersion DeploymentStore::add_model_version(const std::string& name,
+                                                const std::string& package_dir,
+                                                const std::string& sha256) {
   std::lock_guard lock(mutex_);
   // One statement: the version number is taken and used atomically.
   Stmt s(db_.get(),
@@ -167,7 +169,7 @@ ModelVersion ServiceStore::add_model_version(const std::string& name,
   return v;
 }
 
-std::vector<ModelVersion> ServiceStore::model_versions(const std::string& name) {
+std::vector<ModelVersion> DeploymentStore::model_versions(const std::string& name) {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(), name.empty() ? "SELECT name, version, package_dir, sha256, created_at FROM "
                                    "model_versions ORDER BY name, version DESC"
@@ -179,7 +181,7 @@ std::vector<ModelVersion> ServiceStore::model_versions(const std::string& name) 
   return out;
 }
 
-std::optional<ModelVersion> ServiceStore::model_version(const std::string& name, int version) {
+std::optional<ModelVersion> DeploymentStore::model_version(const std::string& name, int version) {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(),
          "SELECT name, version, package_dir, sha256, created_at FROM model_versions"
@@ -190,7 +192,7 @@ std::optional<ModelVersion> ServiceStore::model_version(const std::string& name,
   return read_version(s);
 }
 
-void ServiceStore::put_service(const ServiceRecord& r) {
+void DeploymentStore::put_service(const DeploymentRecord& r) {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(), (std::string("INSERT OR REPLACE INTO services (") + kServiceColumns +
                      ") VALUES (?,?,?,?,?,?,?,?,?,?,?)")
@@ -209,7 +211,7 @@ void ServiceStore::put_service(const ServiceRecord& r) {
   s.step();
 }
 
-std::optional<ServiceRecord> ServiceStore::get_service(const std::string& name) {
+std::optional<DeploymentRecord> DeploymentStore::get_service(const std::string& name) {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(),
          (std::string("SELECT ") + kServiceColumns + " FROM services WHERE name=?").c_str());
@@ -218,18 +220,18 @@ std::optional<ServiceRecord> ServiceStore::get_service(const std::string& name) 
   return read_service(s);
 }
 
-std::vector<ServiceRecord> ServiceStore::list_services() {
+std::vector<DeploymentRecord> DeploymentStore::list_services() {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(),
          (std::string("SELECT ") + kServiceColumns + " FROM services ORDER BY name").c_str());
-  std::vector<ServiceRecord> out;
+  std::vector<DeploymentRecord> out;
   while (s.step()) out.push_back(read_service(s));
   return out;
 }
 
-std::pair<TokenRecord, std::string> ServiceStore::create_token(const std::string& service,
-                                                               double expires_in_s,
-                                                               const std::string& role) {
+std::pair<TokenRecord, std::string> DeploymentStore::create_token(const std::string& service,
+                                                                  double expires_in_s,
+                                                                  const std::string& role) {
   if (role != "service" && role != "admin" && role != "viewer")
     throw std::runtime_error("[token] unknown role '" + role + "' (admin, viewer)");
   if ((role == "service") == service.empty())
@@ -257,7 +259,7 @@ std::pair<TokenRecord, std::string> ServiceStore::create_token(const std::string
   return {r, secret};
 }
 
-std::vector<TokenRecord> ServiceStore::list_tokens(const std::string& service) {
+std::vector<TokenRecord> DeploymentStore::list_tokens(const std::string& service) {
   std::lock_guard lock(mutex_);
   std::string sql = std::string("SELECT ") + kTokenColumns + " FROM service_tokens";
   if (!service.empty()) sql += " WHERE service=?";
@@ -269,7 +271,7 @@ std::vector<TokenRecord> ServiceStore::list_tokens(const std::string& service) {
   return out;
 }
 
-std::optional<TokenRecord> ServiceStore::get_token(std::int64_t id) {
+std::optional<TokenRecord> DeploymentStore::get_token(std::int64_t id) {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(),
          (std::string("SELECT ") + kTokenColumns + " FROM service_tokens WHERE id=?").c_str());
@@ -278,7 +280,7 @@ std::optional<TokenRecord> ServiceStore::get_token(std::int64_t id) {
   return read_token(s);
 }
 
-bool ServiceStore::revoke_token(std::int64_t id) {
+bool DeploymentStore::revoke_token(std::int64_t id) {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(), "UPDATE service_tokens SET revoked=1 WHERE id=?");
   s.bind(1, id);
@@ -286,14 +288,14 @@ bool ServiceStore::revoke_token(std::int64_t id) {
   return sqlite3_changes(db_.get()) > 0;
 }
 
-std::int64_t ServiceStore::data_version() {
+std::int64_t DeploymentStore::data_version() {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(), "PRAGMA data_version");
   s.step();
   return s.integer(0);
 }
 
-std::vector<TokenRecord> ServiceStore::live_tokens() {
+std::vector<TokenRecord> DeploymentStore::live_tokens() {
   std::lock_guard lock(mutex_);
   Stmt s(db_.get(), (std::string("SELECT ") + kTokenColumns +
                      " FROM service_tokens WHERE revoked=0 AND (expires_at=0 OR expires_at>?)")
@@ -319,7 +321,7 @@ std::optional<TokenRecord> TokenVerifier::find(const std::string& secret) {
   std::lock_guard lock(mutex_);
   const double now = unix_now();
   auto reload = [&] {
-    if (!store_) store_ = std::make_unique<ServiceStore>(db_path_);
+    if (!store_) store_ = std::make_unique<DeploymentStore>(db_path_);
     live_ = store_->live_tokens();
     loaded_at_ = now;
   };
@@ -335,7 +337,7 @@ std::optional<TokenRecord> TokenVerifier::find(const std::string& secret) {
   };
   // SQLite's data_version changes when another connection commits: a token made or revoked by
   // the server or the CLI counts from the next request on.
-  if (!store_) store_ = std::make_unique<ServiceStore>(db_path_);
+  if (!store_) store_ = std::make_unique<DeploymentStore>(db_path_);
   const std::int64_t version = store_->data_version();
   if (version != data_version_ || now - loaded_at_ >= refresh_s_) {
     reload();

@@ -1,4 +1,4 @@
-#include "platform/http/service_routes.h"
+#include "platform/http/deployment_routes.h"
 
 #include <httplib.h>
 #include <unistd.h>
@@ -6,8 +6,8 @@
 #include <climits>
 #include <nlohmann/json.hpp>
 
+#include "platform/deployments/deployment_manager.h"
 #include "platform/http/reply.h"
-#include "platform/services/service_manager.h"
 
 namespace zenith::platform {
 
@@ -15,8 +15,8 @@ using nlohmann::json;
 
 namespace {
 
-json service_json(const ServiceView& v, const std::string& cert) {
-  const ServiceRecord& r = v.record;
+json service_json(const DeploymentView& v, const std::string& cert) {
+  const DeploymentRecord& r = v.record;
   return {{"name", r.name},
           {"version", r.version},
           {"state", r.state},
@@ -62,21 +62,21 @@ std::optional<json> object_body(const httplib::Request& req, httplib::Response& 
 
 }  // namespace
 
-ServiceRoutes::ServiceRoutes(const std::string& data_dir, const RestartPolicy& restart)
-    : manager_(std::make_unique<ServiceManager>(data_dir, self_binary(), restart)) {
+DeploymentRoutes::DeploymentRoutes(const std::string& data_dir, const RestartPolicy& restart)
+    : manager_(std::make_unique<DeploymentManager>(data_dir, self_binary(), restart)) {
   manager_->start();
 }
 
-ServiceRoutes::~ServiceRoutes() = default;
+DeploymentRoutes::~DeploymentRoutes() = default;
 
-void ServiceRoutes::add_to(httplib::Server& server) {
-  ServiceManager& m = *manager_;
-  // Runs `fn`, turning ServiceError and bad JSON types into {"error": ...}.
+void DeploymentRoutes::add_to(httplib::Server& server) {
+  DeploymentManager& m = *manager_;
+  // Runs `fn`, turning DeploymentError and bad JSON types into {"error": ...}.
   auto guarded = [](auto fn) {
     return [fn](const httplib::Request& req, httplib::Response& res) {
       try {
         fn(req, res);
-      } catch (const ServiceError& e) {
+      } catch (const DeploymentError& e) {
         reply_error(res, e.status(), e.what());
       } catch (const json::exception& e) {
         reply_error(res, 400, std::string("[api] bad field: ") + e.what());
@@ -107,7 +107,8 @@ void ServiceRoutes::add_to(httplib::Server& server) {
   server.Get(R"(/api/v1/services/([^/]+))", guarded([&m](const auto& req, auto& res) {
                auto v = m.get(req.matches[1].str());
                if (!v)
-                 throw ServiceError(404, "[api] no service named '" + req.matches[1].str() + "'");
+                 throw DeploymentError(404,
+                                       "[api] no service named '" + req.matches[1].str() + "'");
                json out = service_json(*v, m.cert_path());
                out["versions"] = json::array();
                for (const auto& mv : m.store().model_versions(v->record.name))
@@ -132,7 +133,7 @@ void ServiceRoutes::add_to(httplib::Server& server) {
   server.Get(R"(/api/v1/models/([^/]+))", guarded([&m](const auto& req, auto& res) {
                auto versions = m.store().model_versions(req.matches[1].str());
                if (versions.empty())
-                 throw ServiceError(404, "[api] no model named '" + req.matches[1].str() + "'");
+                 throw DeploymentError(404, "[api] no model named '" + req.matches[1].str() + "'");
                json out = json::array();
                for (const auto& v : versions) out.push_back(model_json(v));
                reply_json(res, 200, out);
@@ -150,16 +151,16 @@ void ServiceRoutes::add_to(httplib::Server& server) {
                 const std::string service = body->value("service", "");
                 const std::string role = body->value("role", service.empty() ? "" : "service");
                 if (role != "service" && role != "admin" && role != "viewer")
-                  throw ServiceError(400,
-                                     "[api] give {\"service\": NAME} for a service's token "
-                                     "or {\"role\": \"admin\"|\"viewer\"} for the API");
+                  throw DeploymentError(400,
+                                        "[api] give {\"service\": NAME} for a service's token "
+                                        "or {\"role\": \"admin\"|\"viewer\"} for the API");
                 if (role == "service" && !m.store().get_service(service))
-                  throw ServiceError(404,
-                                     "[api] no service named '" + service + "' (deploy it first)");
+                  throw DeploymentError(
+                      404, "[api] no service named '" + service + "' (deploy it first)");
                 if (role != "service" && !service.empty())
-                  throw ServiceError(400, "[api] a token has a service or a role, not both");
+                  throw DeploymentError(400, "[api] a token has a service or a role, not both");
                 const double expires = body->value("expires_in_s", 0.0);
-                if (expires < 0) throw ServiceError(400, "[api] expires_in_s must be >= 0");
+                if (expires < 0) throw DeploymentError(400, "[api] expires_in_s must be >= 0");
                 auto [token, secret] = m.store().create_token(service, expires, role);
                 json out = token_json(token);
                 out["secret"] = secret;
@@ -172,17 +173,17 @@ void ServiceRoutes::add_to(httplib::Server& server) {
     } catch (...) {
     }
     if (id <= 0 || !m.store().revoke_token(id))
-      throw ServiceError(404, "[api] no token with id '" + req.matches[1].str() + "'");
+      throw DeploymentError(404, "[api] no token with id '" + req.matches[1].str() + "'");
     reply_json(res, 200, token_json(*m.store().get_token(id)));
   });
   server.Post(R"(/api/v1/tokens/([^/]+)/revoke)", revoke);
   server.Delete(R"(/api/v1/tokens/([^/]+))", revoke);
 }
 
-std::unique_ptr<ServiceRoutes> add_service_routes(httplib::Server& server,
-                                                  const std::string& data_dir,
-                                                  const RestartPolicy& restart) {
-  auto routes = std::make_unique<ServiceRoutes>(data_dir, restart);
+std::unique_ptr<DeploymentRoutes> add_deployment_routes(httplib::Server& server,
+                                                        const std::string& data_dir,
+                                                        const RestartPolicy& restart) {
+  auto routes = std::make_unique<DeploymentRoutes>(data_dir, restart);
   routes->add_to(server);
   return routes;
 }

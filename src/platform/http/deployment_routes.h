@@ -1,4 +1,4 @@
-// The platform API's service, model registry and token routes (see service_manager.h):
+// The platform API's service, model registry and token routes (see deployment_manager.h):
 //
 //   GET  /api/v1/services                  list: name, version, url, state, requests/s,
 //                                          crashes (quick exits in a row)
@@ -31,23 +31,23 @@ struct Response;
 
 namespace zenith::platform {
 
-class ServiceManager;
+class DeploymentManager;
 
-class ServiceRoutes {
+class DeploymentRoutes {
  public:
-  ServiceRoutes(const std::string& data_dir, const RestartPolicy& restart);
-  ~ServiceRoutes();
+  DeploymentRoutes(const std::string& data_dir, const RestartPolicy& restart);
+  ~DeploymentRoutes();
   void add_to(httplib::Server& server);
-  ServiceManager& manager() { return *manager_; }
+  DeploymentManager& manager() { return *manager_; }
 
  private:
-  std::unique_ptr<ServiceManager> manager_;
+  std::unique_ptr<DeploymentManager> manager_;
 };
 
 // Starts the services of `data_dir` and adds their routes; call before any catch-all route.
 // The services run `zenith serve` with this program's binary ($ZENITH_SERVE_BINARY overrides).
-std::unique_ptr<ServiceRoutes> add_service_routes(httplib::Server& server,
-                                                  const std::string& data_dir,
-                                                  const RestartPolicy& restart = {});
+std::unique_ptr<DeploymentRoutes> add_deployment_routes(httplib::Server& server,
+                                                        const std::string& data_dir,
+                                                        const RestartPolicy& restart = {});
 
 }  // namespace zenith::platform

@@ -1,4 +1,4 @@
-#include "platform/services/tls_cert.h"
+#include "platform/deployments/tls_cert.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

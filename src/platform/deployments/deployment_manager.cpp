@@ -1,4 +1,4 @@
-#include "platform/services/service_manager.h"
+#include "platform/deployments/deployment_manager.h"
 
 #include <fcntl.h>
 #include <httplib.h>
@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "core/atomic_file.h"
+#include "platform/deployments/tls_cert.h"
 #include "platform/jobs/quantity.h"
-#include "platform/services/tls_cert.h"
 
 extern char** environ;
 
@@ -71,8 +71,8 @@ constexpr int kMaxQuickExits = 5;  // in a row, then the service is marked faile
 
 }  // namespace
 
-ServiceManager::ServiceManager(std::string data_dir, std::string zenith_binary,
-                               RestartPolicy restart)
+DeploymentManager::DeploymentManager(std::string data_dir, std::string zenith_binary,
+                                     RestartPolicy restart)
     : data_dir_(std::move(data_dir)),
       binary_(std::move(zenith_binary)),
       restart_(restart),
@@ -82,7 +82,7 @@ ServiceManager::ServiceManager(std::string data_dir, std::string zenith_binary,
   cert_path_ = ensure_self_signed_cert(data_dir_ + "/tls").cert;
 }
 
-ServiceManager::~ServiceManager() {
+DeploymentManager::~DeploymentManager() {
   stop_ = true;
   wake_.notify_all();
   if (monitor_.joinable()) monitor_.join();
@@ -92,7 +92,7 @@ ServiceManager::~ServiceManager() {
   for (const auto& name : names) stop_child(name);
 }
 
-void ServiceManager::start() {
+void DeploymentManager::start() {
   {
     std::unique_lock lock(mutex_);
     for (auto record : store_.list_services()) {
@@ -115,8 +115,9 @@ void ServiceManager::start() {
   monitor_ = std::thread([this] { monitor(); });
 }
 
-std::vector<std::string> ServiceManager::serve_args(const ServiceRecord& r, const ModelVersion& m,
-                                                    const std::string& port_file) const {
+std::vector<std::string> DeploymentManager::serve_args(const DeploymentRecord& r,
+                                                       const ModelVersion& m,
+                                                       const std::string& port_file) const {
   std::vector<std::string> args = {binary_,
                                    "serve",
                                    m.package_dir,
@@ -145,8 +146,8 @@ std::vector<std::string> ServiceManager::serve_args(const ServiceRecord& r, cons
   return args;
 }
 
-void ServiceManager::launch(ServiceRecord& r, const ModelVersion& model,
-                            std::unique_lock<std::mutex>& lock) {
+void DeploymentManager::launch(DeploymentRecord& r, const ModelVersion& model,
+                               std::unique_lock<std::mutex>& lock) {
   const std::string dir = data_dir_ + "/services/" + r.name;
   fs::create_directories(dir);
   const std::string port_file = dir + "/port", log = dir + "/service.log";
@@ -173,7 +174,8 @@ void ServiceManager::launch(ServiceRecord& r, const ModelVersion& model,
   int rc = posix_spawn(&pid, binary_.c_str(), &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw ServiceError(500, "[services] cannot start " + binary_ + ": " + strerror(rc));
+  if (rc != 0)
+    throw DeploymentError(500, "[services] cannot start " + binary_ + ": " + strerror(rc));
 
   // The child is this service's from now on (an undeploy or a new deploy stops it), but its
   // start is not watched by the monitor: the wait below owns it.
@@ -192,17 +194,17 @@ void ServiceManager::launch(ServiceRecord& r, const ModelVersion& model,
   lock.lock();
   auto it = children_.find(r.name);
   if (it == children_.end() || it->second.pid != pid)
-    throw ServiceError(
+    throw DeploymentError(
         409, "[services] " + r.name + " was undeployed or deployed again while it started");
   it->second.starting = false;
-  if (stop_) throw ServiceError(503, "[services] the server is stopping");
+  if (stop_) throw DeploymentError(503, "[services] the server is stopping");
   if (port <= 0) {
     it->second.pid = 0;
     r.state = "failed";
     r.pid = 0;
     r.reason = "did not start: " + tail_of(log, 600);
     store_.put_service(r);
-    throw ServiceError(500, "[services] " + r.name + " " + r.reason);
+    throw DeploymentError(500, "[services] " + r.name + " " + r.reason);
   }
   r.bound_port = port;
   json options = r.options.empty() ? json::object() : json::parse(r.options);
@@ -213,7 +215,7 @@ void ServiceManager::launch(ServiceRecord& r, const ModelVersion& model,
   it->second.started_at = unix_now();
 }
 
-int ServiceManager::wait_until_ready(pid_t pid, const std::string& port_file) {
+int DeploymentManager::wait_until_ready(pid_t pid, const std::string& port_file) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (true) {
     std::ifstream in(port_file);
@@ -229,7 +231,7 @@ int ServiceManager::wait_until_ready(pid_t pid, const std::string& port_file) {
   }
 }
 
-void ServiceManager::stop_child(const std::string& name) {
+void DeploymentManager::stop_child(const std::string& name) {
   auto it = children_.find(name);
   if (it == children_.end()) return;
   const pid_t pid = it->second.pid;
@@ -245,15 +247,15 @@ void ServiceManager::stop_child(const std::string& name) {
   waitpid(pid, nullptr, 0);
 }
 
-ServiceManager::DeployResult ServiceManager::deploy(const DeployRequest& req) {
+DeploymentManager::DeployResult DeploymentManager::deploy(const DeployRequest& req) {
   if (!valid_name(req.name))
-    throw ServiceError(400, "[services] bad service name '" + req.name +
-                                "': lowercase letters, digits and '-', at most 63 characters");
+    throw DeploymentError(400, "[services] bad service name '" + req.name +
+                                   "': lowercase letters, digits and '-', at most 63 characters");
   if (req.replicas < 1 || req.replicas > 64)
-    throw ServiceError(400, "[services] replicas must be 1..64");
-  if (req.port < 0 || req.port > 65535) throw ServiceError(400, "[services] bad port");
+    throw DeploymentError(400, "[services] replicas must be 1..64");
+  if (req.port < 0 || req.port > 65535) throw DeploymentError(400, "[services] bad port");
   if (req.package_dir.empty() || !fs::is_regular_file(req.package_dir + "/package.json"))
-    throw ServiceError(400, "[services] '" + req.package_dir + "' is not a model package");
+    throw DeploymentError(400, "[services] '" + req.package_dir + "' is not a model package");
   std::string hash;
   json manifest;
   try {
@@ -261,11 +263,11 @@ ServiceManager::DeployResult ServiceManager::deploy(const DeployRequest& req) {
     std::ifstream in(req.package_dir + "/package.json");
     manifest = json::parse(in);
   } catch (const std::exception& e) {
-    throw ServiceError(400, std::string("[services] ") + e.what());
+    throw DeploymentError(400, std::string("[services] ") + e.what());
   }
   if (manifest.value("sha256", "") != hash)
-    throw ServiceError(400, "[services] " + req.package_dir +
-                                ": content hash mismatch (the package was modified)");
+    throw DeploymentError(400, "[services] " + req.package_dir +
+                                   ": content hash mismatch (the package was modified)");
 
   std::unique_lock lock(mutex_);
   const int version = store_.next_model_version(req.name);
@@ -278,7 +280,7 @@ ServiceManager::DeployResult ServiceManager::deploy(const DeployRequest& req) {
     core::copy_file_atomic(req.package_dir + "/" + f, dest + "/" + f);
   ModelVersion model = store_.add_model_version(req.name, dest, hash);
 
-  ServiceRecord r = store_.get_service(req.name).value_or(ServiceRecord{});
+  DeploymentRecord r = store_.get_service(req.name).value_or(DeploymentRecord{});
   stop_child(req.name);
   r.name = req.name;
   r.version = model.version;
@@ -300,10 +302,10 @@ ServiceManager::DeployResult ServiceManager::deploy(const DeployRequest& req) {
   return out;
 }
 
-ServiceRecord ServiceManager::undeploy(const std::string& name) {
+DeploymentRecord DeploymentManager::undeploy(const std::string& name) {
   std::lock_guard lock(mutex_);
   auto r = store_.get_service(name);
-  if (!r) throw ServiceError(404, "[services] no service named '" + name + "'");
+  if (!r) throw DeploymentError(404, "[services] no service named '" + name + "'");
   stop_child(name);
   r->state = "undeployed";
   r->pid = 0;
@@ -313,15 +315,16 @@ ServiceRecord ServiceManager::undeploy(const std::string& name) {
   return *r;
 }
 
-ServiceRecord ServiceManager::rollback(const std::string& name, int version) {
+DeploymentRecord DeploymentManager::rollback(const std::string& name, int version) {
   std::unique_lock lock(mutex_);
   auto r = store_.get_service(name);
-  if (!r) throw ServiceError(404, "[services] no service named '" + name + "'");
+  if (!r) throw DeploymentError(404, "[services] no service named '" + name + "'");
   std::optional<ModelVersion> target;
   if (version > 0) {
     target = store_.model_version(name, version);
     if (!target)
-      throw ServiceError(404, "[services] " + name + " has no version " + std::to_string(version));
+      throw DeploymentError(404,
+                            "[services] " + name + " has no version " + std::to_string(version));
   } else {
     for (const auto& v : store_.model_versions(name))  // newest first
       if (v.version < r->version) {
@@ -329,8 +332,8 @@ ServiceRecord ServiceManager::rollback(const std::string& name, int version) {
         break;
       }
     if (!target)
-      throw ServiceError(409, "[services] " + name + " has no version older than " +
-                                  std::to_string(r->version) + " to roll back to");
+      throw DeploymentError(409, "[services] " + name + " has no version older than " +
+                                     std::to_string(r->version) + " to roll back to");
   }
   stop_child(name);
   r->version = target->version;
@@ -338,11 +341,11 @@ ServiceRecord ServiceManager::rollback(const std::string& name, int version) {
   return *r;
 }
 
-std::vector<ServiceView> ServiceManager::list() {
-  std::vector<ServiceView> out;
+std::vector<DeploymentView> DeploymentManager::list() {
+  std::vector<DeploymentView> out;
   std::lock_guard lock(mutex_);
   for (auto& r : store_.list_services()) {
-    ServiceView v{r, 0, 0, 0};
+    DeploymentView v{r, 0, 0, 0};
     if (auto it = children_.find(r.name); it != children_.end()) {
       v.requests_per_s = it->second.rate;
       v.requests_total = it->second.total;
@@ -354,13 +357,13 @@ std::vector<ServiceView> ServiceManager::list() {
   return out;
 }
 
-std::optional<ServiceView> ServiceManager::get(const std::string& name) {
+std::optional<DeploymentView> DeploymentManager::get(const std::string& name) {
   for (auto& v : list())
     if (v.record.name == name) return v;
   return std::nullopt;
 }
 
-void ServiceManager::monitor() {
+void DeploymentManager::monitor() {
   double sampled_at = 0;
   while (!stop_) {
     {
@@ -424,7 +427,7 @@ void ServiceManager::monitor() {
           launch(*r, *model, lock);
         } catch (const std::exception& e) {
           if (stop_) break;
-          const auto* error = dynamic_cast<const ServiceError*>(&e);
+          const auto* error = dynamic_cast<const DeploymentError*>(&e);
           auto it = children_.find(name);
           if ((error && error->status() == 409) || it == children_.end()) continue;  // replaced
           std::fprintf(stderr, "[services] cannot restart %s: %s\n", name.c_str(), e.what());

@@ -29,7 +29,7 @@ struct ModelVersion {
 };
 
 // Desired and observed state of one online service.
-struct ServiceRecord {
+struct DeploymentRecord {
   std::string name;
   int version = 0;    // the model version it serves
   std::string state;  // starting, running, failed, undeployed
@@ -71,12 +71,12 @@ std::string package_model_file(const nlohmann::json& manifest);
 // without its "sha256" field (compact JSON, keys sorted). Throws when a file is missing.
 std::string package_content_hash(const std::string& dir);
 
-class ServiceStore {
+class DeploymentStore {
  public:
-  explicit ServiceStore(const std::string& path);
-  ~ServiceStore();
-  ServiceStore(const ServiceStore&) = delete;
-  ServiceStore& operator=(const ServiceStore&) = delete;
+  explicit DeploymentStore(const std::string& path);
+  ~DeploymentStore();
+  DeploymentStore(const DeploymentStore&) = delete;
+  DeploymentStore& operator=(const DeploymentStore&) = delete;
 
   // Registers a new version of `name`; returns it with its number.
   ModelVersion add_model_version(const std::string& name, const std::string& package_dir,
@@ -86,9 +86,9 @@ class ServiceStore {
   std::optional<ModelVersion> model_version(const std::string& name, int version);
   int next_model_version(const std::string& name);
 
-  void put_service(const ServiceRecord& service);  // insert or replace by name
-  std::optional<ServiceRecord> get_service(const std::string& name);
-  std::vector<ServiceRecord> list_services();
+  void put_service(const DeploymentRecord& service);  // insert or replace by name
+  std::optional<DeploymentRecord> get_service(const std::string& name);
+  std::vector<DeploymentRecord> list_services();
 
   // Returns the record and the secret, which is never stored. `role` is "service" for a
   // service's token (then `service` names it), "admin" or "viewer" for the platform API.
@@ -130,7 +130,7 @@ class TokenVerifier {
   std::vector<TokenRecord> live_;
   double loaded_at_ = -1e18;
   std::int64_t data_version_ = -1;
-  std::unique_ptr<ServiceStore> store_;
+  std::unique_ptr<DeploymentStore> store_;
 };
 
 }  // namespace zenith::platform

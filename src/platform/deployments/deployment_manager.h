@@ -1,8 +1,9 @@
-// Online services for `zenith server`: registers model packages (versioned by name), runs one
-// `zenith serve` child process per service, restarts one that dies (after 1 s, 2 s, 4 s, ... up
-// to 60 s by default, see RestartPolicy; failed after 5 quick exits in a row, a healthy period
-// up resetting the count), and samples each service's request rate from its /metrics. Services
-// stop with the server and are started again, at the version they served, when it restarts.
+// Deployments: the online services of `zenith server` (`zenith deploy`, `zenith services`).
+// Registers model packages (versioned by name), runs one `zenith serve` child process per
+// service, restarts one that dies (after 1 s, 2 s, 4 s, ... up to 60 s by default, see
+// RestartPolicy; failed after 5 quick exits in a row, a healthy period up resetting the count),
+// and samples each service's request rate from its /metrics. Services stop with the server and
+// are started again, at the version they served, when it restarts.
 #pragma once
 
 #include <sys/types.h>
@@ -18,15 +19,15 @@
 #include <thread>
 #include <vector>
 
+#include "platform/deployments/deployment_store.h"
 #include "platform/jobs/backoff.h"
-#include "platform/services/service_store.h"
 
 namespace zenith::platform {
 
 // A deploy error with the HTTP status it should answer.
-class ServiceError : public std::runtime_error {
+class DeploymentError : public std::runtime_error {
  public:
-  ServiceError(int status, const std::string& message)
+  DeploymentError(int status, const std::string& message)
       : std::runtime_error(message), status_(status) {}
   int status() const { return status_; }
 
@@ -42,38 +43,38 @@ struct DeployRequest {
   nlohmann::json options = nlohmann::json::object();  // batching and limits, see serve_args()
 };
 
-struct ServiceView {
-  ServiceRecord record;
+struct DeploymentView {
+  DeploymentRecord record;
   double requests_per_s = 0;
   std::int64_t requests_total = 0;
   double latency_ms = 0;  // mean request latency over the last sampling interval (0: no requests)
   int crashes = 0;        // quick exits in a row (a healthy period up resets it)
 };
 
-class ServiceManager {
+class DeploymentManager {
  public:
   // `zenith_binary`: the program to run as `zenith serve` (this one, normally).
-  ServiceManager(std::string data_dir, std::string zenith_binary, RestartPolicy restart = {});
-  ~ServiceManager();
-  ServiceManager(const ServiceManager&) = delete;
-  ServiceManager& operator=(const ServiceManager&) = delete;
+  DeploymentManager(std::string data_dir, std::string zenith_binary, RestartPolicy restart = {});
+  ~DeploymentManager();
+  DeploymentManager(const DeploymentManager&) = delete;
+  DeploymentManager& operator=(const DeploymentManager&) = delete;
 
   // Starts the services that were running when the server stopped, and the monitor.
   void start();
 
   struct DeployResult {
-    ServiceRecord service;
+    DeploymentRecord service;
     ModelVersion model;
     std::string token;  // a first token, when the service had no live one
     std::int64_t token_id = 0;
   };
   DeployResult deploy(const DeployRequest& request);
-  ServiceRecord undeploy(const std::string& name);
+  DeploymentRecord undeploy(const std::string& name);
   // To `version`, or (0) the newest version older than the one served.
-  ServiceRecord rollback(const std::string& name, int version = 0);
-  std::vector<ServiceView> list();
-  std::optional<ServiceView> get(const std::string& name);
-  ServiceStore& store() { return store_; }
+  DeploymentRecord rollback(const std::string& name, int version = 0);
+  std::vector<DeploymentView> list();
+  std::optional<DeploymentView> get(const std::string& name);
+  DeploymentStore& store() { return store_; }
   const std::string& cert_path() const { return cert_path_; }
 
  private:
@@ -93,20 +94,21 @@ class ServiceManager {
   };
   // Starts `zenith serve` for `record` and waits until it has bound its port (up to 120 s),
   // releasing `lock` (on mutex_) meanwhile so that reads and other services go on. Throws
-  // ServiceError when it does not come up (the record then says "failed"), 409 when an undeploy
+  // DeploymentError when it does not come up (the record then says "failed"), 409 when an undeploy
   // or another deploy replaced it meanwhile.
-  void launch(ServiceRecord& record, const ModelVersion& model, std::unique_lock<std::mutex>& lock);
+  void launch(DeploymentRecord& record, const ModelVersion& model,
+              std::unique_lock<std::mutex>& lock);
   // The port child `pid` wrote to `port_file`, or 0 when it exited, did not within 120 s or the
   // manager is stopping (then it is killed and reaped).
   int wait_until_ready(pid_t pid, const std::string& port_file);
   void stop_child(const std::string& name);
   void monitor();
-  std::vector<std::string> serve_args(const ServiceRecord& r, const ModelVersion& m,
+  std::vector<std::string> serve_args(const DeploymentRecord& r, const ModelVersion& m,
                                       const std::string& port_file) const;
 
   std::string data_dir_, binary_, cert_path_;
   RestartPolicy restart_;
-  ServiceStore store_;
+  DeploymentStore store_;
   std::mutex mutex_;  // deploys, undeploys, rollbacks and children_, one at a time
   std::map<std::string, Child> children_;
   std::atomic<bool> stop_{false};
