@@ -30,4 +30,4 @@ run "$root/scripts/build.sh" release --target zenith_cli zenith_python zenith_we
 # falls linearly to 0 over the last 30% of the epochs (epochs 8-10 of 10; --schedule wsd).
 run "$root/build/release/zenith" train --model seedcnn --dataset fashion-mnist \
   --epochs "${EPOCHS:-10}" --batch-size 64 --lr 0.01 --momentum 0.9 --schedule wsd \
-  --out "${OUT:-out/fashion-mnist}"
+  --out "${OUT:-out/fashion-mnist}" --overwrite-output-dir

@@ -90,7 +90,7 @@ t0=$SECONDS
 "$zenith" finetune --model "$model" --init random --method full --packing \
   --data "$work/pretrain.jsonl" --eval-data "$work/pretrain_eval.jsonl" --out "$work/base" \
   --max-steps "$pretrain_steps" --lr 2e-3 --warmup-steps 20 --batch-size 8 --max-seq-len 256 \
-  --log-every 25
+  --log-every 25 --overwrite-output-dir
 pretrain_s=$((SECONDS - t0))
 
 echo "== instruction data: WordNet definitions of the corpus's words"
@@ -116,7 +116,7 @@ echo "== LoRA fine-tune: $finetune_steps steps"
 t0=$SECONDS
 "$zenith" finetune --model "$work/base" --data "$work/definitions/train.jsonl" \
   --eval-data "$work/definitions/eval.jsonl" --out "$work/lora" --lora-targets all-linear \
-  --lr 2e-3 --max-steps "$finetune_steps" --batch-size 8 --log-every 25
+  --lr 2e-3 --max-steps "$finetune_steps" --batch-size 8 --log-every 25 --overwrite-output-dir
 finetune_s=$((SECONDS - t0))
 
 echo "== after the fine-tune"

@@ -19,6 +19,7 @@
 
 #include "zenith/finetune_data.h"
 #include "zenith/llama.h"
+#include "zenith/lora.h"
 #include "zenith/train.h"
 
 namespace zenith::finetune {
@@ -48,25 +49,56 @@ Data pack(const Data& data, int64_t max_seq_len);
 
 // ---- training
 
+// The run's choices, typed; name() spells them as flags and checkpoints do, and parse_*()
+// reads them, failing on an unknown name with the flag and the choices ("[finetune] unknown
+// --mode 'turbo' (pynative, graph)").
+enum class Method { lora, full };
+// pretrained: Options::model's weights; random: a new model of Options::model_config (or the
+// model directory's config.json) with transformers' initialisation, for pretraining (full).
+enum class Init { pretrained, random };
+enum class Schedule { cosine, wsd, constant };  // each after linear warmup; wsd decays the last 20%
+// Mixed precision, MindSpore's levels: O0 float32; O1 every linear layer in amp_dtype; O2 also
+// the LoRA matmuls and the hidden states between layers, norms float32 (Llama::
+// set_low_precision). Trained weights stay float32 masters; a LoRA base is held in amp_dtype.
+enum class Amp { O0, O1, O2 };
+// pynative: every op dispatched eagerly; graph: each step (forward, loss, backward, clipping,
+// AdamW) captured once per batch shape and replayed (zenith/graph.h).
+enum class Mode { pynative, graph };
+
+const char* name(Method v);
+const char* name(Init v);
+const char* name(Schedule v);
+const char* name(Amp v);
+const char* name(Mode v);
+Method parse_method(const std::string& s);
+Init parse_init(const std::string& s);
+Schedule parse_schedule(const std::string& s);
+Amp parse_amp(const std::string& s);
+Mode parse_mode(const std::string& s);
+// --amp-dtype: bf16 or fp16.
+DType parse_amp_dtype(const std::string& s);
+const char* amp_dtype_name(DType dtype);
+// --lora-targets: a comma list of module names (suffix match), or all-linear, into `lora`.
+void set_lora_targets(nn::LoraSettings& lora, const std::string& list);
+// The comma list (or all-linear) of `lora`'s targets.
+std::string lora_targets(const nn::LoraSettings& lora);
+
 struct Options {
   std::string model, data, eval_data, out;
-  std::string method = "lora";  // lora | full
-  // pretrained: options.model's weights; random: a new model of options.model_config (or the
-  // model directory's config.json) with transformers' initialisation, for pretraining (full).
-  std::string init = "pretrained";
+  Method method = Method::lora;
+  Init init = Init::pretrained;
   std::string model_config;
-  int64_t lora_r = 8;
-  double lora_alpha = 16;
-  double lora_dropout = 0.05;
-  std::string lora_targets = "q_proj,v_proj";  // comma list (suffix match) or all-linear
-  bool use_rslora = false;
+  // LoRA's settings (zenith/lora.h) with the recipe's defaults: r 8, alpha 16, dropout 0.05 on
+  // q_proj and v_proj.
+  nn::LoraSettings lora{
+      .r = 8, .lora_alpha = 16, .lora_dropout = 0.05, .target_modules = {"q_proj", "v_proj"}};
   int64_t epochs = 1;
   int64_t max_steps = 0;  // optimizer steps; > 0 overrides epochs
   double lr = 3e-4;
   double weight_decay = 0;
-  double clip_grad_norm = 1.0;      // 0: off
-  std::string schedule = "cosine";  // cosine | wsd | constant (each after linear warmup)
-  int64_t warmup_steps = -1;        // -1: 3% of the steps
+  double clip_grad_norm = 1.0;  // 0: off
+  Schedule schedule = Schedule::cosine;
+  int64_t warmup_steps = -1;  // -1: 3% of the steps
   int64_t batch_size = 4;
   int64_t accumulate_steps = 1;
   int64_t max_seq_len = 512;
@@ -81,22 +113,17 @@ struct Options {
   bool activation_checkpointing = false;
   // full, selective, or a comma list of what each layer keeps (Llama::set_activation_checkpointing)
   std::string activation_checkpointing_policy = "full";
-  // Mixed precision, MindSpore's levels: O0 float32; O1 every linear layer in amp_dtype; O2 also
-  // the LoRA matmuls and the hidden states between layers, norms float32 (Llama::
-  // set_low_precision). Trained weights stay float32 masters; a LoRA base is held in amp_dtype.
-  // amp_dtype bf16 or fp16; fp16 adds dynamic loss scaling (nn::DynamicLossScaler: 2^16, x2
-  // after 2000 clean steps, x0.5 and the step skipped on inf/NaN gradients). On CPUs the low
-  // precision is a storage format: values are rounded to it, arithmetic is float32.
-  std::string amp = "O0";
-  std::string amp_dtype = "bf16";
-  // pynative: every op dispatched eagerly; graph: each step (forward, loss, backward, clipping,
-  // AdamW) captured once per batch shape and replayed (zenith/graph.h); the capture line is
-  // logged and its figures go to metrics.jsonl. Not a run setting: a checkpoint written in one
-  // mode resumes in the other.
-  std::string mode = "pynative";
+  // amp_dtype bf16 or fp16 (DType::f16); fp16 adds dynamic loss scaling (nn::DynamicLossScaler:
+  // 2^16, x2 after 2000 clean steps, x0.5 and the step skipped on inf/NaN gradients). On CPUs
+  // the low precision is a storage format: values are rounded to it, arithmetic is float32.
+  Amp amp = Amp::O0;
+  DType amp_dtype = DType::bf16;
+  // The capture line is logged in graph mode and its figures go to metrics.jsonl. Not a run
+  // setting: a checkpoint written in one mode resumes in the other.
+  Mode mode = Mode::pynative;
   int64_t seed = 0;
   int64_t log_every = 1;   // steps between metrics lines
-  int64_t eval_every = 0;  // steps between evaluations (0: before and after training only)
+  int64_t eval_steps = 0;  // steps between evaluations (0: before and after training only)
   int64_t save_every = 0;  // steps between checkpoints out/checkpoint-<step> (0: the end only)
   // A checkpoint directory (out/checkpoint-<step>, or a finished run's out) to continue from:
   // weights, optimizer state, schedule position, random state and data position are restored,
@@ -159,7 +186,7 @@ struct Result {
   int64_t trainable_parameters = 0, total_parameters = 0;
   std::vector<double> losses;         // each optimizer step's loss (mean over its learned labels)
   std::vector<double> grad_norms;     // each step's global gradient norm (before clipping)
-  std::vector<EvalRecord> evals;      // eval data only: before training, every eval_every, after
+  std::vector<EvalRecord> evals;      // eval data only: before training, every eval_steps, after
   int64_t spikes = 0, rollbacks = 0;  // updates skipped by the spike guard, rollbacks
   int64_t overflows = 0;              // fp16: updates skipped for inf/NaN gradients
   std::vector<double> loss_scales;    // fp16: each step's loss scale (empty without scaling)
@@ -174,7 +201,7 @@ DataOptions data_options(const Options& options, const models::LlamaConfig& conf
 // options.model_config, or options.model (a directory with config.json) when none.
 std::string model_config_path(const Options& options);
 
-// Fine-tunes options.model on `train` (evaluating `eval` before, every eval_every steps and
+// Fine-tunes options.model on `train` (evaluating `eval` before, every eval_steps steps and
 // after, when given); `log` receives the lines a user sees (settings, data counts, progress).
 // Writes to options.out: the adapter (lora: adapter_config.json + adapter_model.safetensors) or
 // the model (full: config.json, weights, tokenizer files), metrics.jsonl, tensorboard/ events,

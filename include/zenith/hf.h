@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "zenith/io.h"
+#include "zenith/lora.h"
 #include "zenith/tensor.h"
 
 namespace zenith::io {
@@ -41,18 +42,11 @@ void save_hf_state(const std::string& dir, const std::map<std::string, Tensor>& 
 inline constexpr const char* kAdapterConfigFile = "adapter_config.json";
 inline constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
 
-struct LoraConfig {
-  int64_t r = 8;
-  double lora_alpha = 8;
-  // Module names matched as PEFT matches them: a module whose path equals or ends with
-  // "." + one of these. `target_regex` instead (PEFT's string form, matched whole), or
-  // "all-linear".
-  std::vector<std::string> target_modules;
-  std::string target_regex;
-  bool all_linear = false;
-  double lora_dropout = 0;
-  std::string bias = "none";  // only "none" is supported
-  bool use_rslora = false;
+// nn::LoraSettings (r, lora_alpha, lora_dropout, use_rslora, target_modules, all_linear) and the
+// rest of PEFT's keys.
+struct LoraConfig : nn::LoraSettings {
+  std::string target_regex;     // instead of target_modules: PEFT's string form, matched whole
+  std::string bias = "none";    // only "none" is supported
   bool fan_in_fan_out = false;  // must be false: LLaMA's layers are nn.Linear [out, in]
   std::string task_type = "CAUSAL_LM";
   std::string base_model_name_or_path;
@@ -62,8 +56,6 @@ struct LoraConfig {
   // Keys zenith does not interpret, as JSON text, written back unchanged.
   std::map<std::string, std::string> extra;
 
-  // alpha / r, or alpha / sqrt(r) with rslora.
-  double scaling() const;
   // Whether the adapter targets the linear layer at `module_path` ("model.layers.3.mlp.up_proj").
   // "all-linear" targets every linear layer but the output layer `lm_head`.
   bool targets(const std::string& module_path) const;

@@ -9,19 +9,29 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "zenith/nn.h"
 
 namespace zenith::nn {
 
-struct LoraSpec {
+// LoRA's settings, declared once with PEFT's names and defaults (peft.LoraConfig): a layer's
+// adapter (LoraLinear), an adapter_config.json (io::LoraConfig adds PEFT's other keys) and a
+// fine-tuning run (finetune::Options::lora, with the recipe's alpha 16, dropout 0.05) carry it.
+struct LoraSettings {
   int64_t r = 8;
-  double alpha = 8;
-  double dropout = 0;
+  double lora_alpha = 8;
+  double lora_dropout = 0;  // on the adapter's input, in training
   bool use_rslora = false;
+  // Module names matched as PEFT matches them: a module whose path equals or ends with
+  // "." + one of these; or every linear layer but lm_head (PEFT's "all-linear").
+  std::vector<std::string> target_modules;
+  bool all_linear = false;
   // alpha / r, or alpha / sqrt(r) with rsLoRA.
   double scaling() const;
 };
+// What one layer's adapter needs of the settings (the targets are the model's business).
+using LoraSpec = LoraSettings;
 
 class LoraLinear : public Cell {
  public:

@@ -83,7 +83,8 @@ struct RunContext {
   int64_t step = 0;           // global step count, across epochs, 1-based once stepping
   int64_t step_in_epoch = 0;  // 1-based
   int64_t steps_per_epoch = 0;
-  int64_t batch_size = 0;                      // of the current step
+  int64_t total_steps = 0;                     // the run's last step; 0: epochs x steps_per_epoch
+  int64_t batch_size = 0;                      // of the current step (finetune: its tokens)
   double loss = 0;                             // of the current step
   double learning_rate = 0;                    // used by the current step
   double step_seconds = 0;                     // wall time of the current step, data wait included

@@ -126,7 +126,7 @@ class FinetuneOptions:
     activation_checkpointing_policy: str
     seed: int
     log_every: int
-    eval_every: int
+    eval_steps: int
     save_every: int
     resume: str
     spike_factor: float

@@ -6,12 +6,13 @@
 // [--pad-to-multiple-of N]
 // [--chat-template NAME] [--activation-checkpointing [--activation-checkpointing-policy
 // full|selective|LIST]] [--amp O0|O1|O2 [--amp-dtype bf16|fp16]]
-// [--save-every N] [--resume DIR] [--mode pynative|graph]
-// [--nproc N [--max-restarts N]] [--profile STEPS [--profile-skip N]] [--config FILE.yaml]
-// --out DIR`:
+// [--eval-steps N] [--save-every N] [--resume DIR] [--mode pynative|graph] [--threads N]
+// [--progress auto|bar|plain|none] [--nproc N [--max-restarts N]]
+// [--profile STEPS [--profile-skip N]] [--config FILE.yaml] --out DIR [--overwrite-output-dir]`:
 // supervised fine-tuning of a LLaMA-family HF directory on JSONL data (Alpaca, chat messages,
 // text, pre-tokenized ids). LoRA writes a PEFT adapter directory, full an HF model directory;
-// both with metrics.jsonl, tensorboard/ and eval_log.json (with --eval-data).
+// both with metrics.jsonl, tensorboard/ and eval_log.json (with --eval-data). A non-empty --out
+// is refused unless --overwrite-output-dir or --resume says what to do (output_dir.h).
 // Data parallel: --nproc N runs N ranks of this command as a platform job in the foreground
 // (rank_launcher.h), as a job YAML with `npu: N` does; each rank takes --batch-size examples of
 // every micro-batch, so N ranks train as one process with --batch-size N*B. Rank 0 writes OUT.
@@ -24,35 +25,68 @@
 
 #include "cli/command.h"
 #include "cli/llm_common.h"
+#include "cli/output_dir.h"
 #include "cli/profile_flags.h"
+#include "cli/progress.h"
 #include "cli/rank_launcher.h"
 #include "cli/settings_schema.h"
 #include "zenith/communication.h"
+#include "zenith/context.h"
 
 namespace zenith::cli {
 namespace {
 
-SettingsSchema finetune_schema(finetune::Options& o) {
+// The settings the CLI holds as text (flags, YAML) before they become finetune::Options' typed
+// values, and those of the command itself.
+struct CliSettings {
+  std::string method, init, lora_targets, schedule, amp, amp_dtype, mode;
+  std::string progress = "auto";
+  int64_t threads = 0;
+  bool overwrite_output_dir = false;
+
+  explicit CliSettings(const finetune::Options& o)
+      : method(finetune::name(o.method)),
+        init(finetune::name(o.init)),
+        lora_targets(finetune::lora_targets(o.lora)),
+        schedule(finetune::name(o.schedule)),
+        amp(finetune::name(o.amp)),
+        amp_dtype(finetune::amp_dtype_name(o.amp_dtype)),
+        mode(finetune::name(o.mode)) {}
+  // Into `o`; unknown names are errors naming the flag and the choices.
+  void apply(finetune::Options& o) const {
+    o.method = finetune::parse_method(method);
+    o.init = finetune::parse_init(init);
+    finetune::set_lora_targets(o.lora, lora_targets);
+    o.schedule = finetune::parse_schedule(schedule);
+    o.amp = finetune::parse_amp(amp);
+    o.amp_dtype = finetune::parse_amp_dtype(amp_dtype);
+    o.mode = finetune::parse_mode(mode);
+  }
+};
+
+SettingsSchema finetune_schema(finetune::Options& o, CliSettings& c) {
   SettingsSchema s("finetune");
   s.add("model", o.model, "base model directory (HF: config.json, safetensors, tokenizer)")
       .add("data", o.data, "training data, JSONL: Alpaca, chat messages, text or input_ids")
       .add("eval-data", o.eval_data, "held-out JSONL data: eval loss and perplexity")
       .add("out", o.out, "output directory (adapter or model, metrics, eval_log.json)")
-      .add("method", o.method, "lora or full")
-      .add("init", o.init, "pretrained, or random: train from scratch (with --method full)")
+      .add("overwrite-output-dir", c.overwrite_output_dir,
+           "replace the run in a non-empty --out (its run files are deleted first)")
+      .add("method", c.method, "lora or full")
+      .add("init", c.init, "pretrained, or random: train from scratch (with --method full)")
       .add("model-config", o.model_config,
            "config.json of the model --init random creates (default: --model's)")
-      .add("lora-r", o.lora_r, "LoRA rank")
-      .add("lora-alpha", o.lora_alpha, "LoRA alpha (scaling alpha / r)")
-      .add("lora-dropout", o.lora_dropout, "dropout on the LoRA input")
-      .add("lora-targets", o.lora_targets, "modules to adapt: q_proj,v_proj,... or all-linear")
-      .add("use-rslora", o.use_rslora, "scaling alpha / sqrt(r) (rsLoRA)")
+      .add("lora-r", o.lora.r, "LoRA rank")
+      .add("lora-alpha", o.lora.lora_alpha, "LoRA alpha (scaling alpha / r)")
+      .add("lora-dropout", o.lora.lora_dropout, "dropout on the LoRA input")
+      .add("lora-targets", c.lora_targets, "modules to adapt: q_proj,v_proj,... or all-linear")
+      .add("use-rslora", o.lora.use_rslora, "scaling alpha / sqrt(r) (rsLoRA)")
       .add("epochs", o.epochs, "passes over the data")
       .add("max-steps", o.max_steps, "optimizer steps (overrides --epochs when > 0)")
       .add("lr", o.lr, "peak learning rate (AdamW)")
       .add("weight-decay", o.weight_decay, "AdamW weight decay")
       .add("clip-grad-norm", o.clip_grad_norm, "clip the gradient norm to this (0: off)")
-      .add("schedule", o.schedule, "cosine, wsd or constant, after linear warmup")
+      .add("schedule", c.schedule, "cosine, wsd or constant, after linear warmup")
       .add("warmup-steps", o.warmup_steps, "warmup steps (-1: 3% of the steps)")
       .add("batch-size", o.batch_size, "sequences per micro-batch (padded to the longest)")
       .add("accumulate-steps", o.accumulate_steps, "micro-batches per optimizer step")
@@ -69,14 +103,16 @@ SettingsSchema finetune_schema(finetune::Options& o) {
            "full: recompute the whole layer from its input; selective: keep the outputs of the "
            "costly GEMMs (gate/up/down_proj) and recompute the rest; or a comma list of q_proj, "
            "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, attention to keep")
-      .add("amp", o.amp,
+      .add("amp", c.amp,
            "mixed precision: O0 float32, O1 linear layers in --amp-dtype, O2 all but norms "
            "(float32 masters; CPUs store, not compute, in low precision)")
-      .add("amp-dtype", o.amp_dtype, "bf16, or fp16 (with dynamic loss scaling)")
-      .add("mode", o.mode, "pynative, or graph: capture each step once and replay it")
+      .add("amp-dtype", c.amp_dtype, "bf16, or fp16 (with dynamic loss scaling)")
+      .add("mode", c.mode, "pynative, or graph: capture each step once and replay it")
+      .add("threads", c.threads, "compute threads (0: the default)")
+      .add("progress", c.progress, "auto, bar, plain or none (auto: a bar on a terminal)")
       .add("seed", o.seed, "seed of the shuffling, LoRA init and dropout")
       .add("log-every", o.log_every, "steps between metrics lines")
-      .add("eval-every", o.eval_every, "steps between evaluations (0: before and after)")
+      .add("eval-steps", o.eval_steps, "steps between evaluations (0: before and after)")
       .add("save-every", o.save_every, "steps between checkpoints out/checkpoint-<step>")
       .add("resume", o.resume, "continue from this checkpoint directory (same settings)")
       .add("spike-factor", o.spike_factor,
@@ -86,9 +122,16 @@ SettingsSchema finetune_schema(finetune::Options& o) {
   return s;
 }
 
+// What a finetune run writes into --out (--overwrite-output-dir deletes these).
+const OutputDirRule kOutputDir{"finetune",
+                               {"*.json", "*.jsonl", "*.safetensors", "tokenizer.model",
+                                "tensorboard", "checkpoint-*", "profile"}};
+
 int run_finetune(int argc, char** argv) {
   finetune::Options o;
-  const SettingsSchema schema = finetune_schema(o);
+  CliSettings cli(o);
+  const SettingsSchema schema = finetune_schema(o, cli);
+  refuse_renamed_eval_flag(argc, argv, "finetune", "--eval-steps");
   std::string config = prescan_flag(argc, argv, "--config");
   if (!config.empty()) schema.apply_yaml_file(config);
   CLI::App app{"Fine-tune a LLaMA-family model (LoRA or full) on JSONL data", "zenith finetune"};
@@ -107,18 +150,23 @@ int run_finetune(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  cli.apply(o);
   ZENITH_CHECK((!o.model.empty() || !o.model_config.empty()) && !o.data.empty() && !o.out.empty(),
                "[finetune] --model DIR (or --init random --model-config FILE), --data FILE.jsonl "
                "and --out DIR are required");
   profile.check();
+  const ProgressMode progress_mode = parse_progress_mode(cli.progress);
+  ZENITH_CHECK(cli.threads >= 0, "[finetune] --threads must be >= 0, got ", cli.threads);
   if (inject_spike > 0)
     o.inject = [inject_spike](int64_t step, double& loss, double&) {
       if (step == inject_spike) loss *= 100;
     };
   const int world_env = env_world_size("finetune");
   launcher.check(world_env);
+  prepare_output_dir(kOutputDir, o.out, cli.overwrite_output_dir, !o.resume.empty());
   if (launcher.launches()) return launcher.launch(argc, argv);
   if (o.resume.empty()) o.resume = restart_checkpoint("finetune", o.out);
+  if (cli.threads > 0) context::set_num_threads(int(cli.threads));
   const models::LlamaConfig model_config =
       models::load_llama_config(finetune::model_config_path(o));
   auto tokenizer = text::Tokenizer::find_in_dir(o.model);
@@ -126,15 +174,19 @@ int run_finetune(int argc, char** argv) {
   const finetune::Data train = finetune::load_data(o.data, tokenizer.get(), data_options);
   std::optional<finetune::Data> eval;
   if (!o.eval_data.empty()) eval = finetune::load_data(o.eval_data, tokenizer.get(), data_options);
-  auto print = [](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  };
-  const RankPlace place = join_ranks(world_env, 0);
-  if (auto p = profile.callback(o.out, place.rank, place.world, o.mode == "graph"))
+  const Ranks ranks = join_ranks(world_env, cli.threads);
+  auto progress =
+      std::make_shared<StepProgress>(ranks.rank() == 0 ? progress_mode : ProgressMode::kNone);
+  o.callbacks.push_back(progress);
+  if (ranks.writes())
+    progress->print("[finetune] " + std::to_string(context::get_num_threads()) +
+                    " compute threads");
+  if (auto p =
+          profile.callback(o.out, ranks.rank(), ranks.world(), o.mode == finetune::Mode::graph))
     o.callbacks.push_back(p);
-  finetune::run(o, train, eval ? &*eval : nullptr, print);
-  if (place.world > 1) communication::release();
+  finetune::run(o, train, eval ? &*eval : nullptr,
+                [&](const std::string& line) { progress->print(line); });
+  if (ranks.world() > 1) communication::release();
   return 0;
 }
 

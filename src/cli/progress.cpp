@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace zenith::cli {
@@ -119,6 +120,56 @@ void TrainProgress::on_train_end(callbacks::RunContext& ctx) {
   clear_bar();
   if (ctx.stop_requested && mode_ != ProgressMode::kNone)
     std::fprintf(out_, "stopped: %s\n", ctx.stop_reason.c_str());
+  std::fflush(out_);
+}
+
+StepProgress::StepProgress(ProgressMode mode, std::FILE* out) : mode_(mode), out_(out) {
+  if (mode_ == ProgressMode::kAuto)
+    mode_ = ::isatty(::fileno(out_)) ? ProgressMode::kBar : ProgressMode::kPlain;
+}
+
+void StepProgress::on_train_begin(callbacks::RunContext& ctx) {
+  run_start_ = Clock::now();
+  steps_this_run_ = tokens_this_run_ = 0;
+}
+
+void StepProgress::clear_bar() {
+  if (!bar_visible_) return;
+  std::fputs("\r\033[K", out_);
+  bar_visible_ = false;
+}
+
+void StepProgress::print(const std::string& line) {
+  clear_bar();
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
+void StepProgress::on_train_step_end(callbacks::RunContext& ctx) {
+  ++steps_this_run_;
+  tokens_this_run_ += ctx.batch_size;
+  loss_ema_ = steps_this_run_ == 1 ? ctx.loss : 0.95 * loss_ema_ + 0.05 * ctx.loss;
+  if (mode_ != ProgressMode::kBar) return;
+  const auto now = Clock::now();
+  const int64_t total = std::max<int64_t>(1, ctx.total_steps);
+  if (ctx.step != total && seconds_between(last_draw_, now) < 0.1) return;
+  last_draw_ = now;
+  const double run_s = seconds_between(run_start_, now);
+  const double per_step = run_s / double(steps_this_run_);
+  const int width = 30;
+  const int filled = int(double(width) * double(std::min(ctx.step, total)) / double(total));
+  std::string bar(size_t(filled), '=');
+  if (filled < width) bar += '>' + std::string(size_t(width - filled - 1), ' ');
+  std::fprintf(out_, "\r\033[Kstep [%s] %lld/%lld  loss %.4f  %.0f tok/s  ETA %s", bar.c_str(),
+               (long long)ctx.step, (long long)total, loss_ema_,
+               run_s > 0 ? double(tokens_this_run_) / run_s : 0.0,
+               format_duration(per_step * double(total - ctx.step)).c_str());
+  std::fflush(out_);
+  bar_visible_ = true;
+}
+
+void StepProgress::on_train_end(callbacks::RunContext& ctx) {
+  clear_bar();
   std::fflush(out_);
 }
 

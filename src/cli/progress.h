@@ -1,5 +1,6 @@
-// Training progress on the console: a bar redrawn in place (loss, images/s, ETA) when stdout
-// is a terminal, plain log lines otherwise.
+// Training progress on the console: a bar redrawn in place (loss, rate, ETA) when stdout is a
+// terminal, plain log lines otherwise. TrainProgress counts epochs (zenith train), StepProgress
+// the steps of a run (zenith finetune).
 #pragma once
 
 #include <chrono>
@@ -38,6 +39,31 @@ class TrainProgress : public callbacks::Callback {
   int64_t steps_this_run_ = 0;
   int64_t images_this_epoch_ = 0;
   double loss_ema_ = 0;  // smoothed for display
+  bool bar_visible_ = false;
+};
+
+// zenith finetune's bar over the run's steps (RunContext::total_steps): loss, tokens/s, ETA.
+// Lines the command logs go through print(), above the bar. Without a terminal (plain) it draws
+// nothing: the command's own step lines (loss, tokens/s) are the log.
+class StepProgress : public callbacks::Callback {
+ public:
+  explicit StepProgress(ProgressMode mode, std::FILE* out = stdout);
+  void on_train_begin(callbacks::RunContext& ctx) override;
+  void on_train_step_end(callbacks::RunContext& ctx) override;
+  void on_train_end(callbacks::RunContext& ctx) override;
+  // A log line, printed above the bar (which the next step redraws).
+  void print(const std::string& line);
+  bool draws_bar() const { return mode_ == ProgressMode::kBar; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void clear_bar();
+
+  ProgressMode mode_;
+  std::FILE* out_;
+  Clock::time_point run_start_, last_draw_;
+  int64_t steps_this_run_ = 0, tokens_this_run_ = 0;
+  double loss_ema_ = 0;
   bool bar_visible_ = false;
 };
 

@@ -103,15 +103,15 @@ int env_world_size(const std::string& command) {
   return 1;
 }
 
-RankPlace join_ranks(int world_env, int64_t threads) {
-  if (world_env <= 1) return {};
+Ranks join_ranks(int world_env, int64_t threads) {
+  if (world_env <= 1) return Ranks();
   // One rank per device: by default as many threads as the cores the platform pinned us to.
   cpu_set_t cores;
   if (threads == 0 && !std::getenv("ZENITH_NUM_THREADS") &&
       sched_getaffinity(0, sizeof(cores), &cores) == 0)
     context::set_num_threads(std::max(1, CPU_COUNT(&cores)));
   communication::init();
-  return {communication::get_rank(), communication::get_group_size()};
+  return Ranks();
 }
 
 std::string restart_checkpoint(const std::string& command, const std::string& dir) {

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "train/ranks.h"
+
 namespace zenith::cli {
 
 class RankLauncher {
@@ -38,15 +40,11 @@ class RankLauncher {
 // a multi-rank job.
 int env_world_size(const std::string& command);
 
-// This process's place in the job.
-struct RankPlace {
-  int rank = 0;
-  int world = 1;
-};
 // With world_env > 1: joins the job's other ranks (communication::init()), by default with as
 // many compute threads as cores the platform pinned this rank to (unless `threads` > 0 or
-// ZENITH_NUM_THREADS is set). Else the single process's place.
-RankPlace join_ranks(int world_env, int64_t threads);
+// ZENITH_NUM_THREADS is set). Returns this process's place among the ranks (train/ranks.h,
+// the single process's outside a job).
+Ranks join_ranks(int world_env, int64_t threads);
 
 // In a restarted job (ZENITH_RESTART_COUNT > 0): the checkpoint in `dir` with the most training
 // steps ("" when there is none yet), printed; elsewhere "". Every rank calls it before

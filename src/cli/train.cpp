@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/output_dir.h"
 #include "cli/profile_flags.h"
 #include "cli/progress.h"
 #include "cli/rank_launcher.h"
@@ -29,22 +30,35 @@
 namespace zenith::cli {
 namespace {
 
+// What a train run writes into --out (--overwrite-output-dir deletes these).
+const OutputDirRule kOutputDir{
+    "train", {"checkpoint_*.safetensors", "eval_log.json", "metrics.jsonl", "summary", "profile"}};
+
 // Settings, later winning: those saved in the --resume checkpoint, the --config YAML, the
 // flags. Returns an exit code when the command line asks for help or does not parse.
 std::optional<int> parse_command_line(int argc, char** argv, TrainSettings& s, std::string& resume,
-                                      RankLauncher& launcher, ProfileFlags& profile) {
+                                      bool& overwrite, RankLauncher& launcher,
+                                      ProfileFlags& profile) {
   const SettingsSchema schema = train_schema(s);
+  refuse_renamed_eval_flag(argc, argv, "train", "--eval-epochs");
   std::string config = prescan_flag(argc, argv, "--config");
   resume = prescan_flag(argc, argv, "--resume");
   if (!resume.empty()) {
     io::Metadata saved = io::read_safetensors_metadata(resume);
-    if (saved.count("config")) schema.apply_json(nlohmann::json::parse(saved["config"]));
+    if (saved.count("config")) {
+      nlohmann::json settings = nlohmann::json::parse(saved["config"]);
+      if (settings.contains("eval-every") && !settings.contains("eval-epochs"))
+        settings["eval-epochs"] = settings["eval-every"];  // its name before the rename
+      schema.apply_json(settings);
+    }
   }
   if (!config.empty()) schema.apply_yaml_file(config);
 
   CLI::App app{"Train a model from the zoo on a dataset", "zenith train"};
   app.add_option("--config", config, "YAML file of settings (flags override it)");
   app.add_option("--resume", resume, "continue from this checkpoint");
+  app.add_flag("--overwrite-output-dir", overwrite,
+               "replace the run in a non-empty --out (its run files are deleted first)");
   launcher.add_flags(app);
   profile.add(app);
   schema.add_flags(app);
@@ -61,7 +75,7 @@ struct Pipelines {
 };
 
 // This rank's shard of the training split (shuffled, augmented) and of the test split.
-Pipelines make_pipelines(const TrainSettings& s, const RankPlace& place) {
+Pipelines make_pipelines(const TrainSettings& s, const Ranks& ranks) {
   dataset::PipelineOptions train_opts{.batch_size = s.batch_size,
                                       .training = true,
                                       .random_crop = s.augment.find("crop") != std::string::npos,
@@ -69,8 +83,8 @@ Pipelines make_pipelines(const TrainSettings& s, const RankPlace& place) {
                                       .num_workers = int(s.workers),
                                       .limit = s.limit_train,
                                       .image_size = s.image_size,
-                                      .num_shards = place.world,
-                                      .shard_id = place.rank};
+                                      .num_shards = ranks.world(),
+                                      .shard_id = ranks.rank()};
   auto train = dataset::classification_pipeline(s.dataset, s.data_dir, "train", train_opts);
   dataset::PipelineOptions test_opts = train_opts;
   test_opts.training = false;
@@ -84,9 +98,9 @@ Pipelines make_pipelines(const TrainSettings& s, const RankPlace& place) {
 // Only rank 0 shows progress and writes OUT: checkpoints, summaries, metrics. Under `zenith
 // server` every rank also logs to the file the server ingests for its dashboard.
 std::vector<callbacks::CallbackPtr> make_callbacks(const TrainSettings& s, ProgressMode progress,
-                                                   const RankPlace& place,
+                                                   const Ranks& ranks,
                                                    const ProfileFlags& profile) {
-  const int rank = place.rank;
+  const int rank = ranks.rank();
   std::vector<callbacks::CallbackPtr> cbs;
   if (rank == 0)
     cbs = {std::make_shared<TrainProgress>(progress, s.log_every),
@@ -98,7 +112,7 @@ std::vector<callbacks::CallbackPtr> make_callbacks(const TrainSettings& s, Progr
   if (const char* f = std::getenv("ZENITH_METRICS_FILE"); f && *f)
     cbs.push_back(callbacks::MetricsLogger(f, s.log_every));
   if (s.patience > 0) cbs.push_back(callbacks::EarlyStopping("eval_loss", s.patience - 1));
-  if (auto p = profile.callback(s.out, rank, place.world, s.mode == "graph")) cbs.push_back(p);
+  if (auto p = profile.callback(s.out, rank, ranks.world(), s.mode == "graph")) cbs.push_back(p);
   return cbs;
 }
 
@@ -124,8 +138,8 @@ nlohmann::json history_json(const std::vector<callbacks::EpochRecord>& history) 
 class EvalLog {
  public:
   EvalLog(const TrainSettings& s, const std::string& architecture, const std::string& resume,
-          const RankPlace& place)
-      : path_(s.out + "/eval_log.json"), place_(place) {
+          const Ranks& ranks)
+      : path_(s.out + "/eval_log.json"), ranks_(ranks) {
     log_ = {{"model", s.model},
             {"dataset", s.dataset},
             {"architecture", architecture},
@@ -140,19 +154,19 @@ class EvalLog {
     log_["status"] = status;
     log_["epochs_done"] = model.epochs_done();
     log_["history"] = history_json(model.history());
-    if (place_.rank != 0) return;
+    if (ranks_.rank() != 0) return;
     log_["timing"] = {{"run_seconds", total},
                       {"mean_epoch_seconds",
                        model.history().empty() ? 0.0 : epoch_sum / double(model.history().size())},
                       {"threads", context::get_num_threads()},
-                      {"ranks", place_.world}};
+                      {"ranks", ranks_.world()}};
     core::write_file_atomic(path_, log_.dump(2) + "\n");
   }
 
  private:
   using Clock = std::chrono::steady_clock;
   std::string path_;
-  RankPlace place_;
+  Ranks ranks_;
   nlohmann::json log_;
   Clock::time_point start_ = Clock::now();
 };
@@ -160,9 +174,10 @@ class EvalLog {
 int run_train(int argc, char** argv) {
   TrainSettings s;
   std::string resume;
+  bool overwrite = false;
   RankLauncher launcher("train");
   ProfileFlags profile;
-  if (auto exit_code = parse_command_line(argc, argv, s, resume, launcher, profile))
+  if (auto exit_code = parse_command_line(argc, argv, s, resume, overwrite, launcher, profile))
     return *exit_code;
   check_and_complete(s);
   profile.check();
@@ -176,20 +191,21 @@ int run_train(int argc, char** argv) {
   dataset::dataset_info(s.dataset);
   const int world_env = env_world_size("train");
   launcher.check(world_env);
+  prepare_output_dir(kOutputDir, s.out, overwrite, !resume.empty());
   if (launcher.launches()) return launcher.launch(argc, argv);
   if (resume.empty()) resume = restart_checkpoint("train", s.out);
   if (s.threads > 0) context::set_num_threads(int(s.threads));
   context::Options options = context::get_context();
   options.mode = s.mode == "graph" ? context::GRAPH_MODE : context::PYNATIVE_MODE;
   context::set_context(options);
-  const RankPlace place = join_ranks(world_env, s.threads);
-  const int rank = place.rank;
+  const Ranks ranks = join_ranks(world_env, s.threads);
+  const int rank = ranks.rank();
   manual_seed(uint64_t(s.seed));
   dataset::config::set_seed(uint64_t(s.seed));
-  auto [train, test] = make_pipelines(s, place);
+  auto [train, test] = make_pipelines(s, ranks);
   const auto& info = train.info;
   nn::CellPtr net = models::create(s.model, info.channels, info.image_size, info.num_classes);
-  if (place.world > 1) net = nn::DistributedDataParallel(net);  // rank 0's initial values
+  if (ranks.world() > 1) net = nn::DistributedDataParallel(net);  // rank 0's initial values
   auto loss = nn::SoftmaxCrossEntropyWithLogits(/*sparse=*/true, "mean", s.label_smoothing);
   const int64_t steps_per_epoch =
       (train.dataset.get_dataset_size() + s.accumulate_steps - 1) / s.accumulate_steps;
@@ -213,8 +229,8 @@ int run_train(int argc, char** argv) {
 
   if (rank == 0) std::filesystem::create_directories(s.out);
   std::string ranks_note =
-      place.world > 1 ? ", rank " + std::to_string(rank) + " of " + std::to_string(place.world)
-                      : "";
+      ranks.world() > 1 ? ", rank " + std::to_string(rank) + " of " + std::to_string(ranks.world())
+                        : "";
   const std::string accumulation_note =
       s.accumulate_steps > 1 ? " (" + std::to_string(s.accumulate_steps) + " batches of " +
                                    std::to_string(s.batch_size) + " per step)"
@@ -227,11 +243,11 @@ int run_train(int argc, char** argv) {
       (long long)s.epochs, context::get_num_threads(), ranks_note.c_str(),
       rank == 0 ? s.out.c_str() : "nothing (rank 0 writes)");
   std::fflush(stdout);
-  auto cbs = make_callbacks(s, progress_mode, place, profile);
+  auto cbs = make_callbacks(s, progress_mode, ranks, profile);
 
-  EvalLog log(s, arch, resume, place);
+  EvalLog log(s, arch, resume, ranks);
   try {
-    model.fit(s.epochs, train.dataset, test.dataset, s.eval_every, cbs, false, initial_epoch);
+    model.fit(s.epochs, train.dataset, test.dataset, s.eval_epochs, cbs, false, initial_epoch);
   } catch (const Error& e) {
     log.set("error", e.what());
     log.write("failed", model);
@@ -244,7 +260,7 @@ int run_train(int argc, char** argv) {
   log.set("checkpoint",
           s.out + "/checkpoint_epoch_" + std::to_string(model.epochs_done()) + ".safetensors");
   log.write("finished", model);
-  if (place.world > 1) communication::release();
+  if (ranks.world() > 1) communication::release();
   if (rank != 0) {
     std::printf("rank %d finished after %lld epochs\n", rank, (long long)model.epochs_done());
     return 0;

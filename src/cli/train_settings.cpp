@@ -33,7 +33,7 @@ SettingsSchema train_schema(TrainSettings& s) {
       .add("threads", s.threads, "compute threads (0: ZENITH_NUM_THREADS or all cores)")
       .add("workers", s.workers, "input pipeline worker threads")
       .add("augment", s.augment, "training augmentation: none, flip, crop or crop+flip")
-      .add("eval-every", s.eval_every, "evaluate on the test split every N epochs")
+      .add("eval-epochs", s.eval_epochs, "evaluate on the test split every N epochs")
       .add("patience", s.patience, "stop after N evaluations without a lower test loss (0: off)")
       .add("keep-checkpoints", s.keep_checkpoints, "keep only the newest N checkpoints (0: all)")
       .add("save-steps", s.save_steps, "also checkpoint every N steps (0: only per epoch)")
@@ -56,9 +56,9 @@ void check_and_complete(TrainSettings& s) {
   ZENITH_CHECK(
       s.augment == "none" || s.augment == "flip" || s.augment == "crop" || s.augment == "crop+flip",
       "[train] unknown augment '", s.augment, "' (known: none, flip, crop, crop+flip)");
-  ZENITH_CHECK(s.epochs > 0 && s.batch_size > 0 && s.accumulate_steps > 0 && s.eval_every > 0 &&
+  ZENITH_CHECK(s.epochs > 0 && s.batch_size > 0 && s.accumulate_steps > 0 && s.eval_epochs > 0 &&
                    s.log_every > 0,
-               "[train] epochs, batch-size, accumulate-steps, eval-every and log-every must be "
+               "[train] epochs, batch-size, accumulate-steps, eval-epochs and log-every must be "
                "positive");
   ZENITH_CHECK(s.mode == "pynative" || s.mode == "graph", "[train] unknown mode '", s.mode,
                "' (known: pynative, graph)");

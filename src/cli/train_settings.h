@@ -34,7 +34,7 @@ struct TrainSettings {
   int64_t threads = 0;
   int64_t workers = 1;
   std::string augment = "none";
-  int64_t eval_every = 1;
+  int64_t eval_epochs = 1;
   int64_t patience = 0;
   int64_t keep_checkpoints = 0;
   int64_t save_steps = 0;

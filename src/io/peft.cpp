@@ -63,10 +63,6 @@ void reject_unsupported(const JsonFields& f, const nlohmann::json& j) {
 
 }  // namespace
 
-double LoraConfig::scaling() const {
-  return use_rslora ? lora_alpha / std::sqrt(double(r)) : lora_alpha / double(r);
-}
-
 bool LoraConfig::targets(const std::string& module_path) const {
   if (!target_regex.empty()) return std::regex_match(module_path, std::regex(target_regex));
   bool found = false;

@@ -26,9 +26,7 @@ std::string linear_names(const Llama& model) {
   return s;
 }
 
-nn::LoraSpec spec_of(const io::LoraConfig& c) {
-  return {.r = c.r, .alpha = c.lora_alpha, .dropout = c.lora_dropout, .use_rslora = c.use_rslora};
-}
+const nn::LoraSpec& spec_of(const io::LoraConfig& c) { return c; }
 
 std::shared_ptr<nn::LoraLinear> find_layer(const Llama& model, const std::string& path) {
   for (const auto& [p, layer] : model.linear_layers())

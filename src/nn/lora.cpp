@@ -49,7 +49,9 @@ const Tensor& adapter_weight(const CellPtr& cell) {
 
 }  // namespace
 
-double LoraSpec::scaling() const { return alpha / (use_rslora ? std::sqrt(double(r)) : double(r)); }
+double LoraSettings::scaling() const {
+  return lora_alpha / (use_rslora ? std::sqrt(double(r)) : double(r));
+}
 
 LoraLinear::LoraLinear(Tensor weight, Tensor bias) {
   ZENITH_CHECK(weight.defined() && weight.dim() == 2 && is_floating(weight.dtype()),
@@ -94,7 +96,7 @@ Tensor LoraLinear::forward(const Tensor& x) {
   if (compute_ != DType::f32 && x.dtype() == DType::f32) {
     Tensor y = linear_lowp(x, weight_, bias_, compute_);
     if (!lora_A_) return y;
-    Tensor h = spec_.dropout > 0 && training() ? ops::dropout(x, spec_.dropout, true) : x;
+    Tensor h = spec_.lora_dropout > 0 && training() ? ops::dropout(x, spec_.lora_dropout, true) : x;
     Tensor delta = adapter_lowp_ ? linear_lowp(linear_lowp(h, lora_A(), Tensor(), compute_),
                                                lora_B(), Tensor(), compute_)
                                  : lora_B_->forward(lora_A_->forward(h));
@@ -109,7 +111,7 @@ Tensor LoraLinear::forward(const Tensor& x) {
     bias = ops::cast(bias, x.dtype());
   Tensor y = ops::linear(x, w, bias);
   if (!lora_A_) return y;
-  Tensor h = spec_.dropout > 0 && training() ? ops::dropout(x, spec_.dropout, true) : x;
+  Tensor h = spec_.lora_dropout > 0 && training() ? ops::dropout(x, spec_.lora_dropout, true) : x;
   Tensor delta = lora_B_->forward(lora_A_->forward(h));
   return ops::add(y, ops::mul(delta, spec_.scaling()));
 }
@@ -123,8 +125,8 @@ void LoraLinear::add_adapter(const LoraSpec& spec) {
 
 void LoraLinear::set_adapter(const LoraSpec& spec, const Tensor& A, const Tensor& B) {
   ZENITH_CHECK(spec.r > 0, "[LoraLinear] LoRA rank r must be positive, got ", spec.r);
-  ZENITH_CHECK(spec.dropout >= 0 && spec.dropout < 1,
-               "[LoraLinear] lora dropout must be in [0, 1), got ", spec.dropout);
+  ZENITH_CHECK(spec.lora_dropout >= 0 && spec.lora_dropout < 1,
+               "[LoraLinear] lora dropout must be in [0, 1), got ", spec.lora_dropout);
   const Shape want_a = {spec.r, in_features()}, want_b = {out_features(), spec.r};
   ZENITH_CHECK(A.shape() == want_a && B.shape() == want_b, "[LoraLinear] adapter A ",
                shape_str(A.shape()), " and B ", shape_str(B.shape()), " do not fit a layer ",
@@ -176,7 +178,8 @@ std::string LoraLinear::extra_repr() const {
      << ", bias=" << (bias_.defined() ? "true" : "false")
      << ", dtype=" << dtype_name(weight_.dtype());
   if (has_adapter())
-    os << ", r=" << spec_.r << ", alpha=" << spec_.alpha << (spec_.use_rslora ? ", rslora" : "");
+    os << ", r=" << spec_.r << ", alpha=" << spec_.lora_alpha
+       << (spec_.use_rslora ? ", rslora" : "");
   return os.str();
 }
 

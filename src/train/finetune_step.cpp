@@ -1,6 +1,9 @@
 #include "train/finetune_step.h"
 
+#include <cmath>
+
 #include "core/trace_range.h"
+#include "models/llama_loss.h"
 #include "zenith/optim.h"
 
 namespace zenith::finetune::detail {
@@ -14,74 +17,133 @@ models::LlamaInput input_of(const Batch& b) {
 
 Tensor forward(models::Llama& model, const Batch& b) { return model.forward(input_of(b)); }
 
-StepRunner::StepRunner(models::Llama& model, std::vector<Tensor> params, nn::Optimizer& optimizer,
-                       double clip_grad_norm, std::function<void(const std::string&)> log)
+Step::Step(models::Llama& model, std::vector<Tensor> params, nn::Optimizer& optimizer,
+           StepSettings settings, std::function<void(const std::string&)> log)
     : model_(model),
       params_(std::move(params)),
       optimizer_(optimizer),
-      clip_(clip_grad_norm),
-      log_(std::move(log)) {}
+      settings_(std::move(settings)),
+      log_(std::move(log)) {
+  if (settings_.float64_sums && !settings_.graph) float64_.emplace(params_);
+}
 
-StepRunner::~StepRunner() = default;
+Step::~Step() = default;
 
-void StepRunner::reset_graphs() { compiler_.reset(); }
+void Step::reset_graphs() { compiler_.reset(); }
 
-std::map<std::string, double> StepRunner::take_capture_scalars() {
+std::map<std::string, double> Step::take_capture_scalars() {
   if (!compiler_) return {};
   std::unique_ptr<graph::CaptureReport> report = compiler_->take_new_capture();
   return report ? report->scalars() : std::map<std::string, double>{};
 }
 
-StepRunner::Outcome StepRunner::run(const std::vector<Batch>& micro, int64_t targets,
-                                    const std::function<bool(double&, double&)>& accept) {
+Step::Outcome Step::run(const std::vector<Batch>& micro, int64_t targets,
+                        const std::function<bool(double&, double&)>& accept) {
+  optimizer_.zero_grad();
+  // Each micro-batch's weight in the step's loss: in graph mode an input of the graph, not a
+  // constant frozen at capture.
+  std::vector<Tensor> weights;
+  for (const Batch& b : micro)
+    if (b.targets > 0) weights.push_back(Tensor::scalar(double(b.targets) / double(targets)));
+  graph::StepRun run = begin(micro, weights);
   Outcome out;
+  size_t w = 0;
+  for (const Batch& b : micro) {
+    if (b.targets == 0) continue;
+    const Tensor& weight = weights[w++];
+    Tensor loss =
+        run.phase([&] { return std::vector<Tensor>{forward_loss(b, weight, targets)}; })[0];
+    run.phase([&] {
+      backward(loss);
+      return std::vector<Tensor>{};
+    });
+    out.loss += loss.item();
+  }
+  out.loss = sum_over_ranks(out.loss);
+  // The profiler's optimizer phase: in eager mode the rest of the step, in graph mode each of
+  // its two phases (the gradient norm, the update), as a replay marks them.
+  std::optional<core::TraceRange> optimizer_range;
+  if (!settings_.graph) optimizer_range.emplace(core::Range::optimizer);
+  if (settings_.inject_gradients) settings_.inject_gradients(params_);
+  // fp16: inf/NaN in the (summed, so every rank's same) gradients skips the update.
+  out.overflow = settings_.scaler && !settings_.scaler->unscale_and_update(params_);
+  if (out.overflow) {
+    out.grad_norm = NAN;
+    return out;
+  }
+  out.grad_norm = clip(run);
+  out.updated = accept(out.loss, out.grad_norm);
+  if (!out.updated) return out;  // graph mode: the run ends unfinished, a capture is redone
+  update(run);
+  run.finish();
+  return out;
+}
+
+graph::StepRun Step::begin(const std::vector<Batch>& micro, const std::vector<Tensor>& weights) {
+  if (!settings_.graph) return graph::StepRun::eager();
   if (!compiler_) {
     std::vector<std::pair<std::string, Tensor>> state = model_.named_parameters();
     for (auto& [name, t] : optimizer_.state_dict()) state.push_back({"optimizer." + name, t});
     compiler_ = std::make_unique<graph::StepCompiler>(std::move(state), &optimizer_,
                                                       graph::Options{.log = log_});
   }
-  // Each micro-batch's weight is an input of the graph, not a constant frozen at capture.
-  std::vector<Tensor> inputs, weights;
-  for (const Batch& b : micro) {
-    if (b.targets == 0) continue;
-    weights.push_back(Tensor::scalar(double(b.targets) / double(targets)));
-    inputs.insert(inputs.end(), {b.input_ids, b.attention_mask, b.labels, weights.back()});
-  }
-  graph::StepRun run = compiler_->begin(inputs, "finetune");
+  std::vector<Tensor> inputs;
   size_t w = 0;
-  for (const Batch& b : micro) {
-    if (b.targets == 0) continue;
-    const Tensor& weight = weights[w++];
-    // Each phase marks its range for the profiler, as the eager step does (core/trace_range.h;
-    // a replay marks the phase as the range its capture began).
-    Tensor loss = run.phase([&] {
-      core::TraceRange range(core::Range::forward);
-      return std::vector<Tensor>{
-          ops::mul(models::causal_lm_loss(forward(model_, b), b.labels), weight)};
-    })[0];
-    out.loss += loss.item();
-    run.phase([&] {
-      core::TraceRange range(core::Range::backward);
-      loss.backward();
-      return std::vector<Tensor>{};
-    });
-  }
-  out.grad_norm =
-      run.phase([&] {
-           core::TraceRange range(core::Range::optimizer);
-           return std::vector<Tensor>{nn::clip_grad_norm_ops(params_, clip_ > 0 ? clip_ : 1e300)};
-         })[0]
-          .item();
-  out.updated = accept(out.loss, out.grad_norm);
-  if (!out.updated) return out;  // the run ends unfinished: a replay is dropped, a capture redone
+  for (const Batch& b : micro)
+    if (b.targets > 0)
+      inputs.insert(inputs.end(), {b.input_ids, b.attention_mask, b.labels, weights[w++]});
+  return compiler_->begin(inputs, "finetune");
+}
+
+// The micro-batch's summed loss over the step's learned labels (over every rank): the gradient
+// of the mean over all of them, as one batch of the combined examples gives, once the ranks'
+// gradients are summed.
+Tensor Step::forward_loss(const Batch& b, const Tensor& weight, int64_t targets) {
+  core::TraceRange range(core::Range::forward);
+  if (settings_.graph)  // the weight is the graph's input: a replay follows each step's targets
+    return ops::mul(models::causal_lm_loss(forward(model_, b), b.labels), weight);
+  // Eager: the loss in chunks of positions, the [B, T, V] logits never whole
+  // (models/llama_loss.cpp); the head's backward runs here, the layers' in backward().
+  return models::causal_lm_loss_over(model_, input_of(b), b.labels, double(targets));
+}
+
+void Step::backward(const Tensor& loss) {
+  core::TraceRange range(core::Range::backward);
+  ops::WeightGradScope sums(float64_ ? &*float64_ : nullptr);
+  (settings_.scaler ? settings_.scaler->scale_loss(loss) : loss).backward();
+}
+
+// Eager mode's data parallelism: the loss and the gradients summed over the ranks.
+double Step::sum_over_ranks(double loss) {
+  if (settings_.graph) return loss;  // one process
+  core::TraceRange wait(core::Range::communication_wait);
+  const Ranks& ranks = *settings_.ranks;
+  loss = ranks.sum({loss})[0];
+  if (float64_) float64_->finish();
+  ranks.sum_gradients(params_, float64_ ? DType::f64 : DType::f32);
+  return loss;
+}
+
+// The global gradient norm, clipped to clip_grad_norm: eager mode sums the squares in float64
+// (nn::clip_grad_norm), graph mode with ops the graph holds (nn::clip_grad_norm_ops).
+double Step::clip(graph::StepRun& run) {
+  const double max_norm = settings_.clip_grad_norm > 0 ? settings_.clip_grad_norm : 1e300;
+  if (!settings_.graph) return nn::clip_grad_norm(params_, max_norm);
+  return run
+      .phase([&] {
+        core::TraceRange range(core::Range::optimizer);
+        return std::vector<Tensor>{nn::clip_grad_norm_ops(params_, max_norm)};
+      })[0]
+      .item();
+}
+
+void Step::update(graph::StepRun& run) {
   run.phase([&] {
-    core::TraceRange range(core::Range::optimizer);
+    std::optional<core::TraceRange> range;
+    if (settings_.graph) range.emplace(core::Range::optimizer);
     optimizer_.step();
     return std::vector<Tensor>{};
   });
-  run.finish();
-  return out;
 }
 
 }  // namespace zenith::finetune::detail

@@ -1,19 +1,23 @@
-// One optimizer step of the fine-tuning loop (train/finetune.cpp): forward and backward of each
-// micro-batch, the gradient norm (clipped), and the update when the caller accepts the step.
-// Graph mode (--mode graph; eager steps run in train/finetune.cpp): the step captured once per
-// batch shape as one graph (forward, loss, backward, clipping, AdamW) and replayed after; the code
-// between the phases (the loss read, the spike guard) runs every step.
+// One optimizer step of zenith finetune, in the four calls of Model::train_step (model.cpp):
+// zero the gradients, forward + loss and backward of each micro-batch, then the update, here
+// after the gradient norm (clipped) and the caller's verdict on the step (the spike guard).
+// Eager mode (pynative) runs the definition; graph mode captures it once per batch shape as one
+// graph and replays it, the code between phases (the loss read, the verdict) running every step.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "train/float64_gradients.h"
+#include "train/ranks.h"
 #include "zenith/finetune.h"
 #include "zenith/graph.h"
+#include "zenith/loss_scaler.h"
 
 namespace zenith::finetune::detail {
 
@@ -21,20 +25,35 @@ namespace zenith::finetune::detail {
 models::LlamaInput input_of(const Batch& b);
 Tensor forward(models::Llama& model, const Batch& b);
 
-class StepRunner {
+// How a step runs: its clipping, and what eager mode adds (graph mode captures one process
+// without loss scaling: run() refuses the rest).
+struct StepSettings {
+  double clip_grad_norm = 1.0;  // 0: off (the norm is still measured)
+  bool graph = false;
+  // Eager only: the ranks whose losses and gradients are summed, fp16's loss scaler (may be
+  // null), LoRA's float64 gradient sums (Float64Gradients), and the test hook on gradients.
+  const Ranks* ranks = nullptr;
+  nn::DynamicLossScaler* scaler = nullptr;
+  bool float64_sums = false;
+  std::function<void(const std::vector<Tensor>& params)> inject_gradients;
+};
+
+class Step {
  public:
-  // log receives the capture lines and fallback reasons.
-  StepRunner(models::Llama& model, std::vector<Tensor> params, nn::Optimizer& optimizer,
-             double clip_grad_norm, std::function<void(const std::string&)> log);
-  ~StepRunner();
+  // log receives graph mode's capture lines and fallback reasons.
+  Step(models::Llama& model, std::vector<Tensor> params, nn::Optimizer& optimizer,
+       StepSettings settings, std::function<void(const std::string&)> log);
+  ~Step();
 
   struct Outcome {
-    double loss = 0, grad_norm = 0;
+    double loss = 0;       // the step's mean loss over its learned labels (every rank's)
+    double grad_norm = 0;  // NaN when fp16 gradients overflowed
     bool updated = false;
+    bool overflow = false;  // fp16: inf/NaN gradients, the update skipped, the scale halved
   };
-  // Runs forward and backward of `micro` (each micro-batch's mean loss weighted by its share of
-  // `targets`, the step's learned labels), then asks `accept(loss, grad_norm)`; updates when it
-  // says yes. The gradients are left for the caller's zero_grad().
+  // The step over `micro` (each micro-batch's mean loss weighted by its share of `targets`, the
+  // step's learned labels over every rank): updates when accept(loss, grad_norm) says yes
+  // (it may change the values it is shown: the tests' fault injection).
   Outcome run(const std::vector<Batch>& micro, int64_t targets,
               const std::function<bool(double& loss, double& grad_norm)>& accept);
   // The figures of a capture the last step made (metrics.jsonl), once; empty otherwise.
@@ -44,11 +63,19 @@ class StepRunner {
   void reset_graphs();
 
  private:
+  graph::StepRun begin(const std::vector<Batch>& micro, const std::vector<Tensor>& weights);
+  Tensor forward_loss(const Batch& b, const Tensor& weight, int64_t targets);
+  void backward(const Tensor& loss);
+  double sum_over_ranks(double loss);
+  double clip(graph::StepRun& run);
+  void update(graph::StepRun& run);
+
   models::Llama& model_;
   std::vector<Tensor> params_;
   nn::Optimizer& optimizer_;
-  double clip_;
+  StepSettings settings_;
   std::function<void(const std::string&)> log_;
+  std::optional<Float64Gradients> float64_;
   std::unique_ptr<graph::StepCompiler> compiler_;
 };
 

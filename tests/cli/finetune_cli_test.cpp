@@ -84,6 +84,8 @@ TEST(FinetuneCli, SettingsFromYamlAndFlags) {
 TEST(FinetuneCli, CheckpointingPolicyFromYaml) {
   TempDir dir("finetune_ckpt_yaml");
   auto run = [&](const std::string& policy, const std::string& mode) {
+    std::filesystem::remove_all(dir /
+                                "out");  // each run its own, as --out asks (an empty directory)
     std::ofstream(dir / "run.yaml") << "finetune:\n  max-steps: 2\n  batch-size: 4\n"
                                        "  activation-checkpointing: true\n"
                                        "  activation-checkpointing-policy: "
@@ -190,6 +192,93 @@ TEST(FinetuneCli, BadDataAndSettingsAreClearErrors) {
   r = run_zenith(base + " --data " + (dir / "missing.jsonl"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("cannot read data file"), std::string::npos) << r.output;
+}
+
+// Hugging Face's rule for --out: a directory holding files is refused (the first run's files
+// untouched), --overwrite-output-dir deletes the run's files first (eval_log.json of a run with
+// eval data gone, metrics not appended; other files kept), --resume continues there.
+TEST(FinetuneCli, ANonEmptyOutIsRefusedUnlessOverwrittenOrResumed) {
+  TempDir dir("finetune_out_rule");
+  const std::string out = dir / "out";
+  const std::string base = "finetune --model " + source("examples/llm/demo-llama") + " --data " +
+                           source("examples/llm/finetune/train.jsonl") + " --out " + out +
+                           " --max-steps 2 --batch-size 4 --save-every 1";
+  CliResult r = run_zenith(base + " --eval-data " + source("examples/llm/finetune/eval.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(dir / "out/eval_log.json"));
+  std::ofstream(dir / "out/notes.txt") << "mine";
+  auto losses = [&] {
+    std::ifstream metrics(dir / "out/metrics.jsonl");
+    int n = 0;
+    for (std::string line; std::getline(metrics, line);)
+      n += nlohmann::json::parse(line)["name"] == "loss";
+    return n;
+  };
+  EXPECT_EQ(losses(), 2);
+
+  r = run_zenith(base);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("the output directory " + out + " is not empty"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--overwrite-output-dir"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "out/eval_log.json"));
+  EXPECT_EQ(losses(), 2);
+
+  r = run_zenith(base + " --overwrite-output-dir");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "out/eval_log.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "out/adapter_model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "out/notes.txt"));
+  EXPECT_EQ(losses(), 2);
+
+  r = run_zenith(base + " --resume " + (dir / "out/checkpoint-1") + " --overwrite-output-dir");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--overwrite-output-dir and --resume disagree"), std::string::npos)
+      << r.output;
+  r = run_zenith(base + " --resume " + (dir / "out/checkpoint-1"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+}
+
+// --eval-steps N (Hugging Face's name) evaluates every N steps; --eval-every, its old name (which
+// counted epochs in zenith train), is an error naming the new one. --threads sets the compute
+// threads, as for train and eval.
+TEST(FinetuneCli, EvalStepsAndThreads) {
+  TempDir dir("finetune_eval_steps");
+  const std::string base = "finetune --model " + source("examples/llm/demo-llama") + " --data " +
+                           source("examples/llm/finetune/train.jsonl") + " --eval-data " +
+                           source("examples/llm/finetune/eval.jsonl") +
+                           " --max-steps 2 --batch-size 4 --out ";
+  CliResult r = run_zenith(base + (dir / "a") + " --eval-steps 1 --threads 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  nlohmann::json log = nlohmann::json::parse(std::ifstream(dir / "a/eval_log.json"));
+  ASSERT_EQ(log.size(), 3u);  // steps 0, 1, 2
+  EXPECT_EQ(log[1]["step"], 1);
+  EXPECT_NE(r.output.find("[finetune] 1 compute threads"), std::string::npos) << r.output;
+  r = run_zenith(base + (dir / "b") + " --eval-every 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--eval-every was renamed: use --eval-steps N"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "b"));
+}
+
+// A terminal gets train's bar (steps, loss, tokens/s, ETA) below the log lines; without one
+// (plain) the log lines alone, no control characters.
+TEST(FinetuneCli, ProgressBarWithRateAndEta) {
+  TempDir dir("finetune_progress");
+  const std::string base = "finetune --model " + source("examples/llm/demo-llama") + " --data " +
+                           source("examples/llm/finetune/train.jsonl") +
+                           " --max-steps 3 --batch-size 4 --out ";
+  CliResult bar = run_zenith(base + (dir / "bar") + " --progress bar");
+  ASSERT_EQ(bar.code, 0) << bar.output;
+  EXPECT_NE(bar.output.find("\r\033[Kstep [=========="), std::string::npos) << bar.output;
+  EXPECT_NE(bar.output.find("] 3/3  loss "), std::string::npos) << bar.output;
+  EXPECT_NE(bar.output.find(" tok/s  ETA 0:00"), std::string::npos) << bar.output;
+  EXPECT_NE(bar.output.find("[finetune] step 3/3"), std::string::npos) << bar.output;
+  CliResult plain = run_zenith(base + (dir / "plain") + " --progress plain");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  EXPECT_EQ(plain.output.find('\033'), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find("[finetune] step 3/3"), std::string::npos) << plain.output;
 }
 
 }  // namespace

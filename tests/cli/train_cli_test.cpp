@@ -117,6 +117,49 @@ TEST_F(TrainCli, ProfileWritesTraceAndSummaryAndPrintsTheTable) {
   EXPECT_FALSE(fs::exists(root_ / "bad"));
 }
 
+// Hugging Face's rule for --out: a second run into a directory holding files is refused, the
+// first run's files untouched; --overwrite-output-dir deletes the run's files first (metrics
+// not appended, the user's other files kept).
+TEST_F(TrainCli, ANonEmptyOutIsRefusedUnlessOverwritten) {
+  const std::string args = train_args("reuse") + " --epochs 1 --limit-train 64";
+  ASSERT_EQ(zenith(args).code, 0);
+  std::ofstream(root_ / "reuse/notes.txt") << "mine";
+  auto losses = [&] {
+    std::istringstream metrics(zenith::testing::read_all((root_ / "reuse/metrics.jsonl").string()));
+    int n = 0;
+    for (std::string line; std::getline(metrics, line);)
+      n += nlohmann::json::parse(line)["name"] == "loss";
+    return n;
+  };
+  const int first = losses();
+  auto r = zenith(args);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(
+      r.output.find("[train] the output directory " + (root_ / "reuse").string() + " is not empty"),
+      std::string::npos)
+      << r.output;
+  r = zenith(args + " --overwrite-output-dir");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(losses(), first);
+  EXPECT_TRUE(fs::exists(root_ / "reuse/notes.txt"));
+}
+
+// --eval-epochs N evaluates every N epochs; --eval-every, its old name (which counted steps in
+// zenith finetune), is an error naming the new one.
+TEST_F(TrainCli, EvalEpochs) {
+  auto r = zenith(train_args("every2") + " --epochs 2 --limit-train 64 --eval-epochs 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto history = nlohmann::json::parse(
+      zenith::testing::read_all((root_ / "every2/eval_log.json").string()))["history"];
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_TRUE(history[0]["eval"].empty());
+  EXPECT_FALSE(history[1]["eval"].empty());
+  r = zenith(train_args("old") + " --eval-every 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--eval-every was renamed: use --eval-epochs N"), std::string::npos)
+      << r.output;
+}
+
 TEST_F(TrainCli, ResumeRepeatsTheUninterruptedRun) {
   ASSERT_EQ(zenith(train_args("full") + " --epochs 3").code, 0);
   auto r = zenith("train --resume " + (root_ / "full/checkpoint_epoch_1.safetensors").string() +

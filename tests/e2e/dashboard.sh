@@ -65,7 +65,7 @@ job:
     $ZENITH finetune --model $here/../../examples/llm/demo-llama
     --data $here/../../examples/llm/finetune/train.jsonl
     --eval-data $here/../../examples/llm/finetune/eval.jsonl --max-steps 12 --batch-size 4
-    --eval-every 4 --inject-spike 10 --out out-finetune
+    --eval-steps 4 --inject-spike 10 --out out-finetune
 YAML
 id_of() { sed -n 's/^submitted job \([0-9]*\) .*/\1/p'; }
 # The quick jobs first: the training job then holds both devices.

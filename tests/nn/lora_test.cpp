@@ -22,15 +22,16 @@ TEST(LoraLinear, ComputesTheBasePlusTheScaledLowRankUpdate) {
   manual_seed(1);
   auto layer = nn::LoraLinear::create(6, 5, true);
   Tensor A = Tensor::randn({3, 6}), B = Tensor::randn({5, 3}), x = Tensor::randn({2, 4, 6});
-  layer->set_adapter({.r = 3, .alpha = 6, .dropout = 0, .use_rslora = false}, A, B);
+  layer->set_adapter({.r = 3, .lora_alpha = 6, .lora_dropout = 0, .use_rslora = false}, A, B);
   EXPECT_EQ(names(*layer),
             (std::vector<std::string>{"weight", "bias", "lora_A.weight", "lora_B.weight"}));
   Tensor expected = ops::add(ops::linear(x, layer->weight(), layer->bias()),
                              ops::mul(ops::matmul(ops::matmul(x, A.t()), B.t()), 2.0));
   EXPECT_TRUE(all_close(layer->forward(x), expected, 1e-5, 1e-5));
   // rsLoRA: alpha / sqrt(r)
-  EXPECT_DOUBLE_EQ((nn::LoraSpec{.r = 4, .alpha = 8, .dropout = 0, .use_rslora = true}.scaling()),
-                   4.0);
+  EXPECT_DOUBLE_EQ(
+      (nn::LoraSpec{.r = 4, .lora_alpha = 8, .lora_dropout = 0, .use_rslora = true}.scaling()),
+      4.0);
 }
 
 TEST(LoraLinear, FreshAdapterChangesNothingAndTrainsOnlyItsWeights) {
@@ -38,7 +39,7 @@ TEST(LoraLinear, FreshAdapterChangesNothingAndTrainsOnlyItsWeights) {
   auto layer = nn::LoraLinear::create(8, 3, false);
   Tensor x = Tensor::randn({4, 8});
   Tensor before = layer->forward(x).detach();
-  layer->add_adapter({.r = 2, .alpha = 4, .dropout = 0, .use_rslora = false});
+  layer->add_adapter({.r = 2, .lora_alpha = 4, .lora_dropout = 0, .use_rslora = false});
   EXPECT_TRUE(same_bits(layer->forward(x).detach(), before));
   Tensor w = layer->weight();  // a frozen base
   w.requires_grad_(false);
@@ -52,7 +53,7 @@ TEST(LoraLinear, FreshAdapterChangesNothingAndTrainsOnlyItsWeights) {
 TEST(LoraLinear, DropoutOnlyWhileTraining) {
   manual_seed(3);
   auto layer = nn::LoraLinear::create(16, 4, false);
-  layer->set_adapter({.r = 2, .alpha = 2, .dropout = 0.5, .use_rslora = false},
+  layer->set_adapter({.r = 2, .lora_alpha = 2, .lora_dropout = 0.5, .use_rslora = false},
                      Tensor::randn({2, 16}), Tensor::randn({4, 2}));
   Tensor x = Tensor::randn({3, 16});
   NoGradGuard no_grad;
@@ -67,7 +68,7 @@ TEST(LoraLinear, MergeRoundsOnceIntoTheBaseDtype) {
   manual_seed(4);
   auto layer = nn::LoraLinear::create(8, 6, true, DType::bf16);
   Tensor A = Tensor::randn({2, 8}), B = Tensor::randn({6, 2}), x = Tensor::randn({5, 8});
-  layer->set_adapter({.r = 2, .alpha = 3, .dropout = 0, .use_rslora = false}, A, B);
+  layer->set_adapter({.r = 2, .lora_alpha = 3, .lora_dropout = 0, .use_rslora = false}, A, B);
   Tensor handle = layer->weight();  // an optimizer's handle must see the merge
   Tensor exact = ops::add(layer->weight().to(DType::f32), layer->delta_weight());
   NoGradGuard no_grad;
@@ -85,12 +86,14 @@ TEST(LoraLinear, ShapeErrors) {
   auto layer = nn::LoraLinear::create(8, 6, false);
   EXPECT_TRUE(throws_with(
       [&] {
-        layer->set_adapter({.r = 2, .alpha = 2, .dropout = 0, .use_rslora = false},
+        layer->set_adapter({.r = 2, .lora_alpha = 2, .lora_dropout = 0, .use_rslora = false},
                            Tensor::zeros({2, 7}), Tensor::zeros({6, 2}));
       },
       "adapter A [2, 7] and B [6, 2] do not fit a layer [6, 8] with r 2: expected A [2, 8]"));
   EXPECT_TRUE(throws_with(
-      [&] { layer->add_adapter({.r = 0, .alpha = 2, .dropout = 0, .use_rslora = false}); },
+      [&] {
+        layer->add_adapter({.r = 0, .lora_alpha = 2, .lora_dropout = 0, .use_rslora = false});
+      },
       "rank r must be positive"));
   EXPECT_TRUE(throws_with([&] { (void)layer->lora_A(); }, "has no adapter"));
 }

@@ -42,7 +42,7 @@ inline finetune::Options lora_options(const std::string& out) {
   o.model = llama_fixture("llama_gqa");
   o.data = "pattern";
   o.out = out;
-  o.lora_dropout = 0;
+  o.lora.lora_dropout = 0;
   o.lr = 1e-2;
   o.warmup_steps = 0;
   return o;

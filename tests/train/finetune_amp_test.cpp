@@ -17,13 +17,13 @@ namespace {
 finetune::Result run_amp(const std::string& method, const std::string& amp,
                          const std::string& dtype, const std::string& out) {
   finetune::Options o = lora_options(out);
-  o.method = method;
-  o.lora_targets = "all-linear";
+  o.method = finetune::parse_method(method);
+  finetune::set_lora_targets(o.lora, "all-linear");
   o.lr = method == "lora" ? 1e-2 : 1e-3;
   o.max_steps = 6;
   o.batch_size = 4;
-  o.amp = amp;
-  o.amp_dtype = dtype;
+  o.amp = finetune::parse_amp(amp);
+  o.amp_dtype = finetune::parse_amp_dtype(dtype);
   return finetune::run(o, pattern_data(24, 21));
 }
 
@@ -63,11 +63,11 @@ TEST(FinetuneAmp, LowPrecisionLevelsTrainAsFloat32Does) {
 TEST(FinetuneAmp, LossScalerSkipsAnOverflowingStepAndHalves) {
   TempDir dir("finetune_scaler");
   finetune::Options o = lora_options(dir.str() + "/injected");
-  o.schedule = "constant";
+  o.schedule = finetune::parse_schedule("constant");
   o.max_steps = 4;
   o.batch_size = 4;
-  o.amp = "O2";
-  o.amp_dtype = "fp16";
+  o.amp = finetune::parse_amp("O2");
+  o.amp_dtype = finetune::parse_amp_dtype("fp16");
   o.save_every = 3;
   o.inject_gradients = [](int64_t step, const std::vector<Tensor>& params) {
     if (step != 3) return;
@@ -118,20 +118,14 @@ TEST(FinetuneAmp, LossScalerSkipsAnOverflowingStepAndHalves) {
 }
 
 TEST(FinetuneAmp, BadLevelsAreErrors) {
-  TempDir dir("finetune_amp_errors");
-  finetune::Options o = lora_options(dir.str());
-  o.max_steps = 1;
-  o.amp = "O3";
   try {
-    finetune::run(o, pattern_data(4, 6));
+    finetune::parse_amp("O3");
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown --amp 'O3' (O0, O1, O2)"), std::string::npos);
   }
-  o.amp = "O1";
-  o.amp_dtype = "fp8";
   try {
-    finetune::run(o, pattern_data(4, 6));
+    finetune::parse_amp_dtype("fp8");
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown --amp-dtype 'fp8' (bf16, fp16)"),

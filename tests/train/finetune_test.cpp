@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "support/finetune_fixtures.h"
@@ -19,7 +20,7 @@ TEST(Finetune, LoraStartsAtTheBaseLearnsAndMergesToWhatItComputes) {
   TempDir dir("finetune_lora");
   Data train = pattern_data(16, 1), eval = pattern_data(8, 2);
   finetune::Options o = lora_options(dir.str());
-  o.lora_targets = "all-linear";
+  finetune::set_lora_targets(o.lora, "all-linear");
   o.max_steps = 12;
   o.batch_size = 4;
   finetune::Result r = finetune::run(o, train, &eval);
@@ -84,7 +85,7 @@ TEST(Finetune, AccumulationEqualsTheCombinedBatch) {
   for (int i = 0; i < 3; ++i) {
     TempDir dir("finetune_accumulate");
     finetune::Options o = lora_options(dir.str());
-    o.lora_targets = "all-linear";
+    finetune::set_lora_targets(o.lora, "all-linear");
     o.max_steps = 3;
     o.batch_size = batch[i];
     o.accumulate_steps = accumulate[i];
@@ -109,7 +110,7 @@ TEST(Finetune, FullFineTuningWritesAModelDirectory) {
   TempDir dir("finetune_full");
   Data train = pattern_data(8, 4);
   finetune::Options o = lora_options(dir.str());
-  o.method = "full";
+  o.method = finetune::parse_method("full");
   o.lr = 3e-3;
   o.max_steps = 6;
   o.batch_size = 4;
@@ -126,8 +127,8 @@ TEST(Finetune, FullFineTuningWritesAModelDirectory) {
 TEST(Finetune, RandomInitTrainsFromScratch) {
   TempDir dir("finetune_scratch");
   finetune::Options o = lora_options(dir.str());
-  o.method = "full";
-  o.init = "random";
+  o.method = finetune::parse_method("full");
+  o.init = finetune::parse_init("random");
   o.model_config = llama_fixture("llama_gqa") + "/config.json";
   o.model = "";
   o.lr = 3e-3;
@@ -139,7 +140,7 @@ TEST(Finetune, RandomInitTrainsFromScratch) {
   EXPECT_NEAR(r.losses.front(), std::log(128.0), 0.1) << "random weights: about uniform";
   auto tuned = models::Llama::from_pretrained(dir.str());
   EXPECT_NEAR(finetune::evaluate(*tuned, train, 4, 0).loss, r.losses.back(), 0.5);
-  o.method = "lora";
+  o.method = finetune::parse_method("lora");
   EXPECT_THROW(finetune::run(o, train), Error);
 }
 
@@ -165,7 +166,7 @@ TEST(Finetune, ResumeContinuesBitForBit) {
   Data train = pattern_data(16, 7);
   TempDir whole("finetune_whole"), resumed("finetune_resumed");
   finetune::Options o = lora_options(whole.str());
-  o.lora_dropout = 0.1;
+  o.lora.lora_dropout = 0.1;
   o.max_steps = 7;
   o.batch_size = 4;
   o.save_every = 3;
@@ -204,14 +205,14 @@ TEST(Finetune, GraphModeEqualsEagerAndResumesAcrossModes) {
   }
   TempDir eager("finetune_eager"), graph("finetune_graph"), resumed("finetune_graph_resumed");
   finetune::Options o = lora_options(eager.str());
-  o.lora_dropout = 0.1;      // random masks replay as eager draws them
-  o.pad_to_multiple_of = 8;  // the same batches in both modes (graph mode's default is 64)
+  o.lora.lora_dropout = 0.1;  // random masks replay as eager draws them
+  o.pad_to_multiple_of = 8;   // the same batches in both modes (graph mode's default is 64)
   o.max_steps = 6;
   o.batch_size = 4;
   o.save_every = 3;
   finetune::Result a = finetune::run(o, train);
   o.out = graph.str();
-  o.mode = "graph";
+  o.mode = finetune::parse_mode("graph");
   std::vector<std::string> lines;
   finetune::Result b =
       finetune::run(o, train, nullptr, [&](const std::string& l) { lines.push_back(l); });
@@ -241,15 +242,14 @@ TEST(Finetune, GraphModeEqualsEagerAndResumesAcrossModes) {
   for (const auto& [from, mode] : {std::pair{graph.str(), "pynative"}, {eager.str(), "graph"}}) {
     o.out = resumed.str();
     o.resume = from + "/checkpoint-3";
-    o.mode = mode;
+    o.mode = finetune::parse_mode(mode);
     finetune::Result r = finetune::run(o, train);
     ASSERT_EQ(r.losses.size(), 3u);
     for (size_t s = 0; s < 3; ++s)
       EXPECT_NEAR(r.losses[s], a.losses[s + 3], 1e-5 * a.losses[s + 3]) << mode << s + 4;
   }
-  o.mode = "turbo";
   try {
-    finetune::run(o, train);
+    finetune::parse_mode("turbo");
     ADD_FAILURE() << "--mode turbo accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown --mode 'turbo'"), std::string::npos) << e.what();
@@ -267,9 +267,9 @@ TEST(Finetune, GraphModePadsBatchesToFewShapes) {
                  std::vector<std::string>* lines = nullptr) {
     finetune::Options o = lora_options(dir.str() + "/" + mode + std::to_string(pad) +
                                        (resume.empty() ? "" : "-resumed"));
-    o.mode = mode;
+    o.mode = finetune::parse_mode(mode);
     o.pad_to_multiple_of = pad;
-    o.lora_dropout = dropout;
+    o.lora.lora_dropout = dropout;
     o.max_steps = 6;
     o.batch_size = 4;
     o.save_every = 3;
@@ -359,8 +359,8 @@ TEST(Finetune, SpikeGuardSkipsAndRollsBack) {
     finetune::Options o = lora_options(dir.str());
     o.max_steps = 14;
     o.batch_size = 4;
-    o.schedule = "constant";
-    o.mode = mode;
+    o.schedule = finetune::parse_schedule("constant");
+    o.mode = finetune::parse_mode(mode);
     o.inject = [](int64_t step, double& loss, double& grad_norm) {
       if (step == 10) loss *= 10;
       if (step >= 12) grad_norm = NAN;
@@ -418,7 +418,7 @@ TEST(Finetune, FullResumeContinuesBitForBit) {
   Data train = pattern_data(8, 11);
   TempDir whole("finetune_full_whole"), resumed("finetune_full_resumed");
   finetune::Options o = lora_options(whole.str());
-  o.method = "full";
+  o.method = finetune::parse_method("full");
   o.lr = 1e-3;
   o.max_steps = 4;
   o.batch_size = 4;
@@ -444,24 +444,67 @@ std::string run_error(const finetune::Options& o) {
   return "no error";
 }
 
+std::string parse_error(const std::function<void()>& parse) {
+  try {
+    parse();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// The typed settings keep their names: what flags and checkpoints spell, parsed back.
+TEST(Finetune, SettingsNamesRoundTrip) {
+  for (auto m : {finetune::Method::lora, finetune::Method::full})
+    EXPECT_EQ(finetune::parse_method(finetune::name(m)), m);
+  for (auto s : {finetune::Schedule::cosine, finetune::Schedule::wsd, finetune::Schedule::constant})
+    EXPECT_EQ(finetune::parse_schedule(finetune::name(s)), s);
+  for (auto a : {finetune::Amp::O0, finetune::Amp::O1, finetune::Amp::O2})
+    EXPECT_EQ(finetune::parse_amp(finetune::name(a)), a);
+  EXPECT_EQ(finetune::parse_mode("graph"), finetune::Mode::graph);
+  EXPECT_EQ(finetune::parse_amp_dtype("fp16"), DType::f16);
+  EXPECT_STREQ(finetune::amp_dtype_name(DType::bf16), "bf16");
+  nn::LoraSettings lora;
+  finetune::set_lora_targets(lora, "q_proj,,o_proj");
+  EXPECT_EQ(lora.target_modules, (std::vector<std::string>{"q_proj", "o_proj"}));
+  EXPECT_EQ(finetune::lora_targets(lora), "q_proj,o_proj");
+  finetune::set_lora_targets(lora, "all-linear");
+  EXPECT_TRUE(lora.all_linear && lora.target_modules.empty());
+  EXPECT_EQ(finetune::lora_targets(lora), "all-linear");
+  // The recipe's defaults, on the one LoRA settings struct (its scaling alpha / r).
+  const finetune::Options o;
+  EXPECT_EQ(finetune::lora_targets(o.lora), "q_proj,v_proj");
+  EXPECT_DOUBLE_EQ(o.lora.scaling(), 16.0 / 8.0);
+}
+
 TEST(Finetune, BadSettingsAreErrors) {
   TempDir dir("finetune_errors");
   finetune::Options o = lora_options(dir.str());
-  o.lora_targets = "q_proj,gate";
+  finetune::set_lora_targets(o.lora, "q_proj,gate");
   const std::string e = run_error(o);
   EXPECT_NE(e.find("target module 'gate' not in the model"), std::string::npos) << e;
   EXPECT_NE(e.find("q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head"),
             std::string::npos)
       << "lists the model's linear layers: " << e;
   o = lora_options(dir.str());
-  o.lora_r = 0;
+  o.lora.r = 0;
   EXPECT_NE(run_error(o).find("--lora-r must be positive, got 0"), std::string::npos);
-  o = lora_options(dir.str());
-  o.method = "qlora";
-  EXPECT_NE(run_error(o).find("unknown --method 'qlora' (lora, full)"), std::string::npos);
-  o = lora_options(dir.str());
-  o.schedule = "linear";
-  EXPECT_NE(run_error(o).find("unknown --schedule 'linear'"), std::string::npos);
+  EXPECT_NE(parse_error([] {
+              finetune::parse_method("qlora");
+            }).find("unknown --method 'qlora' (lora, full)"),
+            std::string::npos);
+  EXPECT_NE(parse_error([] {
+              finetune::parse_schedule("linear");
+            }).find("unknown --schedule 'linear' (cosine, wsd, constant)"),
+            std::string::npos);
+  EXPECT_NE(parse_error([] {
+              finetune::parse_init("zeros");
+            }).find("unknown --init 'zeros' (pretrained, random)"),
+            std::string::npos);
+  nn::LoraSettings lora;
+  EXPECT_NE(
+      parse_error([&] { finetune::set_lora_targets(lora, ","); }).find("--lora-targets is empty"),
+      std::string::npos);
   o = lora_options(dir.str());
   o.epochs = 0;
   EXPECT_NE(run_error(o).find("give --epochs N or --max-steps N"), std::string::npos);

@@ -1,11 +1,11 @@
-// Float64Gradients (train/finetune_ranks.h): data-parallel LoRA fine-tuning sums an adapter's
+// Float64Gradients (train/float64_gradients.h): data-parallel LoRA fine-tuning sums an adapter's
 // weight gradient dy^T x over the rows in float64, all-reduces the ranks' float64 sums and rounds
 // once, so that N ranks of batch B give one process's float32 gradient of batch N*B whichever way
 // the rows are split. This checks that property on given dy and x, apart from the forward: the
 // CLI test (FinetuneNproc) compares whole runs, whose float32 activations can differ in rounding
 // between a GEMM of 8 sequences' rows and one of 4 (oneDNN's sgemm treats a row by where it falls
 // in the product's last block of rows).
-#include "train/finetune_ranks.h"
+#include "train/float64_gradients.h"
 
 #include <gtest/gtest.h>
 

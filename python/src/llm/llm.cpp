@@ -304,26 +304,41 @@ py::dict run_finetune(const finetune::Options& o, py::object log) {
 
 void bind_finetune(py::module_& m) {
   using O = finetune::Options;
-  py::class_<O>(m, "FinetuneOptions")
-      .def(py::init<>())
+  py::class_<O> c(m, "FinetuneOptions");
+  c.def(py::init<>())
       .def_readwrite("model", &O::model)
       .def_readwrite("data", &O::data)
       .def_readwrite("eval_data", &O::eval_data)
       .def_readwrite("out", &O::out)
-      .def_readwrite("method", &O::method)
-      .def_readwrite("init", &O::init)
       .def_readwrite("model_config", &O::model_config)
-      .def_readwrite("lora_r", &O::lora_r)
-      .def_readwrite("lora_alpha", &O::lora_alpha)
-      .def_readwrite("lora_dropout", &O::lora_dropout)
-      .def_readwrite("lora_targets", &O::lora_targets)
-      .def_readwrite("use_rslora", &O::use_rslora)
+      .def_property(
+          "lora_r", [](const O& o) { return o.lora.r; }, [](O& o, int64_t v) { o.lora.r = v; })
+      .def_property(
+          "lora_alpha", [](const O& o) { return o.lora.lora_alpha; },
+          [](O& o, double v) { o.lora.lora_alpha = v; })
+      .def_property(
+          "lora_dropout", [](const O& o) { return o.lora.lora_dropout; },
+          [](O& o, double v) { o.lora.lora_dropout = v; })
+      .def_property(
+          "lora_targets", [](const O& o) { return finetune::lora_targets(o.lora); },
+          [](O& o, const std::string& v) { finetune::set_lora_targets(o.lora, v); })
+      .def_property(
+          "use_rslora", [](const O& o) { return o.lora.use_rslora; },
+          [](O& o, bool v) { o.lora.use_rslora = v; })
       .def_readwrite("epochs", &O::epochs)
       .def_readwrite("max_steps", &O::max_steps)
       .def_readwrite("lr", &O::lr)
+// A typed choice of finetune::Options seen from Python as its name ("lora", "graph", ...).
+template <typename E>
+void def_choice(py::class_<finetune::Options>& c, const char* name, E finetune::Options::*field,
+                E (*parse)(const std::string&)) {
+  c.def_property(
+      name, [field](const finetune::Options& o) { return std::string(finetune::name(o.*field)); },
+      [field, parse](finetune::Options& o, const std::string& s) { o.*field = parse(s); });
+}
+
       .def_readwrite("weight_decay", &O::weight_decay)
       .def_readwrite("clip_grad_norm", &O::clip_grad_norm)
-      .def_readwrite("schedule", &O::schedule)
       .def_readwrite("warmup_steps", &O::warmup_steps)
       .def_readwrite("batch_size", &O::batch_size)
       .def_readwrite("accumulate_steps", &O::accumulate_steps)
@@ -331,13 +346,12 @@ void bind_finetune(py::module_& m) {
       .def_readwrite("train_on_prompt", &O::train_on_prompt)
       .def_readwrite("packing", &O::packing)
       .def_readwrite("pad_to_multiple_of", &O::pad_to_multiple_of)
-      .def_readwrite("mode", &O::mode)
       .def_readwrite("chat_template", &O::chat_template)
       .def_readwrite("activation_checkpointing", &O::activation_checkpointing)
       .def_readwrite("activation_checkpointing_policy", &O::activation_checkpointing_policy)
       .def_readwrite("seed", &O::seed)
       .def_readwrite("log_every", &O::log_every)
-      .def_readwrite("eval_every", &O::eval_every)
+      .def_readwrite("eval_steps", &O::eval_steps)
       .def_readwrite("save_every", &O::save_every)
       .def_readwrite("resume", &O::resume)
       .def_readwrite("spike_factor", &O::spike_factor)
@@ -358,3 +372,7 @@ PYBIND11_MODULE(_zenith_llm, m) {
   zp::bind_tokenizer(m);
   zp::bind_finetune(m);
 }
+  def_choice(c, "method", &O::method, finetune::parse_method);
+  def_choice(c, "init", &O::init, finetune::parse_init);
+  def_choice(c, "schedule", &O::schedule, finetune::parse_schedule);
+  def_choice(c, "mode", &O::mode, finetune::parse_mode);

@@ -18,7 +18,7 @@ def finetune(log=print, **options):
     batch_size, accumulate_steps, max_seq_len, train_on_prompt, packing, pad_to_multiple_of (0:
     the mode's default), chat_template, activation_checkpointing, activation_checkpointing_policy
     ('full', 'selective' or a comma list of what each layer keeps), mode ('pynative' or 'graph'),
-    seed, log_every, eval_every, save_every, resume, spike_factor, spike_rollback. log: called
+    seed, log_every, eval_steps, save_every, resume, spike_factor, spike_rollback. log: called
     with each line the command prints (None: silent).
 
         zenith.llm.finetune(model="examples/llm/demo-llama", data="train.jsonl", out="run",

@@ -197,7 +197,7 @@ TEST_F(DashboardServer, FinetuneJobShowsTokensEvalLossAndSpikeAlerts) {
   const long long id =
       submit(c, std::string(ZENITH_BINARY) + " finetune --model " + llm + "/demo-llama --data " +
                     llm + "/finetune/train.jsonl --eval-data " + llm +
-                    "/finetune/eval.jsonl --max-steps 12 --batch-size 4 --eval-every 4 "
+                    "/finetune/eval.jsonl --max-steps 12 --batch-size 4 --eval-steps 4 "
                     "--inject-spike 10 --out " +
                     dir.str() + "/out");
   const std::string j = "/api/v1/dashboard/jobs/" + std::to_string(id);
