@@ -179,6 +179,26 @@ struct GenerationConfig {
   std::vector<int64_t> eos_token_ids;  // generation stops after any of these
 };
 
+// Settings a caller gave explicitly (CLI flags, Python arguments); unset ones come from the model.
+struct GenerationOverrides {
+  std::optional<int64_t> max_new_tokens;
+  std::optional<double> temperature;
+  std::optional<int64_t> top_k;
+  std::optional<double> top_p;
+  std::optional<double> repetition_penalty;
+  std::optional<bool> do_sample;
+  std::optional<uint64_t> seed;
+};
+
+// The decoding settings `zenith generate` and zenith.llm's generate() use, as transformers
+// chooses them: `model_dir`'s generation_config.json where present (do_sample, default false;
+// temperature 1.0, top_k 50, top_p 1.0, repetition_penalty 1.0, max_new_tokens), else greedy;
+// max_new_tokens 128 when neither says. Then `given` wins: do_sample=false or temperature 0 is
+// greedy; an explicit temperature > 0, top_k or top_p samples unless do_sample=false was given.
+// Errors name generation_config.json and the key.
+GenerationConfig resolve_generation_config(const std::string& model_dir,
+                                           const GenerationOverrides& given = {});
+
 struct GenerationResult {
   std::vector<int64_t> tokens;  // generated ids, prompt excluded (an eos that stopped it included)
   // "eos", "max_new_tokens", or "context": the context (max_position_embeddings) is full.

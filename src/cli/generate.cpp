@@ -2,13 +2,16 @@
 // [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]
 // [--seed S] [--chat] [--chat-template NAME] [--json]`: continues a prompt with a KV cache,
 // streaming the text to stdout as it is generated (the ids, when the model directory has no
-// tokenizer). --temperature 0 is greedy. --json prints one object instead: {"tokens": generated
-// ids (prompt excluded), "text": their decoding (null without a tokenizer), "prompt_tokens",
-// "stop_reason" (eos, max_new_tokens, context), "tokens_per_second"}.
+// tokenizer; control characters but newline and tab escaped as \xNN). The settings not given
+// come from the model's generation_config.json, else greedy (models::resolve_generation_config,
+// as transformers); --temperature 0 is greedy. --json prints one object instead: {"tokens":
+// generated ids (prompt excluded), "text": their decoding (null without a tokenizer),
+// "prompt_tokens", "stop_reason" (eos, max_new_tokens, context), "tokens_per_second"}.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/llm_common.h"
@@ -19,14 +22,28 @@ namespace {
 struct GenerateArgs {
   std::string model, adapter, prompt, prompt_ids, chat_template;
   bool chat = false, json = false;
-  models::GenerationConfig generation{.max_new_tokens = 128,
-                                      .temperature = 0.8,
-                                      .top_k = 40,
-                                      .top_p = 0.95,
-                                      .repetition_penalty = 1.0,
-                                      .seed = 0,
-                                      .eos_token_ids = {}};
+  // Read into these; only the flags given override the model's generation_config.json.
+  int64_t max_new_tokens = 0, top_k = 0;
+  double temperature = 0, top_p = 0, repetition_penalty = 0;
+  uint64_t seed = 0;
 };
+
+// Text as a terminal shows it: control characters other than newline and tab (a small model's
+// stray byte tokens) become \xNN.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const auto byte = uint8_t(c);
+    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 // The prompt as ids: the given ids, the text encoded (bos as the tokenizer adds it), or the text
 // as one user message of the chat template.
@@ -42,35 +59,31 @@ std::vector<int64_t> prompt_ids(const GenerateArgs& a, const text::Tokenizer* to
 
 int run_generate(int argc, char** argv) {
   GenerateArgs a;
-  auto& g = a.generation;
   CLI::App app{"Continue a prompt with a LLaMA-family model (HF directory)", "zenith generate"};
   app.add_option("--model", a.model, "model directory (config.json, safetensors)")->required();
   app.add_option("--adapter", a.adapter, "a PEFT LoRA adapter directory, applied unmerged");
   auto* text = app.add_option("--prompt", a.prompt, "prompt text");
   auto* ids = app.add_option("--prompt-ids", a.prompt_ids, "prompt token ids: 1,2,3");
   text->excludes(ids);
-  app.add_option("--max-new-tokens", g.max_new_tokens, "tokens to generate at most")
-      ->capture_default_str();
-  app.add_option("--temperature", g.temperature, "sampling temperature; 0: greedy")
-      ->capture_default_str();
-  app.add_option("--top-k", g.top_k, "sample among the k most likely; 0: off")
-      ->capture_default_str();
-  app.add_option("--top-p", g.top_p, "sample within this probability mass; 1: off")
-      ->capture_default_str();
-  app.add_option("--repetition-penalty", g.repetition_penalty,
-                 "divide the scores of tokens seen so far (HF's); 1: off")
-      ->capture_default_str();
-  app.add_option("--seed", g.seed, "random seed of the sampler")->capture_default_str();
+  const std::string from_model = " (default: generation_config.json's, else ";
+  auto* max_new = app.add_option("--max-new-tokens", a.max_new_tokens,
+                                 "tokens to generate at most" + from_model + "128)");
+  auto* temperature = app.add_option("--temperature", a.temperature,
+                                     "sampling temperature; 0: greedy" + from_model + "greedy)");
+  auto* top_k = app.add_option("--top-k", a.top_k,
+                               "sample among the k most likely; 0: off" + from_model + "50)");
+  auto* top_p = app.add_option("--top-p", a.top_p,
+                               "sample within this probability mass; 1: off" + from_model + "1)");
+  auto* penalty =
+      app.add_option("--repetition-penalty", a.repetition_penalty,
+                     "divide the scores of tokens seen so far (HF's); 1: off" + from_model + "1)");
+  auto* seed = app.add_option("--seed", a.seed, "random seed of the sampler (default 0)");
   app.add_flag("--chat", a.chat, "wrap the prompt as a user message of the chat template");
   app.add_option("--chat-template", a.chat_template,
                  "llama-2, llama-3, chatml or alpaca (default: tokenizer_config.json's); "
                  "implies --chat");
   app.add_flag("--json", a.json, "print one JSON object with the ids and the text");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   ZENITH_CHECK(text->count() + ids->count() == 1, "[generate] give --prompt TEXT or --prompt-ids");
   a.chat = a.chat || !a.chat_template.empty();
   ZENITH_CHECK(!(a.chat && ids->count()), "[generate] --chat needs --prompt TEXT, not ids");
@@ -78,6 +91,17 @@ int run_generate(int argc, char** argv) {
   auto model = load_llama(a.model, a.adapter);
   auto tokenizer = text::Tokenizer::find_in_dir(a.model);
   const std::vector<int64_t> prompt = prompt_ids(a, tokenizer.get());
+  auto given = [](const CLI::Option* option, auto value) {
+    return option->count() ? std::optional(value) : std::nullopt;
+  };
+  models::GenerationConfig g = models::resolve_generation_config(
+      a.model, {.max_new_tokens = given(max_new, a.max_new_tokens),
+                .temperature = given(temperature, a.temperature),
+                .top_k = given(top_k, a.top_k),
+                .top_p = given(top_p, a.top_p),
+                .repetition_penalty = given(penalty, a.repetition_penalty),
+                .do_sample = std::nullopt,
+                .seed = given(seed, a.seed)});
   g.eos_token_ids = text::generation_eos_ids(model->config().eos_token_ids, tokenizer.get());
 
   std::unique_ptr<text::StreamDecoder> stream;
@@ -86,7 +110,7 @@ int run_generate(int argc, char** argv) {
   models::GenerationResult result = models::generate(*model, prompt, g, [&](int64_t id) {
     if (a.json) return;
     if (stream)
-      std::fputs(stream->push(int32_t(id)).c_str(), stdout);
+      std::fputs(printable(stream->push(int32_t(id))).c_str(), stdout);
     else
       std::printf("%lld ", (long long)id);
     std::fflush(stdout);
@@ -104,7 +128,7 @@ int run_generate(int argc, char** argv) {
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
-  if (stream) std::fputs(stream->finish().c_str(), stdout);
+  if (stream) std::fputs(printable(stream->finish()).c_str(), stdout);
   std::printf("\n");
   std::fflush(stdout);  // the text before the summary, also when both go to one pipe
   std::fprintf(

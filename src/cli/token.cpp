@@ -47,7 +47,7 @@ int run_token(int argc, char** argv) {
   auto* revoke = app.add_subcommand("revoke", "revoke a token by id");
   revoke->add_option("id", id, "token id")->required();
   app.require_subcommand(1);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   double expires_s = 0;
   if (!expires.empty()) {
     auto d = platform::parse_duration(expires);

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "support/llama_fixtures.h"
 #include "support/op_check.h"
+#include "support/temp_dir.h"
 #include "zenith/llama.h"
 
 namespace zenith::testing {
@@ -167,6 +169,77 @@ TEST(Perplexity, MeanNllOverOverlappingWindows) {
       23;
   EXPECT_NEAR(windows.nll, expected, 1e-5);
   EXPECT_TRUE(throws_with([&] { models::perplexity(*model, {1}); }, "needs at least 2 tokens"));
+}
+
+}  // namespace
+}  // namespace zenith::testing
+
+namespace zenith::testing {
+namespace {
+
+// A model directory holding only generation_config.json (resolve_generation_config reads no more).
+class GenerationDefaults : public ::testing::Test {
+ protected:
+  std::string with_file(const std::string& json) {
+    std::ofstream(dir_ / "generation_config.json") << json;
+    return dir_.str();
+  }
+  TempDir dir_{"generation_defaults"};
+};
+
+TEST_F(GenerationDefaults, GreedyWithoutAFileAsTransformers) {
+  models::GenerationConfig c = models::resolve_generation_config(dir_.str());
+  EXPECT_EQ(c.temperature, 0.0);  // greedy
+  EXPECT_EQ(c.max_new_tokens, 128);
+  EXPECT_EQ(c.repetition_penalty, 1.0);
+  // A file without do_sample is greedy too (transformers' default do_sample=false).
+  c = models::resolve_generation_config(with_file(R"({"temperature": 0.7, "top_p": 0.9})"));
+  EXPECT_EQ(c.temperature, 0.0);
+}
+
+TEST_F(GenerationDefaults, TheFileDecidesWhereNothingIsGiven) {
+  const std::string dir = with_file(
+      R"({"do_sample": true, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 64,
+          "repetition_penalty": 1.1, "eos_token_id": [2, 7]})");
+  models::GenerationConfig c = models::resolve_generation_config(dir);
+  EXPECT_DOUBLE_EQ(c.temperature, 0.7);
+  EXPECT_EQ(c.top_k, 50);  // transformers' default where the file has none
+  EXPECT_DOUBLE_EQ(c.top_p, 0.9);
+  EXPECT_EQ(c.max_new_tokens, 64);
+  EXPECT_DOUBLE_EQ(c.repetition_penalty, 1.1);
+}
+
+TEST_F(GenerationDefaults, GivenSettingsWin) {
+  const std::string sampling = with_file(R"({"do_sample": true, "temperature": 0.7})");
+  EXPECT_EQ(models::resolve_generation_config(sampling, {.temperature = 0.0}).temperature, 0.0);
+  EXPECT_EQ(models::resolve_generation_config(sampling, {.do_sample = false}).temperature, 0.0);
+  models::GenerationConfig c =
+      models::resolve_generation_config(sampling, {.max_new_tokens = 5, .top_k = 3, .seed = 9});
+  EXPECT_DOUBLE_EQ(c.temperature, 0.7);
+  EXPECT_EQ(c.top_k, 3);
+  EXPECT_EQ(c.max_new_tokens, 5);
+  EXPECT_EQ(c.seed, 9u);
+  // On a greedy model an explicit temperature or top-p samples; do_sample=false still wins.
+  const std::string greedy = with_file("{}");
+  EXPECT_DOUBLE_EQ(models::resolve_generation_config(greedy, {.temperature = 0.5}).temperature,
+                   0.5);
+  EXPECT_DOUBLE_EQ(models::resolve_generation_config(greedy, {.top_p = 0.8}).temperature, 1.0);
+  EXPECT_EQ(models::resolve_generation_config(greedy, {.temperature = 0.5, .do_sample = false})
+                .temperature,
+            0.0);
+}
+
+TEST_F(GenerationDefaults, AWrongValueNamesTheFileAndKey) {
+  const std::string dir = with_file(R"({"do_sample": true, "temperature": "hot"})");
+  try {
+    models::resolve_generation_config(dir);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: temperature: expected a number, "
+                                         "got \"hot\""),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
