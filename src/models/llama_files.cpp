@@ -1,12 +1,31 @@
 // models::Llama in and out of Hugging Face model directories.
 #include <filesystem>
+#include <regex>
 
 #include "core/allocator.h"
 #include "zenith/llama.h"
 
 namespace zenith::models {
+namespace {
+
+// A missing folder named like a Hub id ("TinyLlama/TinyLlama-1.1B-Chat-v1.0") fails saying that
+// only local folders are read and how to bring one here, instead of "cannot open".
+void check_local_dir(const std::string& dir) {
+  if (std::filesystem::exists(dir)) return;
+  static const std::regex hub_id(R"([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)");
+  if (!std::regex_match(dir, hub_id)) return;  // the readers' own error names the path
+  ZENITH_FAIL("[llama] no local folder ", dir,
+              ": it looks like a Hugging Face Hub id, and zenith reads only local model folders "
+              "(config.json, *.safetensors, tokenizer files); it downloads nothing. On a machine "
+              "with internet run `huggingface-cli download ",
+              dir, " --local-dir DIR` (or `git clone https://huggingface.co/", dir,
+              "`), copy DIR here and pass its path");
+}
+
+}  // namespace
 
 std::shared_ptr<Llama> Llama::from_pretrained(const std::string& dir, std::optional<DType> dtype) {
+  check_local_dir(dir);
   LlamaConfig config = load_llama_config(dir);
   // Names and shapes from the headers first: a wrong file fails before any data is read.
   std::vector<io::TensorInfo> listing = io::list_hf_state(dir);
