@@ -1,4 +1,4 @@
-// `zenith perplexity --model DIR [--adapter DIR] (--ids 1,2,3 | --text FILE) [--max-seq-len N]
+// `zenith perplexity --model DIR [--adapter DIR] (--ids 1,2,3 | --text-file FILE) [--max-seq-len N]
 // [--json]`: the mean next-token negative log-likelihood of the ids (or of FILE's text encoded
 // by the model's tokenizer, bos included as the tokenizer adds it) in windows of max-seq-len
 // tokens that overlap by one, so every token but the first is predicted once. --json prints
@@ -17,31 +17,33 @@ namespace {
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  ZENITH_CHECK(in.good(), "[perplexity] cannot read --text file ", path);
+  ZENITH_CHECK(in.good(), "[perplexity] cannot read --text-file ", path);
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
 }
 
 int run_perplexity(int argc, char** argv) {
-  std::string model_dir, adapter, ids_text, text_file;
+  std::string model_dir, adapter, ids_text, text_file, old_text_flag;
   int64_t max_seq_len = 0;
   bool json = false;
   CLI::App app{"Perplexity of a text under a LLaMA-family model", "zenith perplexity"};
   app.add_option("--model", model_dir, "model directory (config.json, safetensors)")->required();
   app.add_option("--adapter", adapter, "a PEFT LoRA adapter directory, applied unmerged");
   auto* ids = app.add_option("--ids", ids_text, "token ids: 1,2,3");
-  auto* text = app.add_option("--text", text_file, "a text file, encoded by the model's tokenizer");
+  auto* text =
+      app.add_option("--text-file", text_file, "a text file, encoded by the model's tokenizer");
   ids->excludes(text);
+  // The old name, hidden: `--text` is a string in `zenith tokenize`, so a file is --text-file.
+  auto* old_text = app.add_option("--text", old_text_flag)->group("");
   app.add_option("--max-seq-len", max_seq_len,
                  "window length in tokens (default: max_position_embeddings)");
   app.add_flag("--json", json, "print {\"nll\", \"perplexity\", \"tokens\"}");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  ZENITH_CHECK(ids->count() + text->count() == 1, "[perplexity] give --ids 1,2,3 or --text FILE");
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
+  ZENITH_CHECK(!old_text->count(), "[perplexity] --text is now --text-file FILE (a file to read; ",
+               "--text in `zenith tokenize` is the text itself): use --text-file ", old_text_flag);
+  ZENITH_CHECK(ids->count() + text->count() == 1,
+               "[perplexity] give --ids 1,2,3 or --text-file FILE");
 
   auto model = load_llama(model_dir, adapter);
   std::vector<int64_t> tokens;

@@ -53,8 +53,8 @@ TEST(FinetuneCli, LoraOnTheDemoModelWritesAUsableAdapter) {
   ASSERT_EQ(g.code, 0) << g.output;
   EXPECT_EQ(nlohmann::json::parse(g.output)["tokens"].size(), 4u);
   std::ofstream(dir / "sentence.txt") << "You may charge any price or no price for each copy.";
-  CliResult p = run_zenith("perplexity --model " + model + " --adapter " + dir.str() + " --text " +
-                           (dir / "sentence.txt") + " --json");
+  CliResult p = run_zenith("perplexity --model " + model + " --adapter " + dir.str() +
+                           " --text-file " + (dir / "sentence.txt") + " --json");
   ASSERT_EQ(p.code, 0) << p.output;
   EXPECT_GT(nlohmann::json::parse(p.output)["tokens"].get<int64_t>(), 5);
 }

@@ -2,6 +2,7 @@
 // demo model (examples/llm/demo-llama, which has a tokenizer).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -95,6 +96,70 @@ TEST(GenerateCli, TextPromptStreamsWhatJsonReports) {
   EXPECT_GT(chat["prompt_tokens"].get<int>(), raw["prompt_tokens"].get<int>() + 4);
 }
 
+// Settings not given come from generation_config.json (greedy without one), as transformers.
+TEST(GenerateCli, DefaultsFollowTheModelsGenerationConfig) {
+  const std::string prompt = " --prompt-ids 1,45,67,89 --max-new-tokens 16";
+  auto greedy = run_json("generate --model " + demo_model() + prompt + " --temperature 0");
+  auto plain = run_json("generate --model " + demo_model() + prompt);
+  EXPECT_EQ(plain["tokens"], greedy["tokens"]) << "no generation_config.json: greedy";
+  TempDir tmp("generate_defaults");
+  for (const auto& entry : fs::directory_iterator(demo_model()))
+    fs::copy_file(entry.path(), tmp / entry.path().filename().string());
+  write_bytes(tmp / "generation_config.json",
+              R"({"do_sample": true, "temperature": 1.5, "top_k": 0, "max_new_tokens": 9})");
+  auto sampled = run_json("generate --model " + tmp.str() + " --prompt-ids 1,45,67,89");
+  EXPECT_EQ(sampled["tokens"].size(), 9u) << "max_new_tokens from the file";
+  auto explicit_flags = run_json("generate --model " + demo_model() +
+                                 " --prompt-ids 1,45,67,89 --max-new-tokens 9 --temperature 1.5 "
+                                 "--top-k 0 --top-p 1 --seed 0");
+  EXPECT_EQ(sampled["tokens"], explicit_flags["tokens"]);
+  EXPECT_NE(sampled["tokens"], run_json("generate --model " + tmp.str() +
+                                        " --prompt-ids 1,45,67,89 --temperature 0")["tokens"]);
+  // A flag wins over the file.
+  auto flagged = run_json("generate --model " + tmp.str() + prompt + " --temperature 0");
+  EXPECT_EQ(flagged["tokens"], greedy["tokens"]);
+}
+
+// A small model's stray byte tokens (the demo's random weights make many) never reach the
+// terminal raw: control characters but newline and tab print as \xNN.
+TEST(GenerateCli, ControlCharactersAreEscaped) {
+  bool saw_control = false;
+  for (int seed = 0; seed < 8 && !saw_control; ++seed) {
+    const std::string args = "generate --model " + demo_model() +
+                             " --prompt 'Once upon a time' --max-new-tokens 64 --temperature 1 "
+                             "--seed " +
+                             std::to_string(seed);
+    const std::string text = run_json(args)["text"].get<std::string>();
+    if (std::none_of(text.begin(), text.end(),
+                     [](char c) { return uint8_t(c) < 0x20 && c != '\n' && c != '\t'; }))
+      continue;
+    saw_control = true;
+    CliResult plain = run_zenith(args);
+    const std::string shown = plain.output.substr(0, plain.output.find("[generate] "));
+    EXPECT_TRUE(std::none_of(shown.begin(), shown.end(), [](char c) {
+      return uint8_t(c) < 0x20 && c != '\n' && c != '\t';
+    })) << shown;
+    EXPECT_NE(shown.find("\\x"), std::string::npos) << shown;
+  }
+  EXPECT_TRUE(saw_control) << "no seed generated a control character: pick other seeds";
+}
+
+TEST(GenerateCli, AHubIdSaysOnlyLocalFoldersAreRead) {
+  CliResult r = run_zenith("generate --model TinyLlama/TinyLlama-1.1B-Chat-v1.0 --prompt hi");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("looks like a Hugging Face Hub id, and zenith reads only local model "
+                          "folders"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("huggingface-cli download TinyLlama/TinyLlama-1.1B-Chat-v1.0 "
+                          "--local-dir DIR"),
+            std::string::npos)
+      << r.output;
+  // A missing path that is no Hub id keeps the plain error.
+  r = run_zenith("generate --model ./no/such/dir --prompt hi");
+  EXPECT_EQ(r.output.find("Hub id"), std::string::npos) << r.output;
+}
+
 TEST(GenerateCli, Errors) {
   CliResult r =
       run_zenith("generate --model " + llama_fixture("llama_gqa") + " --prompt-ids 1,2,500");
@@ -140,9 +205,14 @@ TEST(PerplexityCli, JsonEqualsTheLibrary) {
   // A text file through the demo model's tokenizer.
   TempDir tmp("perplexity_cli");
   write_bytes(tmp / "story.txt", "Once upon a time there was a little computer.\n");
-  j = run_json("perplexity --model " + demo_model() + " --text " + (tmp / "story.txt"));
+  j = run_json("perplexity --model " + demo_model() + " --text-file " + (tmp / "story.txt"));
   EXPECT_GT(j["tokens"].get<int>(), 5);
   EXPECT_GT(j["perplexity"].get<double>(), 1.0);
+  // --text is a string in `zenith tokenize`; perplexity's old --text FILE names the new flag.
+  CliResult old =
+      run_zenith("perplexity --model " + demo_model() + " --text " + (tmp / "story.txt"));
+  EXPECT_EQ(old.code, 1);
+  EXPECT_NE(old.output.find("--text is now --text-file FILE"), std::string::npos) << old.output;
   CliResult r = run_zenith("perplexity --model " + demo_model() + " --ids 5");
   EXPECT_NE(r.output.find("needs at least 2 tokens"), std::string::npos) << r.output;
 }
