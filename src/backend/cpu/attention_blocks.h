@@ -180,7 +180,7 @@ void for_tasks(int64_t n, int64_t work, Setup&& setup, F&& f) {
   }
   // On this thread alone, its block sgemms too: outside a parallel region oneDNN may fork a
   // team for each tiny product (it does at head dim 64: a 110m decode step, 12 heads of [1, 64]
-  // against 256 keys, 230 -> 29 us on 2 cores).
+  // against 256 keys, several times slower on 2 cores).
   SingleThreadScope one_thread;
   auto scratch = setup();
   for (int64_t i = 0; i < n; ++i) f(i, scratch);

@@ -231,11 +231,10 @@ std::vector<Tensor> bn_backward_ref(const std::vector<Tensor>& in, bool training
   return {dx, dw, db};
 }
 
-// Which float32 implementation runs. Plain: the channel loops, 3-6x faster than oneDNN's
-// plain-format batch norm on ResNet shapes. Blocked [N][C/B][H][W][B]: the channel-block loops,
-// up to 1.3x slower than oneDNN's blocked batch norm single-threaded but without its spin
-// barriers, which stall for whole time slices when the 2 cores are shared (268 ms instead of
-// 1.4 ms for one 64-channel layer, 3 s per ResNet step).
+// Which float32 implementation runs. Plain: the channel loops, faster than oneDNN's plain-format
+// batch norm on ResNet shapes. Blocked [N][C/B][H][W][B]: the channel-block loops, a little
+// slower than oneDNN's blocked batch norm single-threaded but without its spin barriers, which
+// stall for whole time slices when the cores are shared.
 // BatchNormAttrs::impl forces one (tests, benchmarks).
 enum class BnImpl { kLoops, kBlockedLoops, kOnednn };
 

@@ -1,7 +1,7 @@
-// Parallel loops for short, bandwidth-bound kernels (a decode step's GEMVs, ~10-500 us each)
+// Parallel loops for short, bandwidth-bound kernels (a decode step's GEMVs)
 // where an OpenMP fork-join costs too much: its closing barrier waits for every thread of the
 // team, and on a loaded machine a thread the scheduler has not run yet stalls the call for a
-// whole time slice (5-50 ms measured on the shared 2-core host, against 2.5 us when idle).
+// whole time slice.
 // Here the caller and helper threads claim items from a shared counter; the caller waits only
 // for items a helper has claimed and not finished, never for a helper that has not started, so
 // a call is never slower than the caller running it alone. Helpers spin briefly after each job

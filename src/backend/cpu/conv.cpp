@@ -29,8 +29,8 @@ memory::desc any_desc(const dn::Dims& dims) {
 
 // Winograd F(4x4, 3x3) is used for 3x3, stride-1, undilated, ungrouped convs with 64..256 input
 // and output channels at a batch of 8 or more ("auto"); "winograd" forces it where oneDNN supports
-// the shape, "direct" never uses it. Measured on 2 EPYC cores, batch 32: 1.1-1.8x faster on
-// ResNet's 64..256-channel convs, slower for 512-channel and small ones. The choice is a fixed
+// the shape, "direct" never uses it. It was faster on ResNet's 64..256-channel convs at batch 32,
+// slower for 512-channel and small ones. The choice is a fixed
 // rule, not a timing, so a run (and a resumed run) is reproducible. Its rounding (~1e-6 relative
 // per conv) is amplified by batch norm over tiny batches, hence the batch bound.
 bool winograd_candidate(const ConvGeometry& g) {

@@ -1,20 +1,15 @@
 // float32 conv2d weight gradient of 3-wide, stride-1 convs on nChw8c (AVX2 hosts).
-// oneDNN 2.6's AVX2 weight gradient ran SeedCNN's second conv (64x32x15x15 -> 64, 3x3) at
-// ~106 GFLOP/s on 2 EPYC cores against ~150 for its forward and data gradient. Here the weight
+// oneDNN 2.6's AVX2 weight gradient runs well below its forward and data gradient on SeedCNN's
+// second conv (64x32x15x15 -> 64, 3x3). Here the weight
 // gradient is an outer product summed over output positions, register-blocked as a GEMM micro-
 // kernel: per (4 output channels, 8 input channels, kernel row kh) twelve accumulators, one per
 // output channel and kernel column, each a vector over the 8 input channels. At an output
 // position the three input vectors under the kernel row (one new load, the window slides by one)
-// meet 4 broadcast dy values: 12 FMAs for 5 loads. bench/conv_ops, 2 AVX2 EPYC cores, min of
-// 20 calls: SeedCNN's 190 GFLOP/s against oneDNN's 130; batch 8, padding 1: 64ch 32x32 179 / 138,
-// 256ch 8x8 158 / 139 (146 / 143 in a later run), 64ch 56x56 171 / 134, 128ch 16x16 127-151 /
-// 106-119. At 512 channels oneDNN's op is the faster, measured back to back in 6 runs (ResNet-18
-// CIFAR's 4x4: 6.6-9.0 ms against 6.1-8.2; 7x7: 17.1-25.2 against 13.8-18.3: few output
-// positions a row make the sliding window's start and the loop the larger share), but with it
-// for 512 channels ResNet-18 CIFAR b8's step differed by no more than the host's noise (graph
-// 197.3 and 183.0 ms against 246.9 and 184.0 in alternating runs, the far-off one a slow phase
-// that slowed eager alike: 257.1 against 205.2) and graph mode's peak was 6.1 MB higher (56.8
-// against 50.7 MB): kept here up to 512. Not measured beyond: oneDNN's there.
+// meet 4 broadcast dy values: 12 FMAs for 5 loads. bench/conv_ops compares it with oneDNN's
+// (docs/performance.md): faster up to 256 channels. At 512 oneDNN's op is a little faster per
+// call (few output positions a row make the sliding window's start the larger share), but with
+// it ResNet-18 CIFAR's step was no faster and graph mode's peak memory higher: kept here up to
+// 512. Not measured beyond: oneDNN's there.
 #include <immintrin.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // float32 conv2d weight gradient for few input channels (a network's first conv).
 // With fewer input channels than a channel block, oneDNN's AVX2 weight-gradient kernel pads the
-// channels to 8 and computes 8x the FLOPs (SeedCNN fmnist's 64x1x28x28 -> 32 conv: 2.1 ms against
-// 0.19 ms with AVX-512; forcing plain NCHW falls back to gemm:jit at 0.96 ms). This kernel reads
+// channels to 8 and computes 8x the FLOPs (SeedCNN's first conv runs far slower than with
+// AVX-512; forcing plain NCHW falls back to a slower gemm). This kernel reads
 // dy in oneDNN's AVX2 format nChw8c and the plain input: per block of 8 output channels and up to
 // 9 taps (c, kh, kw), one dy vector times a broadcast input value per tap and position.
 #include <immintrin.h>

@@ -1,6 +1,6 @@
 // graph mode's conv2d_relu_max_pool and conv2d_relu_max_pool_backward on the CPU (conv_pool.h).
 //
-// SeedCNN's first layer (1 or 3 input channels, 32 output channels) spent ~0.83 ms of a ~6.1 ms
+// SeedCNN's first layer (1 or 3 input channels, 32 output channels) spent a large share of its
 // step writing and reading its [N, 32, 26, 26] convolution output: oneDNN's convolution, the
 // pooling, the pooling's backward writing a dense gradient and the weight gradient reading it.
 // Here each pooled pixel's four convolution outputs are made in registers for a block of output
@@ -12,8 +12,8 @@
 //
 // On AVX2 (blocks of 8) the forward makes two blocks at a time where the channels pair up:
 // a tap's two weight vectors, loaded once, serve the window's four cells (one block a time
-// reloaded a weight vector for every FMA: 36 of them do not fit in 16 registers). SeedCNN CIFAR
-// b64, 2 AVX2 EPYC cores, min of 50 calls: 1.15-1.36 ms -> 0.79-0.97.
+// reloaded a weight vector for every FMA: 36 of them do not fit in 16 registers; bench/conv_ops'
+// conv1+relu+pool rows).
 //
 // The kernels are written once with GCC vector types (lanes = the block) in
 // conv_pool_kernels.inc and compiled twice, for x86-64-v3 and for AVX-512.

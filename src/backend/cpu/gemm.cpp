@@ -15,24 +15,22 @@
 namespace zenith::cpu {
 namespace {
 
-// Measured on 2 EPYC cores (tests/backend/onednn_bench_test.cpp, OnednnBench.Sgemm): oneDNN's
-// sgemm is 2-7x faster than Debian's OpenBLAS on the SeedCNN/ResNet Dense shapes and 4x on a
-// 256x1024x1024 product, and shares the OpenMP pool.
+// oneDNN's sgemm is several times faster than Debian's OpenBLAS on the SeedCNN/ResNet Dense
+// shapes (OnednnBench.Sgemm in tests/backend/onednn_bench_test.cpp), and shares the OpenMP pool.
 bool g_use_openblas = [] {
   const char* env = std::getenv("ZENITH_SGEMM");
   return env && std::strcmp(env, "openblas") == 0;
 }();
 
-// Products below this many multiply-adds run on one thread: a Dense layer's gemm takes ~20 us,
-// less than waking the pool, and on a busy machine a descheduled second thread stalls the call
-// for a whole time slice (12 ms measured).
+// Products below this many multiply-adds run on one thread: a Dense layer's gemm takes less than
+// waking the pool, and on a busy machine a descheduled second thread stalls the call for a whole
+// time slice.
 constexpr int64_t kSmallGemm = int64_t(1) << 22;
 
 // A product of few rows against a transposed B (a linear layer's x W^T at a few hundred rows)
 // splits across threads better as column blocks, one single-threaded sgemm per thread, than as
-// oneDNN's sgemm divides it (2 EPYC cores, us: [128, 288] x [768, 288]^T 184 -> 168, [128, 768]
-// x [288, 768]^T 189 -> 158, [128, 288] x [288, 288]^T 65 -> 59; the same or slower without
-// the transpose or from 512 rows up, and for [128, 288] x [32000, 288]^T).
+// oneDNN's sgemm divides it (on 2 cores at stories15M's shapes; the same or slower without the
+// transpose, from 512 rows up, and for the [32000, 288] output layer).
 constexpr int64_t kSplitRows = 256;
 constexpr int64_t kSplitColumns = 64;  // the fewest columns a thread takes
 

@@ -29,10 +29,8 @@ namespace {
 // scaled in place and, while in cache, gives its share of both gradients: dweight's rows of the
 // chunk (+)= E_c x_block and dx_block (+)= E_c^T weight_c (each thread its own dx_block, summed
 // after). At M 2048 (seq 256 x batch 8, stories15M's head) the 262 MB of dlogits are neither
-// written nor read again; E is 32 MB. bench/lm_head, 2048 rows, ms (1 thread CPU / 2 threads
-// wall): linear_cross_entropy + its two matmuls 640-674 / 341-351; this, with one scaling pass
-// over E and two GEMMs over all of it per block, 623-680 / 338-351; chunk by chunk 615-637 /
-// 327-329.
+// written nor read again; E is 32 MB. Chunk by chunk was the fastest order tried (bench/lm_head,
+// docs/performance.md).
 template <bool kGrads>
 std::vector<Tensor> linear_cross_entropy_impl(const std::vector<Tensor>& in,
                                               const CrossEntropyAttrs& attrs, const char* op) {
@@ -84,10 +82,9 @@ std::vector<Tensor> linear_cross_entropy_impl(const std::vector<Tensor>& in,
     const int64_t mb_max = std::min(m, kRowBlock);
     ChunkStats<T> st(mb_max, chunks);
     // With threads, each takes whole vocabulary chunks (own scratch, one-thread GEMM and exps):
-    // a tile is too small a GEMM to split (bench/lm_head, 2 threads, wall ms: each tile split
-    // over both, 18.1 at 128 rows and 249 at 2048, as on 1 thread; chunks per thread, 9.2 and
-    // 141). float32 through oneDNN only (dnnl_sgemm and oneDNN's matmuls run inside a parallel
-    // region; OpenBLAS and the float64 reference stay serial).
+    // a tile is too small a GEMM to split over threads (bench/lm_head). float32 through oneDNN only
+    // (dnnl_sgemm and oneDNN's matmuls run inside a parallel region; OpenBLAS and the float64
+    // reference stay serial).
     const bool onednn_gemm = std::string_view(sgemm_backend()) == "onednn";
     const int threads = std::is_same_v<T, float> && onednn_gemm && chunks > 1 && !omp_in_parallel()
                             ? int(std::min<int64_t>(omp_get_max_threads(), chunks))

@@ -15,35 +15,23 @@
 
 namespace zenith::cpu {
 
-// The fused output layer's tile: kRowBlock rows x kVocabChunk classes. Measured on stories15M's
-// head (D 288, V 32000, one AVX-512 core, CPU time): the logits' transpose W_chunk x^T runs
-// faster than x W_chunk^T (dnnl_sgemm 182 vs 143 GFLOP/s at 128 rows); 512 classes keep a tile
-// and its exps in L2; fewer rows a block make W's chunks too short a GEMM (2048 rows, before the
-// 8 x 8 transposes: 293 ms at 256 x 512, 306 at 128 x 512, 391 at 64 x 512, 308 at 256 x 1024;
-// x W_chunk^T tiles 322 ms at 128 x 512). Tried and dropped (2048 rows, best of 4, same loaded
-// host, 267-310 ms for this kernel): dlogits as the transposed view of a [V, M] buffer, the
-// tiles' own layout (no transposes; the GEMM writing into it or a copy, vocabulary chunks outer,
-// one streaming scaling pass at the end; dW then reads it plainly and dx as a transposed operand,
-// both as fast as before) 268-324 ms, and 352 ms with a power-of-two row stride (cache sets);
-// non-temporal stores for the transposes: no change. The time left over the GEMM (~70-90 ms) is
-// spread over the exps, the max, the 262 MB written and the scaling pass.
-// Later (packed oneDNN tile GEMM and 512-bit exps in, same kernel, 1 thread, medians of 5-7 on a
-// shared host): dx = dlogits W made here as well, flash-attention style (dx_acc += E W_chunk per
-// tile while W_chunk and the exps are in cache, rescaled as the row's max grows; W read once):
-// 30.95 ms against 30.96 for this kernel + the separate matmul at 128 rows, 496.5 vs 496.9 at
-// 2048 (both GEMMs already run at the sgemm peak; dW still needs dlogits): not built. AVX-512
-// 16 x 16 transposes (whole-line stores): no change (15.4-15.8 vs 15.2-15.7 ms at 128 rows; the
-// transposes are store-bound); tiles of 256 x 1024, 512 x 256 or 512 x 512: none faster.
+// The fused output layer's tile: kRowBlock rows x kVocabChunk classes (bench/lm_head; figures in
+// docs/performance.md). The GEMM makes the logits' transpose W_chunk x^T, faster than x W_chunk^T
+// at stories15M's head; 512 classes keep a tile and its exps in L2; fewer rows a block make W's
+// chunks too short a GEMM. Tried and no faster: dlogits in the tiles' own layout (no
+// transposes), a power-of-two row stride, non-temporal or AVX-512 16 x 16 stores for the
+// (store-bound) transposes, other tile sizes, and dx = dlogits W made here flash-attention style
+// (both GEMMs already run at the sgemm peak, and dW still needs dlogits).
 constexpr int64_t kRowBlock = 256, kVocabChunk = 512;
 
 // The float32 tile GEMM lt[n, mb] = W_chunk [n, d] x_block^T [d, mb] as oneDNN matmuls whose
 // weights, x_block^T, are reordered once per row block into the format the primitive packs them
-// in, then serve every chunk (measured at M 512, N 128, K 288: 203 GFLOP/s against dnnl_sgemm's
-// 186-190). One primitive for full chunks of vc classes, one for a shorter last chunk; where
-// oneDNN makes none, packs nothing (below AVX-512) or not for the packed format, dnnl_sgemm.
-// concurrent: run by several threads of a parallel region at once (one per vocabulary chunk),
-// each with its own memory objects and scratchpad (with oneDNN's shared library scratchpad the
-// threads' tiles came out wrong: the 3-thread case of the fused-ops test caught it).
+// in, then serve every chunk (faster than dnnl_sgemm at these shapes). One primitive for full
+// chunks of vc classes, one for a shorter last chunk; where oneDNN makes none, packs nothing (below
+// AVX-512) or not for the packed format, dnnl_sgemm. concurrent: run by several threads of a
+// parallel region at once (one per vocabulary chunk), each with its own memory objects and
+// scratchpad (with oneDNN's shared library scratchpad the threads' tiles came out wrong: the
+// 3-thread case of the fused-ops test caught it).
 class TileGemm {
  public:
   TileGemm(int64_t mb, int64_t d, int64_t vc, int64_t last, bool concurrent);
@@ -89,11 +77,10 @@ struct ChunkStats {
 };
 
 // The logits of rows [r0, r0 + mb) and classes [c0, c0 + n) (chunk c, whose weight rows wc are)
-// as exp(l - the row's max
-// over the chunk) into lt [n, mb], the logits' transpose, whose rows run over the block's rows
-// (the max and exp vectorise across them), their statistics into st; then, where out is not
-// null, written to out (row stride v) in 8 x 8 blocks (8 cache lines in flight, not mb).
-// mb <= kRowBlock.
+// as exp(l - the row's max over the chunk) into lt [n, mb], the logits' transpose, whose rows run
+// over the block's rows (the max and exp vectorise across them), their statistics into st; then,
+// where out is not null, written to out (row stride v) in 8 x 8 blocks (8 cache lines in flight,
+// not mb). mb <= kRowBlock.
 template <typename T>
 void exp_tile(const T* x, const T* wc, const int64_t* t, int64_t r0, int64_t mb, int64_t d,
               int64_t c, int64_t c0, int64_t n, int64_t chunks, T* lt, ChunkStats<T>& st, T* out,

@@ -1,8 +1,8 @@
 // zenith's own 2x2 stride-2 max pooling on nChw8c / nChw16c (max_pool_2x2.h), and the CPU
 // kernels of graph mode's max_pool2d_relu and max_pool2d_relu_backward.
 //
-// oneDNN's AVX2 max pooling with its workspace takes 2.5x its AVX-512 time on SeedCNN's
-// 64x32x26x26 (0.33 against 0.13 ms). Here a window is four vectors of 8 channels (two such
+// oneDNN's AVX2 max pooling with its workspace is much slower than its AVX-512 one on SeedCNN's
+// 64x32x26x26. Here a window is four vectors of 8 channels (two such
 // halves per 16-channel block); the ReLU after the pooling is one more blend on the output, and
 // its backward one more mask on dy, so graph mode's fused ops read and write each tensor once.
 #include "backend/cpu/max_pool_2x2.h"

@@ -38,9 +38,8 @@ ZENITH_SIMD_INLINE void backward_run(T* dg, T* du, const T* dy, const T* g, cons
 
 #define ZENITH_AVX512 \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512")))
-// [8, 256, 768] float32, 2 AVX-512 cores, median us alone: forward 622 -> 316, backward 762 ->
-// 380 (1 core: 1225 -> 660, 1460 -> 753); in stories15M's seq 256 x batch 8 step (6 calls each,
-// graph mode) 7.1 -> 2.6 ms and 8.9 -> 3.8 ms.
+// The 512-bit loops take about half the time of the 256-bit ones at stories15M's shapes
+// (bench/llm_ops).
 ZENITH_AVX512 void forward_run_avx512(float* o, const float* g, const float* u, int64_t n) {
   forward_run(o, g, u, n);
 }
