@@ -11,7 +11,7 @@ command -v zenith >/dev/null || { echo "make_reference.sh: no zenith on PATH; bu
 
 # Help text that depends on the machine or the account reads the same everywhere.
 normalise() {
-  sed -e "s|$HOME|~|g" -e "s|$root|.|g"
+  sed -e "s|$HOME|~|g" -e "s|$root|.|g" -e 's|(commit [0-9a-f]*\(-dirty\)\{0,1\})|(commit HASH)|'
 }
 
 # The commands `zenith --help` lists ("  name  summary" lines after "commands:").
