@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +71,16 @@ inline std::string onednn_isa() {
 inline std::string isa_line() {
   return cpu_isa() + " (oneDNN uses " + onednn_isa() + "; zenith's AVX2 fast paths " +
          (cpu::use_avx2_fast_paths() ? "on" : "off") + ")";
+}
+
+// The machine fields every bench's --json starts with (scripts/perf_report.py prints them beside
+// each table): the ISAs, the AVX2 fast paths, the sgemm peak the bench measured, its threads.
+inline nlohmann::json machine_json(int threads, double sgemm_peak_gflops) {
+  return {{"isa", cpu_isa()},
+          {"onednn_isa", onednn_isa()},
+          {"avx2_fast_paths", cpu::use_avx2_fast_paths()},
+          {"sgemm_peak_gflops", sgemm_peak_gflops},
+          {"threads", threads}};
 }
 
 // ---- analytic FLOPs: conv and matmul only (2 per multiply-add). Backward costs twice the
@@ -142,10 +153,8 @@ inline double sgemm_peak_gflops(int threads, int64_t n = 2048, bool cpu_time = f
 
 // Memory bandwidth now, GB/s: STREAM's triad a = b + s c over 64 MB arrays (far beyond the
 // caches), the best of 4 passes after one that warms up, counting 12 bytes an element as STREAM
-// does. A shared host's speed moves with its neighbours: on the 2-core AVX2 EPYC VM the triad
-// gave 15-19 GB/s in phases where the convolutions ran 20-40% slow and the 2048^3 sgemm at
-// 135-150 GFLOP/s, 21-30 GB/s with the sgemm at 166-182; benches print it beside their tables
-// as one more sign of the phase.
+// does. A shared host's speed moves with its neighbours, and the triad drops with the sgemm
+// in its slow phases: benches print it beside their tables as one more sign of the phase.
 inline double stream_triad_gbps(int threads) {
   omp_set_num_threads(threads);
   const int64_t n = int64_t(16) << 20;  // floats an array: 64 MB

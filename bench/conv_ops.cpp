@@ -3,9 +3,10 @@
 // ReLU's backward), and the second conv's forward, data gradient and weight gradient on the
 // blocked layouts the graph hands them. ms per call (min and median of R calls) and GFLOP/s
 // (direct-convolution FLOPs), beside the ISA and the sgemm peak; then weight gradients of larger
-// 3x3 convs, zenith's AVX2 kernel (where the AVX2 fast paths are on) against oneDNN's.
+// 3x3 convs, zenith's AVX2 kernel (where the AVX2 fast paths are on) against oneDNN's. --json
+// prints the same as JSON (scripts/perf_report.py renders it into docs/performance.md).
 //
-//   conv_ops [--reps R] [--threads N]
+//   conv_ops [--reps R] [--threads N] [--json]
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -42,7 +44,9 @@ Conv2dAttrs conv_attrs(Shape x, Shape w) {
 
 int main(int argc, char** argv) {
   int reps = 50, threads = 2;
+  bool as_json = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0) as_json = true;
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
       reps = std::max(1, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
@@ -51,10 +55,15 @@ int main(int argc, char** argv) {
   context::set_num_threads(threads);
   const double peak =
       std::max(bench::sgemm_peak_gflops(threads), bench::sgemm_peak_gflops(threads));
-  std::cout << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
-            << std::setprecision(1) << peak << " GFLOP/s; DRAM (STREAM triad) "
-            << bench::stream_triad_gbps(threads) << " GB/s; " << threads << " thread(s), " << reps
-            << " calls\n";
+  const double stream = bench::stream_triad_gbps(threads);
+  nlohmann::json out = bench::machine_json(threads, peak);
+  out["stream_gbps"] = stream;
+  out["reps"] = reps;
+  out["rows"] = nlohmann::json::array();
+  if (!as_json)
+    std::cout << "ISA: " << bench::isa_line() << "; sgemm peak (dnnl_sgemm 2048^3): " << std::fixed
+              << std::setprecision(1) << peak << " GFLOP/s; DRAM (STREAM triad) " << stream
+              << " GB/s; " << threads << " thread(s), " << reps << " calls\n";
   context::set_num_threads(threads);
 
   manual_seed(1);
@@ -131,8 +140,9 @@ int main(int argc, char** argv) {
     rows.push_back({b.name + " bwd weights", flops(b.a), wgrad(b.dy, b.x, b.a, "auto")});
     rows.push_back({"  same, oneDNN's", flops(b.a), wgrad(b.dy, b.x, b.a, "off")});
   }
-  std::cout << std::setw(36) << "op" << std::setw(10) << "min ms" << std::setw(10) << "med ms"
-            << std::setw(10) << "GFLOP/s" << std::setw(8) << "% peak\n";
+  if (!as_json)
+    std::cout << std::setw(36) << "op" << std::setw(10) << "min ms" << std::setw(10) << "med ms"
+              << std::setw(10) << "GFLOP/s" << std::setw(8) << "% peak\n";
   for (const Row& r : rows) {
     r.run();
     std::vector<double> t;
@@ -143,8 +153,15 @@ int main(int argc, char** argv) {
     }
     std::sort(t.begin(), t.end());
     const double gf = r.flop / t[0] / 1e9;
+    out["rows"].push_back({{"op", r.name},
+                           {"min_ms", t[0] * 1e3},
+                           {"median_ms", t[t.size() / 2] * 1e3},
+                           {"gflops", gf},
+                           {"pct_of_peak", 100.0 * gf / peak}});
+    if (as_json) continue;
     std::cout << std::setw(36) << r.name << std::setw(10) << std::setprecision(3) << t[0] * 1e3
               << std::setw(10) << t[t.size() / 2] * 1e3 << std::setw(10) << std::setprecision(1)
               << gf << std::setw(8) << 100.0 * gf / peak << "\n";
   }
+  if (as_json) std::cout << out.dump(2) << std::endl;
 }

@@ -198,9 +198,8 @@ std::string profile_steps(Trainer& t, const std::vector<Tensor>& xs, const std::
   return os.str();
 }
 
-// The sgemm peak now: the best of two measurements (the process's first sgemm calls run slower: on
-// the 2-core EPYC VM 168-177 GFLOP/s against 192-203 in a second call, AVX2 99-105 against
-// 103-107, which made the % of peak read ~13% high on AVX-512).
+// The sgemm peak now: the best of two measurements (the process's first sgemm calls run slower,
+// which made the % of peak read high).
 double sgemm_peak_now(int threads) {
   double peak = 0;
   for (int i = 0; i < 2; ++i)
@@ -229,9 +228,8 @@ json run_workload(const Workload& w, int warmup, int steps, bool check, int prof
     graphed.step(xs[size_t(i % batches)], ys[size_t(i % batches)]);
   }
   // The % of peak divides by the sgemm peak measured just before and just after the timed
-  // steps, the higher of the two: a shared host's speed moves by 20-30% over minutes (2-core AVX2
-  // EPYC VM: 130-178 GFLOP/s within one session), so a peak from the start of a long run can be
-  // another phase's.
+  // steps, the higher of the two: a shared host's speed moves over minutes, so a peak from the
+  // start of a long run can be another phase's.
   const double peak_before = sgemm_peak_now(threads);
   const double stream_before = bench::stream_triad_gbps(threads);
   context::set_num_threads(threads);

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Renders docs/performance.md from the benches' --json output committed in docs/perf/.
+
+docs/perf/runs.json lists the runs: for each, the JSON file a bench wrote with --json, the
+command that wrote it, when and on what host. Each run becomes a table headed by the host's ISA
+and the sgemm peak the bench measured beside it. Nothing here is measured: re-running this
+script on the same files gives the same page, which tests/rules (ctest rules.perf_page) checks.
+
+  scripts/perf_report.py            write docs/performance.md
+  scripts/perf_report.py --check    exit 1 (with a diff) when docs/performance.md differs
+
+To refresh a table: run the bench with --json into docs/perf/<file>, update its entry in
+runs.json (command, date, host), run this script, and commit the three together.
+"""
+import argparse
+import difflib
+import json
+import os
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+PERF = os.path.join(ROOT, "docs", "perf")
+PAGE = os.path.join(ROOT, "docs", "performance.md")
+
+
+def num(v, digits=1):
+    return f"{v:.{digits}f}"
+
+
+def machine_line(r):
+    paths = "on" if r.get("avx2_fast_paths") else "off"
+    return (f"Host ISA: {r['isa']} (oneDNN uses {r['onednn_isa']}; zenith's AVX2 fast paths "
+            f"{paths}); sgemm peak (dnnl_sgemm 2048^3): {num(r['sgemm_peak_gflops'])} GFLOP/s; "
+            f"{r['threads']} thread(s).")
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def render_graph_vs_eager(r):
+    lines = [
+        "One training step (forward, loss, backward, update) per workload in both modes, timed "
+        "alternately in one process. ratio = eager / graph (> 1: graph mode is faster); "
+        "cpu x: the same for CPU time; % peak: the step's conv and matmul FLOP/s against the "
+        "sgemm peak measured beside that workload; DRAM: STREAM triad, GB/s; MB: the step's peak "
+        "memory.", ""]
+    header = ["workload", "steps", "eager ms", "graph ms", "ratio", "cpu x", "eager % peak",
+              "graph % peak", "sgemm GF/s", "DRAM GB/s", "eager MB", "graph MB"]
+    rows = []
+    for name, w in r["workloads"].items():
+        rows.append([name, w["steps"], num(w["eager_median_ms"]), num(w["graph_median_ms"]),
+                     num(w["ratio"], 2), num(w["cpu_ratio"], 2), num(w["eager_pct_of_peak"]),
+                     num(w["graph_pct_of_peak"]), num(w["sgemm_peak_gflops"]),
+                     num(w["stream_gbps"]), num(w["eager_step_peak_mb"]),
+                     num(w["graph_step_peak_mb"])])
+    return lines + table(header, rows)
+
+
+def render_conv_ops(r):
+    lines = [
+        f"ms per call, min and median of {r['reps']} calls; GFLOP/s of the direct convolution at "
+        "the min. Rows \"same, oneDNN's\" run the op above them with zenith's AVX2 fast paths "
+        "off.", ""]
+    header = ["op", "min ms", "median ms", "GFLOP/s", "% peak"]
+    rows = [[row["op"].strip(), num(row["min_ms"], 3), num(row["median_ms"], 3),
+             num(row["gflops"]), num(row["pct_of_peak"])] for row in r["rows"]]
+    return lines + table(header, rows)
+
+
+def render_lm_head(r):
+    clock = "CPU" if r["time"] == "cpu" else "wall"
+    lines = [
+        f"stories15M's output layer (D 288, V 32000). {clock} ms per call, median (min) of "
+        f"{r['reps']}: linear_cross_entropy (logits GEMM, loss and dlogits) and the two matmuls "
+        "that read dlogits, against linear_cross_entropy_grads (all three without dlogits).", ""]
+    header = ["rows", "linear_cross_entropy", "its GFLOP/s", "dx matmul", "dW matmul", "sum",
+              "linear_cross_entropy_grads", "its GFLOP/s"]
+
+    def cell(s):
+        return f"{num(s['median_ms'], 2)} ({num(s['min_ms'], 2)})"
+
+    rows = [[row["rows"], cell(row["linear_cross_entropy"]),
+             num(row["linear_cross_entropy_gflops"]), cell(row["dx_matmul"]),
+             cell(row["dw_matmul"]), num(row["sum_median_ms"]),
+             cell(row["linear_cross_entropy_grads"]), num(row["grads_gflops"])]
+            for row in r["rows"]]
+    return lines + table(header, rows)
+
+
+RENDERERS = {
+    "graph_vs_eager": render_graph_vs_eager,
+    "conv_ops": render_conv_ops,
+    "lm_head": render_lm_head,
+}
+
+
+def render(perf_dir):
+    with open(os.path.join(perf_dir, "runs.json")) as f:
+        runs = json.load(f)
+    out = [
+        "# Performance",
+        "",
+        "<!-- Written by scripts/perf_report.py from docs/perf/*.json; do not edit by hand. -->",
+        "",
+        "Every table below is rendered from a bench's `--json` output committed in "
+        "[docs/perf/](perf/), with the command that wrote it; `scripts/perf_report.py` "
+        "rewrites this page from those files and ctest's `rules.perf_page` fails when the page "
+        "and the files disagree. Each table names the host's ISA and the sgemm peak the bench "
+        "measured beside it: compare figures only between tables from the same host and phase.",
+        "",
+    ]
+    out += [runs["note"], ""] if runs.get("note") else []
+    for run in runs["runs"]:
+        bench = run["bench"]
+        if bench not in RENDERERS:
+            sys.exit(f"perf_report: runs.json names bench '{bench}', which has no renderer "
+                     f"(known: {', '.join(sorted(RENDERERS))})")
+        path = os.path.join(perf_dir, run["file"])
+        with open(path) as f:
+            result = json.load(f)
+        for key in ("isa", "onednn_isa", "sgemm_peak_gflops", "threads"):
+            if key not in result:
+                sys.exit(f"perf_report: {path} has no '{key}' (every bench's --json starts with "
+                         "the machine fields of bench_machine.h)")
+        out += [f"## {run['title']}", "",
+                f"`{run['command']}` ({run['date']}, {run['host']}; [JSON](perf/{run['file']}))",
+                "", machine_line(result), ""]
+        out += RENDERERS[bench](result)
+        out += [""] + ([run["note"], ""] if run.get("note") else [])
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true",
+                    help="compare docs/performance.md with a fresh render instead of writing it")
+    ap.add_argument("--perf-dir", default=PERF)
+    ap.add_argument("--page", default=PAGE)
+    args = ap.parse_args()
+    page = render(args.perf_dir)
+    if not args.check:
+        tmp = args.page + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(page)
+        os.replace(tmp, args.page)  # atomic: a reader sees the old page or the new one
+        return
+    try:
+        with open(args.page) as f:
+            have = f.read()
+    except FileNotFoundError:
+        sys.exit(f"perf_report: {args.page} is missing; run scripts/perf_report.py")
+    if have != page:
+        sys.stdout.writelines(difflib.unified_diff(
+            have.splitlines(True), page.splitlines(True), args.page, "rendered from docs/perf"))
+        sys.exit(f"perf_report: {args.page} differs from what docs/perf/*.json renders; "
+                 "run scripts/perf_report.py and commit the page with its JSON")
+    print(f"{args.page} matches docs/perf/*.json")
+
+
+if __name__ == "__main__":
+    main()
