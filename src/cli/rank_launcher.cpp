@@ -11,17 +11,12 @@
 
 #include "cli/client.h"
 #include "cli/foreground.h"
+#include "core/shell_quote.h"
 #include "platform/jobs/job_spec.h"
 #include "zenith/zenith.h"
 
 namespace zenith::cli {
 namespace {
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // The checkpoint in `dir` with the most training steps, "" when there is none: train's
 // checkpoint_*.safetensors files or finetune's checkpoint-<step>/ directories (their step in

@@ -133,17 +133,6 @@ std::string rank_exports(const JobRecord& job, const JobPaths& paths) {
 
 }  // namespace
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
-
 std::optional<std::vector<SlurmNode>> read_slurm_nodes(const JobPaths& paths) {
   std::ifstream in(slurm_nodes_file(paths));
   if (!in) return std::nullopt;

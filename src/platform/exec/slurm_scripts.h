@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/shell_quote.h"  // shell_quote, for the scripts and sbatch
 #include "platform/exec/executor.h"
 #include "platform/jobs/job.h"
 
@@ -44,8 +45,5 @@ std::string slurm_batch_script(const JobRecord& job, const JobPaths& paths,
                                const std::string& partition);
 // The task wrapper srun runs once per rank.
 std::string slurm_rank_wrapper(const JobRecord& job, const JobPaths& paths);
-
-// Quotes a string for /bin/sh.
-std::string shell_quote(const std::string& s);
 
 }  // namespace zenith::platform
