@@ -11,7 +11,7 @@ int run_cancel(int argc, char** argv) {
   std::string id;
   app.add_option("id", id, "job id")->required();
   add_client_options(app, config);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   auto client = make_client(config);
   auto job = expect(client.post("/api/v1/jobs/" + id + "/cancel", "{}"));
   std::printf("job %s: %s\n", id.c_str(), job["state"].get<std::string>().c_str());

@@ -30,10 +30,16 @@ std::string default_data_dir() {
 
 void add_client_options(CLI::App& app, ClientConfig& c) {
   app.add_option("--server", c.server,
-                 "server URL (default $ZENITH_SERVER or http://127.0.0.1:7070)");
-  app.add_option("--token", c.token, "API token (default $ZENITH_TOKEN or <data>/token)");
+                 "server URL (default: $ZENITH_SERVER, else DATA/server.url, else "
+                 "http://127.0.0.1:7070)");
+  app.add_option("--token", c.token, "API token (default: $ZENITH_TOKEN, else DATA/token)");
   app.add_option("--data", c.data_dir,
-                 "the server's data dir, to read its token (default ~/.zenith)");
+                 "DATA, the server's data dir (default: $ZENITH_DATA, else ~/.zenith)");
+  app.footer(
+      "Which server and token: --server, else $ZENITH_SERVER, else the URL the server wrote to\n"
+      "DATA/server.url when it started (trusting DATA/server.ca for its certificate), else\n"
+      "http://127.0.0.1:7070; --token, else $ZENITH_TOKEN, else DATA/token. DATA is --data, else\n"
+      "$ZENITH_DATA, else ~/.zenith. `zenith env` shows which of these variables are set.\n");
 }
 
 platform::ApiClient make_client(ClientConfig c) {

@@ -10,7 +10,7 @@
 namespace zenith::cli {
 
 struct ClientConfig {
-  std::string server;    // --server, ZENITH_SERVER, default http://127.0.0.1:7070
+  std::string server;    // --server, ZENITH_SERVER, DATA/server.url, http://127.0.0.1:7070
   std::string token;     // --token, ZENITH_TOKEN, or <data>/token
   std::string data_dir;  // --data, ZENITH_DATA, default ~/.zenith
 };
@@ -18,6 +18,7 @@ struct ClientConfig {
 // ~/.zenith, or $ZENITH_DATA.
 std::string default_data_dir();
 
+// --server, --token and --data, and a --help footer saying where each comes from when not given.
 void add_client_options(CLI::App& app, ClientConfig& config);
 
 // Fills what the flags left empty from the environment and the data dir.

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/args.h"  // parse_args: how every command parses its arguments
+
 namespace zenith::cli {
 
 // A subcommand receives its own arguments: argv[0] is the subcommand's name.

@@ -44,11 +44,7 @@ int run_convert(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizer, "a SentencePiece tokenizer.model to copy along");
   app.add_option("--max-shard-size", max_shard, "largest weights file (5GB, 500MB, bytes)")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   ZENITH_CHECK(from == "llama2c", "[convert] --from '", from,
                "' is not supported (known: llama2c)");
   ZENITH_CHECK(dtype == "f32" || dtype == "bf16" || dtype == "f16", "[convert] --dtype '", dtype,

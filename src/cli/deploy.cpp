@@ -43,7 +43,7 @@ int run_deploy(int argc, char** argv) {
   app.add_option("--host", host, "address the service listens on (default 127.0.0.1)");
   app.add_flag("--insecure-http", insecure, "plain HTTP instead of HTTPS");
   add_client_options(app, config);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
 
   // The package is built here (this side reads the checkpoint) and copied by the server.
   char tmpl[] = "/tmp/zenith-deploy.XXXXXX";

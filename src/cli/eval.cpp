@@ -29,11 +29,7 @@ int run_eval(int argc, char** argv) {
   app.add_flag("--confusion-matrix", confusion, "add the confusion matrix to the output");
   app.add_option("--predictions", predictions,
                  "also write each sample's class as JSON lines {index, label, prediction}");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
 
   // The checkpoint's own settings fill in what was not given.
   io::Metadata meta = io::read_safetensors_metadata(checkpoint);

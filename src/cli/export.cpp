@@ -40,11 +40,7 @@ int run_export(int argc, char** argv) {
   app.add_option("--format", format, "onnx")->capture_default_str();
   app.add_option("--out", out, "output file")->required();
   app.add_flag("--no-fold-batch-norm", no_fold, "keep BatchNormalization nodes");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   ZENITH_CHECK(format == "onnx", "[export] unknown format '", format, "' (known: onnx)");
 
   io::Metadata meta = io::read_safetensors_metadata(checkpoint);

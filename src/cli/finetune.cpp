@@ -145,11 +145,7 @@ int run_finetune(int argc, char** argv) {
                  "testing aid: the spike guard sees step N's loss x 100 (a spike, its metrics "
                  "event and, in a platform job, its alert)");
   schema.add_flags(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   cli.apply(o);
   ZENITH_CHECK((!o.model.empty() || !o.model_config.empty()) && !o.data.empty() && !o.out.empty(),
                "[finetune] --model DIR (or --init random --model-config FILE), --data FILE.jsonl "

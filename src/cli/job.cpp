@@ -13,7 +13,7 @@ int run_job(int argc, char** argv) {
   app.add_option("id", id, "job id")->required();
   app.add_flag("--json", as_json, "print the API's JSON");
   add_client_options(app, config);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   auto client = make_client(config);
   auto job = expect(client.get("/api/v1/jobs/" + id));
   if (as_json)

@@ -14,7 +14,7 @@ int run_jobs(int argc, char** argv) {
                  "only jobs in this state (pending, running, succeeded, failed, cancelled, lost)");
   app.add_flag("--json", as_json, "print the API's JSON");
   add_client_options(app, config);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   auto client = make_client(config);
   auto jobs = expect(client.get("/api/v1/jobs" + (state.empty() ? "" : "?state=" + state)));
   if (as_json) {

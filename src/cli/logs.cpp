@@ -16,7 +16,7 @@ int run_logs(int argc, char** argv) {
   app.add_option("--tail", tail, "only the last N lines");
   app.add_flag("-f,--follow", follow, "keep streaming until the job ends");
   add_client_options(app, config);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   auto client = make_client(config);
   std::string path = "/api/v1/jobs/" + id + "/logs?rank=" + std::to_string(rank);
   if (!follow) {

@@ -17,11 +17,7 @@ int run_merge_adapter(int argc, char** argv) {
   app.add_option("--model", model_dir, "base model directory")->required();
   app.add_option("--adapter", adapter, "PEFT LoRA adapter directory")->required();
   app.add_option("--out", out, "output model directory")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   namespace fs = std::filesystem;
   ZENITH_CHECK(fs::weakly_canonical(model_dir) != fs::weakly_canonical(out),
                "[merge-adapter] --out must differ from --model (", out, ")");

@@ -24,7 +24,7 @@ int run_job_command(int argc, char** argv) {
                  "alert when the job writes nothing for this long (0 = off)");
   app.add_option("--backend", backend, "local or slurm (default: the spec's, else local)");
   app.add_option("--slurm-partition", partition, "Slurm partition");
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
 
   platform::JobSpec spec;
   try {

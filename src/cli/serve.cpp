@@ -60,7 +60,7 @@ int run_serve(int argc, char** argv) {
   app.add_option("--arch", arch, "checkpoint input: zoo model (default: the checkpoint's)");
   app.add_option("--dataset", dataset, "checkpoint input: its dataset (default: the checkpoint's)");
   app.add_flag("--managed", managed, "run by `zenith server`: print no token");
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   if (managed) {
     // A service goes when its server goes, however the server ends.
     prctl(PR_SET_PDEATHSIG, SIGTERM);

@@ -100,7 +100,7 @@ int run_server(int argc, char** argv) {
                  "a service up this long counts its next crash as the first (a service that "
                  "crashes 5 times in a row is marked failed)")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   options.hang_timeout_s = hang == "0" ? 0 : duration_option(hang, "--hang-timeout");
   options.grace_s = duration_option(grace, "--grace");
   options.retention_s = duration_option(retention, "--retention");

@@ -43,7 +43,7 @@ int run_services(int argc, char** argv) {
   auto* list = app.add_subcommand("list", "list services (the default)");
   (void)list;
   app.require_subcommand(0, 1);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   auto client = make_client(config);
   if (undeploy->parsed()) {
     json s = expect(client.post("/api/v1/services/" + name + "/undeploy", "{}"));

@@ -19,7 +19,7 @@ int run_smi(int argc, char** argv) {
   bool as_json = false;
   app.add_flag("--json", as_json, "print the API's JSON");
   add_client_options(app, config);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   auto client = make_client(config);
   auto r = client.get("/api/v1/devices");
   nlohmann::json devices;

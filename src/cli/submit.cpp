@@ -17,7 +17,7 @@ int run_submit(int argc, char** argv) {
   app.add_option("job", file, "the job YAML")->required();
   app.add_flag("-f,--follow", follow, "stream every rank's log until the job ends");
   add_client_options(app, config);
-  CLI11_PARSE(app, argc, argv);
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
 
   std::ifstream in(file);
   if (!in) throw std::runtime_error("[cli] cannot read " + file);

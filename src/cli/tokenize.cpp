@@ -39,11 +39,7 @@ int run_tokenize(int argc, char** argv) {
   app.add_flag("--no-special", no_special, "do not add bos/eos");
   app.add_flag("--split-special", split_special,
                "treat special-token text such as <|eot_id|> as plain text");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
 
   auto tokenizer = text::Tokenizer::from_dir(model);
   std::vector<int32_t> ids =

@@ -62,11 +62,7 @@ std::optional<int> parse_command_line(int argc, char** argv, TrainSettings& s, s
   launcher.add_flags(app);
   profile.add(app);
   schema.add_flags(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   return std::nullopt;
 }
 
