@@ -58,7 +58,7 @@ const std::vector<Workload> kWorkloads = {
     {"seedcnn-cifar-b64", "seedcnn", 3, 32, 64, 30},
     {"seedcnn-cifar-b8", "seedcnn", 3, 32, 8, 60},
     {"resnet18-cifar-b8", "resnet18", 3, 32, 8, 8},
-    {"llama15m-s256-b8", "llama", 0, 256, 8, 8},  // 4 steps' median moved 1.07-1.17 run to run
+    {"llama15m-s256-b8", "llama", 0, 256, 8, 8},  // 8 steps: 4 gave a median that moved
     {"llama15m-s64-b2", "llama", 0, 64, 2, 20},
 };
 
