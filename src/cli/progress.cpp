@@ -22,7 +22,7 @@ ProgressMode parse_progress_mode(const std::string& s) {
   ZENITH_FAIL("[cli] unknown progress mode '", s, "' (known: auto, bar, plain, none)");
 }
 
-std::string format_duration(double seconds) {
+std::string format_clock(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   auto s = int64_t(std::llround(seconds));
   char buf[32];
@@ -60,7 +60,7 @@ std::string TrainProgress::status(const callbacks::RunContext& ctx) const {
   char buf[160];
   std::snprintf(buf, sizeof(buf), "loss %.4f  %.0f img/s  ETA %s", loss_ema_,
                 epoch_s > 0 ? double(images_this_epoch_) / epoch_s : 0.0,
-                format_duration(per_step * double(remaining)).c_str());
+                format_clock(per_step * double(remaining)).c_str());
   return buf;
 }
 
@@ -163,7 +163,7 @@ void StepProgress::on_train_step_end(callbacks::RunContext& ctx) {
   std::fprintf(out_, "\r\033[Kstep [%s] %lld/%lld  loss %.4f  %.0f tok/s  ETA %s", bar.c_str(),
                (long long)ctx.step, (long long)total, loss_ema_,
                run_s > 0 ? double(tokens_this_run_) / run_s : 0.0,
-               format_duration(per_step * double(total - ctx.step)).c_str());
+               format_clock(per_step * double(total - ctx.step)).c_str());
   std::fflush(out_);
   bar_visible_ = true;
 }

@@ -4,12 +4,16 @@
 namespace zenith {
 
 namespace {
-Tensor plain(const Tensor& x) { return x.has_layout() ? dispatch::call1<OpId::to_plain>({x}) : x; }
+// x through the to_plain op where it has a backend layout (not detail::plain, which calls
+// contiguous() and so this file).
+Tensor to_plain(const Tensor& x) {
+  return x.has_layout() ? dispatch::call1<OpId::to_plain>({x}) : x;
+}
 }  // namespace
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  Tensor out = dispatch::call1<OpId::copy>({plain(*this)}, {.dtype = dtype()});
+  Tensor out = dispatch::call1<OpId::copy>({to_plain(*this)}, {.dtype = dtype()});
   if (autograd::needs_grad({*this}))
     autograd::record("contiguous", {*this}, {out},
                      [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
@@ -17,7 +21,7 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = dispatch::call1<OpId::copy>({plain(*this)}, {.dtype = dtype()});
+  Tensor out = dispatch::call1<OpId::copy>({to_plain(*this)}, {.dtype = dtype()});
   if (autograd::needs_grad({*this}))
     autograd::record("clone", {*this}, {out},
                      [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
@@ -26,7 +30,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  Tensor out = dispatch::call1<OpId::copy>({plain(*this)}, {.dtype = target});
+  Tensor out = dispatch::call1<OpId::copy>({to_plain(*this)}, {.dtype = target});
   if (is_floating(target) && autograd::needs_grad({*this})) {
     DType source = dtype();
     autograd::record("cast", {*this}, {out}, [source](const std::vector<Tensor>& g) {
@@ -44,7 +48,7 @@ Tensor Tensor::to(Device device) const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   ZENITH_CHECK(!has_layout(), "[copy_] destination is in a backend layout");
-  dispatch::call<OpId::copy_>({*this, plain(src)});
+  dispatch::call<OpId::copy_>({*this, to_plain(src)});
   return *this;
 }
 

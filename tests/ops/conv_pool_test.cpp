@@ -21,7 +21,7 @@ Conv2dAttrs valid_3x3(const Shape& x, int64_t O, bool bias) {
           .bias = bias};
 }
 
-Tensor plain(const Tensor& t) { return dispatch::call1<OpId::to_plain>({t}); }
+Tensor to_plain(const Tensor& t) { return dispatch::call1<OpId::to_plain>({t}); }
 
 // Small integers: every convolution output is exact in float32, so windows tie exactly.
 Tensor integers(const Shape& s, int64_t seed) {
@@ -71,7 +71,7 @@ TEST(ConvReluMaxPool, FusedKernelsMatchFloat64) {
           x64.to(DType::f32), w64.to(DType::f32), c.bias ? b64.to(DType::f32) : Tensor(), a, block);
       EXPECT_TRUE(cpu::is_conv_relu_max_pool_workspace(f[1], a));
       EXPECT_EQ(f[1].size(4), block);
-      EXPECT_TRUE(all_close(plain(f[0]).to(DType::f64), y_ref.detach(), 1e-5, 1e-6));
+      EXPECT_TRUE(all_close(to_plain(f[0]).to(DType::f64), y_ref.detach(), 1e-5, 1e-6));
       std::vector<Tensor> g =
           cpu::conv_relu_max_pool_backward(dy64.to(DType::f32), x64.to(DType::f32), f[1], a);
       EXPECT_TRUE(all_close(g[0].to(DType::f64), w_ref.grad(), 1e-5, 1e-5));
@@ -85,7 +85,7 @@ TEST(ConvReluMaxPool, FusedKernelsMatchFloat64) {
         SCOPED_TRACE(dtype_name(dt));
         std::vector<Tensor> in = {x64.to(dt), w64.to(dt), c.bias ? b64.to(dt) : Tensor()};
         std::vector<Tensor> fo = dispatch::call<OpId::conv2d_relu_max_pool>(in, a);
-        EXPECT_TRUE(all_close(plain(fo[0]).to(DType::f64), y_ref.detach(), 1e-5, 1e-6));
+        EXPECT_TRUE(all_close(to_plain(fo[0]).to(DType::f64), y_ref.detach(), 1e-5, 1e-6));
         std::vector<Tensor> go = dispatch::call<OpId::conv2d_relu_max_pool_backward>(
             {dy64.to(dt), in[0], in[1], in[2], fo[1]}, a);
         EXPECT_TRUE(all_close(go[0].to(DType::f64), w_ref.grad(), 1e-5, 1e-5));
@@ -108,8 +108,8 @@ TEST(ConvReluMaxPool, ForwardHasTheBitsOfTheUnfusedOps) {
       manual_seed(23);
       const Conv2dAttrs a = valid_3x3({4, C, 14, 13}, O, false);
       Tensor x = Tensor::randn(a.input_shape), w = ops::mul(Tensor::randn(a.weight_shape), 0.3);
-      Tensor ref = plain(ops::relu(ops::max_pool2d(ops::conv2d(x, w), {2}))).contiguous();
-      Tensor y = plain(cpu::conv_relu_max_pool(x, w, Tensor(), a, block)[0]).contiguous();
+      Tensor ref = to_plain(ops::relu(ops::max_pool2d(ops::conv2d(x, w), {2}))).contiguous();
+      Tensor y = to_plain(cpu::conv_relu_max_pool(x, w, Tensor(), a, block)[0]).contiguous();
       ASSERT_EQ(y.shape(), ref.shape());
       EXPECT_EQ(std::memcmp(y.data<float>(), ref.data<float>(), sizeof(float) * size_t(y.numel())),
                 0);
@@ -129,7 +129,7 @@ TEST(ConvReluMaxPool, BackwardMatchesFiniteDifferences) {
     Tensor dy = random_input(cpu::conv_relu_max_pool_shape(a), DType::f32);
     const int block = cpu::preferred_channel_block(16);
     auto loss = [&](const Tensor& wv, const Tensor& bv) {
-      Tensor y = plain(cpu::conv_relu_max_pool(x, wv, bv, a, block)[0]);
+      Tensor y = to_plain(cpu::conv_relu_max_pool(x, wv, bv, a, block)[0]);
       return ops::sum(ops::mul(y.to(DType::f64), dy.to(DType::f64))).item();
     };
     std::vector<Tensor> f = cpu::conv_relu_max_pool(x, w, b, a, block);
