@@ -18,6 +18,8 @@ from conftest import SOURCE_DIR
 
 FIXTURES = os.path.join(SOURCE_DIR, "tests", "fixtures", "llama")
 DEMO = os.path.join(SOURCE_DIR, "examples", "llm", "demo-llama")
+# The trained example (scripts/make_fortunes_llm.py); its generation_config.json samples.
+FORTUNES = os.path.join(SOURCE_DIR, "examples", "llm", "fortunes-llama")
 FINETUNE_DATA = os.path.join(SOURCE_DIR, "examples", "llm", "finetune")
 TOLERANCE = 1e-4  # the fixtures' per-tensor max|x - ref| <= 1e-4 * max|ref|
 
@@ -160,6 +162,36 @@ def test_sampling_equals_zenith_generate(zenith_binary):
     other_seed = model.generate([1, 45, 67, 89], max_new_tokens=16, temperature=0.9, top_k=20,
                                 top_p=0.9, repetition_penalty=1.2, seed=8)
     assert other_seed != out
+
+
+def test_default_settings_are_the_models_as_in_zenith_generate(zenith_binary):
+    # No generation_config.json: greedy, as transformers.
+    model = llm.Llama.from_pretrained(DEMO)
+    default = model.generate([1, 45, 67, 89], max_new_tokens=12, eos_token_id=[])
+    assert default == model.generate([1, 45, 67, 89], max_new_tokens=12, temperature=0,
+                                     eos_token_id=[])
+    # generation_config.json samples (do_sample, temperature 0.7, top_k 40, top_p 0.9): Python and
+    # the CLI draw the same tokens without a setting given, and those are not greedy's.
+    with open(os.path.join(FORTUNES, "generation_config.json")) as f:
+        assert json.load(f)["do_sample"] is True
+    model = llm.Llama.from_pretrained(FORTUNES)
+    prompt = llm.Tokenizer.from_pretrained(FORTUNES).encode("The meaning of life is")
+    cli = run_zenith(zenith_binary, "generate", "--model", FORTUNES, "--prompt",
+                     "The meaning of life is", "--max-new-tokens", "24", "--json")
+    out = model.generate(prompt, max_new_tokens=24, return_dict_in_generate=True)
+    assert out["new_tokens"] == cli["tokens"]
+    greedy = model.generate(prompt, max_new_tokens=24, do_sample=False,
+                            return_dict_in_generate=True)
+    assert greedy["new_tokens"] != out["new_tokens"]
+    cli_greedy = run_zenith(zenith_binary, "generate", "--model", FORTUNES, "--prompt",
+                            "The meaning of life is", "--max-new-tokens", "24", "--temperature",
+                            "0", "--json")
+    assert cli_greedy["tokens"] == greedy["new_tokens"]
+
+
+def test_a_hub_id_says_only_local_folders_are_read():
+    with pytest.raises(zenith.Error, match="huggingface-cli download TinyLlama/TinyLlama-1.1B"):
+        llm.Llama.from_pretrained("TinyLlama/TinyLlama-1.1B-Chat-v1.0")
 
 
 def test_perplexity_equals_zenith_perplexity(zenith_binary):

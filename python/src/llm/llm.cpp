@@ -159,6 +159,25 @@ void bind_model(py::module_& m) {
       },
       py::arg("model"), py::arg("ids"), py::arg("max_seq_len") = 0);
 
+  m.def(
+      "resolve_generation_config",
+      [](const std::string& model_dir, std::optional<int64_t> max_new_tokens,
+         std::optional<double> temperature, std::optional<int64_t> top_k,
+         std::optional<double> top_p, std::optional<double> repetition_penalty,
+         std::optional<bool> do_sample, std::optional<uint64_t> seed) {
+        return models::resolve_generation_config(model_dir,
+                                                 {.max_new_tokens = max_new_tokens,
+                                                  .temperature = temperature,
+                                                  .top_k = top_k,
+                                                  .top_p = top_p,
+                                                  .repetition_penalty = repetition_penalty,
+                                                  .do_sample = do_sample,
+                                                  .seed = seed});
+      },
+      py::arg("model_dir"), py::arg("max_new_tokens") = py::none(),
+      py::arg("temperature") = py::none(), py::arg("top_k") = py::none(),
+      py::arg("top_p") = py::none(), py::arg("repetition_penalty") = py::none(),
+      py::arg("do_sample") = py::none(), py::arg("seed") = py::none());
   py::class_<models::GenerationConfig>(m, "GenerationConfig")
       .def(py::init<>())
       .def_readwrite("max_new_tokens", &models::GenerationConfig::max_new_tokens)
@@ -302,6 +321,15 @@ py::dict run_finetune(const finetune::Options& o, py::object log) {
   return out;
 }
 
+// A typed choice of finetune::Options seen from Python as its name ("lora", "graph", ...).
+template <typename E>
+void def_choice(py::class_<finetune::Options>& c, const char* name, E finetune::Options::*field,
+                E (*parse)(const std::string&)) {
+  c.def_property(
+      name, [field](const finetune::Options& o) { return std::string(finetune::name(o.*field)); },
+      [field, parse](finetune::Options& o, const std::string& s) { o.*field = parse(s); });
+}
+
 void bind_finetune(py::module_& m) {
   using O = finetune::Options;
   py::class_<O> c(m, "FinetuneOptions");
@@ -328,15 +356,6 @@ void bind_finetune(py::module_& m) {
       .def_readwrite("epochs", &O::epochs)
       .def_readwrite("max_steps", &O::max_steps)
       .def_readwrite("lr", &O::lr)
-// A typed choice of finetune::Options seen from Python as its name ("lora", "graph", ...).
-template <typename E>
-void def_choice(py::class_<finetune::Options>& c, const char* name, E finetune::Options::*field,
-                E (*parse)(const std::string&)) {
-  c.def_property(
-      name, [field](const finetune::Options& o) { return std::string(finetune::name(o.*field)); },
-      [field, parse](finetune::Options& o, const std::string& s) { o.*field = parse(s); });
-}
-
       .def_readwrite("weight_decay", &O::weight_decay)
       .def_readwrite("clip_grad_norm", &O::clip_grad_norm)
       .def_readwrite("warmup_steps", &O::warmup_steps)
@@ -356,6 +375,10 @@ void def_choice(py::class_<finetune::Options>& c, const char* name, E finetune::
       .def_readwrite("resume", &O::resume)
       .def_readwrite("spike_factor", &O::spike_factor)
       .def_readwrite("spike_rollback", &O::spike_rollback);
+  def_choice(c, "method", &O::method, finetune::parse_method);
+  def_choice(c, "init", &O::init, finetune::parse_init);
+  def_choice(c, "schedule", &O::schedule, finetune::parse_schedule);
+  def_choice(c, "mode", &O::mode, finetune::parse_mode);
   m.def("finetune", &run_finetune, py::arg("options"), py::arg("log") = py::none());
 }
 
@@ -372,7 +395,3 @@ PYBIND11_MODULE(_zenith_llm, m) {
   zp::bind_tokenizer(m);
   zp::bind_finetune(m);
 }
-  def_choice(c, "method", &O::method, finetune::parse_method);
-  def_choice(c, "init", &O::init, finetune::parse_init);
-  def_choice(c, "schedule", &O::schedule, finetune::parse_schedule);
-  def_choice(c, "mode", &O::mode, finetune::parse_mode);

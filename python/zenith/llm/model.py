@@ -85,27 +85,32 @@ class Llama(_Builtin):
             tokenizer = ext().Tokenizer.find_in_dir(self.name_or_path)
         return ext().generation_eos_ids(self, tokenizer)
 
-    def generate(self, input_ids, max_new_tokens=128, temperature=1.0, top_k=0, top_p=1.0,
-                 repetition_penalty=1.0, seed=0, do_sample=None, eos_token_id=None,
+    def generate(self, input_ids, max_new_tokens=None, temperature=None, top_k=None, top_p=None,
+                 repetition_penalty=None, seed=None, do_sample=None, eos_token_id=None,
                  return_dict_in_generate=False):
         """Continues one prompt with a KV cache (`zenith generate`'s decoding).
 
         input_ids: a list of ids (returns a list) or a [1, T] / [T] Tensor (returns an int64
         Tensor [1, T + new]); the result is the prompt followed by the new tokens, as
-        transformers returns it. temperature=0 or do_sample=False: greedy; else sampling with
-        top_k (0: off), top_p (1: off), repetition_penalty (1: off) and seed. eos_token_id: an
-        id or a list (default: config.json's and the tokenizer's). Generation stops at an eos,
-        after max_new_tokens, or when the context is full. return_dict_in_generate: a dict
-        {'sequences', 'new_tokens', 'stop_reason'} ('eos', 'max_new_tokens' or 'context').
+        transformers returns it. Settings left None come from the model directory's
+        generation_config.json (do_sample, temperature, top_k, top_p, repetition_penalty,
+        max_new_tokens), else greedy and 128 new tokens, as transformers (and `zenith generate`)
+        choose them. temperature=0 or do_sample=False: greedy; an explicit temperature > 0, top_k
+        or top_p samples (seed: 0 by default). eos_token_id: an id or a list (default:
+        config.json's and the tokenizer's). Generation stops at an eos, after max_new_tokens, or
+        when the context is full. return_dict_in_generate: a dict {'sequences', 'new_tokens',
+        'stop_reason'} ('eos', 'max_new_tokens' or 'context').
         """
         prompt = ids_list(input_ids)
-        cfg = ext().GenerationConfig()
-        cfg.max_new_tokens = int(max_new_tokens)
-        cfg.temperature = 0.0 if do_sample is False else float(temperature)
-        cfg.top_k = int(top_k)
-        cfg.top_p = float(top_p)
-        cfg.repetition_penalty = float(repetition_penalty)
-        cfg.seed = int(seed)
+
+        def given(value, kind):
+            return None if value is None else kind(value)
+
+        cfg = ext().resolve_generation_config(
+            self.name_or_path or "", max_new_tokens=given(max_new_tokens, int),
+            temperature=given(temperature, float), top_k=given(top_k, int),
+            top_p=given(top_p, float), repetition_penalty=given(repetition_penalty, float),
+            do_sample=given(do_sample, bool), seed=given(seed, int))
         if eos_token_id is None:
             cfg.eos_token_ids = self._default_eos()
         elif isinstance(eos_token_id, int):
