@@ -4,8 +4,9 @@
 
     /usr/bin/python3 scripts/make_demo_llm.py [--zenith build/release/zenith] [--out DIR]
 
-The weights are random (seeded; no trained weights can be downloaded here), so the text it
-generates is word salad: the demo shows the file formats and commands, not a good model. It is
+The weights are random (seeded), so the text it generates is word salad: the tests use it for the
+file formats and commands. The trained example, which writes readable text, is
+examples/llm/fortunes-llama (scripts/make_fortunes_llm.py). It is
 made the way a user would bring a llama2.c model in: this script writes a llama2.c version-1
 checkpoint (dim 64, hidden 176, 2 layers, 4 heads, 2 kv heads, vocab 2000, seq_len 256, shared
 classifier), `zenith convert --dtype bf16` turns it into an HF directory, and the tokenizer files

@@ -2,10 +2,10 @@
 names of Hugging Face transformers and PEFT.
 
     from zenith import llm
-    tokenizer = llm.Tokenizer.from_pretrained("examples/llm/demo-llama")
-    model = llm.Llama.from_pretrained("examples/llm/demo-llama")          # a zenith.nn.Cell
+    tokenizer = llm.Tokenizer.from_pretrained("examples/llm/fortunes-llama")
+    model = llm.Llama.from_pretrained("examples/llm/fortunes-llama")      # a zenith.nn.Cell
     ids = tokenizer.encode("Once upon a time")
-    out = model.generate(ids, max_new_tokens=32, temperature=0)           # greedy
+    out = model.generate(ids)        # generation_config.json's settings; do_sample=False: greedy
     print(tokenizer.decode(out[len(ids):], skip_special_tokens=True))
     print(llm.perplexity(model, ids))             # {"nll", "perplexity", "tokens"}
 
@@ -13,7 +13,7 @@ names of Hugging Face transformers and PEFT.
                                                      target_modules=["q_proj", "v_proj"]))
     model.trainable_params()                  # the adapters only; train with value_and_grad
     model.save_adapter("my-adapter")          # adapter_config.json + adapter_model.safetensors
-    llm.finetune(model="examples/llm/demo-llama", data="train.jsonl", out="run", max_steps=20)
+    llm.finetune(model="examples/llm/fortunes-llama", data="train.jsonl", out="run", max_steps=20)
 
 Everything computes in zenith's C++ core (src/models/llama*, src/nn/lora*, src/text,
 src/train/finetune.cpp): the same model directories, adapters, generation and perplexity as
