@@ -2,7 +2,8 @@
 # The dashboard in a real browser (Debian chromium, headless, driven by playwright-core from the
 # build's npm dir): a server on loopback runs a short 2-rank training job, a job that fails, a
 # job that logs 100k points and a short zenith finetune job; dashboard_browser.js checks the
-# pages and saves screenshots under <build>/test-artifacts/dashboard/. $1 is the zenith binary.
+# pages (deploying the training job's checkpoint for the services page), counts its checks and
+# saves screenshots under <build>/test-artifacts/dashboard/. $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")
 build=$(dirname "$ZENITH")
@@ -78,6 +79,7 @@ echo "jobs: train $train_id, fail $fail_id, 100k points $big_id"
 
 ZENITH_URL="$ZENITH_SERVER" ZENITH_TOKEN=$(cat "$work/srv/token") TRAIN_ID=$train_id \
   FAIL_ID=$fail_id BIG_ID=$big_id FINETUNE_ID=$finetune_id ARTIFACTS="$artifacts" CHROMIUM="$chromium" \
+  ZENITH_BIN="$ZENITH" TRAIN_WORK="$work" \
   NODE_PATH="$modules" timeout 600 node "$here/dashboard_browser.js" || fail "browser checks"
 "$ZENITH" job "$train_id" | grep -q succeeded || fail "training job: $("$ZENITH" job "$train_id"; tail -5 "$work/srv/jobs/$train_id/logs/rank_0.log")"
 echo "screenshots: $artifacts"

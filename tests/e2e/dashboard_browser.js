@@ -1,13 +1,18 @@
 // Drives the dashboard in headless Chromium (playwright-core) for tests/e2e/dashboard.sh.
 // Environment: ZENITH_URL, ZENITH_TOKEN, TRAIN_ID, FAIL_ID, BIG_ID, FINETUNE_ID, ARTIFACTS,
-// CHROMIUM.
+// CHROMIUM, ZENITH_BIN (to deploy the training job's checkpoint), TRAIN_WORK (its working dir, the
+// folder of its YAML).
 "use strict";
 const { chromium } = require("playwright-core");
+const { execFileSync } = require("child_process");
+const fs = require("fs");
 const path = require("path");
 
 const url = process.env.ZENITH_URL;
 const token = process.env.ZENITH_TOKEN;
-const { TRAIN_ID, FAIL_ID, BIG_ID, FINETUNE_ID, ARTIFACTS, CHROMIUM } = process.env;
+const { TRAIN_ID, FAIL_ID, BIG_ID, FINETUNE_ID, ARTIFACTS, CHROMIUM, ZENITH_BIN, TRAIN_WORK } = process.env;
+// Every ok() below runs on every pass: the test fails when fewer (or more) checks ran.
+const EXPECTED_CHECKS = 19;
 let checks = 0;
 
 function ok(message) {
@@ -53,10 +58,44 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
   });
   try {
-    const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    // en-US: the numbers and dates checked below are written the way that locale writes them.
+    const context = await browser.newContext({ viewport: { width: 1400, height: 1000 }, locale: "en-US" });
     const page = await context.newPage();
     page.on("pageerror", (e) => console.log(`page error: ${e.message}`));
     const shot = (name) => page.screenshot({ path: path.join(ARTIFACTS, name), fullPage: true });
+
+    // --- a link with ?token= (the server's banner prints one on a terminal) logs in once: the
+    // token is stored and leaves the address bar; a reload stays logged in without it.
+    {
+      const linkContext = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+      const link = await linkContext.newPage();
+      await link.goto(`${url}/?token=${token}#/jobs`);
+      await link.waitForSelector(`#jobs tr[data-job="${TRAIN_ID}"]`);
+      const address = await link.evaluate(() => location.href);
+      assert(!address.includes("token") && !address.includes(token) && address.endsWith("/#/jobs"),
+             `the address still holds the token: ${address}`);
+      assert(await link.evaluate(() => localStorage.getItem("zenith.token")) === token,
+             "the link's token was not stored");
+      assert(await link.isHidden("#login"), "the login form is shown after a ?token= link");
+      await link.reload();
+      await link.waitForSelector(`#jobs tr[data-job="${TRAIN_ID}"]`);
+      assert(await link.isHidden("#login"), "logged out after a reload");
+      ok(`?token= link: logged in, the token stored and removed from the address (${address})`);
+      // A wrong one is refused, and also leaves the address bar.
+      const wrongContext = await browser.newContext();
+      const wrong = await wrongContext.newPage();
+      await wrong.goto(`${url}/?token=not-this-servers#/jobs`);
+      await wrong.waitForSelector("#login:not([hidden])");
+      const error = await wrong.textContent("#login-error");
+      const wrongAddress = await wrong.evaluate(() => location.href);
+      assert(/link's token was refused/.test(error), `error for a wrong ?token=: ${error}`);
+      assert(!wrongAddress.includes("token"), `a wrong token stays in the address: ${wrongAddress}`);
+      assert(await wrong.evaluate(() => localStorage.getItem("zenith.token")) === null,
+             "a refused token was stored");
+      ok("a wrong ?token= is refused on the login form, not stored, and removed from the address");
+      await wrongContext.close();
+      await linkContext.close();
+    }
 
     // --- login with the token from the data dir.
     await page.goto(url + "/");
@@ -88,28 +127,32 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
     await shot("job-running.png");
     ok(`job page: loss curve (${firstPoints} points), device utilisation and communication ` +
        "throughput of both ranks while it runs");
+    // While it runs, no panel is hidden (each says what it waits for).
+    const running = await page.evaluate(() => ({
+      title: document.getElementById("job-title").textContent,
+      hidden: [...document.querySelectorAll("#job-charts .chart[hidden], #profile-card[hidden]")].map((e) => e.id),
+    }));
+    assert(/running/.test(running.title),
+           `the training job ended before its live checks ran (${running.title}): make it longer`);
+    assert(!running.hidden.length, `panels hidden while the job runs: ${running.hidden}`);
+    ok("no panel is hidden while the job runs");
     // The curve grows without a reload while the job runs.
-    const state = JSON.parse((await get(`/api/v1/dashboard/jobs/${TRAIN_ID}`)).body).state;
-    if (state === "running") {
-      await page.waitForFunction(
-        (n) => Number(document.getElementById("chart-loss-step").dataset.points) > n ||
-               /succeeded|failed/.test(document.getElementById("job-title").textContent),
-        firstPoints, { timeout: 60000 });
-      const now = await points(page, "chart-loss-step");
-      assert(now > firstPoints, `the loss curve did not grow (${firstPoints} -> ${now})`);
-      ok(`the loss curve updates live (${firstPoints} -> ${now} points without a reload)`);
-      // The cluster page shows which job holds which device.
-      await page.goto(`${url}/#/cluster`);
-      const held = await page.waitForSelector(`#devices-table a[href="#/jobs/${TRAIN_ID}"]`,
-                                              { timeout: 10000 }).catch(() => null);
-      const after = JSON.parse((await get(`/api/v1/dashboard/jobs/${TRAIN_ID}`)).body).state;
-      assert(held || after !== "running", "the cluster page does not show the running job's device");
-      if (held) {
-        await shot("cluster-running.png");
-        ok("cluster page shows the training job holding its device");
-      }
-      await page.goto(`${url}/#/jobs/${TRAIN_ID}`);
-    }
+    await page.waitForFunction(
+      (n) => Number(document.getElementById("chart-loss-step").dataset.points) > n ||
+             /succeeded|failed/.test(document.getElementById("job-title").textContent),
+      firstPoints, { timeout: 60000 });
+    const now = await points(page, "chart-loss-step");
+    assert(now > firstPoints, `the loss curve did not grow (${firstPoints} -> ${now})`);
+    ok(`the loss curve updates live (${firstPoints} -> ${now} points without a reload)`);
+    // The cluster page shows which job holds which device.
+    await page.goto(`${url}/#/cluster`);
+    const held = await page.waitForSelector(`#devices-table a[href="#/jobs/${TRAIN_ID}"]`,
+                                            { timeout: 10000 }).catch(() => null);
+    const after = JSON.parse((await get(`/api/v1/dashboard/jobs/${TRAIN_ID}`)).body).state;
+    assert(held, `the cluster page does not show the running job's device (job ${after})`);
+    await shot("cluster-running.png");
+    ok("cluster page shows the training job holding its device");
+    await page.goto(`${url}/#/jobs/${TRAIN_ID}`);
     await page.waitForFunction(() => /seedcnn|training/i.test(document.getElementById("job-log").textContent),
                                null, { timeout: 30000 });
     await page.selectOption("#log-rank", "1");
@@ -171,9 +214,29 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
       null, { timeout: 60000 });
     await page.waitForSelector("#chart-tokens canvas");
     await page.waitForSelector("#chart-eval-step canvas");
-    await shot("job-finetune.png");
     ok(`finetune job: tokens/s (${await points(page, "chart-tokens")} points) and eval loss ` +
        `(${await points(page, "chart-eval-step")} points) charted, its loss spike an alert`);
+    // It has ended: the panels it never filled (no accuracy, epochs or communication in a
+    // one-rank fine-tune, no profile) are hidden and named once; those with data stay.
+    await page.waitForFunction(() => /succeeded/.test(document.getElementById("job-title").textContent) &&
+                               !document.getElementById("job-unlogged").hidden, null, { timeout: 60000 });
+    const panels = await page.evaluate(() => ({
+      hidden: [...document.querySelectorAll("#job-charts .chart")].filter((b) => b.hidden).map((b) => b.id),
+      shown: [...document.querySelectorAll("#job-charts .chart")].filter((b) => !b.hidden)
+        .map((b) => [b.id, Number(b.dataset.points || 0)]),
+      profile: document.getElementById("profile-card").hidden,
+      note: document.getElementById("job-unlogged").textContent,
+    }));
+    for (const id of ["chart-accuracy", "chart-epoch-time", "chart-comm"])
+      assert(panels.hidden.includes(id), `${id} shown for the finished fine-tune: hidden ${panels.hidden}`);
+    for (const id of ["chart-loss-step", "chart-tokens", "chart-eval-step"])
+      assert(panels.shown.some(([s]) => s === id), `${id} hidden: shown ${panels.shown}`);
+    assert(panels.shown.every(([, n]) => n > 0), `an empty panel is shown: ${panels.shown}`);
+    assert(panels.profile && /Accuracy per epoch/.test(panels.note) && /Profile/.test(panels.note),
+           `the profile card or the note: ${panels.profile}, ${panels.note}`);
+    await shot("job-finetune.png");
+    ok(`finished fine-tune: ${panels.hidden.length} empty panels and the profile hidden ` +
+       `(${panels.note}); ${panels.shown.length} with data shown`);
 
     // --- a wrong id shows an error, never another job's logs.
     await page.goto(`${url}/#/jobs/${FAIL_ID}x`);
@@ -194,14 +257,42 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
     await shot("cluster.png");
     ok("cluster page lists devices and alerts across jobs");
 
-    // --- services: the serving API's list, or an empty state without it.
+    // --- services: the training job's checkpoint deployed, shown in a person's units.
     await page.goto(`${url}/#/services`);
-    await page.waitForFunction(() => {
-      const s = document.getElementById("services");
-      return s && (s.querySelector(".empty-state") || s.querySelector("table"));
+    await page.waitForSelector("#services .empty-state");
+    const ckpt = path.join(TRAIN_WORK, "out", "checkpoint_epoch_3.safetensors");
+    assert(fs.existsSync(ckpt), `no ${ckpt}: ${fs.readdirSync(path.dirname(ckpt))}`);
+    console.log(execFileSync(ZENITH_BIN, ["deploy", "--model", ckpt, "--name", "fmnist-seedcnn"],
+                             { encoding: "utf8", timeout: 120000 }).trim());
+    const service = await waitFor("the service running", async () =>
+      JSON.parse((await get("/api/v1/services")).body).find((s) => s.state === "running"), 60000);
+    await page.waitForSelector('#services-table tr[data-service="fmnist-seedcnn"] .badge.running',
+                               { timeout: 30000 });
+    const row = await page.evaluate(() => {
+      const tr = document.querySelector('#services-table tr[data-service="fmnist-seedcnn"]');
+      const cells = Object.fromEntries([...tr.cells].map((td) => [td.dataset.col, td.textContent.trim()]));
+      const a = tr.querySelector("td.url a"), card = document.getElementById("services");
+      const r = a.getBoundingClientRect(), c = card.getBoundingClientRect();
+      return { cells, heads: [...document.querySelectorAll("#services-table th")].map((t) => t.textContent),
+               link: a.textContent, href: a.getAttribute("href"),
+               inside: r.left >= c.left && r.right <= c.right && r.right <= window.innerWidth,
+               scrolls: card.scrollWidth > card.clientWidth };
     });
+    const local = await page.evaluate((t) => new Date(t * 1000).toLocaleString(), service.updated_at);
+    console.log(`services row: ${JSON.stringify(row.cells)}`);
+    const integer = /^\d+(,\d{3})*$/;  // 2532, 12,345 (en-US); never 1.000 or 7071.0
+    for (const col of ["replicas", "requests", "crashes", "pid"])
+      assert(integer.test(row.cells[col]), `${col}: '${row.cells[col]}' is not an integer`);
+    assert(row.cells.service === "fmnist-seedcnn v1", `service: ${row.cells.service}`);
+    assert(/^[\d.,]+ req\/s$/.test(row.cells.rate) && /^[\d.,]+ ms$/.test(row.cells.latency),
+           `rate ${row.cells.rate}, latency ${row.cells.latency}`);
+    assert(row.cells.updated === local, `updated: '${row.cells.updated}', expected the local time ${local}`);
+    assert(row.link === service.url && row.href === service.url, `URL shown ${row.link}, API ${service.url}`);
+    assert(row.inside && !row.scrolls, `the URL is cut off (inside the card: ${row.inside})`);
+    assert(!row.heads.some((h) => /_/.test(h)), `raw field names as headings: ${row.heads}`);
     await shot("services.png");
-    ok("services page (list or empty state)");
+    ok(`services page: ${row.cells.service} at ${row.link}, updated ${row.cells.updated}, ` +
+       `counts as integers, rate and latency with units`);
 
     // --- jobs list filtered by state.
     await page.goto(`${url}/#/jobs?state=failed`);
@@ -231,6 +322,7 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
   } finally {
     await browser.close();
   }
+  assert(checks === EXPECTED_CHECKS, `${checks} checks ran, ${EXPECTED_CHECKS} expected`);
   console.log(`dashboard_browser: all ${checks} checks passed`);
 })().catch((e) => {
   console.error(`FAIL: ${e.stack || e}`);
