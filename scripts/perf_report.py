@@ -28,10 +28,12 @@ def num(v, digits=1):
 
 
 def machine_line(r):
-    paths = "on" if r.get("avx2_fast_paths") else "off"
-    return (f"Host ISA: {r['isa']} (oneDNN uses {r['onednn_isa']}; zenith's AVX2 fast paths "
-            f"{paths}); sgemm peak (dnnl_sgemm 2048^3): {num(r['sgemm_peak_gflops'])} GFLOP/s; "
-            f"{r['threads']} thread(s).")
+    isa = r["isa"]
+    if "onednn_isa" in r:  # bench_machine.h's fields; llm_ops lists the CPU's flags instead
+        paths = "on" if r.get("avx2_fast_paths") else "off"
+        isa += f" (oneDNN uses {r['onednn_isa']}; zenith's AVX2 fast paths {paths})"
+    return (f"Host ISA: {isa}; sgemm peak (dnnl_sgemm 2048^3): "
+            f"{num(r['sgemm_peak_gflops'])} GFLOP/s; {r['threads']} thread(s).")
 
 
 def table(header, rows):
@@ -90,7 +92,24 @@ def render_lm_head(r):
     return lines + table(header, rows)
 
 
+def render_llm_ops(r):
+    lines = [
+        "The transformer ops at the two benchmark LLaMA configs' shapes (15m: dim 288; 110m: dim "
+        "768; batch 8 x seq 256): the best of the calls, GFLOP/s (and % of the sgemm peak) where "
+        "the op is counted in FLOPs, else GB/s; PyTorch's time where the run included it. Load "
+        f"average {r['load_average_before']} before, {r['load_average_after']} after.", ""]
+    header = ["case", "ms", "GFLOP/s", "% peak", "GB/s", "PyTorch ms"]
+    rows = [[c["case"], num(c["ms"], 3), num(c["gflops"]) if "gflops" in c else "",
+             num(c["pct_of_peak"]) if "pct_of_peak" in c else "",
+             num(c["gbs"]) if "gbs" in c else "",
+             num(c["torch_ms"], 3) if "torch_ms" in c else ""] for c in r["cases"]]
+    if not any("torch_ms" in c for c in r["cases"]):  # run with --no-pytorch
+        header, rows = header[:-1], [row[:-1] for row in rows]
+    return lines + table(header, rows)
+
+
 RENDERERS = {
+    "llm_ops": render_llm_ops,
     "graph_vs_eager": render_graph_vs_eager,
     "conv_ops": render_conv_ops,
     "lm_head": render_lm_head,
@@ -121,7 +140,7 @@ def render(perf_dir):
         path = os.path.join(perf_dir, run["file"])
         with open(path) as f:
             result = json.load(f)
-        for key in ("isa", "onednn_isa", "sgemm_peak_gflops", "threads"):
+        for key in ("isa", "sgemm_peak_gflops", "threads"):
             if key not in result:
                 sys.exit(f"perf_report: {path} has no '{key}' (every bench's --json starts with "
                          "the machine fields of bench_machine.h)")
