@@ -18,6 +18,7 @@
 #include "platform/exec/process_tree.h"
 #include "platform/exec/rank_shim.h"
 #include "platform/exec/rank_table.h"
+#include "platform/exec/root_cause.h"
 #include "platform/jobs/quantity.h"
 
 extern char** environ;
@@ -44,26 +45,40 @@ class LocalRun : public JobRun {
     for (const auto& r : job.ranks) pids_.push_back(r.pid);
   }
 
+  // Failed names the root cause (root_cause.h): a rank whose entry has ended counts from its
+  // rank_N.ended even while its shim still drains the log, and a failure waits for
+  // root_cause_settled, so a peer that exits on the lost connection is not blamed first.
   RunOutcome poll(JobRecord& job) override {
     RunOutcome out;
-    bool all_done = true, all_ok = true;
+    bool all_done = true;
+    std::vector<RankEnd> ends;
     for (std::size_t i = 0; i < job.ranks.size(); ++i) {
       RankRecord& r = job.ranks[i];
       if (r.state == "running") update_rank(r, i);
       if (r.state == "running") {
         all_done = false;
+        if (auto ex = read_rank_exit(paths_.rank_ended(r.rank)))
+          ends.push_back({r.rank, ex->signaled, ex->code, ended_time(*ex, r.rank)});
         continue;
       }
-      bool ok = r.state == "exited" && r.exit_code == 0;
-      if (!ok && all_ok) {
-        all_ok = false;
-        describe_failure(job, r, out);
+      if (r.state == "lost") {
+        ends.push_back({r.rank, true, 0, 0});
+        continue;
       }
+      ends.push_back({r.rank, r.state != "exited", r.exit_code, ended_at_[i]});
     }
-    if (!all_ok)
+    const auto cause = root_cause(ends);
+    if (cause && (all_done || root_cause_settled(ends, int(job.ranks.size()), now_epoch()))) {
+      RankRecord& r = job.ranks[cause->rank];
+      if (r.state == "running") {  // its shim still drains the log
+        r.state = cause->signaled ? "signaled" : "exited";
+        r.exit_code = cause->code;
+      }
+      describe_failure(job, r, out);
       out.status = RunOutcome::Failed;
-    else if (all_done)
+    } else if (!cause && all_done) {
       out.status = RunOutcome::Succeeded;
+    }
     return out;
   }
 
@@ -119,9 +134,11 @@ class LocalRun : public JobRun {
       status = -1;
     }
     if (!ended) return;
+    ended_at_[i] = now_epoch();
     if (auto ex = read_rank_exit(paths_.rank_exit(r.rank))) {
       r.state = ex->signaled ? "signaled" : "exited";
       r.exit_code = ex->code;
+      ended_at_[i] = ended_time(*ex, r.rank);
     } else if (status >= 0 && WIFSIGNALED(status)) {
       // The shim itself was killed (SIGKILL by the OOM killer or an operator).
       r.state = "signaled";
@@ -133,6 +150,20 @@ class LocalRun : public JobRun {
       r.state = "lost";
       r.exit_code = 0;
     }
+  }
+
+  static double now_epoch() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  // When the entry ended: from its exit file, or that file's time (files of older versions).
+  double ended_time(const RankExit& ex, int rank) const {
+    if (ex.ended_at > 0) return ex.ended_at;
+    std::error_code ec;
+    const auto t = fs::last_write_time(paths_.rank_exit(rank), ec);
+    if (ec) return now_epoch();
+    return std::chrono::duration<double>(std::chrono::file_clock::to_sys(t).time_since_epoch())
+        .count();
   }
 
   void describe_failure(const JobRecord& job, const RankRecord& r, RunOutcome& out) {
@@ -169,6 +200,7 @@ class LocalRun : public JobRun {
   std::unique_ptr<JobCgroup> cgroup_;
   std::vector<bool> children_;  // per rank: a child of this process (waitpid works)
   std::vector<pid_t> pids_;
+  std::vector<double> ended_at_ = std::vector<double>(children_.size(), 0.0);
   bool stopping_ = false;
 };
 
@@ -259,6 +291,8 @@ std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
     if (devices[r].kind == "cuda") l.env["CUDA_VISIBLE_DEVICES"] = std::to_string(devices[r].index);
     l.log_path = paths.rank_log(r);
     l.exit_path = paths.rank_exit(r);
+    l.ended_path = paths.rank_ended(r);
+    l.title = "zenith rank " + std::to_string(job.id) + " " + std::to_string(r);
     l.cgroup_procs = job.cgroup.empty() ? "" : job.cgroup + "/cgroup.procs";
     // RLIMIT_AS bounds address space, not use: only the fallback when no cgroup exists.
     if (job.cgroup.empty()) l.rlimit_as = job.spec.memory_bytes;

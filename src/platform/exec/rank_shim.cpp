@@ -14,9 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
 
 #include "platform/exec/process_tree.h"
@@ -37,7 +40,39 @@ struct ShimArgs {
   int sync_fd = -1;  // the shim waits for one byte before starting the entry
   int sync_write_fd = -1;
   std::string exit_tmp;
+  std::string ended_tmp;
+  // The server's argv area (from /proc/self/stat), which the shim overwrites with `title` so
+  // that ps does not show it as the server.
+  char* argv_area = nullptr;
+  std::size_t argv_area_size = 0;
+  std::string title;
 };
+
+// Where this process's argv strings lie (/proc/self/stat's arg_start and arg_end).
+void find_argv_area(ShimArgs& a) {
+  std::ifstream in("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');
+  if (paren == std::string::npos) return;
+  std::istringstream fields(stat.substr(paren + 2));  // from field 3, the state
+  std::string field;
+  unsigned long long start = 0, end = 0;
+  for (int i = 3; i <= 49 && fields >> field; ++i) {
+    if (i == 48) start = std::stoull(field);
+    if (i == 49) end = std::stoull(field);
+  }
+  if (start == 0 || end <= start) return;
+  a.argv_area = reinterpret_cast<char*>(start);
+  a.argv_area_size = end - start;
+}
+
+// Shows `title` (words separated by NULs) as this process's command line, cut to the area.
+void set_title(const ShimArgs& a) {
+  if (!a.argv_area || a.argv_area_size < 2 || a.title.empty()) return;
+  const std::size_t n = std::min(a.title.size(), a.argv_area_size - 1);
+  memset(a.argv_area, 0, a.argv_area_size);
+  memcpy(a.argv_area, a.title.data(), n);
+}
 
 volatile sig_atomic_t g_entry_pid = 0;
 volatile sig_atomic_t g_pending_signal = 0;
@@ -110,20 +145,31 @@ void stamp_and_write(int log_fd, const char* data, size_t n, bool* at_line_start
   if (start < n) write_all(log_fd, data + start, n - start);
 }
 
-void write_number_file(const char* path, const char* tmp, const char* prefix, long value) {
-  char buf[64];
-  int pos = 0;
-  for (const char* p = prefix; *p; ++p) buf[pos++] = *p;
+// Appends the decimal digits of `v` (at least `width` of them, zero-padded) to buf at pos.
+int put_digits(char* buf, int pos, unsigned long v, int width) {
   char digits[24];
   int nd = 0;
-  bool neg = value < 0;
-  unsigned long v = neg ? -value : value;
   do {
     digits[nd++] = static_cast<char>('0' + v % 10);
     v /= 10;
-  } while (v);
-  if (neg) buf[pos++] = '-';
+  } while (v || nd < width);
   while (nd) buf[pos++] = digits[--nd];
+  return pos;
+}
+
+// Writes "<prefix><value> <seconds>.<nanoseconds>\n" (`at`, CLOCK_REALTIME: when the entry
+// ended) atomically, without allocating.
+void write_number_file(const char* path, const char* tmp, const char* prefix, long value,
+                       const timespec& at) {
+  char buf[96];
+  int pos = 0;
+  for (const char* p = prefix; *p; ++p) buf[pos++] = *p;
+  if (value < 0) buf[pos++] = '-';
+  pos = put_digits(buf, pos, value < 0 ? -value : value, 1);
+  buf[pos++] = ' ';
+  pos = put_digits(buf, pos, static_cast<unsigned long>(at.tv_sec), 1);
+  buf[pos++] = '.';
+  pos = put_digits(buf, pos, static_cast<unsigned long>(at.tv_nsec), 9);
   buf[pos++] = '\n';
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
@@ -131,6 +177,14 @@ void write_number_file(const char* path, const char* tmp, const char* prefix, lo
   fsync(fd);
   close(fd);
   rename(tmp, path);
+}
+
+// How the entry ended, as the exit file states it: {"signaled " or "exited ", number}.
+void write_status_file(const char* path, const char* tmp, int status, const timespec& at) {
+  if (WIFSIGNALED(status))
+    write_number_file(path, tmp, "signaled ", WTERMSIG(status), at);
+  else
+    write_number_file(path, tmp, "exited ", WIFEXITED(status) ? WEXITSTATUS(status) : 1, at);
 }
 
 [[noreturn]] void exec_entry(const ShimArgs& a, int out_fd) {
@@ -183,6 +237,7 @@ int shim_main(void* arg) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   setsid();
   prctl(PR_SET_NAME, "zenith-rank", 0, 0, 0);
+  set_title(a);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   if (!l.cgroup_procs.empty()) {
     int fd = open(l.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
@@ -254,7 +309,9 @@ int shim_main(void* arg) {
     stamp_and_write(log_fd, ": ", 2, &at_line_start);
     stamp_and_write(log_fd, why, strlen(why), &at_line_start);
     stamp_and_write(log_fd, "\n", 1, &at_line_start);
-    write_number_file(l.exit_path.c_str(), a.exit_tmp.c_str(), "exited ", 121);
+    timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    write_number_file(l.exit_path.c_str(), a.exit_tmp.c_str(), "exited ", 121, now);
     _exit(121);
   }
   // The raw syscall, not glibc's fork(): that one takes allocator and stdio locks for its
@@ -275,7 +332,7 @@ int shim_main(void* arg) {
   bool pipe_open = true;
   int entry_status = 0;
   bool entry_done = false;
-  timespec done_at{};
+  timespec done_at{}, ended_at{};
   for (;;) {
     if (pipe_open) {
       pollfd pfd{p[0], POLLIN, 0};
@@ -299,6 +356,11 @@ int shim_main(void* arg) {
         entry_status = status;
         entry_done = true;
         clock_gettime(CLOCK_MONOTONIC, &done_at);
+        // Said at once: the log may drain for a while yet, and the executor needs to know
+        // when each rank ended to name the one that failed first (root_cause.h).
+        clock_gettime(CLOCK_REALTIME, &ended_at);
+        if (!l.ended_path.empty())
+          write_status_file(l.ended_path.c_str(), a.ended_tmp.c_str(), status, ended_at);
       }
     }
     if (entry_done) {
@@ -314,14 +376,10 @@ int shim_main(void* arg) {
   kill(-entry, SIGKILL);
   while (waitpid(-1, nullptr, WNOHANG) > 0) {
   }
-  const char* exit_path = l.exit_path.c_str();
-  if (WIFSIGNALED(entry_status)) {
-    write_number_file(exit_path, a.exit_tmp.c_str(), "signaled ", WTERMSIG(entry_status));
-    _exit(128 + WTERMSIG(entry_status));
-  }
-  int code = WIFEXITED(entry_status) ? WEXITSTATUS(entry_status) : 1;
-  write_number_file(exit_path, a.exit_tmp.c_str(), "exited ", code);
-  _exit(code);
+  write_status_file(l.exit_path.c_str(), a.exit_tmp.c_str(), entry_status, ended_at);
+  if (!l.ended_path.empty()) unlink(l.ended_path.c_str());
+  if (WIFSIGNALED(entry_status)) _exit(128 + WTERMSIG(entry_status));
+  _exit(WIFEXITED(entry_status) ? WEXITSTATUS(entry_status) : 1);
 }
 
 }  // namespace
@@ -345,7 +403,7 @@ std::optional<RankExit> read_rank_exit(const std::string& exit_path) {
   std::string kind;
   int value = 0;
   if (!(in >> kind >> value)) return std::nullopt;
-  double ended_at = 0;  // "exited N T" from the Slurm wrapper; the local shim writes no T
+  double ended_at = 0;  // "exited N T"; files of older versions carry no T
   if (!(in >> ended_at)) ended_at = 0;
   return RankExit{kind == "signaled", value, ended_at};
 }
@@ -365,7 +423,12 @@ RankProcess launch_rank(const RankLaunch& launch) {
     a.has_cores = true;
   }
   a.exit_tmp = launch.exit_path + ".tmp";
+  a.title = launch.title;
+  std::replace(a.title.begin(), a.title.end(), ' ', '\0');
+  find_argv_area(a);
+  a.ended_tmp = launch.ended_path + ".tmp";
   unlink(launch.exit_path.c_str());
+  if (!launch.ended_path.empty()) unlink(launch.ended_path.c_str());
   int sync[2];
   if (pipe2(sync, O_CLOEXEC) != 0) throw std::runtime_error("[executor] pipe failed");
   a.sync_fd = sync[0];

@@ -19,10 +19,17 @@ struct RankLaunch {
   std::string device_name;  // for the "Rank N started" line
   std::vector<int> cores;   // CPU affinity; empty = inherit
   std::string working_dir;
+  // What ps shows for the shim, as space-separated words ("zenith rank <job> <rank>"): without
+  // it the shim, a fork of the server, would show the server's command line. Cut to the
+  // length of that command line.
+  std::string title;
   std::string command;                     // run as /bin/sh -c command
   std::map<std::string, std::string> env;  // the complete environment
   std::string log_path;                    // appended, one timestamped line per output line
-  std::string exit_path;       // written when the entry ends: "exited N" or "signaled N"
+  // Written when the entry ends, once its log is complete: "exited N T" or "signaled N T",
+  // T its end in seconds since the epoch.
+  std::string exit_path;
+  std::string ended_path;      // the same, written at once when the entry ends; removed with exit
   std::int64_t rlimit_as = 0;  // 0 = none
   std::string cgroup_procs;    // cgroup.procs to join before running anything; "" = none
   bool pid_namespace = false;

@@ -15,6 +15,7 @@
 
 #include "platform/exec/log_tail.h"
 #include "platform/exec/rank_shim.h"
+#include "platform/exec/root_cause.h"
 #include "platform/exec/slurm_scripts.h"
 
 namespace zenith::platform {
@@ -127,48 +128,43 @@ class SlurmRun : public JobRun {
     placed_ = true;
   }
 
-  // The ranks' states from their exit files; Failed naming the rank that failed first, by the
-  // time its entry ended (the wrapper writes it; the file's time where it did not). A rank whose
-  // wrapper has not written rank_N.exit yet (its log pipe still open, or srun killed the
-  // wrapper) counts by its rank_N.ended. While the job runs and some rank has written neither,
-  // a failure is decided only once kSettleSeconds have passed since it: the rank that caused it
-  // may still be on its way. With `ended`, ranks without a status were stopped by Slurm (after
-  // another rank failed) or lost.
-  static constexpr double kSettleSeconds = 2.0;
-
+  // The ranks' states from their exit files; Failed naming the root cause (root_cause.h) by
+  // the time each entry ended (the wrapper writes it; the file's time where it did not). A rank
+  // whose wrapper has not written rank_N.exit yet (its log pipe still open, or srun killed the
+  // wrapper) counts by its rank_N.ended. While the job runs, a failure is decided only once
+  // root_cause_settled: the rank that caused it may still be on its way. With `ended`, ranks
+  // without a status were stopped by Slurm (after another rank failed) or lost.
   std::optional<RankExit> rank_status(int rank) const {
     if (auto ex = read_rank_exit(paths_.rank_exit(rank))) return ex;
     return read_rank_exit(paths_.rank_ended(rank));
   }
 
   RunOutcome read_exits(JobRecord& job, bool ended) {
-    RunOutcome out;
-    double first_failure = 0;
-    bool all_written = true;
+    std::vector<RankEnd> ends;
     for (auto& r : job.ranks) {
       const auto ex = rank_status(r.rank);
-      if (!ex) {
-        all_written = false;
-        continue;
-      }
+      if (!ex) continue;
       r.state = ex->signaled ? "signaled" : "exited";
       r.exit_code = ex->code;
-      if (!ex->signaled && ex->code == 0) continue;
       const double at = ex->ended_at > 0 ? ex->ended_at : mtime_of(paths_.rank_exit(r.rank));
-      if (out.rank >= 0 && at >= first_failure) continue;
-      first_failure = at;
-      out.status = RunOutcome::Failed;
-      out.rank = r.rank;
-      out.exit_code = ex->code;
-      out.signaled = ex->signaled;
-      out.reason = rank_name(r) + (ex->signaled ? " was killed by signal " : " exited with code ") +
-                   std::to_string(ex->code);
+      ends.push_back({r.rank, ex->signaled, ex->code, at});
     }
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    if (!ended && out.rank >= 0 && !all_written && now - first_failure < kSettleSeconds)
+    const auto cause = root_cause(ends);
+    if (!ended && (!cause || !root_cause_settled(ends, int(job.ranks.size()), now)))
       return RunOutcome{};
-    if (!ended) return out;
+    RunOutcome out;
+    if (cause) {
+      const RankRecord& r = job.ranks[cause->rank];
+      out.status = RunOutcome::Failed;
+      out.rank = cause->rank;
+      out.exit_code = cause->code;
+      out.signaled = cause->signaled;
+      out.reason = rank_name(r) +
+                   (cause->signaled ? " was killed by signal " : " exited with code ") +
+                   std::to_string(cause->code);
+    }
     for (auto& r : job.ranks) {
       if (rank_status(r.rank)) continue;
       if (out.rank >= 0) {

@@ -85,8 +85,10 @@ cd @WORKING_DIR@ || { echo "$(stamp) [executor] cannot enter working_dir" >> "$l
 # The entry's status and when it ended (seconds since the epoch) go to rank_N.ended at once:
 # the log pipe can close much later (a child holding it), or srun can kill this wrapper first
 # when another rank fails because of this one. rank_N.exit follows once the log is complete.
+# The time is bash's clock, read without a fork, and the SIGTERM that srun sends every task once
+# a peer failed waits until it is written (the entry itself gets SIGTERM as before).
 ended=${log%.log}.ended
-{ /bin/sh -c @ENTRY@; rc=$?; if [ $rc -gt 128 ]; then echo "signaled $((rc - 128)) $(date +%s.%N)"; else echo "exited $rc $(date +%s.%N)"; fi > "$ended.tmp" && mv "$ended.tmp" "$ended"; exit $rc; } 2>&1 | while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$(stamp)" "$line"; done >> "$log"
+{ trap : TERM; /bin/sh -c @ENTRY@; rc=$?; at=${EPOCHREALTIME/,/.}; at=${at:-$(date +%s.%N)}; if [ $rc -gt 128 ]; then echo "signaled $((rc - 128)) $at"; else echo "exited $rc $at"; fi > "$ended.tmp" && mv "$ended.tmp" "$ended"; exit $rc; } 2>&1 | while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$(stamp)" "$line"; done >> "$log"
 rc=${PIPESTATUS[0]}
 if [ -s "$ended" ]; then cat "$ended"; elif [ $rc -gt 128 ]; then echo "signaled $((rc - 128))"; else echo "exited $rc"; fi > "${log%.log}.exit.tmp" && mv "${log%.log}.exit.tmp" "${log%.log}.exit" && rm -f "$ended"
 exit $rc

@@ -1,6 +1,7 @@
 // The local executor driven by a JobController, as `zenith run` and the server use it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -236,4 +237,52 @@ TEST_F(PlatformExecutorTest, WorkingDirAndEnvFromTheSpec) {
                     "\n  env: { GREETING: hi }\n  entry: echo \"$GREETING\" > out.txt\n");
   EXPECT_EQ(r.job.state, zp::JobState::Succeeded);
   EXPECT_EQ(read_all((dir_.path() / "wd" / "out.txt").string()), "hi\n");
+}
+
+// A rank SIGKILLed and its peer that exits 1 once it sees the rank gone, as a peer does on a
+// lost connection: the job names the killed rank whichever rank it is and whichever end lands
+// first (the peer's exit can be written before the kill; the killed rank's shim then still
+// drains its log for 2 s, held open by a child).
+TEST_F(PlatformExecutorTest, TheKilledRankIsBlamedNotThePeerThatLostIt) {
+  for (int victim : {1, 0}) {
+    for (const char* peer_delay : {"0", "0.3"}) {
+      SCOPED_TRACE("victim rank " + std::to_string(victim) + ", peer exits " + peer_delay +
+                   " s after");
+      const std::string mark = dir_.str() + "/killed_" + std::to_string(next_id_);
+      RunResult r = run(
+          "job:\n  resources: { npu: 2 }\n  entry: 'if [ \"$RANK\" = " + std::to_string(victim) +
+          " ]; then (sleep 4; echo late) & sleep 0.3; touch " + mark +
+          "; kill -9 $$; fi; while [ ! -e " + mark + " ]; do sleep 0.02; done; sleep " +
+          peer_delay + "; echo \"peer lost\"; exit 1'\n");
+      EXPECT_EQ(r.job.state, zp::JobState::Failed);
+      EXPECT_EQ(r.job.reason,
+                "rank " + std::to_string(victim) + " was killed by signal 9 (Killed)");
+      ASSERT_TRUE(r.has_alert("abnormal_exit"));
+      EXPECT_NE(r.alert("abnormal_exit").find("rank " + std::to_string(victim) + " was killed"),
+                std::string::npos)
+          << r.alert("abnormal_exit");
+    }
+  }
+}
+
+// A rank's shim is a fork of the server without exec: ps must not show it as the server.
+TEST_F(PlatformExecutorTest, PsShowsARankAsZenithRankWithItsJobAndRank) {
+  std::vector<std::string> cmdlines;
+  RunResult r = run("job:\n  resources: { npu: 2 }\n  entry: 'echo up; sleep 30'\n",
+                    [&](const zp::JobRecord& job) {
+                      if (read_all(paths(1).rank_log(1)).find(" up") == std::string::npos ||
+                          read_all(paths(1).rank_log(0)).find(" up") == std::string::npos)
+                        return false;
+                      for (const auto& rank : job.ranks) {
+                        std::string raw =
+                            read_all("/proc/" + std::to_string(rank.pid) + "/cmdline");
+                        // NUL-separated words, padded with NULs to the server's argv length.
+                        while (!raw.empty() && raw.back() == '\0') raw.pop_back();
+                        std::replace(raw.begin(), raw.end(), '\0', ' ');
+                        cmdlines.push_back(raw);
+                      }
+                      return true;
+                    });
+  EXPECT_EQ(r.job.state, zp::JobState::Cancelled);
+  EXPECT_EQ(cmdlines, (std::vector<std::string>{"zenith rank 1 0", "zenith rank 1 1"}));
 }
