@@ -79,8 +79,8 @@ class SlurmCluster {
 };
 
 // A test suite on one two-node cluster: started before its first test, stopped after its last
-// and checked to leave no process behind; every test skips, with the reason, where Slurm
-// cannot start.
+// and checked to leave no process behind; where Slurm cannot start, every test fails under CI
+// and skips, loudly and with the reason, elsewhere.
 class SlurmClusterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -97,11 +97,19 @@ class SlurmClusterTest : public ::testing::Test {
     cluster_.reset();
     dir_.reset();
   }
+  // A skip in CI is a failure (the CI variable set, as CI services set it); elsewhere the skip
+  // says loudly what did not run and why.
   void SetUp() override {
-    if (!cluster_->ok()) {
-      std::printf("SKIPPED: %s\n", cluster_->why().c_str());
-      GTEST_SKIP() << cluster_->why();
-    }
+    if (cluster_->ok()) return;
+    if (std::getenv("CI"))
+      FAIL() << "CI is set and the Slurm cluster did not start: " << cluster_->why();
+    std::fprintf(stderr,
+                 "\n*** SKIPPED %s.%s: the Slurm tests did not run. %s\n*** (with CI set, "
+                 "this fails)\n\n",
+                 ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name(),
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                 cluster_->why().c_str());
+    GTEST_SKIP() << cluster_->why();
   }
 
   inline static std::unique_ptr<TempDir> dir_;
