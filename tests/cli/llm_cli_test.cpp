@@ -217,6 +217,24 @@ TEST(PerplexityCli, JsonEqualsTheLibrary) {
   EXPECT_NE(r.output.find("needs at least 2 tokens"), std::string::npos) << r.output;
 }
 
+// examples/llm/fortunes-llama is trained (scripts/make_fortunes_llm.py): fortunes it never saw
+// score far below a random model's perplexity (about its vocabulary size, 2048), and its greedy
+// answer to a chat prompt ends at eos with printable text.
+TEST(PerplexityCli, TheTrainedExampleKnowsHeldOutFortunes) {
+  const std::string model = std::string(ZENITH_SOURCE_DIR) + "/examples/llm/fortunes-llama";
+  auto j = run_json("perplexity --model " + model + " --text-file " + ZENITH_SOURCE_DIR +
+                    "/examples/llm/fortunes-heldout.txt");
+  EXPECT_GT(j["tokens"].get<int>(), 10000);
+  EXPECT_LT(j["perplexity"].get<double>(), 70.0);
+  auto g =
+      run_json("generate --model " + model + " --prompt 'Define: house' --chat --temperature 0");
+  EXPECT_EQ(g["stop_reason"], "eos");
+  const std::string text = g["text"].get<std::string>();
+  EXPECT_GT(text.size(), 10u);
+  EXPECT_TRUE(std::all_of(text.begin(), text.end(), [](char c) { return c >= ' ' || c == '\n'; }))
+      << text;
+}
+
 TEST(MergeAdapterCli, AdapterForAnotherBaseFails) {
   TempDir tmp("merge_cli");
   CliResult r = run_zenith("merge-adapter --model " + llama_fixture("mistral_head_dim") +
