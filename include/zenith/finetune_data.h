@@ -32,12 +32,15 @@ struct Data {
   int64_t lines = 0;      // non-blank lines read
   int64_t truncated = 0;  // examples cut to max_seq_len
   int64_t skipped = 0;    // examples without a learned token within max_seq_len (dropped)
-  std::map<std::string, int64_t> formats;  // "alpaca", "chat", "text", "tokenized": count
+  // "alpaca", "chat", "prompt_completion", "text", "tokenized": count
+  std::map<std::string, int64_t> formats;
 };
 
 // FILE.jsonl, one record a line, each in one of the formats
 //   {"instruction", "input"?, "output"}          Alpaca (the alpaca template: ### Instruction: ...)
 //   {"messages": [{"role", "content"}, ...]}     chat, rendered with the chat template
+//   {"prompt", "completion"}                     TRL's: strings encoded as one text, the
+//                                                completion learned; message lists as chat
 //   {"text"}                                     plain text: bos + text + eos, all learned
 //   {"input_ids": [..], "labels"?: [..]}         pre-tokenized (labels -100 = not learned)
 // Prompt tokens are masked out of the labels unless train_on_prompt; templated records end with
