@@ -47,6 +47,7 @@ RANK_SCRIPT = textwrap.dedent("""
     model = zenith.Model(net, nn.CrossEntropyLoss(), nn.SGD(net.trainable_params(), 0.1),
                          metrics={"accuracy"})
     out["wrapper"] = type(model.train_network).__name__
+    assert isinstance(model.train_network, nn.DistributedDataParallel)
     model.train(2, data)
     out["weights"] = [float(p.asnumpy().sum()) for p in net.trainable_params()]
     out["eval"] = model.eval(data)["accuracy"]
