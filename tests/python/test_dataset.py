@@ -308,10 +308,29 @@ def test_a_failing_source_raises_its_exception_with_the_item():
         ds.GeneratorDataset(42, ["x"])
 
 
+def _threads():
+    return len(os.listdir("/proc/self/task"))
+
+
 def test_abandoned_iterators_stop_their_workers():
+    # Each iterator starts 2 C++ worker threads; one dropped after its first item must take them
+    # with it, or 5 of them leave 10 threads running.
     import gc
+    import time
+    warm_up = ds.GeneratorDataset(Squares(10), ["x", "y"], num_parallel_workers=2)
+    assert isinstance(warm_up, ds.Dataset)
+    list(warm_up)
+    gc.collect()
+    baseline = _threads()
+    started = 0
     for _ in range(5):
         it = iter(ds.GeneratorDataset(Squares(1000), ["x", "y"], num_parallel_workers=2))
         next(it)
+        started = max(started, _threads() - baseline)
         del it
         gc.collect()
+    assert started >= 2, "the iterators started no worker threads to check"
+    deadline = time.monotonic() + 10
+    while _threads() > baseline and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _threads() <= baseline, f"{_threads() - baseline} worker threads outlived their iterators"
