@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What OpenMP's wait policy costs and saves: wall-clock seconds of a 30-step LoRA fine-tune and a
-# short `zenith train`, for each policy, on the machine as it is ("idle") and with a busy loop on
+# short `zenith train`, for each policy, on the machine as it is ("as-is") and with a busy loop on
 # every core (another program's load). zenith's default is OMP_WAIT_POLICY=PASSIVE
 # (src/cli/omp_defaults.cpp); "spin 300000" is libgomp's default, what zenith ran with before.
 # A bench, not a test: it prints figures and asserts nothing.
@@ -49,7 +49,7 @@ command_for() {  # $1: finetune or train; sets cmd, writing into a fresh output 
 }
 
 [ "$json" = 1 ] || printf "%-6s %-9s %-34s %s\n" load workload policy "seconds (each run)"
-for load in idle busy; do
+for load in as-is busy; do
   if [ "$load" = busy ]; then
     for _ in $(seq "$(nproc)"); do (while :; do :; done) & busy+=($!); done
   fi
