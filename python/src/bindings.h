@@ -22,7 +22,7 @@ namespace py = pybind11;
 
 using ReleaseGIL = py::call_guard<py::gil_scoped_release>;
 
-// ---- tensors <-> Python (tensor.cpp)
+// ---- tensors <-> Python (tensor_convert.cpp)
 
 // A tensor from a Tensor (the same tensor), a numpy array (its memory shared when the layout
 // allows: native byte order, writeable, non-negative strides; else copied), a Python number or a
