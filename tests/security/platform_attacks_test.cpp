@@ -26,6 +26,8 @@ using zt::ServerProcess;
 namespace {
 
 constexpr double kMaxGrowthMiB = 100;
+// A 64 MiB body read whole grows the server by 64 MiB or more; bounded reading measured 8-17.
+constexpr double kMaxBodyGrowthMiB = 32;
 
 json submit(zp::ApiClient& c, const std::string& yaml) {
   auto r = c.post("/api/v1/jobs", json{{"yaml", yaml}, {"source", "job.yaml"}}.dump());
@@ -201,7 +203,15 @@ TEST_F(PlatformAttacks, JobsCannotReachTheServersSecrets) {
   EXPECT_NE(out.find("ZENITH_JOB_ID=" + std::to_string(id)), std::string::npos) << out;
   EXPECT_NE(out.find("PATH="), std::string::npos) << out;
   EXPECT_EQ(read_all(dir_.str() + "/jobs/" + std::to_string(id) + "/work/out.txt"), "mine\n");
-  if (!mount_ns) GTEST_SKIP() << "no mount namespace here: " << log;
+  // Without a mount namespace DATA cannot be hidden: a failure under CI, a loud skip elsewhere.
+  if (!mount_ns && std::getenv("CI")) FAIL() << "CI is set and no mount namespace here: " << log;
+  if (!mount_ns) {
+    std::fprintf(stderr,
+                 "\n*** SKIPPED the isolation checks of PlatformAttacks.JobsCannotReachTheServers"
+                 "Secrets: no mount namespace here (with CI set, this fails)\n%s\n",
+                 log.c_str());
+    GTEST_SKIP() << "no mount namespace here: " << log;
+  }
   EXPECT_EQ(out.find(server.token()), std::string::npos) << out;
   EXPECT_EQ(out.find("zenith.db"), std::string::npos) << out;
   EXPECT_EQ(out.find("other-job-output"), std::string::npos) << out;
@@ -234,7 +244,7 @@ TEST_F(PlatformAttacks, BodiesAreBoundedInEveryTransferForm) {
                         mib64, /*chunked=*/true);
   });
   EXPECT_EQ(r.status, 413) << r.head << error_of(r);
-  EXPECT_LT(growth, kMaxGrowthMiB) << "64 MiB chunked body";
+  EXPECT_LT(growth, kMaxBodyGrowthMiB) << "64 MiB chunked body";
   std::printf("[ probe    ] 64 MiB chunked body: HTTP %d, peak RSS growth %.1f MiB\n", r.status,
               growth);
 
@@ -244,7 +254,7 @@ TEST_F(PlatformAttacks, BodiesAreBoundedInEveryTransferForm) {
                         true);
   });
   EXPECT_EQ(r.status, 401) << r.head;
-  EXPECT_LT(growth, kMaxGrowthMiB) << "64 MiB chunked body without a token";
+  EXPECT_LT(growth, kMaxBodyGrowthMiB) << "64 MiB chunked body without a token";
 
   // No Content-Length and no chunking: the body would run until the connection closes.
   growth = zt::peak_rss_growth_mib(pid, [&] {
@@ -252,7 +262,7 @@ TEST_F(PlatformAttacks, BodiesAreBoundedInEveryTransferForm) {
     r = c.send_streamed(post_head("/api/v1/jobs", server.token(), ""), mib64, false);
   });
   EXPECT_EQ(r.status, 411) << r.head;
-  EXPECT_LT(growth, kMaxGrowthMiB) << "body without a length";
+  EXPECT_LT(growth, kMaxBodyGrowthMiB) << "body without a length";
 
   // A declared length over the limit is refused before any of it is read.
   {

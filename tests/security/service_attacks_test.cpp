@@ -25,6 +25,8 @@ using zt::read_all;
 namespace {
 
 constexpr double kMaxGrowthMiB = 100;
+// A 64 MiB body read whole grows the server by 64 MiB or more; bounded reading measured 8-17.
+constexpr double kMaxBodyGrowthMiB = 32;
 
 // zlib-compresses `rows` rows of `row_bytes` zero bytes each, as produced by `row` calls.
 std::string zlib_zero_rows(std::size_t rows, std::size_t row_bytes) {
@@ -120,7 +122,7 @@ TEST_F(ServiceAttacks, BodiesAreBoundedInEveryTransferForm) {
                         true);
   });
   EXPECT_EQ(r.status, 413) << r.head << r.body;
-  EXPECT_LT(growth, kMaxGrowthMiB);
+  EXPECT_LT(growth, kMaxBodyGrowthMiB);
   std::printf("[ probe    ] service, 64 MiB chunked body: HTTP %d, peak RSS growth %.1f MiB\n",
               r.status, growth);
 
@@ -129,7 +131,7 @@ TEST_F(ServiceAttacks, BodiesAreBoundedInEveryTransferForm) {
     r = c.send_streamed(head("/v2/models/sec/infer", ""), 64u << 20, false);
   });
   EXPECT_EQ(r.status, 411) << r.head << r.body;
-  EXPECT_LT(growth, kMaxGrowthMiB);
+  EXPECT_LT(growth, kMaxBodyGrowthMiB);
 
   // 1 GiB of zeros, gzip-compressed, as the infer body.
   std::string zeros_gz;
