@@ -809,14 +809,26 @@ TEST(GraphPasses, GradientSumsAccumulateInTheirMatmuls) {
   EXPECT_GE(overwritten, 2u);
 }
 
+// Through every pass (optimize): the elementwise ops between two GEMMs fuse, and a sum of two
+// products becomes one matmul_add, but each product stays a GEMM of its own.
 TEST(GraphPasses, NeverFusesTwoMatmuls) {
   manual_seed(13);
-  Tensor x = randn({8, 8}), w1 = randn({8, 8}), w2 = randn({8, 8});
-  auto fn = [&] { return std::vector<Tensor>{ops::matmul(ops::relu(ops::matmul(x, w1)), w2)}; };
-  Graph g = capture(fn, {x}, {{"w1", w1}, {"w2", w2}});
-  FusionCounts counts;
-  EXPECT_EQ(fuse_elementwise(g, counts), 0);  // one relu alone is no group
-  EXPECT_EQ(g.count(OpId::matmul), 2);
+  Tensor x = randn({8, 8}), w1 = randn({8, 8}), w2 = randn({8, 8}), w3 = randn({8, 8});
+  auto fn = [&] {
+    Tensor scaled = ops::sigmoid(ops::mul(ops::matmul(x, w1), Tensor::scalar(2.0)));
+    Tensor chain = ops::matmul(ops::relu(scaled), w2);
+    Tensor sum = ops::add(ops::matmul(x, w3), ops::matmul(chain, w1));
+    return std::vector<Tensor>{chain, sum};
+  };
+  std::vector<Tensor> eager = fn();
+  Graph g = capture(fn, {x}, {{"w1", w1}, {"w2", w2}, {"w3", w3}});
+  expect_counts(g, {{OpId::matmul, 4}});
+  PassReport report = optimize(g);
+  dump("after", g);
+  EXPECT_EQ(report.fusions["elementwise"], 1);  // mul, sigmoid and relu between the first two
+  EXPECT_EQ(report.fusions["matmul+add"], 1);   // one product accumulated onto the other
+  expect_counts(g, {{OpId::matmul, 3}, {OpId::matmul_add, 1}});
+  expect_close(replay(g, {x}), eager, 1e-5);
 }
 
 TEST(GraphPasses, OptimizerUpdatesFuseAcrossParameters) {
