@@ -1,4 +1,7 @@
+#include <map>
+
 #include "backend/cpu/onednn_layout.h"
+#include "core/dispatch.h"
 #include "support/op_check.h"
 
 using namespace zenith;
@@ -84,12 +87,29 @@ TEST(Conv2d, Float32BackwardMatchesFloat64) {
 }
 
 TEST(Conv2d, OnlyWeightGradient) {
-  // The first layer's input needs no gradient: only conv2d_backward_weights runs.
+  // The first layer's input needs no gradient: only conv2d_backward_weights runs, seen by a
+  // dispatch observer; the data gradient's kernel never does.
   Tensor x = random_input({2, 1, 6, 6}, DType::f32);
   Tensor w = random_input({16, 1, 3, 3}, DType::f32).requires_grad_();
+  std::map<OpId, int> seen;
+  auto observe = [](void* user, const dispatch::OpEvent& e) {
+    ++(*static_cast<std::map<OpId, int>*>(user))[e.op];
+  };
+  const int id = dispatch::add_observer(observe, &seen);
   ops::sum(ops::conv2d(x, w)).backward();
+  dispatch::remove_observer(id);
+  EXPECT_EQ(seen[OpId::conv2d_backward_weights], 1);
+  EXPECT_EQ(seen[OpId::conv2d_backward_data], 0);
   EXPECT_TRUE(w.grad().defined());
   EXPECT_FALSE(x.grad().defined());
+  // With the input needing a gradient too, both run (the observer sees what it should).
+  seen.clear();
+  x.requires_grad_();
+  const int again = dispatch::add_observer(observe, &seen);
+  ops::sum(ops::conv2d(x, w)).backward();
+  dispatch::remove_observer(again);
+  EXPECT_EQ(seen[OpId::conv2d_backward_weights], 1);
+  EXPECT_EQ(seen[OpId::conv2d_backward_data], 1);
 }
 
 TEST(Conv2d, OutputShapes) {
