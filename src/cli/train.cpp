@@ -167,6 +167,27 @@ class EvalLog {
   Clock::time_point start_ = Clock::now();
 };
 
+// The line that opens a run: what trains on what, for how long, where it writes.
+void print_plan(const TrainSettings& s, const std::string& arch, int64_t train_samples,
+                int64_t test_samples, int64_t steps_per_epoch, int64_t initial_epoch,
+                const Ranks& ranks) {
+  const std::string ranks_note = ranks.world() > 1 ? ", rank " + std::to_string(ranks.rank()) +
+                                                         " of " + std::to_string(ranks.world())
+                                                   : "";
+  const std::string accumulation_note =
+      s.accumulate_steps > 1 ? " (" + std::to_string(s.accumulate_steps) + " batches of " +
+                                   std::to_string(s.batch_size) + " per step)"
+                             : "";
+  std::printf(
+      "training %s on %s: %lld train / %lld test samples, %lld steps per epoch%s, "
+      "epochs %lld..%lld, %d threads%s; writing %s\n",
+      arch.c_str(), s.dataset.c_str(), (long long)train_samples, (long long)test_samples,
+      (long long)steps_per_epoch, accumulation_note.c_str(), (long long)initial_epoch + 1,
+      (long long)s.epochs, context::get_num_threads(), ranks_note.c_str(),
+      ranks.writes() ? s.out.c_str() : "nothing (rank 0 writes)");
+  std::fflush(stdout);
+}
+
 int run_train(int argc, char** argv) {
   TrainSettings s;
   std::string resume;
@@ -224,21 +245,7 @@ int run_train(int argc, char** argv) {
   }
 
   if (rank == 0) std::filesystem::create_directories(s.out);
-  std::string ranks_note =
-      ranks.world() > 1 ? ", rank " + std::to_string(rank) + " of " + std::to_string(ranks.world())
-                        : "";
-  const std::string accumulation_note =
-      s.accumulate_steps > 1 ? " (" + std::to_string(s.accumulate_steps) + " batches of " +
-                                   std::to_string(s.batch_size) + " per step)"
-                             : "";
-  std::printf(
-      "training %s on %s: %lld train / %lld test samples, %lld steps per epoch%s, "
-      "epochs %lld..%lld, %d threads%s; writing %s\n",
-      arch, s.dataset.c_str(), (long long)train.samples, (long long)test.samples,
-      (long long)steps_per_epoch, accumulation_note.c_str(), (long long)initial_epoch + 1,
-      (long long)s.epochs, context::get_num_threads(), ranks_note.c_str(),
-      rank == 0 ? s.out.c_str() : "nothing (rank 0 writes)");
-  std::fflush(stdout);
+  print_plan(s, arch, train.samples, test.samples, steps_per_epoch, initial_epoch, ranks);
   auto cbs = make_callbacks(s, progress_mode, ranks, profile);
 
   EvalLog log(s, arch, resume, ranks);

@@ -1,7 +1,8 @@
 // The fine-tuning loop: LoRA (frozen base in its file dtype, float32 adapters and AdamW state) or
 // full (float32 weights), token-weighted gradient accumulation, clipping, warmup + schedule,
 // metrics.jsonl / TensorBoard / eval_log.json, adapters or model directories out. run() reads as
-// set-up (the Trainer's constructor), loop (train()) and finish; a step is detail::Step.
+// set-up (the Trainer's constructor), loop (Trainer::run over epochs of train_step) and
+// finish; a step is detail::Step (finetune_step.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
