@@ -1,8 +1,8 @@
 // The fine-tuning loop: LoRA (frozen base in its file dtype, float32 adapters and AdamW state) or
 // full (float32 weights), token-weighted gradient accumulation, clipping, warmup + schedule,
 // metrics.jsonl / TensorBoard / eval_log.json, adapters or model directories out. run() reads as
-// set-up (the Trainer's constructor), loop (Trainer::run over epochs of train_step) and
-// finish; a step is detail::Step (finetune_step.h).
+// set-up (the Trainer's constructor), loop (Trainer::train, epochs of train_step) and finish;
+// a step is detail::Step (finetune_step.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,7 +25,8 @@ using detail::format;
 class Trainer {
  public:
   Trainer(const Options& o, const Data& train, const Data* eval, const detail::Log& log_fn);
-  Result run();
+  void train();
+  Result finish();
 
  private:
   void load_model();
@@ -199,7 +200,8 @@ void Trainer::announce(const detail::Log& log_fn) {
   metrics_.emplace(o_.out, ranks_.writes());
 }
 
-Result Trainer::run() {
+// Every step from the first (or the resumed one) to the last, epoch by epoch.
+void Trainer::train() {
   if (resumed_) {
     steps_done_ = resumed_->step;
     if (fs::exists(o_.out + "/eval_log.json"))
@@ -216,6 +218,10 @@ Result Trainer::run() {
   for (int64_t epoch = steps_done_ / steps_per_epoch_; steps_done_ < total_steps_; ++epoch)
     train_epoch(epoch);
   for (const auto& cb : o_.callbacks) cb->on_train_end(context_);
+}
+
+// The final evaluation and outputs.
+Result Trainer::finish() {
   result_.steps = steps_done_;
   evaluate(steps_done_);
   save(steps_done_, o_.out);
@@ -394,8 +400,9 @@ void Trainer::save(int64_t step, const std::string& dir) {
 
 Result run(const Options& options, const Data& train, const Data* eval,
            const std::function<void(const std::string&)>& log) {
-  Trainer trainer(options, train, eval, log);
-  return trainer.run();
+  Trainer trainer(options, train, eval, log);  // set-up
+  trainer.train();                             // the loop
+  return trainer.finish();
 }
 
 }  // namespace zenith::finetune

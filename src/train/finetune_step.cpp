@@ -25,6 +25,7 @@ Step::Step(models::Llama& model, std::vector<Tensor> params, nn::Optimizer& opti
       settings_(std::move(settings)),
       log_(std::move(log)) {
   if (settings_.float64_sums && !settings_.graph) float64_.emplace(params_);
+  if (settings_.graph) settings_.inject_gradients = nullptr;  // gradients live in the graph
 }
 
 Step::~Step() = default;
