@@ -31,9 +31,11 @@ fresh temporary directory holding links to the repository's top-level entries (e
 and out*/), with HOME and ZENITH_DATA inside it, so `examples/...` resolves as in a checkout and
 whatever the commands write stays there. `$ZENITH_REPO` is the repository.
 
-Also checked: docs/reference.md equals what scripts/make_reference.sh writes now, every
-relative link in the pages names a file that exists, and every path in backquotes that starts
-with src/, include/, tests/, scripts/, examples/, bench/, python/ or web/ exists.
+Also checked: docs/reference.md equals what scripts/make_reference.sh writes now; every flag
+shown after `zenith CMD` (in any code block or span, run or not) is one that docs/reference.md
+lists for CMD; every relative link in the pages names a file that exists; and every path in
+backquotes that starts with src/, include/, tests/, scripts/, examples/, bench/, python/, web/
+or docs/ exists.
 
 Usage: run_docs.py --repo DIR --bin-dir DIR [--page PATTERN] [--list] [--keep]
 """
@@ -424,6 +426,69 @@ def check_paths(path, repo):
     return failures
 
 
+def reference_flags(reference_text):
+    """{"train": {"--epochs", ...}, "token create": {...}} from docs/reference.md's sections."""
+    flags = {}
+    current = None
+    for line in reference_text.split("\n"):
+        m = re.match(r"^#{2,3} zenith (.+)$", line)
+        if m:
+            current = flags.setdefault(m.group(1).strip(), {"--help", "-h"})
+        elif current is not None:
+            current.update(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", line))
+    return flags
+
+
+ZENITH_CALL = re.compile(r"(?:^|[\s$(;&|])zenith ([a-z][a-z-]*)((?: [a-z][a-z-]*)?)([^|;&#]*)")
+FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
+
+
+def zenith_invocations(text):
+    """(line, command, subcommand, flags) of every `zenith CMD ...` in code blocks and spans; a
+    block's lines ending in a backslash are joined first."""
+    found = []
+    in_block = False
+    pending, pending_line = "", 0
+    for n, line in enumerate(text.split("\n"), 1):
+        if re.match(r"^\s*(```|~~~)", line):
+            in_block = not in_block
+            continue
+        if in_block:
+            if not pending:
+                pending_line = n
+            pending += " " + line.rstrip().rstrip("\\")
+            if line.rstrip().endswith("\\"):
+                continue
+            spans, where = [pending], pending_line
+            pending = ""
+        else:
+            spans, where = re.findall(r"`([^`]+)`", line), n
+        for span in spans:
+            for m in ZENITH_CALL.finditer(span.split(" #")[0]):
+                found.append((where, m.group(1), m.group(2).strip(), FLAG.findall(m.group(3))))
+    return found
+
+
+def check_flags(path, repo, flags):
+    """Flags shown after `zenith CMD` that `zenith CMD --help` does not list (a renamed flag)."""
+    failures = []
+    rel = os.path.relpath(path, repo)
+    if rel == os.path.join("docs", "reference.md"):
+        return failures
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for n, cmd, sub, used in zenith_invocations(text):
+        known = flags.get("%s %s" % (cmd, sub)) if sub else None
+        known = known or flags.get(cmd)
+        if known is None:
+            continue  # not a command (prose such as `zenith train`'s): the reference lists them
+        for flag in used:
+            if flag not in known and flag not in flags.get(cmd, ()):
+                failures.append("%s:%d: `zenith %s` has no flag %s (docs/reference.md)" %
+                                (rel, n, (cmd + " " + sub).strip(), flag))
+    return failures
+
+
 def check_reference(repo, bin_dir):
     script = os.path.join(repo, "scripts", "make_reference.sh")
     env = dict(os.environ)
@@ -469,8 +534,11 @@ def main():
         return 0
     start = time.monotonic()
     failures = []
+    with open(os.path.join(repo, "docs", "reference.md"), encoding="utf-8") as f:
+        flags = reference_flags(f.read())
     for p in pages:
         failures += check_paths(p, repo)
+        failures += check_flags(p, repo, flags)
     if not args.page or "reference" in args.page:
         failures += check_reference(repo, args.bin_dir)
     ran = 0

@@ -114,6 +114,55 @@ class Parse(unittest.TestCase):
         self.assertEqual(run_docs.expand_braces("a/{b,c}.h"), ["a/b.h", "a/c.h"])
 
 
+REFERENCE = """# Command reference
+
+## zenith train
+
+  --epochs INT=10             total epochs
+  --eval-epochs INT=1         evaluate every N epochs
+
+## zenith token
+
+### zenith token create
+
+  --service TEXT              the service
+"""
+
+
+class Flags(unittest.TestCase):
+    def test_reference_sections_give_each_command_its_flags(self):
+        flags = run_docs.reference_flags(REFERENCE)
+        self.assertEqual(flags["train"], {"--help", "-h", "--epochs", "--eval-epochs"})
+        self.assertIn("--service", flags["token create"])
+
+    def test_a_renamed_flag_fails_in_blocks_continuations_and_inline_spans(self):
+        import tempfile
+        repo = tempfile.mkdtemp()
+        page = os.path.join(repo, "page.md")
+        with open(page, "w") as f:
+            f.write("Use `zenith train --eval-every 2` or `zenith train --epochs 1`.\n\n"
+                    "```sh\nzenith train --epochs 1 \\\n    --eval-every 1   # --not-a-flag\n"
+                    "zenith token create --service s | grep --count x\n```\n")
+        failures = run_docs.check_flags(page, repo, run_docs.reference_flags(REFERENCE))
+        self.assertEqual(len(failures), 2, failures)
+        self.assertIn("page.md:1: `zenith train` has no flag --eval-every", failures[0])
+        self.assertIn("page.md:4: `zenith train` has no flag --eval-every", failures[1])
+
+    def test_missing_links_and_paths_fail(self):
+        import tempfile
+        repo = tempfile.mkdtemp()
+        os.makedirs(os.path.join(repo, "src", "core"))
+        open(os.path.join(repo, "src", "core", "a.cpp"), "w").close()
+        page = os.path.join(repo, "page.md")
+        with open(page, "w") as f:
+            f.write("[ok](src/core/a.cpp) [gone](nowhere.md) [web](https://x.org/y.md)\n"
+                    "`src/core/a.cpp` `src/core/{a,b}.cpp` `src/core/a` `src/<name>`\n")
+        failures = run_docs.check_paths(page, repo)
+        self.assertEqual(len(failures), 2, failures)
+        self.assertIn("link to nowhere.md", failures[0])
+        self.assertIn("`src/core/b.cpp` names no file", failures[1])
+
+
 class RunPage(unittest.TestCase):
     def test_a_page_runs_and_a_stale_output_fails_naming_its_line(self):
         import tempfile
