@@ -66,10 +66,16 @@ struct CliSettings {
 
 SettingsSchema finetune_schema(finetune::Options& o, CliSettings& c) {
   SettingsSchema s("finetune");
-  s.add("model", o.model, "base model directory (HF: config.json, safetensors, tokenizer)")
-      .add("data", o.data, "training data, JSONL: Alpaca, chat messages, text or input_ids")
+  s.add("model", o.model,
+        "(required, here or in --config, unless --init random) base model directory (HF: "
+        "config.json, safetensors, tokenizer)")
+      .add("data", o.data,
+           "(required, here or in --config) training data, JSONL: Alpaca, chat messages, "
+           "prompt/completion, text or input_ids")
       .add("eval-data", o.eval_data, "held-out JSONL data: eval loss and perplexity")
-      .add("out", o.out, "output directory (adapter or model, metrics, eval_log.json)")
+      .add("out", o.out,
+           "(required, here or in --config) output directory (adapter or model, metrics, "
+           "eval_log.json)")
       .add("overwrite-output-dir", c.overwrite_output_dir,
            "replace the run in a non-empty --out (its run files are deleted first)")
       .add("method", c.method, "lora or full")

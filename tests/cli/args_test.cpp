@@ -54,4 +54,17 @@ TEST(Args, RequiredOptionsAreMarkedInHelp) {
   EXPECT_FALSE(has(r.output, "did you mean")) << r.output;
 }
 
+// finetune's --model, --data and --out may come from a --config YAML instead, so CLI11 cannot
+// enforce them; their help says they are required all the same.
+TEST(Args, FinetunesRequiredSettingsSaySoInHelp) {
+  const auto r = run_zenith("finetune --help");
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* flag : {"--model TEXT", "--data TEXT", "--out TEXT"}) {
+    const auto at = r.output.find(flag);
+    ASSERT_NE(at, std::string::npos) << flag << "\n" << r.output;
+    EXPECT_TRUE(has(r.output.substr(at, r.output.find('\n', at) - at), "(required")) << flag << "\n"
+                                                                                     << r.output;
+  }
+}
+
 }  // namespace
