@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Unit tests of the docs test's parser and matcher (tests/docs/run_docs.py)."""
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -129,15 +131,21 @@ REFERENCE = """# Command reference
 """
 
 
-class Flags(unittest.TestCase):
+class Scratch(unittest.TestCase):
+    def scratch(self):
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder, True)
+        return folder
+
+
+class Flags(Scratch):
     def test_reference_sections_give_each_command_its_flags(self):
         flags = run_docs.reference_flags(REFERENCE)
         self.assertEqual(flags["train"], {"--help", "-h", "--epochs", "--eval-epochs"})
         self.assertIn("--service", flags["token create"])
 
     def test_a_renamed_flag_fails_in_blocks_continuations_and_inline_spans(self):
-        import tempfile
-        repo = tempfile.mkdtemp()
+        repo = self.scratch()
         page = os.path.join(repo, "page.md")
         with open(page, "w") as f:
             f.write("Use `zenith train --eval-every 2` or `zenith train --epochs 1`.\n\n"
@@ -149,8 +157,7 @@ class Flags(unittest.TestCase):
         self.assertIn("page.md:4: `zenith train` has no flag --eval-every", failures[1])
 
     def test_missing_links_and_paths_fail(self):
-        import tempfile
-        repo = tempfile.mkdtemp()
+        repo = self.scratch()
         os.makedirs(os.path.join(repo, "src", "core"))
         open(os.path.join(repo, "src", "core", "a.cpp"), "w").close()
         page = os.path.join(repo, "page.md")
@@ -163,10 +170,9 @@ class Flags(unittest.TestCase):
         self.assertIn("`src/core/b.cpp` names no file", failures[1])
 
 
-class RunPage(unittest.TestCase):
+class RunPage(Scratch):
     def test_a_page_runs_and_a_stale_output_fails_naming_its_line(self):
-        import tempfile
-        repo = tempfile.mkdtemp()
+        repo = self.scratch()
         page = os.path.join(repo, "page.md")
         with open(page, "w") as f:
             f.write("```console\n$ echo $((6 * 7))\n42\n$ echo stale\nfresh\n```\n")
@@ -177,8 +183,7 @@ class RunPage(unittest.TestCase):
         self.assertIn("output differs", failures[0])
 
     def test_pycon_blocks_share_one_interpreter_and_show_values_and_errors(self):
-        import tempfile
-        repo = tempfile.mkdtemp()
+        repo = self.scratch()
         page = os.path.join(repo, "page.md")
         with open(page, "w") as f:
             f.write("```pycon\n>>> x = 6\n>>> x * 7\n42\n>>> import os; os.write(1, b'fd\\n')\n"
