@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <latch>
 #include <mutex>
 #include <thread>
@@ -79,17 +80,29 @@ TEST(Batcher, MaxBatchOneRunsEachRequestAlone) {
 }
 
 TEST(Batcher, MultiSampleRequestsAndFullQueue) {
+  // The first run holds the worker until the queue has been checked: events, not sleeps, so a
+  // loaded host cannot reorder the steps.
   std::atomic<int> runs{0};
+  std::promise<void> running, release;
+  std::shared_future<void> released = release.get_future().share();
   Batcher batcher({.max_batch = 4, .max_delay_ms = 1, .max_queue = 3, .replicas = 1}, 1,
-                  sum_rows(1, &runs, /*sleep_ms=*/100));
-  auto first = batcher.submit({1, 2, 3}, 3);  // the worker takes it and sleeps in the run
+                  [&, sum = sum_rows(1, &runs)](int replica, const std::vector<float>& in,
+                                                int64_t n, int64_t* width) {
+                    if (runs.load() == 0) {
+                      running.set_value();
+                      released.wait_for(std::chrono::seconds(30));  // no hang on failure
+                    }
+                    return sum(replica, in, n, width);
+                  });
+  auto first = batcher.submit({1, 2, 3}, 3);
   ASSERT_TRUE(first);
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  running.get_future().wait();  // the worker took it and is in the run
   std::vector<std::shared_ptr<BatchRequest>> queued;
   for (int i = 0; i < 3; ++i) queued.push_back(batcher.submit({float(10 + i)}, 1));
   for (const auto& q : queued) ASSERT_TRUE(q);
   EXPECT_EQ(batcher.queue_depth(), 3);
   EXPECT_FALSE(batcher.submit({99}, 1));  // the queue holds 3
+  release.set_value();
   auto r = first->promise.get_future().get();
   ASSERT_EQ(r.outputs.size(), 6u);
   EXPECT_EQ(r.outputs[0], 1);
