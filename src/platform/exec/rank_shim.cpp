@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -58,8 +59,8 @@ void find_argv_area(ShimArgs& a) {
   std::string field;
   unsigned long long start = 0, end = 0;
   for (int i = 3; i <= 49 && fields >> field; ++i) {
-    if (i == 48) start = std::stoull(field);
-    if (i == 49) end = std::stoull(field);
+    if (i == 48) start = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 49) end = std::strtoull(field.c_str(), nullptr, 10);
   }
   if (start == 0 || end <= start) return;
   a.argv_area = reinterpret_cast<char*>(start);
