@@ -406,6 +406,9 @@ void DeploymentManager::monitor() {
         r->reason = "exited (" + std::to_string(quick) + " in a row); restarting in " +
                     format_duration(delay);
         store_.put_service(*r);
+        // The decision, stamped (Unix seconds): what a restart's wait is measured from.
+        std::fprintf(stderr, "[services] %s exited (%d in a row) at %.3f; restarting in %s\n",
+                     name.c_str(), quick, now, format_duration(delay).c_str());
       }
       for (const auto& name : failed) children_.erase(name);
       std::vector<std::string> due;
