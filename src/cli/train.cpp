@@ -112,6 +112,9 @@ std::vector<callbacks::CallbackPtr> make_callbacks(const TrainSettings& s, Progr
   return cbs;
 }
 
+// "1 epoch", "3 epochs".
+std::string epochs_text(int64_t n) { return std::to_string(n) + (n == 1 ? " epoch" : " epochs"); }
+
 nlohmann::json history_json(const std::vector<callbacks::EpochRecord>& history) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : history)
@@ -265,11 +268,11 @@ int run_train(int argc, char** argv) {
   log.write("finished", model);
   if (ranks.world() > 1) communication::release();
   if (rank != 0) {
-    std::printf("rank %d finished after %lld epochs\n", rank, (long long)model.epochs_done());
+    std::printf("rank %d finished after %s\n", rank, epochs_text(model.epochs_done()).c_str());
     return 0;
   }
-  std::printf("final test accuracy: %.4f (loss %.4f) after %lld epochs; %s/eval_log.json\n",
-              final.at("Accuracy"), final.at("Loss"), (long long)model.epochs_done(),
+  std::printf("final test accuracy: %.4f (loss %.4f) after %s; %s/eval_log.json\n",
+              final.at("Accuracy"), final.at("Loss"), epochs_text(model.epochs_done()).c_str(),
               s.out.c_str());
   return 0;
 }

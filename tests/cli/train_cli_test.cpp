@@ -46,6 +46,7 @@ TEST_F(TrainCli, TrainsWritesOutputsAndEvaluates) {
   auto r = zenith(train_args("run") + " --epochs 2");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("final test accuracy"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(") after 2 epochs; "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("epoch 1/2 step 5/10"), std::string::npos) << r.output;
   fs::path out = root_ / "run";
   EXPECT_TRUE(fs::exists(out / "checkpoint_epoch_1.safetensors"));
