@@ -57,8 +57,11 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
   app.get_formatter()->label("REQUIRED", "(required)");
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {
     const std::string prefix = a->get_name() + ": ";
-    std::string msg = prefix + e.what() + "\n";
-    for (const auto& hint : suggestions(*a)) msg += prefix + hint + "\n";
+    const std::vector<std::string> hints = suggestions(*a);
+    // A guess says more than CLI11's "The following arguments were not expected: ...".
+    const bool guessed = !hints.empty() && dynamic_cast<const CLI::ExtrasError*>(&e);
+    std::string msg = guessed ? "" : prefix + e.what() + "\n";
+    for (const auto& hint : hints) msg += prefix + hint + "\n";
     return msg + "Run `" + a->get_name() + " --help` for the options.\n";
   });
   try {

@@ -17,6 +17,7 @@ TEST(Args, AMistypedOptionSuggestsTheNearestOne) {
   EXPECT_EQ(r.code, 109) << r.output;  // CLI11's code for arguments it could not place
   EXPECT_TRUE(has(r.output, "zenith train: unknown option '--epoch' (did you mean '--epochs'?)"))
       << r.output;
+  EXPECT_FALSE(has(r.output, "not expected")) << "the guess replaces CLI11's line\n" << r.output;
   r = run_zenith("convert --from llama2c --chekpoint x.bin --out /nonexistent");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(has(r.output, "unknown option '--chekpoint' (did you mean '--checkpoint'?)"))
