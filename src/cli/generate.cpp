@@ -15,6 +15,7 @@
 
 #include "cli/command.h"
 #include "cli/llm_common.h"
+#include "zenith/context.h"
 
 namespace zenith::cli {
 namespace {
@@ -83,7 +84,11 @@ int run_generate(int argc, char** argv) {
                  "llama-2, llama-3, chatml or alpaca (default: tokenizer_config.json's); "
                  "implies --chat");
   app.add_flag("--json", a.json, "print one JSON object with the ids and the text");
+  int64_t threads = 0;
+  app.add_option("--threads", threads, "compute threads (0: the default)");
   if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
+  ZENITH_CHECK(threads >= 0, "[generate] --threads must be >= 0, got ", threads);
+  if (threads > 0) context::set_num_threads(int(threads));
   ZENITH_CHECK(text->count() + ids->count() == 1, "[generate] give --prompt TEXT or --prompt-ids");
   a.chat = a.chat || !a.chat_template.empty();
   ZENITH_CHECK(!(a.chat && ids->count()), "[generate] --chat needs --prompt TEXT, not ids");

@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "cli/llm_common.h"
+#include "zenith/context.h"
 
 namespace zenith::cli {
 namespace {
@@ -39,7 +40,11 @@ int run_perplexity(int argc, char** argv) {
   app.add_option("--max-seq-len", max_seq_len,
                  "window length in tokens (default: max_position_embeddings)");
   app.add_flag("--json", json, "print {\"nll\", \"perplexity\", \"tokens\"}");
+  int64_t threads = 0;
+  app.add_option("--threads", threads, "compute threads (0: the default)");
   if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
+  ZENITH_CHECK(threads >= 0, "[perplexity] --threads must be >= 0, got ", threads);
+  if (threads > 0) context::set_num_threads(int(threads));
   ZENITH_CHECK(!old_text->count(), "[perplexity] --text is now --text-file FILE (a file to read; ",
                "--text in `zenith tokenize` is the text itself): use --text-file ", old_text_flag);
   ZENITH_CHECK(ids->count() + text->count() == 1,

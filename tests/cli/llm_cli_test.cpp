@@ -43,6 +43,14 @@ TEST(GenerateCli, GreedyJsonEqualsTheReference) {
   EXPECT_TRUE(j["text"].is_null());  // the fixture has no tokenizer
   EXPECT_EQ(j["prompt_tokens"], 5);
   EXPECT_EQ(j["stop_reason"], "max_new_tokens");
+  // --threads as in train, eval and finetune: one thread gives the same tokens.
+  j = run_json("generate --threads 1 --model " + llama_fixture("llama_gqa") + " --prompt-ids " +
+               id_list(ref.at("greedy.prompt").to_int_vector()) +
+               " --temperature 0 --max-new-tokens 8");
+  EXPECT_EQ(j["tokens"].get<std::vector<int64_t>>(), ref.at("greedy.tokens").to_int_vector());
+  CliResult bad = run_zenith("generate --threads -1 --model " + llama_fixture("llama_gqa") +
+                             " --prompt-ids 1,2");
+  EXPECT_NE(bad.output.find("[generate] --threads must be >= 0"), std::string::npos) << bad.output;
 }
 
 // The greedy continuation with the adapter applied, unmerged (--adapter) and merged
@@ -202,6 +210,9 @@ TEST(PerplexityCli, JsonEqualsTheLibrary) {
   EXPECT_NEAR(j["nll"].get<double>(), expected.nll, 1e-6);
   EXPECT_NEAR(j["perplexity"].get<double>(), expected.perplexity, 1e-6 * expected.perplexity);
   EXPECT_EQ(j["tokens"], 23);
+  auto one_thread = run_json("perplexity --threads 1 --model " + llama_fixture("llama_gqa") +
+                             " --ids " + id_list(ids) + " --max-seq-len 8");
+  EXPECT_NEAR(one_thread["nll"].get<double>(), expected.nll, 1e-6);
   // A text file through the demo model's tokenizer.
   TempDir tmp("perplexity_cli");
   write_bytes(tmp / "story.txt", "Once upon a time there was a little computer.\n");
