@@ -60,7 +60,7 @@ struct LlamaInput {
 };
 
 // What a decoder layer under selective activation checkpointing keeps from its forward: the
-// outputs of its costliest GEMMs per byte kept (bench/finetune chose it; see the README).
+// outputs of its costliest GEMMs per byte kept (bench/finetune chose it; see docs/llm.md).
 inline constexpr const char* kSelectiveCheckpointing = "gate_proj,up_proj,down_proj";
 
 class Llama : public nn::Cell {

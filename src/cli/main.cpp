@@ -38,7 +38,7 @@ int print_version(int, char**) {
 }
 
 // Commands that talk to the server or print settings run no OpenMP kernels: they skip the
-// wait policy's re-execution (~30 ms of loading the libraries again).
+// wait policy's re-execution (the cost of loading the libraries again).
 bool runs_kernels(const std::string& command) {
   static const std::set<std::string> quick = {"cancel",   "env", "job",    "jobs",  "logs",
                                               "services", "smi", "submit", "token", "version"};

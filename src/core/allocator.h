@@ -1,7 +1,7 @@
 // The CPU allocator behind Storage: 64-byte aligned blocks, kept in a cache by size class when
 // freed and handed out again. A training step that allocates the same activations every
-// iteration so stops paying for page faults and the kernel's zeroing of fresh pages (10 ms of a
-// 17 ms SeedCNN step on this VM) and for glibc's slow aligned allocation of small blocks.
+// iteration so stops paying for page faults and the kernel's zeroing of fresh pages (a large
+// share of a small CNN's step) and for glibc's slow aligned allocation of small blocks.
 // ZENITH_ALLOC_CACHE_MB bounds the cached bytes (default 2048; 0 disables the cache).
 #pragma once
 
