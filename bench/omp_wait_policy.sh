@@ -49,6 +49,16 @@ command_for() {  # $1: finetune or train; sets cmd, writing into a fresh output 
 }
 
 [ "$json" = 1 ] || printf "%-6s %-9s %-34s %s\n" load workload policy "seconds (each run)"
+rows=()
+if [ "$json" = 1 ]; then
+  # The machine's fields (ISA, sgemm peak) as every bench's --json has them, from a one-call
+  # conv_ops run at the start (bench_machine.h).
+  conv_ops=$(dirname "$zenith")/bench/conv_ops
+  [ -x "$conv_ops" ] || { echo "--json needs $conv_ops for the machine's fields" >&2; exit 1; }
+  machine=$("$conv_ops" --reps 1 --threads "$(nproc)" --json 2>/dev/null |
+    python3 -c 'import json, sys; d = json.load(sys.stdin)
+print(json.dumps({k: v for k, v in d.items() if not isinstance(v, (list, dict)) and k != "reps"}))')
+fi
 for load in as-is busy; do
   if [ "$load" = busy ]; then
     for _ in $(seq "$(nproc)"); do (while :; do :; done) & busy+=($!); done
@@ -66,8 +76,8 @@ for load in as-is busy; do
         times+=("$(echo "$start $(date +%s.%N)" | awk '{printf "%.2f", $2 - $1}')")
       done
       if [ "$json" = 1 ]; then
-        printf '{"bench":"omp_wait_policy","load":"%s","workload":"%s","policy":"%s","seconds":[%s],"cores":%d}\n' \
-          "$load" "$w" "$name" "$(IFS=,; echo "${times[*]}")" "$(nproc)"
+        rows+=("$(printf '{"load":"%s","workload":"%s","policy":"%s","seconds":[%s]}' \
+          "$load" "$w" "$name" "$(IFS=,; echo "${times[*]}")")")
       else
         printf "%-6s %-9s %-34s %s\n" "$load" "$w" "$name" "${times[*]}"
       fi
@@ -75,3 +85,11 @@ for load in as-is busy; do
   done
   stop_load
 done
+if [ "$json" = 1 ]; then
+  # One object: the machine's fields, then each (load, workload, policy) row.
+  printf '%s' "$machine" | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+d.update(bench="omp_wait_policy", cores=int(sys.argv[1]), reps=int(sys.argv[2]),
+         rows=[json.loads(r) for r in sys.argv[3:]])
+print(json.dumps(d, indent=1))' "$(nproc)" "$reps" "${rows[@]}"
+fi

@@ -108,7 +108,20 @@ def render_llm_ops(r):
     return lines + table(header, rows)
 
 
+def render_omp_wait_policy(r):
+    lines = [
+        "Wall seconds of whole `zenith` runs (each run listed) under OpenMP's wait policies, on "
+        "the machine as it is and with a busy loop on every core (another program's load). "
+        "zenith's default is the passive policy; libgomp's spinning default is what it ran "
+        "with before.", ""]
+    header = ["load", "workload", "policy", "seconds (each run)"]
+    rows = [[w["load"], w["workload"], w["policy"], " ".join(num(t, 2) for t in w["seconds"])]
+            for w in r["rows"]]
+    return lines + table(header, rows)
+
+
 RENDERERS = {
+    "omp_wait_policy": render_omp_wait_policy,
     "llm_ops": render_llm_ops,
     "graph_vs_eager": render_graph_vs_eager,
     "conv_ops": render_conv_ops,
