@@ -22,18 +22,6 @@ ProgressMode parse_progress_mode(const std::string& s) {
   ZENITH_FAIL("[cli] unknown progress mode '", s, "' (known: auto, bar, plain, none)");
 }
 
-std::string format_clock(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  auto s = int64_t(std::llround(seconds));
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", (long long)(s / 3600),
-                  (long long)(s / 60 % 60), (long long)(s % 60));
-  else
-    std::snprintf(buf, sizeof(buf), "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
-  return buf;
-}
-
 TrainProgress::TrainProgress(ProgressMode mode, int64_t log_every, std::FILE* out)
     : mode_(mode), log_every_(std::max<int64_t>(1, log_every)), out_(out) {
   if (mode_ == ProgressMode::kAuto)

@@ -7,16 +7,13 @@
 #include <cstdio>
 #include <string>
 
+#include "core/format_clock.h"
 #include "zenith/train.h"
 
 namespace zenith::cli {
 
 enum class ProgressMode { kAuto, kBar, kPlain, kNone };
 ProgressMode parse_progress_mode(const std::string& s);  // "auto", "bar", "plain", "none"
-
-// A duration as a clock reads, for ETAs: "0:42", "12:05", "1:02:03" (the platform's messages
-// use platform::format_duration: "4m05s").
-std::string format_clock(double seconds);
 
 class TrainProgress : public callbacks::Callback {
  public:

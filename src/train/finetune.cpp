@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/format_clock.h"
 #include "core/trace_range.h"
 #include "train/finetune_run.h"
 #include "train/finetune_step.h"
@@ -76,6 +77,8 @@ class Trainer {
   std::optional<detail::MetricsOut> metrics_;
   nlohmann::json eval_log_ = nlohmann::json::array();
   int64_t steps_done_ = 0;
+  double step_seconds_ = 0;  // the steps of this run, for the log's ETA
+  int64_t steps_timed_ = 0;
   callbacks::RunContext context_;
   Result result_;
 };
@@ -301,6 +304,8 @@ void Trainer::train_step(int64_t epoch, const std::vector<size_t>& order, int64_
   result_.grad_norms.push_back(outcome.grad_norm);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  step_seconds_ += seconds;
+  ++steps_timed_;
   if (step % o_.log_every == 0 || step == total_steps_)
     log_step(epoch, outcome, lr, tokens, seconds);
   const bool before_end = step < total_steps_;
@@ -363,11 +368,14 @@ void Trainer::log_step(int64_t epoch, const detail::Step::Outcome& outcome, doub
   metrics_->emit("grad_norm", outcome.grad_norm, step, epoch);
   metrics_->emit("tokens_per_second", rate, step, epoch);
   if (scaler_) metrics_->emit("loss_scale", scaler_->scale(), step, epoch);
+  // The ETA from this run's mean step time (a resumed run counts only its own steps).
+  const double eta = step_seconds_ / double(std::max<int64_t>(1, steps_timed_)) *
+                     double(std::max<int64_t>(0, total_steps_ - step));
   log_(
       format("[finetune] step %lld/%lld epoch %lld: loss %.4f, lr %.3g, grad norm %.3f, "
-             "%.0f tokens/s",
+             "%.0f tokens/s, ETA %s",
              (long long)step, (long long)total_steps_, (long long)epoch, outcome.loss, lr,
-             outcome.grad_norm, rate));
+             outcome.grad_norm, rate, format_clock(eta).c_str()));
 }
 
 void Trainer::evaluate(int64_t step) {

@@ -263,7 +263,7 @@ TEST(FinetuneCli, EvalStepsAndThreads) {
 }
 
 // A terminal gets train's bar (steps, loss, tokens/s, ETA) below the log lines; without one
-// (plain) the log lines alone, no control characters.
+// (plain) the log lines alone, with their ETA, no control characters.
 TEST(FinetuneCli, ProgressBarWithRateAndEta) {
   TempDir dir("finetune_progress");
   const std::string base = "finetune --model " + source("examples/llm/demo-llama") + " --data " +
@@ -279,6 +279,9 @@ TEST(FinetuneCli, ProgressBarWithRateAndEta) {
   ASSERT_EQ(plain.code, 0) << plain.output;
   EXPECT_EQ(plain.output.find('\033'), std::string::npos) << plain.output;
   EXPECT_NE(plain.output.find("[finetune] step 3/3"), std::string::npos) << plain.output;
+  // Its step lines carry the ETA as train's plain lines do: 0:00 left after the last step.
+  EXPECT_NE(plain.output.find(" tokens/s, ETA 0:0"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find(" tokens/s, ETA 0:00\n"), std::string::npos) << plain.output;
 }
 
 }  // namespace
