@@ -56,11 +56,13 @@ ZENITH_SIMD_INLINE void softmax_rows(const Geometry& g, int64_t r0, int64_t nq, 
     }
     // What came before, rescaled: exp(m - m_new), 0 for nothing, 1 where the max stays (the
     // values exp gives there; its scalar latency skipped).
-    const T alpha = m[i] == m_new ? T(1) : m[i] == kNegInf<T> ? T(0) : exp_of(m[i] - m_new);
+    const T alpha = m[i] == m_new        ? T(1)
+                    : m[i] == kNegInf<T> ? T(0)
+                                         : exp_nonpositive_of(m[i] - m_new);
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < vis; ++j) {
-      const T p = exp_of(row[j] - m_new);
+      const T p = exp_nonpositive_of(row[j] - m_new);
       row[j] = p;
       sum += p;
     }
@@ -85,7 +87,7 @@ ZENITH_SIMD_INLINE void probs_rows(const Geometry& g, int64_t r0, int64_t nq, in
     const T l = lse[r0 + i];
     const int64_t vis = visible(g, r0 + i, j0, nk, diagonal);
 #pragma omp simd
-    for (int64_t j = 0; j < vis; ++j) row[j] = exp_of(row[j] - l);
+    for (int64_t j = 0; j < vis; ++j) row[j] = exp_nonpositive_of(row[j] - l);
     std::fill(row + vis, row + nk, T(0));
   }
 }

@@ -31,7 +31,7 @@ void block_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
 // logsumexp, an old max minus a new one): simd::exp_nonpositive, bit for bit simd::exp there
 // without its overflow tests.
 template <typename T>
-ZENITH_SIMD_INLINE T exp_of(T x) {
+ZENITH_SIMD_INLINE T exp_nonpositive_of(T x) {
   if constexpr (std::is_same_v<T, float>)
     return simd::exp_nonpositive(x);
   else
