@@ -1,5 +1,6 @@
 #include "cli/output_dir.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -35,6 +36,7 @@ void prepare_output_dir(const OutputDirRule& rule, const std::string& dir, bool 
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir, ec)) names.push_back(e.path().filename());
   if (names.empty()) return;
+  std::sort(names.begin(), names.end());  // the message names the same files on every run
   if (!overwrite) {
     std::string shown;
     for (size_t i = 0; i < names.size() && i < 4; ++i) shown += (i ? ", " : "") + names[i];
