@@ -189,23 +189,29 @@ Work GroupImpl::submit(const char* op, Signature signature, std::vector<Tensor> 
     signature.seq = ++seq;
     const auto start = distributed::Clock::now();
     distributed::PeerIo io(*context, ranks, op, seq, signature.hash(), check_inputs, timeout);
+    auto record = [&](bool failed_call) {
+      const double seconds = distributed::seconds_since(start);
+      distributed::record_collective(op, io.bytes_sent(), io.bytes_received(), seconds,
+                                     failed_call);
+      traffic_calls += 1;
+      traffic_sent += io.bytes_sent();
+      traffic_received += io.bytes_received();
+      traffic_nanos += int64_t(seconds * 1e9);
+    };
     try {
       if (check_inputs) check_signatures(io, signature, ranks);
       body(io);
     } catch (const MismatchError&) {
-      distributed::record_collective(op, io.bytes_sent(), io.bytes_received(),
-                                     distributed::seconds_since(start), true);
+      record(true);
       throw;
     } catch (const std::exception& e) {
       broken = e.what();
       failed = true;
       if (size() > 1) context->closeConnections();  // a group of one has no transport
-      distributed::record_collective(op, io.bytes_sent(), io.bytes_received(),
-                                     distributed::seconds_since(start), true);
+      record(true);
       throw;
     }
-    distributed::record_collective(op, io.bytes_sent(), io.bytes_received(),
-                                   distributed::seconds_since(start), false);
+    record(false);
   };
   if (blocking)
     worker.run(work);

@@ -84,6 +84,9 @@ struct GroupImpl {
   std::shared_ptr<gloo::Context> context;     // null for non-members and after release
 
   std::atomic<bool> failed{false};  // set with `broken`, readable from any thread
+  // This group's traffic since it was made (distributed::group_traffic), any thread may read.
+  std::atomic<uint64_t> traffic_calls{0}, traffic_sent{0}, traffic_received{0};
+  std::atomic<int64_t> traffic_nanos{0};
 
   // Touched by the worker thread only.
   uint64_t seq = 0;
