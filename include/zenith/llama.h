@@ -51,12 +51,34 @@ class KVCache {
   std::vector<Tensor> keys_, values_;
 };
 
+// Where attention's keys and values live during serving: the LLM engine's paged pool implements
+// it, so the model knows nothing of pools, blocks or requests. With a store, a forward pass takes
+// the N tokens of several sequences packed as input_ids [1, N], each with its position in its
+// own sequence (position_ids [1, N]).
+class AttentionStore {
+ public:
+  virtual ~AttentionStore() = default;
+  // q [1, H, N, D], k, v [1, Hkv, N, D]: the packed tokens of this step after rotary. Stores k
+  // and v and returns the attention output [1, H, N, D]: each token attends to the positions of
+  // its own sequence up to and including its own.
+  virtual Tensor attend(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v) = 0;
+  // Called after each linear layer (its module path as Llama::linear_layers() names it, input
+  // x [1, N, in], output y [1, N, out]); returns y plus any per-row deltas (multi-LoRA).
+  virtual Tensor after_linear(const std::string& path, const Tensor& x, const Tensor& y) {
+    (void)path, (void)x;
+    return y;
+  }
+};
+
 struct LlamaInput {
   Tensor input_ids;       // integer [B, T], each in [0, vocab_size)
   Tensor attention_mask;  // optional integer/bool [B, past + T]: 1 token, 0 padding
   Tensor position_ids;    // optional integer [B, T]; default past + arange(T) (HF's forward)
   KVCache* cache = nullptr;
   bool last_position_only = false;  // logits of the last position only: [B, 1, V]
+  // Packed serving (B = 1, position_ids required, no cache or mask): attention goes through it.
+  AttentionStore* store = nullptr;
+  Tensor logit_rows;  // optional integer [R]: only these positions get logits, [B, R, V]
 };
 
 // What a decoder layer under selective activation checkpointing keeps from its forward: the

@@ -117,7 +117,11 @@ Tensor Llama::forward(const Tensor& input_ids) {
   return forward(input);
 }
 
-Tensor Llama::forward(const LlamaInput& in) { return head(hidden_states(in)); }
+Tensor Llama::forward(const LlamaInput& in) {
+  Tensor hidden = hidden_states(in);
+  Tensor logits = head(hidden);
+  return in.store && parts_->lm_head ? in.store->after_linear("lm_head", hidden, logits) : logits;
+}
 
 Tensor Llama::head(const Tensor& hidden) {
   if (parts_->lm_head) return parts_->lm_head->forward(hidden);
@@ -152,6 +156,11 @@ Tensor Llama::hidden_states(const LlamaInput& in) {
                  config_.num_hidden_layers);
   detail::LayerContext ctx;
   ctx.cache = cache;
+  ctx.store = in.store;
+  if (in.store)
+    ZENITH_CHECK(b == 1 && !cache && !in.attention_mask.defined() && in.position_ids.defined(),
+                 "[llama] a forward through an AttentionStore takes packed input_ids [1, N] with "
+                 "position_ids and no KV cache or attention_mask");
   if (in.attention_mask.defined()) {
     detail::check_integer(in.attention_mask, "attention_mask", {b, past + t});
     ctx.key_padding_mask = in.attention_mask;
@@ -184,6 +193,14 @@ Tensor Llama::hidden_states(const LlamaInput& in) {
   }
   if (cache) cache->advance(t);
   if (in.last_position_only && t > 1) x = x.slice(1, t - 1, t);
+  if (in.logit_rows.defined()) {
+    const Tensor& rows = in.logit_rows;
+    detail::check_integer(rows, "logit_rows", {rows.numel()});
+    for (int64_t r : rows.to_int_vector())
+      ZENITH_CHECK(r >= 0 && r < x.size(1), "[llama] logit_rows has row ", r, " outside [0, ",
+                   x.size(1), ")");
+    x = ops::index_select(x, 1, rows);
+  }
   return model.norm->forward(x);
 }
 

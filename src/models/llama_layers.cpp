@@ -36,7 +36,10 @@ Tensor EmbeddingCell::forward(const Tensor& ids) { return ops::embedding(weight_
 
 AttentionCell::AttentionCell(const LlamaConfig& c, const std::string& prefix,
                              const TakeWeight& take)
-    : heads_(c.num_attention_heads), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
+    : heads_(c.num_attention_heads),
+      kv_heads_(c.num_key_value_heads),
+      head_dim_(c.head_dim),
+      prefix_(prefix) {
   q_proj = register_cell("q_proj",
                          linear(take, prefix + "q_proj", c.q_dim(), c.hidden_size, c.qkv_bias()));
   k_proj = register_cell("k_proj",
@@ -55,26 +58,45 @@ Tensor AttentionCell::forward(const Tensor& x, const LayerContext& ctx, int64_t 
   auto split = [&](const Tensor& y, int64_t heads) {
     return y.view({b, t, heads, head_dim_}).transpose(1, 2);
   };
-  Tensor q = ops::rotary_embedding(split(q_proj->forward(x), heads_), ctx.cos, ctx.sin);
-  Tensor k = ops::rotary_embedding(split(k_proj->forward(x), kv_heads_), ctx.cos, ctx.sin);
-  Tensor v = split(v_proj->forward(x), kv_heads_);
-  if (ctx.cache) std::tie(k, v) = ctx.cache->append(layer, k, v);
-  ops::AttentionOptions options;
-  options.causal = true;
-  options.key_padding_mask = ctx.key_padding_mask;
-  Tensor o = ops::scaled_dot_product_attention(q, k, v, options);
-  return o_proj->forward(o.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+  auto proj = [&](nn::LoraLinear& p, const char* name, const Tensor& in) {
+    return project(p, prefix_ + name, in, ctx);
+  };
+  Tensor q = ops::rotary_embedding(split(proj(*q_proj, "q_proj", x), heads_), ctx.cos, ctx.sin);
+  Tensor k = ops::rotary_embedding(split(proj(*k_proj, "k_proj", x), kv_heads_), ctx.cos, ctx.sin);
+  Tensor v = split(proj(*v_proj, "v_proj", x), kv_heads_);
+  Tensor o;
+  if (ctx.store) {
+    o = ctx.store->attend(layer, q, k, v);
+  } else {
+    if (ctx.cache) std::tie(k, v) = ctx.cache->append(layer, k, v);
+    ops::AttentionOptions options;
+    options.causal = true;
+    options.key_padding_mask = ctx.key_padding_mask;
+    o = ops::scaled_dot_product_attention(q, k, v, options);
+  }
+  return proj(*o_proj, "o_proj", o.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
 }
 
-MlpCell::MlpCell(const LlamaConfig& c, const std::string& prefix, const TakeWeight& take) {
+Tensor project(nn::LoraLinear& proj, const std::string& path, const Tensor& x,
+               const LayerContext& ctx) {
+  Tensor y = proj.forward(x);
+  return ctx.store ? ctx.store->after_linear(path, x, y) : y;
+}
+
+MlpCell::MlpCell(const LlamaConfig& c, const std::string& prefix, const TakeWeight& take)
+    : prefix_(prefix) {
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   gate_proj = register_cell("gate_proj", linear(take, prefix + "gate_proj", inter, h, c.mlp_bias));
   up_proj = register_cell("up_proj", linear(take, prefix + "up_proj", inter, h, c.mlp_bias));
   down_proj = register_cell("down_proj", linear(take, prefix + "down_proj", h, inter, c.mlp_bias));
 }
 
-Tensor MlpCell::forward(const Tensor& x) {
-  return down_proj->forward(ops::swiglu(gate_proj->forward(x), up_proj->forward(x)));
+Tensor MlpCell::forward(const Tensor& x) { return forward(x, LayerContext{}); }
+
+Tensor MlpCell::forward(const Tensor& x, const LayerContext& ctx) {
+  Tensor h = ops::swiglu(project(*gate_proj, prefix_ + "gate_proj", x, ctx),
+                         project(*up_proj, prefix_ + "up_proj", x, ctx));
+  return project(*down_proj, prefix_ + "down_proj", h, ctx);
 }
 
 DecoderLayerCell::DecoderLayerCell(const LlamaConfig& c, int64_t index, const TakeWeight& take)
@@ -96,7 +118,7 @@ Tensor DecoderLayerCell::forward(const Tensor&) { needs_context("LlamaDecoderLay
 
 Tensor DecoderLayerCell::forward(const Tensor& x, const LayerContext& ctx) {
   Tensor h = ops::add(x, self_attn->forward(input_layernorm_->forward(x), ctx, index_));
-  return ops::add(h, mlp->forward(post_attention_layernorm_->forward(h)));
+  return ops::add(h, mlp->forward(post_attention_layernorm_->forward(h), ctx));
 }
 
 Tensor CellList::forward(const Tensor&) {

@@ -20,7 +20,12 @@ struct LayerContext {
   Tensor cos, sin;          // rotary tables [B or 1, T, head_dim], float32
   Tensor key_padding_mask;  // [B, past + T] or undefined
   KVCache* cache = nullptr;
+  AttentionStore* store = nullptr;  // packed serving: attention and after_linear through it
 };
+
+// proj(x), then the store's after_linear under `path` when there is a store.
+Tensor project(nn::LoraLinear& proj, const std::string& path, const Tensor& x,
+               const LayerContext& ctx);
 
 class RmsNormCell : public nn::Cell {
  public:
@@ -57,6 +62,7 @@ class AttentionCell : public nn::Cell {
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
+  std::string prefix_;  // "model.layers.N.self_attn."
 };
 
 class MlpCell : public nn::Cell {
@@ -64,9 +70,13 @@ class MlpCell : public nn::Cell {
   MlpCell(const LlamaConfig& c, const std::string& prefix, const TakeWeight& take);
   // down(silu(gate(x)) * up(x))
   Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, const LayerContext& ctx);
   std::string type_name() const override { return "LlamaMLP"; }
 
   std::shared_ptr<nn::LoraLinear> gate_proj, up_proj, down_proj;
+
+ private:
+  std::string prefix_;  // "model.layers.N.mlp."
 };
 
 class DecoderLayerCell : public nn::Cell {
