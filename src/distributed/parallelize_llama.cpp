@@ -1,0 +1,226 @@
+// parallelize_llama: a built models::Llama rewritten for tensor parallelism (see the header).
+#include "distributed/parallelize_llama.h"
+
+#include "models/llama_layers.h"
+#include "zenith/autograd.h"
+#include "zenith/ops.h"
+
+namespace zenith::distributed {
+namespace {
+
+namespace comm = communication;
+using models::detail::AttentionCell;
+using models::detail::DecoderCell;
+using models::detail::EmbeddingCell;
+
+// Replaces a registered child in place (its position in the dotted names kept): the one edit
+// parallelize_llama makes to a model's tree, done from outside as Cell::set_cell allows its
+// subclasses.
+struct CellEditor : nn::Cell {
+  static void replace(nn::Cell& parent, const std::string& name, nn::CellPtr cell) {
+    (parent.*&CellEditor::set_cell)(name, std::move(cell));
+  }
+};
+
+template <typename C>
+std::shared_ptr<C> child(const nn::Cell& parent, const std::string& name) {
+  for (const auto& [n, c] : parent.named_children())
+    if (n == name) return std::dynamic_pointer_cast<C>(c);
+  return nullptr;
+}
+
+// Points `t`'s handle (shared with its cell and any optimizer) at `data`.
+void replace_data(Tensor& t, const Tensor& data) {
+  const bool grad = t.requires_grad();
+  TensorImpl& impl = t.impl();
+  impl.storage = data.storage();
+  impl.shape = data.shape();
+  impl.strides = data.strides();
+  impl.offset = data.offset();
+  impl.dtype = data.dtype();
+  impl.layout = nullptr;
+  impl.grad = nullptr;
+  t.requires_grad_(grad);
+}
+
+// The vocabulary-parallel embedding: EmbeddingCell's parameter name, this rank's rows.
+class VocabParallelEmbedding : public EmbeddingCell {
+ public:
+  VocabParallelEmbedding(const Tensor& rows, int64_t vocab_start, TensorParallelGroup tp)
+      : EmbeddingCell("model.embed_tokens", rows.size(0), rows.size(1),
+                      [&](const std::string&, const Shape&) { return rows; }),
+        vocab_start_(vocab_start),
+        tp_(std::move(tp)) {}
+  Tensor forward(const Tensor& ids) override {
+    return vocab_parallel_embedding(weight(), ids, vocab_start_, tp_);
+  }
+  std::string type_name() const override { return "VocabParallelEmbedding"; }
+
+ private:
+  int64_t vocab_start_;
+  TensorParallelGroup tp_;
+};
+
+std::shared_ptr<ColumnParallelLinear> column(const nn::LoraLinear& full,
+                                             const TensorParallelGroup& tp) {
+  ZENITH_CHECK(!full.has_adapter(), "[tensor parallel] add LoRA adapters after parallelize_llama");
+  auto c = std::make_shared<ColumnParallelLinear>(
+      shard_rows(full.weight(), tp.rank(), tp.size()),
+      full.bias().defined() ? shard_rows(full.bias(), tp.rank(), tp.size()) : Tensor(), tp);
+  for (auto& p : c->parameters()) p.requires_grad_(full.weight().requires_grad());
+  return c;
+}
+
+std::shared_ptr<RowParallelLinear> row(const nn::LoraLinear& full, const TensorParallelGroup& tp) {
+  ZENITH_CHECK(!full.has_adapter(), "[tensor parallel] add LoRA adapters after parallelize_llama");
+  Tensor bias;
+  if (full.bias().defined()) {
+    NoGradGuard no_grad;
+    bias = full.bias().clone();
+  }
+  auto r = std::make_shared<RowParallelLinear>(shard_columns(full.weight(), tp.rank(), tp.size()),
+                                               bias, tp);
+  for (auto& p : r->parameters()) p.requires_grad_(full.weight().requires_grad());
+  return r;
+}
+
+void check_divides(const char* what, int64_t value, int degree) {
+  ZENITH_CHECK(value % degree == 0, "[tensor parallel] ", what, " ", value,
+               " does not divide by the tensor-parallel degree ", degree);
+}
+
+}  // namespace
+
+void check_tensor_parallel(const models::LlamaConfig& c, int degree) {
+  ZENITH_CHECK(degree >= 1, "[tensor parallel] degree must be at least 1, got ", degree);
+  check_divides("num_attention_heads", c.num_attention_heads, degree);
+  check_divides("num_key_value_heads", c.num_key_value_heads, degree);
+  check_divides("intermediate_size", c.intermediate_size, degree);
+  check_divides("vocab_size", c.vocab_size, degree);
+}
+
+TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup tp) {
+  const models::LlamaConfig& config = model.config();
+  const int n = tp.size(), r = tp.rank();
+  check_tensor_parallel(config, n);
+  ZENITH_CHECK(!model.activation_checkpointing(),
+               "[tensor parallel] activation checkpointing is not supported on a tensor-parallel "
+               "model yet");
+  for (const auto& [path, layer] : model.linear_layers())
+    ZENITH_CHECK(!layer->has_adapter(), "[tensor parallel] ", path,
+                 " has a LoRA adapter: add adapters after parallelize_llama");
+  TensorParallelPlan plan;
+  plan.tp = tp;
+  auto decoder = child<DecoderCell>(model, "model");
+  ZENITH_CHECK(decoder, "[tensor parallel] the model has no LlamaModel under 'model'");
+
+  // Attention: a new cell with the local head counts, its projections sharded by head.
+  models::LlamaConfig local = config;
+  local.num_attention_heads /= n;
+  local.num_key_value_heads /= n;
+  local.intermediate_size /= n;
+  for (auto& layer : decoder->layers) {
+    const std::string prefix = "model.layers." + std::to_string(layer->index()) + ".";
+    auto& old = *layer->self_attn;
+    auto attn = std::make_shared<AttentionCell>(local, prefix + "self_attn.",
+                                                [&](const std::string& name, const Shape& shape) {
+                                                  return Tensor::zeros(shape);  // replaced below
+                                                });
+    attn->q_proj = column(*old.q_proj, tp);
+    attn->k_proj = column(*old.k_proj, tp);
+    attn->v_proj = column(*old.v_proj, tp);
+    attn->o_proj = row(*old.o_proj, tp);
+    CellEditor::replace(*attn, "q_proj", attn->q_proj);
+    CellEditor::replace(*attn, "k_proj", attn->k_proj);
+    CellEditor::replace(*attn, "v_proj", attn->v_proj);
+    CellEditor::replace(*attn, "o_proj", attn->o_proj);
+    layer->self_attn = attn;
+    CellEditor::replace(*layer, "self_attn", attn);
+    auto& mlp = *layer->mlp;
+    mlp.gate_proj = column(*mlp.gate_proj, tp);
+    mlp.up_proj = column(*mlp.up_proj, tp);
+    mlp.down_proj = row(*mlp.down_proj, tp);
+    CellEditor::replace(mlp, "gate_proj", mlp.gate_proj);
+    CellEditor::replace(mlp, "up_proj", mlp.up_proj);
+    CellEditor::replace(mlp, "down_proj", mlp.down_proj);
+    for (const char* p : {"self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj.",
+                          "mlp.gate_proj.", "mlp.up_proj."}) {
+      plan.sharded[prefix + p + "weight"] = 0;
+      plan.sharded[prefix + p + "bias"] = 0;
+    }
+    plan.sharded[prefix + "self_attn.o_proj.weight"] = 1;
+    plan.sharded[prefix + "mlp.down_proj.weight"] = 1;
+  }
+
+  // Vocabulary rows: the embedding, and the output layer (itself when tied).
+  plan.vocab_rows = config.vocab_size / n;
+  plan.vocab_start = r * plan.vocab_rows;
+  const Tensor& table = decoder->embed_tokens->weight();
+  auto embedding =
+      std::make_shared<VocabParallelEmbedding>(shard_rows(table, r, n), plan.vocab_start, tp);
+  Tensor(embedding->weight()).requires_grad_(table.requires_grad());
+  decoder->embed_tokens = embedding;
+  CellEditor::replace(*decoder, "embed_tokens", embedding);
+  plan.sharded["model.embed_tokens.weight"] = 0;
+  if (auto head = child<nn::LoraLinear>(model, "lm_head")) {
+    Tensor w = head->weight();
+    replace_data(w, shard_rows(w, r, n));
+    plan.sharded["lm_head.weight"] = 0;
+  }
+  // Drop the allocator's hold on nothing: the full tensors die with the old cells here.
+  return plan;
+}
+
+std::vector<Tensor> TensorParallelPlan::sharded_parameters(const models::Llama& model) const {
+  std::vector<Tensor> out;
+  for (auto& [name, p] : model.named_parameters())
+    if (sharded.count(name)) out.push_back(p);
+  return out;
+}
+
+std::vector<Tensor> TensorParallelPlan::replicated_parameters(const models::Llama& model) const {
+  std::vector<Tensor> out;
+  for (auto& [name, p] : model.named_parameters())
+    if (!sharded.count(name)) out.push_back(p);
+  return out;
+}
+
+Tensor TensorParallelPlan::shard_of(const std::string& name, const Tensor& full) const {
+  auto it = sharded.find(name);
+  if (it == sharded.end()) return full;
+  return it->second == 0 ? shard_rows(full, rank(), degree())
+                         : shard_columns(full, rank(), degree());
+}
+
+double TensorParallelPlan::clip_grad_norm(const models::Llama& model, double max_norm) const {
+  return clip_grad_norm_tensor_parallel(sharded_parameters(model), replicated_parameters(model),
+                                        max_norm, tp.group);
+}
+
+void TensorParallelPlan::sync_gradients(const models::Llama& model) const {
+  if (!tp.sequence_parallel || degree() == 1) return;
+  for (const Tensor& p : replicated_parameters(model))
+    if (p.grad().defined()) comm::all_reduce(p.grad(), comm::ReduceOp::SUM, tp.group);
+}
+
+Tensor tensor_parallel_lm_loss(models::Llama& model, const TensorParallelPlan& plan,
+                               const models::LlamaInput& input, const Tensor& labels) {
+  const Tensor& ids = input.input_ids;
+  ZENITH_CHECK(labels.defined() && labels.shape() == ids.shape(), "[tensor parallel] labels ",
+               labels.defined() ? shape_str(labels.shape()) : "none",
+               " must have input_ids' shape ", shape_str(ids.shape()));
+  Tensor hidden = model.hidden_states(input);
+  hidden = plan.tp.sequence_parallel ? gather_sequence(hidden, 1, plan.tp.group)
+                                     : copy_to_tensor_parallel(hidden, plan.tp.group);
+  const Tensor weight = model.head_parameters().front();
+  Tensor logits = ops::linear(hidden, weight);  // [B, T, V / n]
+  const int64_t b = ids.size(0), t = ids.size(1);
+  const std::vector<int64_t> l = labels.to_int_vector();
+  std::vector<int64_t> targets(size_t(b * t), -100);
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j + 1 < t; ++j) targets[size_t(i * t + j)] = l[size_t(i * t + j + 1)];
+  return vocab_parallel_cross_entropy(logits.reshape({b * t, logits.size(2)}), targets,
+                                      plan.vocab_start, plan.tp.group);
+}
+
+}  // namespace zenith::distributed

@@ -1,0 +1,66 @@
+// Tensor parallelism applied to a built models::Llama from outside, as PyTorch's
+// parallelize_module: its cells are rewritten in place, src/models knows nothing of it.
+//
+//   communication::init();
+//   auto model = std::make_shared<models::Llama>(config);           // or from_pretrained
+//   auto tp = distributed::parallelize_llama(*model, {.group = mesh.tensor_group()});
+//   Tensor loss = distributed::tensor_parallel_lm_loss(*model, tp, input, labels);
+//   loss.backward();
+//   double norm = tp.clip_grad_norm(1.0);                             // each shard once
+//   opt->step();
+//
+// After it, on tensor rank r of degree n: q/k/v, gate and up are column-parallel (rows r of n:
+// heads r * H / n ..., key/value heads likewise, so grouped-query sharing stays local), o and
+// down row-parallel, the embedding and the output layer hold vocabulary rows r of n (a tied
+// output layer is the embedding, so the two stay one tensor). Parameter names stay HF's; their
+// shapes are the shards'. The model's own forward() then gives this rank's logits [B, T, V / n]
+// and its causal_lm_loss must not be used: tensor_parallel_lm_loss is the loss.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "distributed/tensor_parallel.h"
+#include "zenith/llama.h"
+
+namespace zenith::distributed {
+
+struct TensorParallelPlan {
+  TensorParallelGroup tp;
+  int64_t vocab_start = 0;  // first vocabulary row this rank holds
+  int64_t vocab_rows = 0;
+  // Parameter name -> the dimension it is split on (0 rows, 1 columns); absent: replicated.
+  std::map<std::string, int> sharded;
+
+  int rank() const { return tp.rank(); }
+  int degree() const { return tp.size(); }
+  // The model's parameters split in two, by `sharded`.
+  std::vector<Tensor> sharded_parameters(const models::Llama& model) const;
+  std::vector<Tensor> replicated_parameters(const models::Llama& model) const;
+  // This rank's block of a full (one-process) tensor named `name`, for comparisons and loading.
+  Tensor shard_of(const std::string& name, const Tensor& full) const;
+  // The global gradient norm (each shard once; max_norm > 0 also clips). With sequence
+  // parallelism the replicated parameters' gradients are partial sums: sync_gradients first.
+  double clip_grad_norm(const models::Llama& model, double max_norm) const;
+  // Sequence parallel: all-reduces the replicated parameters' gradients (norm weights) over
+  // the tensor group. A no-op without it.
+  void sync_gradients(const models::Llama& model) const;
+};
+
+// Checks that `degree` divides the heads, key/value heads, intermediate size and vocabulary,
+// naming the setting and the degree when not.
+void check_tensor_parallel(const models::LlamaConfig& config, int degree);
+
+// Rewrites `model` for tensor parallelism over tp.group (every rank of the group calls it with
+// the same full model, e.g. the same checkpoint). Adapters must be added after it. Activation
+// checkpointing and the KV cache are not supported on a rewritten model.
+TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup tp);
+
+// HF's causal-LM loss (shifted labels, -100 ignored, mean) with the output layer and cross
+// entropy vocabulary-parallel: no rank holds [B, T, V].
+Tensor tensor_parallel_lm_loss(models::Llama& model, const TensorParallelPlan& plan,
+                               const models::LlamaInput& input, const Tensor& labels);
+
+}  // namespace zenith::distributed

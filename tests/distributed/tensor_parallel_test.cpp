@@ -1,0 +1,216 @@
+// Tensor parallelism on a tiny LLaMA: one decoder block and the whole model at degree 2 against
+// the same model in one process (outputs and every gradient, sharded against sliced), 20 SGD
+// and 20 AdamW steps with gradient clipping, the global gradient norm, and the config errors.
+// Each rank computes the one-process reference itself (the same seed), so the comparison needs
+// no files; ranks are forked processes (rank_runner.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "distributed/parallelize_llama.h"
+#include "models/llama_layers.h"
+#include "rank_runner.h"
+#include "support/op_check.h"
+#include "support/temp_dir.h"
+#include "zenith/zenith.h"
+
+namespace zenith {
+namespace {
+
+namespace comm = communication;
+using distributed::TensorParallelPlan;
+using test::expect;
+using zenith::testing::TempDir;
+
+models::LlamaConfig tiny_config(bool tied) {
+  models::LlamaConfig c;
+  c.vocab_size = 64;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;  // grouped-query: two query heads per key/value head
+  c.head_dim = 8;
+  c.max_position_embeddings = 64;
+  c.tie_word_embeddings = tied;
+  c.extra["initializer_range"] = "0.2";  // logits large enough that the gradients are not tiny
+  return c;
+}
+
+// max |a - b| / max |b|
+double relative(const Tensor& a, const Tensor& b) {
+  auto x = a.contiguous().to_float_vector(), y = b.contiguous().to_float_vector();
+  expect(x.size() == y.size(), "sizes differ: ", x.size(), " vs ", y.size());
+  double diff = 0, scale = 1e-30;
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, double(std::fabs(x[i] - y[i])));
+    scale = std::max(scale, double(std::fabs(y[i])));
+  }
+  return diff / scale;
+}
+
+// The reference model and a copy of it (own storage) for the tensor-parallel side.
+std::shared_ptr<models::Llama> copy_of(const models::Llama& ref) {
+  std::map<std::string, Tensor> weights;
+  for (auto& [name, t] : ref.hf_state()) weights.emplace(name, t.clone());
+  return std::make_shared<models::Llama>(ref.config(), std::move(weights), "reference");
+}
+
+Tensor tokens(int64_t vocab, uint64_t seed) {
+  manual_seed(seed);
+  return Tensor::randint(0, vocab, {2, 8});
+}
+
+void in_ranks(const std::function<void(int)>& fn) {
+  TempDir dir("tensor_parallel");
+  const std::string store = "file://" + dir.str();
+  auto results = test::run_ranks(2, [&](int rank) {
+    context::set_num_threads(1);
+    comm::init(test::rank_options(rank, 2, store));
+    fn(rank);
+    comm::release();
+  });
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << test::describe(results);
+}
+
+// Every parameter's gradient on this rank against the reference's, sliced as the plan shards.
+void expect_grads(const models::Llama& ref, const models::Llama& tp, const TensorParallelPlan& plan,
+                  double tolerance) {
+  std::map<std::string, Tensor> full;
+  for (auto& [name, p] : ref.named_parameters()) full.emplace(name, p);
+  int checked = 0;
+  for (auto& [name, p] : tp.named_parameters()) {
+    expect(full.count(name), "no reference parameter ", name);
+    expect(p.grad().defined(), name, " has no gradient");
+    const double err = relative(p.grad(), plan.shard_of(name, full.at(name).grad()));
+    expect(err < tolerance, name, " gradient differs by ", err, " (relative)");
+    ++checked;
+  }
+  expect(checked == int(full.size()), "checked ", checked, " of ", full.size(), " parameters");
+}
+
+TEST(TensorParallel, DecoderBlockMatchesOneProcess) {
+  in_ranks([](int rank) {
+    manual_seed(11);
+    models::Llama ref(tiny_config(false));
+    auto tp_model = copy_of(ref);
+    auto plan = distributed::parallelize_llama(*tp_model, {});
+    auto block = [](models::Llama& m) {
+      for (auto& [name, c] : m.named_children())
+        if (name == "model")
+          return std::dynamic_pointer_cast<models::detail::DecoderCell>(c)->layers[0];
+      throw std::runtime_error("no decoder");
+    };
+    models::detail::LayerContext ctx;
+    std::tie(ctx.cos, ctx.sin) =
+        ops::rope_cos_sin(ops::rope_inv_freq(8, {}), Tensor::arange(8).view({1, 8}));
+    manual_seed(3);
+    Tensor x = Tensor::randn({2, 8, 32}), weight = Tensor::randn({2, 8, 32});
+    Tensor x_ref = x.clone().requires_grad_(), x_tp = x.clone().requires_grad_();
+    Tensor out_ref = block(ref)->forward(x_ref, ctx);
+    Tensor out_tp = block(*tp_model)->forward(x_tp, ctx);
+    expect(relative(out_tp, out_ref) < 1e-5, "block output differs by ", relative(out_tp, out_ref));
+    ops::sum(ops::mul(out_ref, weight)).backward();
+    ops::sum(ops::mul(out_tp, weight)).backward();
+    expect(relative(x_tp.grad(), x_ref.grad()) < 1e-5, "input gradient differs");
+    std::map<std::string, Tensor> full;
+    for (auto& [name, p] : block(ref)->named_parameters()) full.emplace(name, p);
+    const std::string prefix = "model.layers.0.";
+    for (auto& [name, p] : block(*tp_model)->named_parameters()) {
+      const double err = relative(p.grad(), plan.shard_of(prefix + name, full.at(name).grad()));
+      expect(err < 1e-5, name, " gradient differs by ", err);
+    }
+    expect(block(*tp_model)->self_attn->q_proj->out_features() == 16, "rank ", rank,
+           " holds 2 of 4 query heads");
+  });
+}
+
+TEST(TensorParallel, WholeModelOutputsAndGradientsMatchOneProcess) {
+  for (bool tied : {false, true}) {
+    in_ranks([tied](int rank) {
+      manual_seed(12);
+      models::Llama ref(tiny_config(tied));
+      auto tp_model = copy_of(ref);
+      auto plan = distributed::parallelize_llama(*tp_model, {});
+      Tensor ids = tokens(64, 5);
+      models::LlamaInput input{.input_ids = ids};
+      Tensor logits_ref = ref.forward(ids);
+      Tensor loss_ref = models::causal_lm_loss(logits_ref, ids);
+      Tensor loss_tp = distributed::tensor_parallel_lm_loss(*tp_model, plan, input, ids);
+      expect(std::fabs(loss_tp.item() - loss_ref.item()) < 1e-5 * std::fabs(loss_ref.item()),
+             "loss ", loss_tp.item(), " vs ", loss_ref.item());
+      {
+        NoGradGuard no_grad;
+        Tensor local = tp_model->forward(ids);  // this rank's vocabulary columns only
+        expect(local.shape() == Shape{2, 8, 32}, "local logits ", shape_str(local.shape()));
+        expect(relative(local, logits_ref.slice(2, rank * 32, rank * 32 + 32)) < 1e-5,
+               "local logits differ");
+      }
+      loss_ref.backward();
+      loss_tp.backward();
+      expect_grads(ref, *tp_model, plan, 1e-5);
+      const double norm_ref = nn::clip_grad_norm(ref.parameters(), 1e9);
+      const double norm_tp = plan.clip_grad_norm(*tp_model, 0);
+      expect(std::fabs(norm_tp - norm_ref) < 1e-5 * norm_ref, "gradient norm ", norm_tp, " vs ",
+             norm_ref);
+    });
+  }
+}
+
+// 20 steps of `make_opt` on both, with clipping at `clip` (0: none); parameters within `tol`.
+void train_both(const std::function<nn::OptimizerPtr(std::vector<Tensor>)>& make_opt, double clip,
+                double tol) {
+  in_ranks([&](int) {
+    manual_seed(13);
+    models::Llama ref(tiny_config(true));
+    auto tp_model = copy_of(ref);
+    auto plan = distributed::parallelize_llama(*tp_model, {});
+    auto opt_ref = make_opt(ref.trainable_params());
+    auto opt_tp = make_opt(tp_model->trainable_params());
+    for (int step = 0; step < 20; ++step) {
+      Tensor ids = tokens(64, 100 + uint64_t(step));
+      models::causal_lm_loss(ref.forward(ids), ids).backward();
+      distributed::tensor_parallel_lm_loss(*tp_model, plan, {.input_ids = ids}, ids).backward();
+      const double n_ref = nn::clip_grad_norm(ref.parameters(), clip > 0 ? clip : 1e9);
+      const double n_tp = plan.clip_grad_norm(*tp_model, clip);
+      expect(std::fabs(n_tp - n_ref) < 1e-4 * n_ref, "step ", step, ": norm ", n_tp, " vs ", n_ref);
+      opt_ref->step();
+      opt_tp->step();
+      opt_ref->zero_grad();
+      opt_tp->zero_grad();
+    }
+    std::map<std::string, Tensor> full;
+    for (auto& [name, p] : ref.named_parameters()) full.emplace(name, p);
+    for (auto& [name, p] : tp_model->named_parameters()) {
+      const double err = relative(p, plan.shard_of(name, full.at(name)));
+      expect(err < tol, name, " differs by ", err, " after 20 steps");
+    }
+  });
+}
+
+TEST(TensorParallel, TwentySgdStepsMatchOneProcess) {
+  train_both([](std::vector<Tensor> p) { return nn::SGD(std::move(p), 0.1); }, 0, 1e-5);
+}
+
+TEST(TensorParallel, TwentyAdamWStepsWithClippingMatchOneProcess) {
+  train_both([](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-2); }, 0.5, 1e-4);
+}
+
+TEST(TensorParallel, DegreeMustDivideHeadsAndSizes) {
+  models::LlamaConfig c = tiny_config(false);
+  c.num_attention_heads = 6;
+  c.num_key_value_heads = 3;
+  c.head_dim = 4;
+  c.vocab_size = 96;
+  EXPECT_NO_THROW(distributed::check_tensor_parallel(c, 3));
+  EXPECT_TRUE(zenith::testing::throws_with(
+      [&] { distributed::check_tensor_parallel(c, 4); },
+      "num_attention_heads 6 does not divide by the tensor-parallel degree 4"));
+  c.num_attention_heads = 8;
+  EXPECT_TRUE(zenith::testing::throws_with(
+      [&] { distributed::check_tensor_parallel(c, 2); },
+      "num_key_value_heads 3 does not divide by the tensor-parallel degree 2"));
+}
+
+}  // namespace
+}  // namespace zenith
