@@ -1,0 +1,246 @@
+// GGML's q8_0, q4_0 and q4_K blocks (include/zenith/quant.h): scalar reference quantization
+// and dequantization. The kernels of src/backend/cpu/quant_*.cpp read the same bytes.
+#include "zenith/quant.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+
+#include "zenith/dtype.h"
+#include "zenith/error.h"
+
+namespace zenith {
+namespace {
+
+constexpr int64_t kQ8Bytes = 34, kQ4Bytes = 18, kQ4kBytes = 144;
+
+void put_half(uint8_t* p, float v) {
+  const uint16_t h = float_to_half(v);
+  std::memcpy(p, &h, 2);
+}
+float get_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return half_to_float(h);
+}
+
+// q8_0: d = max |x| / 127, q = round(x / d).
+void quantize_q8_0(const float* x, uint8_t* out) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+  put_half(out, d);
+  for (int i = 0; i < 32; ++i) out[2 + i] = uint8_t(int8_t(std::lround(x[i] * id)));
+}
+
+// q4_0: d = -x_max / 8 for the x of largest magnitude (so it maps to q = 0), q = x / d + 8.
+void quantize_q4_0(const float* x, uint8_t* out) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < 32; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), max = x[i];
+  const float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+  put_half(out, d);
+  auto q = [&](float v) { return std::min(15, int(std::floor(v * id + 8.5f))); };
+  for (int j = 0; j < 16; ++j) out[2 + j] = uint8_t(q(x[j]) | (q(x[j + 16]) << 4));
+}
+
+// The scale s > 0 and offset m >= 0 with x ~ s q - m, q in 0..15, for one sub-block of 32: a
+// few candidate scales around (max - min) / 15, each refitted by least squares on its levels.
+void fit_sub_block(const float* x, float& scale, float& min_out) {
+  float lo = 0, hi = 0;  // lo <= 0 keeps the offset non-negative, as q4_K stores it
+  for (int i = 0; i < 32; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
+  if (hi <= lo) {
+    scale = 0, min_out = -lo;
+    return;
+  }
+  float best_err = INFINITY;
+  scale = (hi - lo) / 15, min_out = -lo;
+  for (int step = -4; step <= 8; ++step) {
+    const float iscale = (15.0f + 0.25f * step) / (hi - lo);
+    double sl = 0, sll = 0, sx = 0, slx = 0;
+    int levels[32];
+    for (int i = 0; i < 32; ++i) {
+      levels[i] = std::clamp(int(std::lround((x[i] - lo) * iscale)), 0, 15);
+      sl += levels[i], sll += double(levels[i]) * levels[i], sx += x[i];
+      slx += double(levels[i]) * x[i];
+    }
+    const double det = 32 * sll - sl * sl;
+    if (det <= 0) continue;
+    double s = (32 * slx - sl * sx) / det, b = (sll * sx - sl * slx) / det;  // x ~ s q + b
+    if (b > 0) b = 0, s = sll > 0 ? slx / sll : 0;
+    if (s <= 0) continue;
+    double err = 0;
+    for (int i = 0; i < 32; ++i) err += std::pow(s * levels[i] + b - x[i], 2);
+    if (err < best_err) best_err = float(err), scale = float(s), min_out = float(-b);
+  }
+}
+
+// q4_K: 8 sub-blocks' scales and offsets quantized to 6 bits against the f16 d and dmin.
+void quantize_q4_k(const float* x, uint8_t* out) {
+  float scales[8], mins[8], max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    fit_sub_block(x + 32 * j, scales[j], mins[j]);
+    max_scale = std::max(max_scale, scales[j]), max_min = std::max(max_min, mins[j]);
+  }
+  put_half(out, max_scale / 63), put_half(out + 2, max_min / 63);
+  const float d = get_half(out), dmin = get_half(out + 2);
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = uint8_t(d > 0 ? std::clamp(int(std::lround(scales[j] / d)), 0, 63) : 0);
+    mn[j] = uint8_t(dmin > 0 ? std::clamp(int(std::lround(mins[j] / dmin)), 0, 63) : 0);
+  }
+  uint8_t* packed = out + 4;  // sub-blocks 0-3 in the low 6 bits, 4-7 split over the rest
+  std::memset(packed, 0, 12);
+  for (int j = 0; j < 4; ++j) packed[j] = sc[j], packed[j + 4] = mn[j];
+  for (int j = 4; j < 8; ++j) {
+    packed[j + 4] = uint8_t((sc[j] & 0xF) | ((mn[j] & 0xF) << 4));
+    packed[j - 4] |= uint8_t((sc[j] >> 4) << 6);
+    packed[j] |= uint8_t((mn[j] >> 4) << 6);
+  }
+  uint8_t q[256];
+  for (int j = 0; j < 8; ++j) {
+    const float s = d * sc[j], m = dmin * mn[j];
+    for (int i = 0; i < 32; ++i) {
+      const float v = s > 0 ? (x[32 * j + i] + m) / s : 0;
+      q[32 * j + i] = uint8_t(std::clamp(int(std::lround(v)), 0, 15));
+    }
+  }
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l)
+      out[16 + 32 * c + l] = uint8_t(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
+}
+
+void dequantize_q4_k(const uint8_t* in, float* y) {
+  const float d = get_half(in), dmin = get_half(in + 2);
+  const uint8_t* packed = in + 4;
+  const uint8_t* qs = in + 16;
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    if (j < 4) {
+      sc = packed[j] & 63, mn = packed[j + 4] & 63;
+    } else {
+      sc = (packed[j + 4] & 0xF) | ((packed[j - 4] >> 6) << 4);
+      mn = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+    }
+    const float s = d * sc, m = dmin * mn;
+    const int c = j / 2, shift = (j % 2) * 4;
+    for (int l = 0; l < 32; ++l) y[32 * j + l] = s * ((qs[32 * c + l] >> shift) & 0xF) - m;
+  }
+}
+
+}  // namespace
+
+int64_t quant_block_elems(QuantFormat f) { return f == QuantFormat::q4_k ? 256 : 32; }
+
+int64_t quant_block_bytes(QuantFormat f) {
+  switch (f) {
+    case QuantFormat::q8_0:
+      return kQ8Bytes;
+    case QuantFormat::q4_0:
+      return kQ4Bytes;
+    case QuantFormat::q4_k:
+      return kQ4kBytes;
+  }
+  return 0;
+}
+
+const char* quant_name(QuantFormat f) {
+  switch (f) {
+    case QuantFormat::q8_0:
+      return "q8_0";
+    case QuantFormat::q4_0:
+      return "q4_0";
+    case QuantFormat::q4_k:
+      return "q4_k";
+  }
+  return "?";
+}
+
+QuantFormat quant_from_name(const std::string& name) {
+  std::string lower = name;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k})
+    if (lower == quant_name(f)) return f;
+  ZENITH_FAIL("[quant] unknown quantized format '", name, "' (expected q8_0, q4_0 or q4_k)");
+}
+
+int64_t quant_row_bytes(QuantFormat f, int64_t n) {
+  ZENITH_CHECK(n % quant_block_elems(f) == 0, "[quant] a ", quant_name(f), " row of ", n,
+               " elements is not a whole number of ", quant_block_elems(f), "-element blocks");
+  return n / quant_block_elems(f) * quant_block_bytes(f);
+}
+
+void quantize_row(QuantFormat f, const float* x, int64_t n, uint8_t* out) {
+  const int64_t blocks = quant_row_bytes(f, n) / quant_block_bytes(f);
+  const int64_t elems = quant_block_elems(f), bytes = quant_block_bytes(f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * elems;
+    uint8_t* ob = out + b * bytes;
+    if (f == QuantFormat::q8_0)
+      quantize_q8_0(xb, ob);
+    else if (f == QuantFormat::q4_0)
+      quantize_q4_0(xb, ob);
+    else
+      quantize_q4_k(xb, ob);
+  }
+}
+
+void dequantize_row(QuantFormat f, const uint8_t* in, int64_t n, float* out) {
+  const int64_t blocks = quant_row_bytes(f, n) / quant_block_bytes(f);
+  const int64_t elems = quant_block_elems(f), bytes = quant_block_bytes(f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* ib = in + b * bytes;
+    float* y = out + b * elems;
+    if (f == QuantFormat::q4_k) {
+      dequantize_q4_k(ib, y);
+      continue;
+    }
+    const float d = get_half(ib);
+    if (f == QuantFormat::q8_0) {
+      for (int i = 0; i < 32; ++i) y[i] = d * float(int8_t(ib[2 + i]));
+    } else {
+      for (int j = 0; j < 16; ++j) {
+        y[j] = d * float((ib[2 + j] & 0xF) - 8);
+        y[j + 16] = d * float((ib[2 + j] >> 4) - 8);
+      }
+    }
+  }
+}
+
+QuantizedWeight quantize_weight(const Tensor& weight, QuantFormat f) {
+  ZENITH_CHECK(weight.dim() == 2, "[quantize] expected a weight [out, in], got ",
+               shape_str(weight.shape()));
+  const int64_t out = weight.size(0), in = weight.size(1);
+  const int64_t row_bytes = quant_row_bytes(f, in);
+  Tensor w = weight.to(DType::f32).contiguous();
+  Tensor blocks = Tensor::empty({out, row_bytes}, DType::u8);
+  const float* src = w.data<float>();
+  uint8_t* dst = blocks.data<uint8_t>();
+  for (int64_t r = 0; r < out; ++r) quantize_row(f, src + r * in, in, dst + r * row_bytes);
+  return {blocks, f, out, in};
+}
+
+Tensor dequantize_weight(const QuantizedWeight& w) {
+  check_quantized_weight(w, "dequantize");
+  Tensor out = Tensor::empty({w.out_features, w.in_features}, DType::f32);
+  const int64_t row_bytes = quant_row_bytes(w.format, w.in_features);
+  Tensor blocks = w.blocks.contiguous();
+  for (int64_t r = 0; r < w.out_features; ++r)
+    dequantize_row(w.format, blocks.data<uint8_t>() + r * row_bytes, w.in_features,
+                   out.data<float>() + r * w.in_features);
+  return out;
+}
+
+void check_quantized_weight(const QuantizedWeight& w, const std::string& what) {
+  ZENITH_CHECK(w.blocks.defined() && w.blocks.dtype() == DType::u8, "[", what,
+               "] quantized blocks must be a uint8 tensor");
+  const int64_t row_bytes = quant_row_bytes(w.format, w.in_features);
+  ZENITH_CHECK(
+      w.blocks.dim() == 2 && w.blocks.size(0) == w.out_features && w.blocks.size(1) == row_bytes,
+      "[", what, "] ", quant_name(w.format), " blocks of a [", w.out_features, ", ", w.in_features,
+      "] weight must be [", w.out_features, ", ", row_bytes, "], got ",
+      shape_str(w.blocks.shape()));
+}
+
+}  // namespace zenith
