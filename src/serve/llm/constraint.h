@@ -61,8 +61,13 @@ class SchemaError : public std::invalid_argument {
   std::string keyword, pointer;
 };
 
-// response_format json_schema (strict or not: the output always validates).
+// response_format json_schema (strict or not: the output always validates). Properties come in
+// the order the schema object holds them: nlohmann::json sorts keys, nlohmann::ordered_json
+// keeps the request's order (parse the body with ordered_json to keep it).
 std::shared_ptr<TokenConstraint> json_schema_constraint(const nlohmann::json& schema,
+                                                        std::shared_ptr<const TokenBytes> vocab,
+                                                        std::vector<int64_t> eos_ids);
+std::shared_ptr<TokenConstraint> json_schema_constraint(const nlohmann::ordered_json& schema,
                                                         std::shared_ptr<const TokenBytes> vocab,
                                                         std::vector<int64_t> eos_ids);
 // response_format json_object: any JSON object.

@@ -1,0 +1,159 @@
+#include "serve/llm/constraint.h"
+
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+
+#include "serve/llm/json_grammar.h"
+#include "serve/llm/json_schema_compile.h"
+
+namespace zenith::serve::llm {
+
+namespace {
+
+// What the sequences of one request (its `n` choices) share: the grammar, the vocabulary and
+// the masks already computed, by state (inside a free string the state repeats: one walk).
+struct Shared {
+  Grammar grammar;
+  std::shared_ptr<const TokenBytes> vocab;
+  std::vector<int64_t> eos_ids;
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<uint64_t>>> masks;
+};
+
+constexpr size_t kMaxCachedMasks = 512;
+
+class JsonConstraint : public TokenConstraint {
+ public:
+  explicit JsonConstraint(std::shared_ptr<Shared> shared)
+      : shared_(std::move(shared)), state_(JsonState::start(shared_->grammar)) {}
+
+  void mask(float* logits, int64_t n) override {
+    std::shared_ptr<const std::vector<uint64_t>> bits = allowed();
+    const std::vector<uint64_t>& b = *bits;
+    std::vector<float> eos_logits;
+    for (int64_t id : shared_->eos_ids) eos_logits.push_back(id >= 0 && id < n ? logits[id] : 0.0f);
+    bool any = false;
+    int64_t known = std::min<int64_t>(n, shared_->vocab->size());
+    for (int64_t id = 0; id < known; ++id) {
+      bool ok = (b[size_t(id) >> 6] >> (id & 63)) & 1;
+      any = any || ok;
+      if (!ok) logits[id] = -std::numeric_limits<float>::infinity();
+    }
+    for (int64_t id = known; id < n; ++id) logits[id] = -std::numeric_limits<float>::infinity();
+    // Eos when complete; also when no token fits (a vocabulary without some byte), rather
+    // than an empty mask.
+    if (complete() || !any)
+      for (size_t i = 0; i < shared_->eos_ids.size(); ++i) {
+        int64_t id = shared_->eos_ids[i];
+        if (id >= 0 && id < n) logits[id] = eos_logits[i];
+      }
+  }
+
+  void accept(int64_t token) override {
+    const TokenBytes& vocab = *shared_->vocab;
+    if (!vocab.usable(token))
+      throw std::invalid_argument("[constraint] token " + std::to_string(token) +
+                                  " has no bytes the grammar can take (special or eos)");
+    JsonState next;
+    next.copy_from(state_);
+    for (char c : vocab.bytes(token))
+      if (!next.step(shared_->grammar, uint8_t(c)))
+        throw std::invalid_argument(
+            "[constraint] token " + std::to_string(token) + " (" +
+            nlohmann::json(vocab.bytes(token))
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+            ") does not continue " + text_);
+    state_.copy_from(next);
+    text_ += vocab.bytes(token);
+  }
+
+  bool complete() const override { return state_.complete(shared_->grammar); }
+  bool done() const override { return state_.closed(); }
+  const std::string& text() const override { return text_; }
+  std::shared_ptr<TokenConstraint> clone() const override {
+    auto copy = std::make_shared<JsonConstraint>(shared_);
+    copy->state_.copy_from(state_);
+    copy->text_ = text_;
+    return copy;
+  }
+
+ private:
+  std::shared_ptr<const std::vector<uint64_t>> allowed() {
+    std::string key = state_.key();
+    {
+      std::lock_guard lock(shared_->mutex);
+      auto it = shared_->masks.find(key);
+      if (it != shared_->masks.end()) return it->second;
+    }
+    auto bits = std::make_shared<std::vector<uint64_t>>();
+    allowed_tokens(shared_->grammar, *shared_->vocab, state_, scratch_, *bits);
+    std::lock_guard lock(shared_->mutex);
+    if (shared_->masks.size() >= kMaxCachedMasks) shared_->masks.clear();
+    shared_->masks.emplace(std::move(key), bits);
+    return bits;
+  }
+
+  std::shared_ptr<Shared> shared_;
+  JsonState state_;
+  std::string text_;
+  std::vector<JsonState> scratch_;
+};
+
+std::shared_ptr<TokenConstraint> make(Grammar grammar, std::shared_ptr<const TokenBytes> vocab,
+                                      std::vector<int64_t> eos_ids) {
+  auto shared = std::make_shared<Shared>();
+  shared->grammar = std::move(grammar);
+  shared->vocab = std::move(vocab);
+  shared->eos_ids = std::move(eos_ids);
+  return std::make_shared<JsonConstraint>(std::move(shared));
+}
+
+}  // namespace
+
+std::shared_ptr<TokenConstraint> json_schema_constraint(const nlohmann::ordered_json& schema,
+                                                        std::shared_ptr<const TokenBytes> vocab,
+                                                        std::vector<int64_t> eos_ids) {
+  return make(compile_json_schema(schema), std::move(vocab), std::move(eos_ids));
+}
+
+std::shared_ptr<TokenConstraint> json_schema_constraint(const nlohmann::json& schema,
+                                                        std::shared_ptr<const TokenBytes> vocab,
+                                                        std::vector<int64_t> eos_ids) {
+  return json_schema_constraint(nlohmann::ordered_json::parse(schema.dump()), std::move(vocab),
+                                std::move(eos_ids));
+}
+
+std::shared_ptr<TokenConstraint> json_object_constraint(std::shared_ptr<const TokenBytes> vocab,
+                                                        std::vector<int64_t> eos_ids) {
+  return make(any_object_grammar(), std::move(vocab), std::move(eos_ids));
+}
+
+std::shared_ptr<TokenConstraint> tool_call_constraint(const std::vector<FunctionSpec>& functions,
+                                                      const std::string& choice,
+                                                      std::shared_ptr<const TokenBytes> vocab,
+                                                      std::vector<int64_t> eos_ids) {
+  return make(tool_call_grammar(functions, choice), std::move(vocab), std::move(eos_ids));
+}
+
+std::string tool_call_prefix(const std::string& name) {
+  return "{\"name\":" + nlohmann::json(name).dump() + ",\"arguments\":";
+}
+
+ToolCallText parse_tool_call_output(const std::string& output) {
+  nlohmann::json parsed = nlohmann::json::parse(output, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("name") ||
+      !parsed["name"].is_string() || !parsed.contains("arguments") ||
+      !parsed["arguments"].is_object())
+    throw std::invalid_argument("[tools] the output is not {\"name\":...,\"arguments\":{...}}: " +
+                                output);
+  ToolCallText call;
+  call.name = parsed["name"].get<std::string>();
+  std::string prefix = tool_call_prefix(call.name);
+  if (output.rfind(prefix, 0) != 0 || output.back() != '}')
+    throw std::invalid_argument("[tools] the output does not start with " + prefix);
+  call.arguments = output.substr(prefix.size(), output.size() - prefix.size() - 1);
+  return call;
+}
+
+}  // namespace zenith::serve::llm

@@ -1,0 +1,379 @@
+#include "serve/llm/json_schema_compile.h"
+
+#include <algorithm>
+#include <set>
+
+#include "serve/llm/json_schema.h"
+
+namespace zenith::serve::llm {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+const std::set<std::string>& annotations() {
+  static const std::set<std::string> names = {
+      "title",  "description", "default",  "examples",  "$schema", "$id",        "$comment",
+      "strict", "deprecated",  "readOnly", "writeOnly", "$defs",   "definitions"};
+  return names;
+}
+
+const std::set<std::string>& structural() {
+  static const std::set<std::string> names = {
+      "type",      "properties", "required", "additionalProperties",
+      "items",     "minItems",   "maxItems", "minLength",
+      "maxLength", "enum",       "const",    "anyOf",
+      "oneOf",     "$ref"};
+  return names;
+}
+
+std::string escape_pointer(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string show_byte(int byte) {
+  if (byte >= 0x20 && byte < 0x7F) return std::string("'") + char(byte) + "'";
+  return "byte " + std::to_string(byte);
+}
+
+class Compiler {
+ public:
+  Compiler(const ojson& root, std::string base) : root_(root), base_(std::move(base)) {}
+
+  int32_t compile(const ojson& s, const std::string& at, int depth) {
+    if (depth > kMaxDepth - 2)
+      fail("", at, "nests deeper than " + std::to_string(kMaxDepth - 2) + " levels");
+    if (s.is_boolean()) {
+      if (!s.get<bool>()) fail("false", at, "the schema false allows no value");
+      return any_value();
+    }
+    if (!s.is_object()) fail("", at, "a schema must be an object or a boolean");
+    for (const auto& [key, value] : s.items())
+      if (!structural().count(key) && !annotations().count(key))
+        fail(key, at + "/" + escape_pointer(key), "is not supported");
+    if (s.contains("$ref")) return compile_ref(s, at, depth);
+    if (s.contains("enum") || s.contains("const")) return compile_literals(s, at);
+    for (const char* key : {"anyOf", "oneOf"})
+      if (s.contains(key)) return compile_any_of(s, key, at, depth);
+    std::string type;
+    if (s.contains("type")) {
+      const ojson& t = s["type"];
+      if (t.is_array()) return compile_type_list(s, at, depth);
+      if (!t.is_string()) fail("type", at + "/type", "must be a string or a list of strings");
+      type = t.get<std::string>();
+    } else if (s.contains("properties") || s.contains("required") ||
+               s.contains("additionalProperties")) {
+      type = "object";
+    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+      type = "array";
+    } else if (s.contains("minLength") || s.contains("maxLength")) {
+      type = "string";
+    } else {
+      return any_value();
+    }
+    if (type == "object") return compile_object(s, at, depth);
+    if (type == "array") return compile_array(s, at, depth);
+    GrammarNode n;
+    if (type == "string") {
+      n.kind = NodeKind::string;
+      n.min_count = count(s, "minLength", at, 0);
+      n.max_count = count(s, "maxLength", at, n.max_count);
+      if (n.min_count > n.max_count) fail("minLength", at + "/minLength", "exceeds maxLength");
+    } else if (type == "integer" || type == "number") {
+      n.kind = type == "integer" ? NodeKind::integer : NodeKind::number;
+    } else if (type == "boolean" || type == "null") {
+      n.kind = NodeKind::literals;
+      n.literals = type == "null" ? std::vector<std::string>{"null"}
+                                  : std::vector<std::string>{"false", "true"};
+    } else {
+      fail("type", at + "/type", "\"" + type + "\" is not a JSON Schema type");
+    }
+    return g_.add(std::move(n));
+  }
+
+  int32_t any_value() {
+    if (g_.any_value >= 0) return g_.any_value;
+    GrammarNode choice;
+    choice.kind = NodeKind::any_of;
+    g_.any_value = g_.add(choice);
+    GrammarNode key;
+    key.kind = NodeKind::string;
+    int32_t string = g_.add(key);
+    GrammarNode object;
+    object.kind = NodeKind::any_object;
+    object.items = string;
+    object.values = {g_.any_value};
+    GrammarNode array;
+    array.kind = NodeKind::array;
+    array.items = g_.any_value;
+    GrammarNode number;
+    number.kind = NodeKind::number;
+    GrammarNode words;
+    words.kind = NodeKind::literals;
+    words.literals = {"false", "null", "true"};
+    std::vector<int32_t> alternatives = {g_.add(object), g_.add(array), string, g_.add(number),
+                                         g_.add(words)};
+    fill_first(g_.any_value, alternatives, "");
+    return g_.any_value;
+  }
+
+  Grammar take(int32_t root) {
+    g_.root = root;
+    return std::move(g_);
+  }
+
+  [[noreturn]] void fail(const std::string& keyword, const std::string& at,
+                         const std::string& what) {
+    std::string where = base_ + at;
+    throw SchemaError(keyword, where,
+                      "[json_schema] " + (keyword.empty() ? std::string("schema") : keyword) +
+                          " at " + (where.empty() ? "/" : where) + ": " + what);
+  }
+
+ private:
+  int64_t count(const ojson& s, const char* key, const std::string& at, int64_t fallback) {
+    if (!s.contains(key)) return fallback;
+    const ojson& v = s[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      fail(key, at + "/" + key, "must be a non-negative integer");
+    return std::min<int64_t>(v.get<int64_t>(), std::numeric_limits<int32_t>::max() - 1);
+  }
+
+  int32_t compile_ref(const ojson& s, const std::string& at, int depth) {
+    const ojson& ref = s["$ref"];
+    if (!ref.is_string() || ref.get<std::string>().rfind("#", 0) != 0)
+      fail("$ref", at + "/$ref", "must be a local reference (\"#/$defs/name\")");
+    std::string target = ref.get<std::string>().substr(1);
+    if (std::count(refs_.begin(), refs_.end(), target))
+      fail("$ref", at + "/$ref", "is recursive (" + target + "), which is not supported");
+    nlohmann::ordered_json::json_pointer pointer;
+    try {
+      pointer = nlohmann::ordered_json::json_pointer(target);
+    } catch (const std::exception&) {
+      fail("$ref", at + "/$ref", "is not a JSON pointer");
+    }
+    if (!root_.contains(pointer)) fail("$ref", at + "/$ref", target + " is not in the schema");
+    refs_.push_back(target);
+    int32_t node = compile(root_.at(pointer), target, depth);
+    refs_.pop_back();
+    return node;
+  }
+
+  int32_t compile_literals(const ojson& s, const std::string& at) {
+    std::vector<ojson> values;
+    std::string key = s.contains("enum") ? "enum" : "const";
+    if (key == "enum") {
+      if (!s["enum"].is_array() || s["enum"].empty())
+        fail("enum", at + "/enum", "must be a non-empty list");
+      for (const ojson& v : s["enum"]) values.push_back(v);
+    } else {
+      values.push_back(s["const"]);
+    }
+    GrammarNode n;
+    n.kind = NodeKind::literals;
+    nlohmann::json type_only = nlohmann::json::object();
+    if (s.contains("type")) type_only["type"] = nlohmann::json::parse(s["type"].dump());
+    for (const ojson& v : values) {
+      std::string text = v.dump();
+      if (validate_json(nlohmann::json::parse(text), type_only)) continue;
+      n.literals.push_back(text);
+    }
+    if (n.literals.empty()) fail(key, at + "/" + key, "has no value of the schema's type");
+    std::sort(n.literals.begin(), n.literals.end());
+    n.literals.erase(std::unique(n.literals.begin(), n.literals.end()), n.literals.end());
+    return g_.add(std::move(n));
+  }
+
+  int32_t compile_any_of(const ojson& s, const char* key, const std::string& at, int depth) {
+    for (const auto& [k, v] : s.items())
+      if (k != key && structural().count(k))
+        fail(k, at + "/" + k, std::string("beside ") + key + " is not supported");
+    const ojson& list = s[key];
+    if (!list.is_array() || list.empty())
+      fail(key, at + "/" + key, "must be a non-empty list of schemas");
+    std::vector<int32_t> alternatives;
+    for (size_t i = 0; i < list.size(); ++i)
+      alternatives.push_back(compile(list[i], at + "/" + key + "/" + std::to_string(i), depth + 1));
+    if (alternatives.size() == 1) return alternatives[0];
+    GrammarNode n;
+    n.kind = NodeKind::any_of;
+    int32_t node = g_.add(n);
+    fill_first(node, alternatives, at + "/" + key);
+    return node;
+  }
+
+  int32_t compile_type_list(const ojson& s, const std::string& at, int depth) {
+    const ojson& types = s["type"];
+    if (types.empty()) fail("type", at + "/type", "must not be an empty list");
+    std::vector<int32_t> alternatives;
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (!types[i].is_string()) fail("type", at + "/type/" + std::to_string(i), "not a string");
+      ojson one = s;
+      one["type"] = types[i];
+      alternatives.push_back(compile(one, at, depth));
+    }
+    if (alternatives.size() == 1) return alternatives[0];
+    GrammarNode n;
+    n.kind = NodeKind::any_of;
+    int32_t node = g_.add(n);
+    fill_first(node, alternatives, at + "/type");
+    return node;
+  }
+
+  // Fills any_of node `node`'s first-byte table; alternatives must start differently.
+  void fill_first(int32_t node, const std::vector<int32_t>& alternatives, const std::string& at) {
+    std::array<int32_t, 256> first;
+    std::array<int32_t, 256> owner;  // which listed alternative claimed the byte
+    first.fill(-1);
+    owner.fill(-1);
+    for (size_t i = 0; i < alternatives.size(); ++i) {
+      const GrammarNode& alt = g_.nodes[size_t(alternatives[i])];
+      std::array<bool, 256> bytes = g_.first_bytes(alternatives[i]);
+      for (size_t c = 0; c < 256; ++c) {
+        if (!bytes[c]) continue;
+        if (owner[c] >= 0)
+          fail(at.substr(at.rfind('/') + 1), at,
+               "alternatives " + std::to_string(owner[c]) + " and " + std::to_string(i) +
+                   " both start with " + show_byte(int(c)) +
+                   "; only alternatives that start differently are supported");
+        owner[c] = int32_t(i);
+        first[c] = alt.kind == NodeKind::any_of ? alt.first[c] : alternatives[i];
+      }
+    }
+    g_.nodes[size_t(node)].first = first;
+  }
+
+  int32_t compile_object(const ojson& s, const std::string& at, int depth) {
+    GrammarNode n;
+    n.kind = NodeKind::object;
+    if (!s.contains("properties")) {
+      bool closed = s.contains("additionalProperties") && s["additionalProperties"] == false;
+      if (!closed) {
+        if (s.contains("required") && !s["required"].empty())
+          fail("required", at + "/required", "names properties that properties does not define");
+        return g_.nodes[size_t(any_value())].first['{'];
+      }
+    } else if (!s["properties"].is_object()) {
+      fail("properties", at + "/properties", "must be an object");
+    }
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) fail("required", at + "/required", "must be a list");
+      for (size_t i = 0; i < s["required"].size(); ++i) {
+        const ojson& name = s["required"][i];
+        std::string where = at + "/required/" + std::to_string(i);
+        if (!name.is_string()) fail("required", where, "must list strings");
+        if (!s.contains("properties") || !s["properties"].contains(name.get<std::string>()))
+          fail("required", where,
+               "names \"" + name.get<std::string>() + "\", which properties does not define");
+        required.insert(name.get<std::string>());
+      }
+    }
+    if (s.contains("properties")) {
+      for (const auto& [name, sub] : s["properties"].items()) {
+        n.keys.push_back(ojson(name).dump() + ":");
+        n.required.push_back(required.count(name) > 0);
+        n.values.push_back(compile(sub, at + "/properties/" + escape_pointer(name), depth + 1));
+      }
+    }
+    return g_.add(std::move(n));
+  }
+
+  int32_t compile_array(const ojson& s, const std::string& at, int depth) {
+    GrammarNode n;
+    n.kind = NodeKind::array;
+    n.min_count = count(s, "minItems", at, 0);
+    n.max_count = count(s, "maxItems", at, n.max_count);
+    if (n.min_count > n.max_count) fail("minItems", at + "/minItems", "exceeds maxItems");
+    n.items = s.contains("items") ? compile(s["items"], at + "/items", depth + 1) : any_value();
+    return g_.add(std::move(n));
+  }
+
+  const ojson& root_;
+  std::string base_;
+  std::vector<std::string> refs_;
+  Grammar g_;
+};
+
+}  // namespace
+
+Grammar compile_json_schema(const nlohmann::ordered_json& schema, const std::string& base) {
+  Compiler compiler(schema, base);
+  int32_t root = compiler.compile(schema, "", 0);
+  return compiler.take(root);
+}
+
+Grammar any_object_grammar() {
+  Compiler compiler(ojson::object(), "");
+  int32_t any = compiler.any_value();
+  Grammar g = compiler.take(any);
+  g.root = g.nodes[size_t(any)].first['{'];
+  return g;
+}
+
+Grammar tool_call_grammar(const std::vector<FunctionSpec>& functions, const std::string& choice) {
+  std::vector<std::string> names;
+  for (const FunctionSpec& f : functions) names.push_back(f.name);
+  auto compile_parameters = [&](Compiler& c, size_t i) {
+    const nlohmann::json& p = functions[i].parameters;
+    if (p.is_null())
+      return c.compile(ojson{{"type", "object"}, {"properties", ojson::object()}}, "", 0);
+    return c.compile(ojson::parse(p.dump()), "", 0);
+  };
+  if (choice != "required") {
+    auto it = std::find(names.begin(), names.end(), choice);
+    if (it == names.end())
+      throw SchemaError("tool_choice", "",
+                        "[tools] tool_choice names \"" + choice + "\", which tools does not offer");
+    size_t i = size_t(it - names.begin());
+    ojson parameters = functions[i].parameters.is_null()
+                           ? ojson::object()
+                           : ojson::parse(functions[i].parameters.dump());
+    Compiler compiler(parameters, "/tools/" + std::to_string(i) + "/function/parameters");
+    int32_t root = compile_parameters(compiler, i);
+    return compiler.take(root);
+  }
+  if (functions.empty())
+    throw SchemaError("tools", "", "[tools] tool_choice \"required\" needs tools");
+  Grammar all;
+  GrammarNode call;
+  call.kind = NodeKind::tool_call;
+  std::vector<std::pair<std::string, size_t>> sorted;
+  for (size_t i = 0; i < functions.size(); ++i) sorted.push_back({ojson(names[i]).dump(), i});
+  std::sort(sorted.begin(), sorted.end());
+  // Each function's grammar compiled alone, then appended with its node indices shifted.
+  for (const auto& [literal, i] : sorted) {
+    if (!call.literals.empty() && call.literals.back() == literal)
+      throw SchemaError("tools", "/tools/" + std::to_string(i),
+                        "[tools] two functions are named " + literal);
+    ojson parameters = functions[i].parameters.is_null()
+                           ? ojson::object()
+                           : ojson::parse(functions[i].parameters.dump());
+    Compiler compiler(parameters, "/tools/" + std::to_string(i) + "/function/parameters");
+    Grammar one = compiler.take(compile_parameters(compiler, i));
+    int32_t shift = int32_t(all.nodes.size());
+    for (GrammarNode& n : one.nodes) {
+      for (int32_t& v : n.values) v += shift;
+      if (n.items >= 0) n.items += shift;
+      if (n.kind == NodeKind::any_of)
+        for (int32_t& f : n.first)
+          if (f >= 0) f += shift;
+      all.nodes.push_back(std::move(n));
+    }
+    call.literals.push_back(literal);
+    call.values.push_back(one.root + shift);
+  }
+  all.root = all.add(std::move(call));
+  return all;
+}
+
+}  // namespace zenith::serve::llm
