@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "zenith/quant.h"
 #include "zenith/tensor.h"
 
 namespace zenith::ops {
@@ -76,6 +77,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x [.., in] W [out, in] b [out] -> [.., out]; dtypes as for matmul (a 16-bit weight with float32
 // x gives float32; the bias may have x's or the weight's dtype).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// x [.., in] (float32; float64 computes exactly on the dequantized weight) times the transpose
+// of a weight held as quantized blocks -> [.., out] float32 (src/ops/quantized.cpp). The weight
+// gets no gradient; x gets dy W with W dequantized.
+Tensor quantized_linear(const Tensor& x, const QuantizedWeight& weight);
 
 // ---- convolution and pooling, NCHW (src/ops/conv.cpp, src/ops/pool.cpp)
 struct Conv2dOptions {

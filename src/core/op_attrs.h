@@ -186,6 +186,20 @@ struct AttentionAttrs {
   }
 };
 
+// quantized_linear: a weight [out_features, in_features] held as blocks of `format` (a
+// QuantFormat of include/zenith/quant.h, as its integer value).
+struct QuantizedLinearAttrs {
+  int64_t format = 0;
+  int64_t out_features = 0, in_features = 0;
+  bool operator==(const QuantizedLinearAttrs&) const = default;
+  template <typename F>
+  void fields(F&& f) const {
+    f("format", format);
+    f("out_features", out_features);
+    f("in_features", in_features);
+  }
+};
+
 // softmax / log_softmax (and gradients) over one non-negative dim.
 struct SoftmaxAttrs {
   int64_t dim = 0;

@@ -294,6 +294,16 @@ void add_transformer(std::vector<OpCase>& cases) {
                    {OpId::swiglu, OpId::swiglu_backward},
                    [](const std::vector<Tensor>& x) { return ops::swiglu(x[0], x[1]); },
                    {grad_input({3, 5}, -3, 3, true), grad_input({3, 5})}});
+  // The float64 forward multiplies by the dequantized weight exactly; the float32 one quantizes
+  // the activations to int8 per block of 32 (src/backend/cpu/quant_kernels.h): the tolerance.
+  QuantizedWeight q4 = quantize_weight(random_input({5, 64}, DType::f32), QuantFormat::q4_0);
+  cases.push_back({"quantized_linear",
+                   {OpId::quantized_linear},
+                   [q4](const std::vector<Tensor>& x) { return ops::quantized_linear(x[0], q4); },
+                   {grad_input({2, 3, 64})},
+                   Check::kGradient,
+                   2e-2,
+                   2e-2});
 }
 
 void add_softmax_and_losses(std::vector<OpCase>& cases) {

@@ -1,0 +1,23 @@
+// The AVX2 path of the quantized linear kernels (quant_simd.inc): vpmaddubsw's pairwise
+// 16-bit sums (no overflow: 2 * 127 * 127 < 32768), widened by vpmaddwd.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/quant_kernels.h"
+
+namespace zenith::cpu {
+namespace avx2 {
+
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+#include "backend/cpu/quant_simd.inc"
+
+}  // namespace avx2
+
+void quant_rows_avx2(const QuantRows& p, int64_t o0, int64_t o1) { avx2::rows_simd(p, o0, o1); }
+
+}  // namespace zenith::cpu

@@ -1,0 +1,110 @@
+// The quantized linear layer's CPU kernel (quant_kernels.h): picks the instruction set once,
+// quantizes the activations, and splits the weight's rows over the claiming pool.
+#include <vector>
+
+#include "backend/cpu/claim_pool.h"
+#include "backend/cpu/quant_kernels.h"
+#include "core/dispatch.h"
+
+namespace zenith::cpu {
+namespace {
+
+// Work below this many weight bytes runs on the calling thread (a pool wake-up costs more).
+constexpr int64_t kParallelBytes = 64 << 10;
+// A claimed item is about this many weight bytes: small enough to balance two threads on a
+// loaded host, large enough that a claim's atomic costs nothing.
+constexpr int64_t kItemBytes = 16 << 10;
+
+// float64 x: the exact product with the dequantized weight (the reference the op test uses).
+Tensor linear_f64(const Tensor& x, const QuantizedWeight& w) {
+  Tensor weight = dequantize_weight(w);
+  const int64_t m = x.numel() / w.in_features, in = w.in_features, out = w.out_features;
+  Shape shape = x.shape();
+  shape.back() = out;
+  Tensor y = Tensor::empty(shape, DType::f64);
+  const double* xp = x.data<double>();
+  const float* wp = weight.data<float>();
+  double* yp = y.data<double>();
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double s = 0;
+      for (int64_t i = 0; i < in; ++i) s += xp[r * in + i] * double(wp[o * in + i]);
+      yp[r * out + o] = s;
+    }
+  return y;
+}
+
+std::vector<Tensor> quantized_linear_kernel(const std::vector<Tensor>& in,
+                                            const QuantizedLinearAttrs& attrs) {
+  const QuantizedWeight w{in[1], QuantFormat(attrs.format), attrs.out_features, attrs.in_features};
+  const Tensor& x = in[0];
+  if (x.dtype() == DType::f64) return {linear_f64(x, w)};
+  Shape shape = x.shape();
+  shape.back() = w.out_features;
+  Tensor y = Tensor::empty(shape, DType::f32);
+  quant_linear(quant_isa(), w.format, x.data<float>(), x.numel() / w.in_features, w.in_features,
+               w.blocks.data<uint8_t>(), w.out_features, y.data<float>());
+  return {y};
+}
+
+ZENITH_REGISTER_KERNEL(quantized_linear, CPU, quantized_linear_kernel);
+
+}  // namespace
+
+bool quant_isa_supported(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::scalar:
+      return true;
+    case QuantIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case QuantIsa::avx512_vnni:
+      return __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+QuantIsa quant_isa() {
+  static const QuantIsa best = quant_isa_supported(QuantIsa::avx512_vnni) ? QuantIsa::avx512_vnni
+                               : quant_isa_supported(QuantIsa::avx2)      ? QuantIsa::avx2
+                                                                          : QuantIsa::scalar;
+  return best;
+}
+
+const char* quant_isa_name(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::scalar:
+      return "scalar";
+    case QuantIsa::avx2:
+      return "avx2";
+    case QuantIsa::avx512_vnni:
+      return "avx512_vnni";
+  }
+  return "?";
+}
+
+void quant_linear(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_t in,
+                  const uint8_t* w, int64_t out, float* y) {
+  if (m == 0 || out == 0) return;
+  const int64_t blocks32 = in / 32, row_bytes = quant_row_bytes(f, in);
+  std::vector<ActBlock> a(size_t(m * blocks32));
+  for (int64_t r = 0; r < m; ++r) quantize_activations(x + r * in, in, a.data() + r * blocks32);
+  const QuantRows p{f, w, row_bytes, blocks32, out, a.data(), m, y};
+  auto rows = [&](int64_t o0, int64_t o1) {
+    if (isa == QuantIsa::avx512_vnni)
+      quant_rows_avx512_vnni(p, o0, o1);
+    else if (isa == QuantIsa::avx2)
+      quant_rows_avx2(p, o0, o1);
+    else
+      quant_rows_scalar(p, o0, o1);
+  };
+  if (out * row_bytes < kParallelBytes) {
+    rows(0, out);
+    return;
+  }
+  const int64_t chunk = std::max<int64_t>(4, kItemBytes / row_bytes / 4 * 4);
+  parallel_claim((out + chunk - 1) / chunk,
+                 [&](int64_t i) { rows(i * chunk, std::min(out, (i + 1) * chunk)); });
+}
+
+}  // namespace zenith::cpu
