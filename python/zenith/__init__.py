@@ -29,6 +29,16 @@ from zenith import ops, nn, dataset, train, communication, models, llm
 from zenith._checkpoint import load_checkpoint, load_param_into_net, save_checkpoint
 from zenith.train import Model
 from zenith.profiler import Profiler
+from zenith import _ms_ops, _ms_tensor
+from zenith._jit import COMPATIBLE, LAX, STRICT, JitConfig, jit, jit_class
+from zenith._ms_tensor import COOTensor, CSRTensor
+from zenith._unsupported import UnsupportedError, unsupported as _unsupported
+from zenith import amp, common, experimental
+from zenith.amp import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager
+
+_ms_ops.install()
+_ms_tensor.install()
+__getattr__ = _unsupported(__name__)
 
 __version__ = "0.1.0"
 
@@ -42,4 +52,7 @@ __all__ = [
     "save_checkpoint", "load_checkpoint", "load_param_into_net",
     "Model", "Profiler",
     "ops", "nn", "dataset", "train", "communication", "models", "llm",
+    "jit", "jit_class", "JitConfig", "STRICT", "COMPATIBLE", "LAX", "CSRTensor", "COOTensor",
+    "UnsupportedError", "amp", "common", "LossScaleManager", "FixedLossScaleManager",
+    "DynamicLossScaleManager",
 ]

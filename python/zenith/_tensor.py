@@ -386,6 +386,10 @@ class Parameter(Tensor):
     def data(self):
         return self
 
+    def value(self):
+        """The parameter's value (the parameter itself, a Tensor)."""
+        return self
+
     def set_data(self, data, slice_shape=False):
         """Replaces the value: copied in place when the shape is the same, else the parameter
         takes the new shape (cells and optimizers holding it see the change)."""
@@ -397,10 +401,14 @@ class Parameter(Tensor):
         return self
 
     def clone(self, init="same"):
-        """A new parameter with a copy of the value (init must be 'same')."""
-        if init != "same":
-            raise ValueError("Parameter.clone: only init='same' is supported")
-        return Parameter(self, name=self.name, requires_grad=self.requires_grad)
+        """A new parameter: a copy of the value (init='same'), or of the same shape and dtype
+        filled by init (an initializer of zenith.common.initializer, its name such as 'zeros',
+        or a number)."""
+        p = Parameter(self, name=self.name, requires_grad=self.requires_grad)
+        if not (isinstance(init, str) and init == "same"):
+            from zenith.common.initializer import initializer
+            p.set_data(initializer(init, tuple(self.shape), float32).astype(self.dtype))
+        return p
 
     def __repr__(self):
         return (f"Parameter (name={self.name}, shape={self.shape}, dtype={self.dtype!r}, "
@@ -416,3 +424,13 @@ class ParameterTuple(tuple):
             if not isinstance(p, Tensor):
                 raise TypeError(f"ParameterTuple takes Parameters, got {type(p).__name__}")
         return super().__new__(cls, items)
+
+    def clone(self, prefix, init="same"):
+        """New Parameters named '<prefix>.<name>', copies (init='same') or filled by init
+        ('zeros', an initializer, ...), as MindSpore's ParameterTuple.clone."""
+        out = []
+        for p in self:
+            c = p.clone(init) if isinstance(p, Parameter) else Parameter(p).clone(init)
+            c.name = f"{prefix}.{p.name}"
+            out.append(c)
+        return ParameterTuple(out)

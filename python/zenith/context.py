@@ -17,7 +17,8 @@ GRAPH_MODE = _C.context.GRAPH_MODE
 _CONTEXT = {"mode": PYNATIVE_MODE, "device_target": "CPU", "device_id": 0,
             "runtime_num_threads": None, "deterministic": "OFF", "save_graphs": False,
             "save_graphs_path": ".", "max_call_depth": 1000, "pynative_synchronize": False,
-            "max_device_memory": None, "jit_config": None}
+            "max_device_memory": None, "jit_config": None, "jit_syntax_level": None,
+            "memory_optimize_level": None, "enable_graph_kernel": False, "check_bprop": False}
 
 
 def set_context(**kwargs):

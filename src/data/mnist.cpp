@@ -47,13 +47,23 @@ std::vector<int64_t> parse_idx_header(const std::string& bytes, const std::strin
   return dims;
 }
 
-std::string split_file(const std::string& dir, const std::string& prefix, const char* kind,
-                       const char* component) {
-  // The usual name, the gzipped one, and the "t10k-images.idx3-ubyte" spelling of some mirrors.
+// The usual name, the gzipped one, and the "t10k-images.idx3-ubyte" spelling of some mirrors.
+std::vector<std::string> split_names(const std::string& prefix, const char* kind) {
   std::string base = prefix + "-" + kind;
   std::string dotted = base;
   dotted[dotted.find("-idx")] = '.';
-  return detail::find_file(dir, {base, base + ".gz", dotted, dotted + ".gz"}, component);
+  return {base, base + ".gz", dotted, dotted + ".gz"};
+}
+
+std::string split_file(const std::string& dir, const std::string& prefix, const char* kind,
+                       const char* component) {
+  return detail::find_file(dir, split_names(prefix, kind), component);
+}
+
+bool has_split(const std::string& dir, const std::string& prefix) {
+  for (const auto& n : split_names(prefix, "images-idx3-ubyte"))
+    if (std::filesystem::is_regular_file(std::filesystem::path(dir) / n)) return true;
+  return false;
 }
 
 struct Split {
@@ -88,11 +98,16 @@ Split load_split(const std::string& dir, const std::string& prefix, const char* 
 Dataset load_idx_dataset(const std::string& dir, const std::string& usage, const char* component,
                          const std::string& hint) {
   detail::require_directory(dir, component, hint);
+  ZENITH_CHECK(usage == "train" || usage == "test" || usage == "all", "[", component,
+               "] unknown usage '", usage, "' (known: train, test, all)");
+  // As MindSpore: "train" and "test" need their split; "all" reads the splits the folder holds
+  // (the tutorials' MNIST_Data/train and MNIST_Data/test each hold one).
   std::vector<std::string> prefixes;
-  if (usage == "train" || usage == "all") prefixes.push_back("train");
-  if (usage == "test" || usage == "all") prefixes.push_back("t10k");
-  ZENITH_CHECK(!prefixes.empty(), "[", component, "] unknown usage '", usage,
-               "' (known: train, test, all)");
+  if (usage == "train" || (usage == "all" && has_split(dir, "train"))) prefixes.push_back("train");
+  if (usage == "test" || (usage == "all" && has_split(dir, "t10k"))) prefixes.push_back("t10k");
+  ZENITH_CHECK(!prefixes.empty(), "[", component, "] ", dir,
+               ": holds neither train-images-idx3-ubyte nor t10k-images-idx3-ubyte (nor their "
+               ".gz); usage 'all' reads whichever of the two splits is there");
   std::vector<uint8_t> images;
   std::vector<int64_t> labels;
   int64_t rows = 0, cols = 0;

@@ -359,3 +359,7 @@ class NumpySlicesDataset(Dataset):
             raise ValueError("NumpySlicesDataset: every column needs the same first dimension")
         super().__init__(_source(_C.data.TensorDataset(tensors, names), num_samples, shuffle,
                                  num_shards, shard_id, sampler))
+
+from zenith._unsupported import unsupported as _unsupported  # noqa: E402
+
+__getattr__ = _unsupported(__name__)

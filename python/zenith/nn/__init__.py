@@ -9,7 +9,12 @@ from zenith.nn.learning_rate import (CosineDecayLR, ExponentialDecayLR, Learning
                                      PolynomialDecayLR, WarmUpLR, cosine_decay_lr,
                                      exponential_decay_lr, piecewise_constant_lr,
                                      polynomial_decay_lr, warmup_lr)
-from zenith.nn.loss import CrossEntropyLoss, LossBase, MSELoss, SoftmaxCrossEntropyWithLogits
+from zenith.nn.activation import (CELU, ELU, HSigmoid, HSwish, Hardtanh, LeakyReLU, LogSoftmax,
+                                  Mish, ReLU6, SeLU, Softmax, Softmin, Softplus, Softsign,
+                                  Tanhshrink)
+from zenith.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LossBase, MAELoss,
+                            MSELoss, SoftmaxCrossEntropyWithLogits)
+from zenith._unsupported import unsupported as _unsupported
 from zenith.nn.optim import SGD, Adam, AdamW, AdamWeightDecay, Momentum, Optimizer
 from zenith.nn.wrap import DistributedDataParallel, DistributedGradReducer, WithLossCell
 
@@ -24,4 +29,9 @@ __all__ = [
     "WarmUpLR", "piecewise_constant_lr", "exponential_decay_lr", "cosine_decay_lr",
     "polynomial_decay_lr", "warmup_lr",
     "WithLossCell", "DistributedGradReducer", "DistributedDataParallel",
+    "Softmax", "LogSoftmax", "Softmin", "LeakyReLU", "ReLU6", "ELU", "CELU", "SeLU", "Softplus",
+    "Softsign", "HSigmoid", "HSwish", "Hardtanh", "Mish", "Tanhshrink",
+    "L1Loss", "MAELoss", "BCEWithLogitsLoss",
 ]
+
+__getattr__ = _unsupported(__name__)

@@ -5,7 +5,8 @@ defines construct(logits, labels)."""
 from zenith import _zenith as _C
 from zenith.nn.cell import Cell
 
-__all__ = ["LossBase", "SoftmaxCrossEntropyWithLogits", "CrossEntropyLoss", "MSELoss"]
+__all__ = ["LossBase", "SoftmaxCrossEntropyWithLogits", "CrossEntropyLoss", "MSELoss", "L1Loss",
+           "MAELoss", "BCEWithLogitsLoss"]
 
 
 def _check_reduction(reduction):
@@ -72,3 +73,30 @@ class MSELoss(_CppLoss):
     def __init__(self, reduction="mean"):
         super().__init__(reduction)
         self._loss = _C.nn.MSELoss(reduction)
+
+
+class L1Loss(LossBase):
+    """|logits - labels|, reduced (mindspore.nn.L1Loss)."""
+
+    def construct(self, logits, labels):
+        from zenith import ops
+        return self.get_loss(ops.abs(logits - labels))
+
+
+class MAELoss(L1Loss):
+    """Mean absolute error |logits - label|, reduced (mindspore.nn.MAELoss)."""
+
+
+class BCEWithLogitsLoss(LossBase):
+    """Sigmoid then binary cross entropy, in one numerically stable step
+    (mindspore.nn.BCEWithLogitsLoss): weight scales each element, pos_weight the positive
+    term of each class."""
+
+    def __init__(self, reduction="mean", weight=None, pos_weight=None):
+        super().__init__(reduction)
+        self.weight, self.pos_weight = weight, pos_weight
+
+    def construct(self, logits, labels):
+        from zenith import ops
+        return ops.binary_cross_entropy_with_logits(logits, labels, self.weight, self.pos_weight,
+                                                    self.reduction)

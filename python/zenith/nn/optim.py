@@ -44,8 +44,6 @@ def _parameters(params):
     if isinstance(params, Tensor):
         params = [params]
     params = list(params)
-    if any(isinstance(p, dict) for p in params):
-        raise ValueError("parameter groups (dicts) are not supported; pass a list of Parameters")
     for p in params:
         if not isinstance(p, Tensor):
             raise TypeError(f"optimizer parameters must be Parameters, got {type(p).__name__}")
@@ -55,27 +53,127 @@ def _parameters(params):
                           for p in params)
 
 
+def _groups(parameters, learning_rate, weight_decay):
+    """MindSpore's params argument as groups [{'params', 'lr', 'weight_decay'}]: a list of
+    Parameters is one group; a list of dicts gives one group each, with 'lr' and
+    'weight_decay' defaulting to the optimizer's ('order_params' is accepted and ignored)."""
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    parameters = list(parameters)
+    if not any(isinstance(p, dict) for p in parameters):
+        return [{"params": _parameters(parameters), "lr": learning_rate,
+                 "weight_decay": weight_decay}]
+    groups = []
+    for i, g in enumerate(parameters):
+        if not isinstance(g, dict) or "params" not in g:
+            raise TypeError(f"parameter group {i} must be a dict with 'params', got {g!r}")
+        if "order_params" in g:
+            continue
+        unknown = sorted(set(g) - {"params", "lr", "weight_decay", "grad_centralization"})
+        if unknown:
+            raise ValueError(f"parameter group {i}: unknown key(s) {unknown}")
+        groups.append({"params": _parameters(g["params"]), "lr": g.get("lr", learning_rate),
+                       "weight_decay": g.get("weight_decay", weight_decay)})
+    return groups
+
+
+def _check_weight_decay(wd):
+    if isinstance(wd, Cell):
+        return wd
+    if isinstance(wd, bool) or not isinstance(wd, (int, float)):
+        raise TypeError(f"weight_decay must be a number or a Cell, got {type(wd).__name__}")
+    if wd < 0:
+        raise ValueError(f"weight_decay must be >= 0, got {wd}")
+    return float(wd)
+
+
+class _Grouped:
+    """One C++ optimizer per parameter group, applied as one (optimizer(grads) only)."""
+
+    def __init__(self, opts, sizes):
+        self.opts, self.sizes = opts, sizes
+
+    def apply(self, grads):
+        start = 0
+        for opt, n in zip(self.opts, self.sizes):
+            opt.apply(grads[start:start + n])
+            start += n
+
+    current_lr = property(lambda self: self.opts[0].current_lr)
+    step_count = property(lambda self: self.opts[0].step_count)
+
+    def step(self):
+        for opt in self.opts:
+            opt.step()
+
+    def zero_grad(self):
+        for opt in self.opts:
+            opt.zero_grad()
+
+
 class Optimizer(Cell):
     """The base of optimizers: parameters (a ParameterTuple), learning_rate, and
-    construct(gradients), which applies one step from gradients in parameter order."""
+    construct(gradients), which applies one step from gradients in parameter order.
+
+    parameters: a list of Parameters, or MindSpore's groups, a list of dicts {'params': [...],
+    'lr': ..., 'weight_decay': ...} (groups run in optimizer(grads) calls, not in Model.train).
+    weight_decay: a number, or a Cell called with the global step (a Tensor) giving the decay
+    of that step (added to the gradients as L2; optimizer(grads) calls only)."""
 
     def __init__(self, learning_rate, parameters, weight_decay=0.0, loss_scale=1.0):
         super().__init__()
         if loss_scale != 1.0:
             raise ValueError("loss_scale is not supported (gradients are not scaled)")
-        if weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
-        self.parameters = _parameters(parameters)
+        weight_decay = _check_weight_decay(weight_decay)
+        self.group_params = _groups(parameters, learning_rate, weight_decay)
+        for g in self.group_params:
+            g["weight_decay"] = _check_weight_decay(g["weight_decay"])
+        self.is_group = len(self.group_params) > 1 or any(
+            isinstance(p, dict) for p in (parameters if isinstance(parameters, list) else []))
+        self.parameters = ParameterTuple(p for g in self.group_params for p in g["params"])
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
+        self._dynamic_wd = [g["weight_decay"] if isinstance(g["weight_decay"], Cell) else None
+                            for g in self.group_params]
+
+    def _build(self, make):
+        """Sets self._opt from make(params, schedule, weight_decay) for each group."""
+        opts = [make(list(g["params"]), _schedule(g["lr"]),
+                     0.0 if isinstance(g["weight_decay"], Cell) else g["weight_decay"])
+                for g in self.group_params]
+        self._opt = opts[0] if len(opts) == 1 else _Grouped(
+            opts, [len(g["params"]) for g in self.group_params])
+
+    def _model_optimizer(self):
+        """The C++ optimizer Model.train drives (one group, numeric weight decay)."""
+        if isinstance(self._opt, _Grouped) or any(w is not None for w in self._dynamic_wd):
+            raise ValueError("Model: an optimizer with parameter groups or a Cell weight_decay "
+                             "runs only in optimizer(grads) calls (MindSpore 2's functional "
+                             "loop); Model.train needs one group and a numeric weight_decay")
+        return self._opt
 
     def construct(self, gradients):
-        self._opt.apply(list(gradients))
+        gradients = list(gradients)
+        if any(w is not None for w in self._dynamic_wd):
+            step = Tensor(self._opt.step_count)
+            start = 0
+            for g, wd in zip(self.group_params, self._dynamic_wd):
+                n = len(g["params"])
+                if wd is not None:
+                    decay = wd(step)
+                    for i in range(start, start + n):
+                        gradients[i] = gradients[i] + self.parameters[i] * decay
+                start += n
+        self._opt.apply(gradients)
         return True
 
     def get_lr(self):
         """The learning rate of the next step, as a float32 Tensor."""
-        return Tensor(self._opt.current_lr)
+        opt = self.__dict__.get("_opt")
+        if opt is None:  # a Python optimizer (subclass without a C++ one)
+            lr = self.learning_rate
+            return lr if isinstance(lr, Tensor) else Tensor(float(lr))
+        return Tensor(opt.current_lr)
 
     @property
     def global_step(self):
@@ -101,8 +199,8 @@ class Momentum(Optimizer):
         if momentum < 0:
             raise ValueError(f"momentum must be >= 0, got {momentum}")
         self.momentum = momentum
-        self._opt = _C.optim.Momentum(list(self.parameters), _schedule(learning_rate),
-                                      float(momentum), float(weight_decay), bool(use_nesterov))
+        self._build(lambda p, lr, wd: _C.optim.Momentum(p, lr, float(momentum), wd,
+                                                        bool(use_nesterov)))
 
 
 class SGD(Optimizer):
@@ -114,8 +212,7 @@ class SGD(Optimizer):
         if dampening != 0.0:
             raise ValueError("SGD: dampening is not supported")
         self.momentum = momentum
-        self._opt = _C.optim.SGD(list(self.parameters), _schedule(learning_rate), float(momentum),
-                                 float(weight_decay), bool(nesterov))
+        self._build(lambda p, lr, wd: _C.optim.SGD(p, lr, float(momentum), wd, bool(nesterov)))
 
 
 class Adam(Optimizer):
@@ -126,8 +223,8 @@ class Adam(Optimizer):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
         if use_nesterov:
             raise ValueError("Adam: use_nesterov is not supported")
-        self._opt = _C.optim.Adam(list(self.parameters), _schedule(learning_rate), float(beta1),
-                                  float(beta2), float(eps), float(weight_decay))
+        self._build(lambda p, lr, wd: _C.optim.Adam(p, lr, float(beta1), float(beta2),
+                                                    float(eps), wd))
 
 
 class AdamW(Optimizer):
@@ -136,8 +233,10 @@ class AdamW(Optimizer):
     def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                  weight_decay=1e-2, loss_scale=1.0):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
-        self._opt = _C.optim.AdamW(list(self.parameters), _schedule(learning_rate), float(beta1),
-                                   float(beta2), float(eps), float(weight_decay))
+        if isinstance(weight_decay, Cell):
+            raise ValueError("AdamW: weight_decay must be a number (the decay is decoupled)")
+        self._build(lambda p, lr, wd: _C.optim.AdamW(p, lr, float(beta1), float(beta2),
+                                                     float(eps), wd))
 
 
 class AdamWeightDecay(AdamW):

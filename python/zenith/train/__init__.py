@@ -14,3 +14,7 @@ __all__ = [
     "TopKCategoricalAccuracy", "Top1CategoricalAccuracy", "Top5CategoricalAccuracy",
     "callback", "metrics",
 ]
+
+from zenith._unsupported import unsupported as _unsupported  # noqa: E402
+
+__getattr__ = _unsupported(__name__)

@@ -76,6 +76,20 @@ class ModelCheckpoint(_CppCallback):
                                                config.save_checkpoint_steps,
                                                config.keep_checkpoint_max, str(prefix))
         self._cb = _C.train.ModelCheckpoint(self.directory, cpp_config)
+        self.prefix = str(prefix)
+
+    def _on_train_end(self, run_context):
+        # As MindSpore's ModelCheckpoint.end: the trained network at the end of training, in
+        # <prefix>-<epoch>_<step in epoch>.ckpt (zenith's own files above are kept too).
+        from zenith._checkpoint import save_checkpoint
+        p = run_context.original_args()
+        network = p.train_network
+        if network is None:
+            return
+        os.makedirs(self.directory, exist_ok=True)
+        name = f"{self.prefix}-{p.cur_epoch_num}_{p.cur_step_in_epoch or p.batch_num}.ckpt"
+        save_checkpoint(network, os.path.join(self.directory, name))
+        self.latest_ckpt_file_name = os.path.join(self.directory, name)
 
 
 class SummaryCollector(_CppCallback):
@@ -126,9 +140,12 @@ class RunContext:
     cur_step_num, batch_num, net_outputs, ...); request_stop() ends training after this
     step."""
 
-    def __init__(self, data, model=None):
+    def __init__(self, data, model=None, params=None):
         self._data = data
-        self._params = _CallbackParam(data, model)
+        # One _CallbackParam per callback and run, as MindSpore's cb_params: attributes a
+        # callback sets on it in one hook are there in the next.
+        self._params = params if params is not None else _CallbackParam(data, model)
+        self._params._data = data
 
     def original_args(self):
         return self._params
@@ -219,13 +236,37 @@ def cpp_callbacks(callbacks, model):
     for cb in callbacks:
         if isinstance(cb, (_CppCallback, Profiler)):
             out.append(cb._cpp())
+            extra = _mindspore_lines(cb, model)
+            if extra is not None:
+                out.append(extra)
         elif isinstance(cb, Callback) or any(hasattr(cb, e) for e in _EVENTS):
             events = {e for e in _EVENTS if not isinstance(cb, Callback) or _overrides(cb, e)}
 
-            def dispatch(event, data, cb=cb):
-                getattr(cb, event)(RunContext(data, model))
+            def dispatch(event, data, cb=cb, state={}):
+                if event == "on_train_begin" or "params" not in state:
+                    state["params"] = _CallbackParam(data, model)
+                getattr(cb, event)(RunContext(data, model, state["params"]))
 
             out.append(_C.train.PyCallback(dispatch, events))
         else:
             raise TypeError(f"callbacks must be Callbacks, got {type(cb).__name__}")
     return out
+
+
+def _mindspore_lines(cb, model):
+    """What MindSpore's built-in callbacks do beyond zenith's C++ ones: LossMonitor prints
+    'Eval result: epoch E, metrics: {...}' after Model.fit's evaluations; ModelCheckpoint
+    saves <prefix>-<epoch>_<step>.ckpt at the end of training."""
+    if isinstance(cb, LossMonitor):
+        def dispatch(event, data):
+            p = RunContext(data, model).original_args()
+            names = getattr(model, "_metrics", None)
+            metrics = {k: v for k, v in p.eval_results.items() if not names or k in names}
+            print(f"Eval result: epoch {p.cur_epoch_num}, metrics: {metrics}",
+                  flush=True)
+        return _C.train.PyCallback(dispatch, {"on_eval_end"})
+    if isinstance(cb, ModelCheckpoint):
+        def dispatch(event, data):
+            cb._on_train_end(RunContext(data, model))
+        return _C.train.PyCallback(dispatch, {"on_train_end"})
+    return None

@@ -97,8 +97,17 @@ class Model:
             raise TypeError(f"Model: network must be a Cell, got {type(network).__name__}")
         if eval_network is not None or eval_indexes is not None:
             raise ValueError("Model: eval_network and eval_indexes are not supported")
-        if amp_level not in ("O0", None) or boost_level not in ("O0", None):
-            raise ValueError("Model: only amp_level='O0' and boost_level='O0' are supported")
+        if boost_level not in ("O0", None):
+            raise ValueError("Model: only boost_level='O0' is supported")
+        unknown = sorted(set(kwargs) - {"loss_scale_manager", "keep_batchnorm_fp32"})
+        if unknown:
+            raise ValueError(f"Model: unknown argument(s) {unknown}")
+        if amp_level not in (None, "O0"):
+            from zenith.amp import auto_mixed_precision
+            network = auto_mixed_precision(network, amp_level)
+        # A loss scale multiplies the loss and divides the gradients back: in float32
+        # gradients (zenith keeps float32 parameters) the step is the same without it.
+        self._loss_scale_manager = kwargs.get("loss_scale_manager")
         if optimizer is not None and not isinstance(optimizer, Optimizer):
             raise TypeError(f"Model: optimizer must be a zenith.nn optimizer, got "
                             f"{type(optimizer).__name__}")
@@ -108,7 +117,8 @@ class Model:
         self._metrics = _metrics(metrics)
         self.train_network = _data_parallel(network)
         self._model = _C.train.Model(self.train_network, _loss(loss_fn),
-                                     optimizer._opt if optimizer is not None else None,
+                                     optimizer._model_optimizer() if optimizer is not None
+                                     else None,
                                      {n: m._cpp() for n, m in self._metrics.items()})
 
     @property

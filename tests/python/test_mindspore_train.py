@@ -1,0 +1,233 @@
+"""MindSpore training APIs added for MindSpore's tutorials (issue 41), checked against numpy and
+PyTorch: MnistDataset's usage semantics, optimizer parameter groups and a Cell weight_decay,
+ParameterTuple.clone, mindspore.experimental.optim and its schedulers, callbacks'
+original_args, ModelCheckpoint's end file, Model.fit's 'Eval result' line, Model(amp_level=)."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import zenith
+from zenith import Parameter, Tensor, nn, ops
+from zenith.dataset import MnistDataset
+from zenith.experimental import optim
+from zenith.train import Callback, LossMonitor, Model, ModelCheckpoint
+
+
+def _load_download():
+    """The tutorials' harness module that lays out MNIST_Data/{train,test} from Fashion-MNIST
+    (loaded by path: its folder also holds a stand-in matplotlib, kept off sys.path here)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), "mindspore_tutorials", "_harness",
+                        "download.py")
+    spec = importlib.util.spec_from_file_location("_ms_tutorial_download", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+download = _load_download()
+
+F32 = np.float32
+
+
+@pytest.fixture(scope="module")
+def mnist_data(tmp_path_factory):
+    return download.lay_out_mnist(str(tmp_path_factory.mktemp("ms")))
+
+
+def count(ds):
+    return sum(1 for _ in ds.create_tuple_iterator())
+
+
+def test_mnist_usage_reads_the_splits_the_folder_holds(mnist_data, fashion_mnist):
+    train, test = os.path.join(mnist_data, "train"), os.path.join(mnist_data, "test")
+    assert count(MnistDataset(train, shuffle=False)) == download.MNIST_TRAIN_IMAGES
+    assert count(MnistDataset(test, shuffle=False)) == download.MNIST_TEST_IMAGES
+    assert count(MnistDataset(test, usage="test")) == download.MNIST_TEST_IMAGES
+    assert count(MnistDataset(train, usage="all")) == download.MNIST_TRAIN_IMAGES
+    with pytest.raises(zenith.Error, match="t10k-images-idx3-ubyte"):
+        MnistDataset(train, usage="test")
+    with pytest.raises(zenith.Error, match="unknown usage 'val'"):
+        MnistDataset(train, usage="val")
+    # The full Debian folder: all = train + test, in that order.
+    both = MnistDataset(fashion_mnist, shuffle=False).get_dataset_size()
+    assert both == 70000
+    image, label = next(MnistDataset(test, shuffle=False).create_tuple_iterator())
+    assert image.shape == (28, 28, 1) and int(label) == 9  # Fashion-MNIST's first test label
+
+
+def test_empty_folder_names_both_splits(tmp_path):
+    with pytest.raises(zenith.Error, match="neither train-images-idx3-ubyte nor t10k"):
+        MnistDataset(str(tmp_path))
+
+
+def _params(rng, shapes):
+    return [Parameter(Tensor(rng.normal(size=s).astype(F32)), name=f"p{i}")
+            for i, s in enumerate(shapes)]
+
+
+def test_parameter_groups_match_torch_sgd_groups(rng):
+    w, b = _params(rng, [(3, 2), (2,)])
+    wt, bt = (torch.tensor(p.asnumpy(), requires_grad=True) for p in (w, b))
+    opt = nn.Momentum([{"params": [w], "weight_decay": 0.01, "lr": 0.05}, {"params": [b]}],
+                      learning_rate=0.1, momentum=0.9)
+    ref = torch.optim.SGD([{"params": [wt], "weight_decay": 0.01, "lr": 0.05},
+                           {"params": [bt]}], lr=0.1, momentum=0.9)
+    assert opt.is_group and len(opt.parameters) == 2
+    for step in range(3):
+        gw, gb = rng.normal(size=(3, 2)).astype(F32), rng.normal(size=(2,)).astype(F32)
+        opt((Tensor(gw), Tensor(gb)))
+        wt.grad, bt.grad = torch.tensor(gw), torch.tensor(gb)
+        ref.step()
+    np.testing.assert_allclose(w.asnumpy(), wt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b.asnumpy(), bt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="parameter groups"):
+        Model(nn.Dense(2, 2), nn.MSELoss(), opt)
+
+
+def test_cell_weight_decay_is_called_with_the_step(rng):
+    class Decay(nn.Cell):
+        def construct(self, global_step):
+            return 0.1 * ops.pow(0.5, global_step.astype(zenith.float32))
+
+    (p,) = _params(rng, [(4,)])
+    start = p.asnumpy().copy()
+    opt = nn.SGD([p], learning_rate=0.1, weight_decay=Decay())
+    grads = [rng.normal(size=(4,)).astype(F32) for _ in range(3)]
+    for g in grads:
+        opt((Tensor(g),))
+    want = start
+    for step, g in enumerate(grads):
+        want = want - 0.1 * (g + 0.1 * 0.5 ** step * want)
+    np.testing.assert_allclose(p.asnumpy(), want, rtol=1e-5)
+
+
+def test_parameter_tuple_clone_and_parameter_value(rng):
+    ps = zenith.ParameterTuple(_params(rng, [(2, 2), (3,)]))
+    moments = ps.clone(prefix="moments", init="zeros")
+    assert [m.name for m in moments] == ["moments.p0", "moments.p1"]
+    assert all(not m.asnumpy().any() for m in moments)
+    assert [m.shape for m in moments] == [(2, 2), (3,)]
+    same = ps.clone("copy")
+    np.testing.assert_array_equal(same[0].asnumpy(), ps[0].asnumpy())
+    assert not same[0]._same(ps[0])
+    assert ps[0].value() is ps[0]
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("Adam", dict(lr=0.1)),
+    ("Adam", dict(lr=0.05, betas=(0.8, 0.88), eps=1e-6, weight_decay=0.01, amsgrad=True)),
+    ("AdamW", dict(lr=0.05, weight_decay=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("SGD", dict(lr=0.1, momentum=0.5, dampening=0.2)),
+])
+def test_experimental_optimizers_match_torch(rng, name, kwargs):
+    w, b = _params(rng, [(3, 2), (2,)])
+    ref_params = [torch.tensor(p.asnumpy(), requires_grad=True) for p in (w, b)]
+    opt = getattr(optim, name)([{"params": [w]}, {"params": [b], "lr": 0.02}], **kwargs)
+    ref = getattr(torch.optim, name)([{"params": ref_params[:1]},
+                                      {"params": ref_params[1:], "lr": 0.02}], **kwargs)
+    for _ in range(4):
+        grads = [rng.normal(size=p.shape).astype(F32) for p in (w, b)]
+        opt(tuple(Tensor(g) for g in grads))
+        for rp, g in zip(ref_params, grads):
+            rp.grad = torch.tensor(g)
+        ref.step()
+    for p, rp in zip((w, b), ref_params):
+        np.testing.assert_allclose(p.asnumpy(), rp.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_param_group_lr_is_a_parameter_assign_changes(rng):
+    (w,) = _params(rng, [(2,)])
+    opt = optim.SGD([w], lr=0.1)
+    ops.assign(opt.param_groups[0]["lr"], Tensor(0.5))
+    before = w.asnumpy().copy()
+    opt((Tensor(np.ones(2, F32)),))
+    np.testing.assert_allclose(w.asnumpy(), before - 0.5, rtol=1e-6)
+    assert "Parameter Group 0" in repr(opt) and "lr: 0.5" in repr(opt)
+
+
+@pytest.mark.parametrize("make,ref", [
+    (lambda o: optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5),
+     lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)),
+    (lambda o: optim.lr_scheduler.MultiStepLR(o, [2, 5], 0.1),
+     lambda o: torch.optim.lr_scheduler.MultiStepLR(o, [2, 5], 0.1)),
+    (lambda o: optim.lr_scheduler.ExponentialLR(o, 0.9),
+     lambda o: torch.optim.lr_scheduler.ExponentialLR(o, 0.9)),
+    (lambda o: optim.lr_scheduler.CosineAnnealingLR(o, 4, 0.01),
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 4, 0.01)),
+])
+def test_lr_schedulers_match_torch(rng, make, ref):
+    (w,) = _params(rng, [(2,)])
+    ours = make(optim.Adam([w], lr=0.1))
+    theirs = ref(torch.optim.Adam([torch.zeros(2, requires_grad=True)], lr=0.1))
+    for _ in range(8):
+        np.testing.assert_allclose(float(ours.get_last_lr()[0].asnumpy()),
+                                   theirs.get_last_lr()[0], rtol=1e-6)
+        ours.step()
+        theirs.optimizer.step()
+        theirs.step()
+
+
+def _mnist_pipeline(path):
+    from zenith.dataset import transforms, vision
+    ds = MnistDataset(path, shuffle=False)
+    ds = ds.map([vision.Rescale(1 / 255, 0), vision.HWC2CHW()], "image")
+    ds = ds.map(transforms.TypeCast(zenith.int32), "label")
+    return ds.take(256).batch(64)
+
+
+def _mlp():
+    return nn.SequentialCell(nn.Flatten(), nn.Dense(784, 32), nn.ReLU(), nn.Dense(32, 10))
+
+
+def test_callbacks_keep_one_original_args_and_checkpoint_at_the_end(mnist_data, tmp_path,
+                                                                    capfd):
+    seen = []
+
+    class Mark(Callback):
+        def on_train_begin(self, run_context):
+            run_context.original_args().marker = "set in on_train_begin"
+
+        def on_train_step_end(self, run_context):
+            p = run_context.original_args()
+            seen.append((p.marker, p.cur_epoch_num, p.cur_step_num))
+
+    net = _mlp()
+    model = Model(net, nn.CrossEntropyLoss(), nn.SGD(net.trainable_params(), 0.01),
+                  metrics={"accuracy"})
+    data = _mnist_pipeline(os.path.join(mnist_data, "train"))
+    ckpt = ModelCheckpoint(prefix="mnist", directory=str(tmp_path),
+                           config=zenith.train.CheckpointConfig(save_checkpoint_steps=1875))
+    model.train(2, data, callbacks=[Mark(), ckpt])
+    assert seen == [("set in on_train_begin", e, s) for e, s in
+                    [(1, 1), (1, 2), (1, 3), (1, 4), (2, 5), (2, 6), (2, 7), (2, 8)]]
+    assert sorted(os.listdir(tmp_path)) == ["mnist-2_4.ckpt"]
+    restored = _mlp()
+    zenith.load_param_into_net(restored, zenith.load_checkpoint(str(tmp_path / "mnist-2_4.ckpt")))
+    np.testing.assert_array_equal(restored[1].weight.asnumpy(), net[1].weight.asnumpy())
+    capfd.readouterr()
+    model.fit(1, data, _mnist_pipeline(os.path.join(mnist_data, "test")),
+              callbacks=[LossMonitor(2)])
+    out = capfd.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("Eval result: epoch 1, ")]
+    assert len(lines) == 1 and lines[0].startswith("Eval result: epoch 1, metrics: {'accuracy': ")
+    assert "epoch: 1 step: 2, loss is" in out
+
+
+def test_model_amp_level_and_loss_scale_manager_train(mnist_data):
+    from zenith.amp import FixedLossScaleManager
+    net = _mlp()
+    model = Model(net, nn.CrossEntropyLoss(), nn.SGD(net.trainable_params(), 0.05),
+                  metrics={"accuracy"}, amp_level="O2",
+                  loss_scale_manager=FixedLossScaleManager())
+    data = _mnist_pipeline(os.path.join(mnist_data, "train"))
+    model.train(3, data)
+    losses = [h["loss"] for h in model.history]
+    assert losses[-1] < losses[0]
+    assert net(Tensor(np.zeros((1, 1, 28, 28), F32))).dtype == zenith.float32
+    with pytest.raises(ValueError, match="unknown argument"):
+        Model(_mlp(), nn.CrossEntropyLoss(), nn.SGD(net.trainable_params(), 0.05), colour=1)
