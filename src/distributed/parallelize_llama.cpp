@@ -29,20 +29,6 @@ std::shared_ptr<C> child(const nn::Cell& parent, const std::string& name) {
   return nullptr;
 }
 
-// Points `t`'s handle (shared with its cell and any optimizer) at `data`.
-void replace_data(Tensor& t, const Tensor& data) {
-  const bool grad = t.requires_grad();
-  TensorImpl& impl = t.impl();
-  impl.storage = data.storage();
-  impl.shape = data.shape();
-  impl.strides = data.strides();
-  impl.offset = data.offset();
-  impl.dtype = data.dtype();
-  impl.layout = nullptr;
-  impl.grad = nullptr;
-  t.requires_grad_(grad);
-}
-
 // The vocabulary-parallel embedding: EmbeddingCell's parameter name, this rank's rows.
 class VocabParallelEmbedding : public EmbeddingCell {
  public:
@@ -209,12 +195,16 @@ Tensor tensor_parallel_lm_loss(models::Llama& model, const TensorParallelPlan& p
   ZENITH_CHECK(labels.defined() && labels.shape() == ids.shape(), "[tensor parallel] labels ",
                labels.defined() ? shape_str(labels.shape()) : "none",
                " must have input_ids' shape ", shape_str(ids.shape()));
-  Tensor hidden = model.hidden_states(input);
-  hidden = plan.tp.sequence_parallel ? gather_sequence(hidden, 1, plan.tp.group)
-                                     : copy_to_tensor_parallel(hidden, plan.tp.group);
+  return tensor_parallel_head_loss(model, plan, model.hidden_states(input), labels);
+}
+
+Tensor tensor_parallel_head_loss(const models::Llama& model, const TensorParallelPlan& plan,
+                                 const Tensor& hidden_states, const Tensor& labels) {
+  Tensor hidden = plan.tp.sequence_parallel ? gather_sequence(hidden_states, 1, plan.tp.group)
+                                            : copy_to_tensor_parallel(hidden_states, plan.tp.group);
   const Tensor weight = model.head_parameters().front();
   Tensor logits = ops::linear(hidden, weight);  // [B, T, V / n]
-  const int64_t b = ids.size(0), t = ids.size(1);
+  const int64_t b = labels.size(0), t = labels.size(1);
   const std::vector<int64_t> l = labels.to_int_vector();
   std::vector<int64_t> targets(size_t(b * t), -100);
   for (int64_t i = 0; i < b; ++i)

@@ -62,5 +62,8 @@ TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup t
 // entropy vocabulary-parallel: no rank holds [B, T, V].
 Tensor tensor_parallel_lm_loss(models::Llama& model, const TensorParallelPlan& plan,
                                const models::LlamaInput& input, const Tensor& labels);
+// The same from the final norm's output `hidden` [B, T, D] (sequence parallel: [B, T / n, D]).
+Tensor tensor_parallel_head_loss(const models::Llama& model, const TensorParallelPlan& plan,
+                                 const Tensor& hidden, const Tensor& labels);
 
 }  // namespace zenith::distributed

@@ -165,6 +165,19 @@ Tensor RowParallelLinear::forward(const Tensor& x) {
   return bias_.defined() ? ops::add(y, bias_) : y;
 }
 
+void replace_data(Tensor& t, const Tensor& data) {
+  const bool grad = t.requires_grad();
+  TensorImpl& impl = t.impl();
+  impl.storage = data.storage();
+  impl.shape = data.shape();
+  impl.strides = data.strides();
+  impl.offset = data.offset();
+  impl.dtype = data.dtype();
+  impl.layout = nullptr;
+  impl.grad = nullptr;
+  t.requires_grad_(grad);
+}
+
 // ---- vocabulary parallel
 
 Tensor vocab_parallel_embedding(const Tensor& weight_shard, const Tensor& ids, int64_t vocab_start,

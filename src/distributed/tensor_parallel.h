@@ -72,6 +72,9 @@ class RowParallelLinear : public nn::LoraLinear {
 // Rows (weights [out, in] in HF's layout) or columns of `full` for `rank` of `size`: a copy.
 Tensor shard_rows(const Tensor& full, int rank, int size);
 Tensor shard_columns(const Tensor& full, int rank, int size);
+// Points `t`'s handle (shared with its cell and any optimizer) at `data`: how a parameter is
+// replaced by its shard, or emptied on a pipeline stage that does not hold it.
+void replace_data(Tensor& t, const Tensor& data);
 
 // ---- vocabulary parallel
 
