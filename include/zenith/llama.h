@@ -23,6 +23,7 @@
 #include "zenith/llama_config.h"
 #include "zenith/lora.h"
 #include "zenith/nn.h"
+#include "zenith/quant.h"
 
 namespace zenith::models {
 
@@ -141,6 +142,15 @@ class Llama : public nn::Cell {
   // output), the RMS norms staying float32 (O2). float32: off. Weights keep their dtype.
   void set_low_precision(DType dtype, bool all_but_norms = false);
 
+  // Quantized weights (src/models/llama_quant.cpp): every linear layer's weight becomes blocks
+  // of `format`, multiplied by ops::quantized_linear (a layer whose in_features is no multiple of
+  // q4_k's 256 takes q4_0; of 32, stays float). The tied output layer and the embedding stay.
+  // Returns each quantized layer's format by module path.
+  std::map<std::string, QuantFormat> quantize(QuantFormat format);
+  // Installs blocks read from a file (GGUF, `zenith quantize`'s safetensors) unchanged on the
+  // linear layer at `path` (as linear_layers() names it).
+  void set_quantized_weight(const std::string& path, QuantizedWeight weight);
+
   std::string type_name() const override { return config_.architecture; }
 
   struct Parts;  // the cells of the tree, typed (defined in src/models/llama_layers.h)
@@ -155,6 +165,13 @@ class Llama : public nn::Cell {
   DType lowp_ = DType::f32;            // hidden states rounded to this between layers (O2)
   DType tied_head_lowp_ = DType::f32;  // the tied lm_head's matmul in this (O1, O2)
 };
+
+// A model directory with quantized linear layers (`zenith quantize`): config.json's
+// quantization_config {"quant_method": "ggml", "layers": {path: "q8_0" | "q4_0" | "q4_k"}} and the
+// blocks as U8 tensors [out, row bytes] under the layers' weight names.
+bool is_quantized_dir(const std::string& dir);
+std::shared_ptr<Llama> load_quantized(const std::string& dir);
+void save_quantized(const Llama& model, const std::string& dir);
 
 // Copies a model directory's tokenizer and generation files (tokenizer.json, tokenizer.model,
 // tokenizer_config.json, special_tokens_map.json, generation_config.json) that exist to `to`.

@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "zenith/nn.h"
+#include "zenith/quant.h"
 
 namespace zenith::nn {
 
@@ -51,6 +53,14 @@ class LoraLinear : public Cell {
   void set_compute_dtype(DType dtype, bool adapter_too = false);
   DType compute_dtype() const { return compute_; }
 
+  // Holds the base weight as quantized blocks from now on (include/zenith/quant.h): forward
+  // multiplies by them (ops::quantized_linear, float32), the float `weight` parameter is dropped
+  // (weight() is then undefined) and the base gets no gradient; an adapter still trains.
+  // `quantize` quantizes the current weight. Fails when the blocks' shape differs.
+  void set_quantized_weight(QuantizedWeight weight);
+  void quantize(QuantFormat format);
+  const QuantizedWeight* quantized_weight() const { return quantized_ ? &*quantized_ : nullptr; }
+
   // Adds an adapter initialised as PEFT does: A kaiming-uniform (a = sqrt(5)), B zero, so the
   // layer computes what it did before. Replaces an adapter already there.
   void add_adapter(const LoraSpec& spec);
@@ -64,8 +74,8 @@ class LoraLinear : public Cell {
   // W += B A scaling, rounded once to W's dtype; the adapter is removed.
   void merge();
 
-  int64_t in_features() const { return weight_.size(1); }
-  int64_t out_features() const { return weight_.size(0); }
+  int64_t in_features() const { return quantized_ ? quantized_->in_features : weight_.size(1); }
+  int64_t out_features() const { return quantized_ ? quantized_->out_features : weight_.size(0); }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
   const Tensor& lora_A() const;  // [r, in]; fails without an adapter
@@ -80,6 +90,7 @@ class LoraLinear : public Cell {
   DType compute_ = DType::f32;
   bool adapter_lowp_ = false;
   CellPtr lora_A_, lora_B_;  // Dense cells without bias: lora_A.weight, lora_B.weight
+  std::optional<QuantizedWeight> quantized_;
 };
 
 }  // namespace zenith::nn

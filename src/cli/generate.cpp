@@ -84,6 +84,8 @@ int run_generate(int argc, char** argv) {
                  "llama-2, llama-3, chatml or alpaca (default: tokenizer_config.json's); "
                  "implies --chat");
   app.add_flag("--json", a.json, "print one JSON object with the ids and the text");
+  std::string dtype;
+  app.add_option("--dtype", dtype, kLoadDtypeHelp);
   int64_t threads = 0;
   app.add_option("--threads", threads, "compute threads (0: the default)");
   if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
@@ -93,7 +95,7 @@ int run_generate(int argc, char** argv) {
   a.chat = a.chat || !a.chat_template.empty();
   ZENITH_CHECK(!(a.chat && ids->count()), "[generate] --chat needs --prompt TEXT, not ids");
 
-  auto model = load_llama(a.model, a.adapter);
+  auto model = load_llama(a.model, a.adapter, dtype);
   auto tokenizer = text::Tokenizer::find_in_dir(a.model);
   const std::vector<int64_t> prompt = prompt_ids(a, tokenizer.get());
   auto given = [](const CLI::Option* option, auto value) {

@@ -30,10 +30,29 @@ std::vector<int64_t> parse_id_list(const std::string& text, const std::string& f
   return ids;
 }
 
+const char* const kLoadDtypeHelp =
+    "weights at load: f32, bf16, f16, or q8_0, q4_0, q4_k (GGML blocks for the linear layers)";
+
 std::shared_ptr<models::Llama> load_llama(const std::string& model_dir,
-                                          const std::string& adapter_dir) {
-  auto model = models::Llama::from_pretrained(model_dir);
+                                          const std::string& adapter_dir,
+                                          const std::string& dtype) {
+  const bool quantize = !dtype.empty() && dtype.front() == 'q';
+  std::optional<DType> float_dtype;
+  if (!dtype.empty() && !quantize) {
+    float_dtype = dtype_from_name(dtype);
+    ZENITH_CHECK(is_floating(*float_dtype),
+                 "[--dtype] expected f32, bf16, f16, q8_0, q4_0 or q4_k, got ", dtype);
+  }
+  std::shared_ptr<models::Llama> model;
+  if (models::is_quantized_dir(model_dir)) {
+    ZENITH_CHECK(dtype.empty(), "[--dtype] ", model_dir, " is already quantized; drop --dtype ",
+                 dtype);
+    model = models::load_quantized(model_dir);
+  } else {
+    model = models::Llama::from_pretrained(model_dir, float_dtype);
+  }
   if (!adapter_dir.empty()) models::load_lora(*model, adapter_dir);
+  if (quantize) model->quantize(quant_from_name(dtype));
   model->eval();
   return model;
 }

@@ -14,10 +14,14 @@ namespace zenith::cli {
 // "1,2,3" (spaces allowed) -> ids; errors name `flag` and the bad item.
 std::vector<int64_t> parse_id_list(const std::string& text, const std::string& flag);
 
-// The model of an HF directory, with the PEFT adapter of `adapter_dir` applied unmerged when
-// given.
+// The model of an HF directory (or one `zenith quantize` wrote), with the PEFT adapter of
+// `adapter_dir` applied unmerged when given. `dtype` (--dtype): "" keeps the file's types;
+// f32, bf16, f16 convert the weights; q8_0, q4_0, q4_k quantize the linear layers' weights.
 std::shared_ptr<models::Llama> load_llama(const std::string& model_dir,
-                                          const std::string& adapter_dir);
+                                          const std::string& adapter_dir,
+                                          const std::string& dtype = "");
+// --dtype's help text, shared by the commands that take it.
+extern const char* const kLoadDtypeHelp;
 
 std::vector<int64_t> to_int64(const std::vector<int32_t>& ids);
 

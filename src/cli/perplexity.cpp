@@ -40,6 +40,8 @@ int run_perplexity(int argc, char** argv) {
   app.add_option("--max-seq-len", max_seq_len,
                  "window length in tokens (default: max_position_embeddings)");
   app.add_flag("--json", json, "print {\"nll\", \"perplexity\", \"tokens\"}");
+  std::string dtype;
+  app.add_option("--dtype", dtype, kLoadDtypeHelp);
   int64_t threads = 0;
   app.add_option("--threads", threads, "compute threads (0: the default)");
   if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
@@ -50,7 +52,7 @@ int run_perplexity(int argc, char** argv) {
   ZENITH_CHECK(ids->count() + text->count() == 1,
                "[perplexity] give --ids 1,2,3 or --text-file FILE");
 
-  auto model = load_llama(model_dir, adapter);
+  auto model = load_llama(model_dir, adapter, dtype);
   std::vector<int64_t> tokens;
   if (ids->count()) {
     tokens = parse_id_list(ids_text, "--ids");

@@ -93,6 +93,14 @@ void LoraLinear::set_compute_dtype(DType dtype, bool adapter_too) {
 }
 
 Tensor LoraLinear::forward(const Tensor& x) {
+  if (quantized_) {
+    Tensor y = ops::quantized_linear(x, *quantized_);
+    if (bias_.defined()) y = ops::add(y, bias_.dtype() == y.dtype() ? bias_ : bias_.to(y.dtype()));
+    if (!lora_A_) return y;
+    Tensor h = spec_.lora_dropout > 0 && training() ? ops::dropout(x, spec_.lora_dropout, true) : x;
+    Tensor delta = lora_B_->forward(lora_A_->forward(h.dtype() == y.dtype() ? h : h.to(y.dtype())));
+    return ops::add(y, ops::mul(delta, spec_.scaling()));
+  }
   if (compute_ != DType::f32 && x.dtype() == DType::f32) {
     Tensor y = linear_lowp(x, weight_, bias_, compute_);
     if (!lora_A_) return y;
@@ -116,6 +124,28 @@ Tensor LoraLinear::forward(const Tensor& x) {
   return ops::add(y, ops::mul(delta, spec_.scaling()));
 }
 
+void LoraLinear::set_quantized_weight(QuantizedWeight weight) {
+  check_quantized_weight(weight, "LoraLinear");
+  ZENITH_CHECK(weight.out_features == out_features() && weight.in_features == in_features(),
+               "[LoraLinear] quantized weight [", weight.out_features, ", ", weight.in_features,
+               "] does not fit a layer [", out_features(), ", ", in_features(), "]");
+  weight.blocks = weight.blocks.contiguous();
+  quantized_ = std::move(weight);
+  if (weight_.defined()) {
+    remove_entry("weight");
+    weight_ = Tensor();
+  }
+}
+
+void LoraLinear::quantize(QuantFormat format) {
+  if (quantized_) {
+    ZENITH_CHECK(quantized_->format == format, "[LoraLinear] the weight is already ",
+                 quant_name(quantized_->format), "; cannot requantize it to ", quant_name(format));
+    return;
+  }
+  set_quantized_weight(quantize_weight(weight_.detach(), format));
+}
+
 void LoraLinear::add_adapter(const LoraSpec& spec) {
   ZENITH_CHECK(spec.r > 0, "[LoraLinear] LoRA rank r must be positive, got ", spec.r);
   Tensor A = Tensor::empty({spec.r, in_features()});
@@ -130,8 +160,8 @@ void LoraLinear::set_adapter(const LoraSpec& spec, const Tensor& A, const Tensor
   const Shape want_a = {spec.r, in_features()}, want_b = {out_features(), spec.r};
   ZENITH_CHECK(A.shape() == want_a && B.shape() == want_b, "[LoraLinear] adapter A ",
                shape_str(A.shape()), " and B ", shape_str(B.shape()), " do not fit a layer ",
-               shape_str(weight_.shape()), " with r ", spec.r, ": expected A ", shape_str(want_a),
-               " and B ", shape_str(want_b));
+               shape_str({out_features(), in_features()}), " with r ", spec.r, ": expected A ",
+               shape_str(want_a), " and B ", shape_str(want_b));
   if (has_adapter()) remove_adapter();
   spec_ = spec;
   // Own float32 copies: the adapter trains in float32 whatever the file held.
@@ -165,6 +195,8 @@ Tensor LoraLinear::delta_weight() const {
 
 void LoraLinear::merge() {
   ZENITH_CHECK(has_adapter(), "[LoraLinear] merge: the layer has no adapter");
+  ZENITH_CHECK(!quantized_, "[LoraLinear] merge: the base weight is quantized (",
+               quant_name(quantized_->format), "); merge the adapter before quantizing");
   NoGradGuard no_grad;
   Tensor merged = ops::add(weight_.to(DType::f32), delta_weight());
   Tensor w = weight_;  // the same storage: optimizers and views keep seeing the weight
@@ -176,7 +208,7 @@ std::string LoraLinear::extra_repr() const {
   std::ostringstream os;
   os << "in_features=" << in_features() << ", out_features=" << out_features()
      << ", bias=" << (bias_.defined() ? "true" : "false")
-     << ", dtype=" << dtype_name(weight_.dtype());
+     << ", dtype=" << (quantized_ ? quant_name(quantized_->format) : dtype_name(weight_.dtype()));
   if (has_adapter())
     os << ", r=" << spec_.r << ", alpha=" << spec_.lora_alpha
        << (spec_.use_rslora ? ", rslora" : "");
