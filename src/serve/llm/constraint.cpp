@@ -80,7 +80,7 @@ class JsonConstraint : public TokenConstraint {
 
  private:
   std::shared_ptr<const std::vector<uint64_t>> allowed() {
-    std::string key = state_.key();
+    std::string key = state_.key(shared_->grammar, shared_->vocab->max_token_bytes());
     {
       std::lock_guard lock(shared_->mutex);
       auto it = shared_->masks.find(key);

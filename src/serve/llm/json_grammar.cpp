@@ -139,11 +139,18 @@ bool JsonState::complete(const Grammar& g) const {
   return false;
 }
 
-std::string JsonState::key() const {
+std::string JsonState::key(const Grammar& g, int32_t max_token_bytes) const {
   std::string out;
   out.reserve(size_t(depth) * 17);
+  const int64_t reach = max_token_bytes;
   for (int32_t i = 0; i < depth; ++i) {
-    const Frame& f = frames[size_t(i)];
+    Frame f = frames[size_t(i)];
+    const GrammarNode& n = g.nodes[size_t(f.node)];
+    bool counts = n.kind == NodeKind::string || (n.kind == NodeKind::array && f.phase >= 2);
+    if (counts && f.a >= n.min_count && f.a + reach <= n.max_count) f.a = -1;
+    bool digits = (n.kind == NodeKind::integer || n.kind == NodeKind::number) &&
+                  (f.phase == 3 || f.phase == 5);
+    if (digits && f.a + reach <= kMaxIntegerDigits) f.a = -1;
     char buf[17];
     std::memcpy(buf, &f.node, 4);
     std::memcpy(buf + 4, &f.a, 4);

@@ -71,8 +71,10 @@ struct JsonState {
     depth = other.depth;
     for (int32_t i = 0; i < depth; ++i) frames[size_t(i)] = other.frames[size_t(i)];
   }
-  // The frames as bytes: equal keys, equal futures (the mask cache's key).
-  std::string key() const;
+  // The frames as bytes: equal keys, equal masks (the mask cache's key). A count that no token
+  // of at most `max_token_bytes` bytes can take past a bound is left out, so that a bounded
+  // string's mask repeats as a free string's does.
+  std::string key(const Grammar& g, int32_t max_token_bytes) const;
 };
 
 // Marks in `bits` (one bit per id, vocab.size() bits) the tokens whose bytes `state` accepts,

@@ -68,6 +68,23 @@ void TokenBytes::build_trie() {
     children_.insert(children_.end(), edges[i].begin(), edges[i].end());
     node_tokens_.insert(node_tokens_.end(), tokens[i].begin(), tokens[i].end());
   }
+  plain_.assign(size_t((size() + 63) / 64), 0);
+  for (int32_t id : order) {
+    const std::string& s = *bytes_[size_t(id)];
+    if (std::all_of(s.begin(), s.end(), [](char c) { return plain_byte(uint8_t(c)); }))
+      plain_[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+  }
+  // Children come after their parents (depth-first order): one backward pass.
+  other_below_.assign(nodes_.size(), false);
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    const Node& n = nodes_[i];
+    for (int32_t t = 0; t < n.token_count; ++t) {
+      int32_t id = node_tokens_[size_t(n.first_token + t)];
+      if (!((plain_[size_t(id) >> 6] >> (id & 63)) & 1)) other_below_[i] = true;
+    }
+    for (int32_t c = 0; c < n.child_count; ++c)
+      if (other_below_[size_t(children_[size_t(n.first_child + c)].node)]) other_below_[i] = true;
+  }
 }
 
 }  // namespace zenith::serve::llm

@@ -43,6 +43,12 @@ class TokenBytes {
   const std::vector<Edge>& children() const { return children_; }
   const std::vector<int32_t>& node_tokens() const { return node_tokens_; }
   int32_t max_token_bytes() const { return max_len_; }
+  // Tokens that can stand inside a JSON string as they are (every byte printable ASCII but '"'
+  // and '\\'), one bit per id; and per trie node, whether its subtree holds any other token.
+  // Masking inside a free string marks the first at once and walks only the second.
+  const std::vector<uint64_t>& plain_tokens() const { return plain_; }
+  bool has_other_below(int32_t node) const { return other_below_[size_t(node)]; }
+  static bool plain_byte(uint8_t b) { return b >= 0x20 && b < 0x7F && b != '"' && b != '\\'; }
 
  private:
   void build_trie();
@@ -51,6 +57,8 @@ class TokenBytes {
   std::vector<Node> nodes_;
   std::vector<Edge> children_;
   std::vector<int32_t> node_tokens_;
+  std::vector<uint64_t> plain_;
+  std::vector<bool> other_below_;
   int32_t max_len_ = 0;
 };
 
