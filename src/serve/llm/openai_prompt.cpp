@@ -1,0 +1,115 @@
+#include "serve/llm/openai_prompt.h"
+
+#include <algorithm>
+
+#include "platform/http/reply.h"
+
+namespace zenith::serve::llm {
+
+using nlohmann::json;
+
+namespace {
+
+bool only_special(const text::Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
+  return !ids.empty() &&
+         std::all_of(ids.begin(), ids.end(), [&](int32_t id) { return tokenizer.is_special(id); });
+}
+
+// The messages as the built-in templates take them (system, then user and assistant turns in
+// turn): tool results become user turns, tool calls the assistant's text, and turns of the same
+// role in a row are joined.
+std::vector<text::ChatMessage> template_messages(const Request& r) {
+  std::vector<text::ChatMessage> out;
+  if (!r.tools.empty() && r.tool_choice != "none") {
+    json list = json::array();
+    for (const auto& t : r.tools)
+      list.push_back(
+          {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}});
+    out.push_back({"system", "You can call these functions; answer a call as JSON: " +
+                                 platform::json_text(list)});
+  }
+  for (const auto& m : r.messages) {
+    text::ChatMessage c{m.role, m.content};
+    if (m.role == "tool") {
+      c.role = "user";
+      c.content = "Result of tool call" +
+                  (m.tool_call_id.empty() ? std::string() : " " + m.tool_call_id) + ": " +
+                  m.content;
+    } else if (m.role == "assistant" && !m.tool_calls.is_null()) {
+      c.content += (c.content.empty() ? "" : "\n") + platform::json_text(m.tool_calls);
+    }
+    if (!out.empty() && out.back().role == c.role) {
+      out.back().content += "\n\n" + c.content;
+    } else {
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> prompt_ids(const Request& r, const text::Tokenizer& tokenizer,
+                                const text::ChatTemplate* chat_template, int64_t vocab_size) {
+  std::vector<int64_t> ids;
+  if (r.chat) {
+    for (size_t i = 0; i < r.messages.size(); ++i)
+      if (only_special(tokenizer, tokenizer.encode(r.messages[i].content, false))) {
+        const std::string at = "messages[" + std::to_string(i) + "].content";
+        throw ApiError{400, "'" + at + "' holds only special tokens", at, ""};
+      }
+    if (!chat_template)
+      throw ApiError{400,
+                     "this model has no chat template (tokenizer_config.json's chat_template); "
+                     "use /v1/completions",
+                     "messages", ""};
+    const auto messages = template_messages(r);
+    try {
+      const auto enc = text::encode_chat(tokenizer, *chat_template, messages, true);
+      ids.assign(enc.ids.begin(), enc.ids.end());
+    } catch (const std::exception& e) {
+      throw ApiError{
+          400,
+          std::string("'messages' cannot be written with the model's chat template: ") + e.what(),
+          "messages", ""};
+    }
+    return ids;
+  }
+  if (r.prompt_is_ids) {
+    for (size_t i = 0; i < r.prompt_ids.size(); ++i)
+      if (r.prompt_ids[i] >= vocab_size)
+        throw ApiError{400,
+                       "'prompt[" + std::to_string(i) + "]' is token id " +
+                           std::to_string(r.prompt_ids[i]) + ", outside the vocabulary of " +
+                           std::to_string(vocab_size),
+                       "prompt", ""};
+    return r.prompt_ids;
+  }
+  const auto enc = tokenizer.encode(r.prompt, true);
+  if (only_special(tokenizer, enc))
+    throw ApiError{400, "'prompt' holds only special tokens", "prompt", ""};
+  return std::vector<int64_t>(enc.begin(), enc.end());
+}
+
+int64_t completion_budget(const Request& r, int64_t prompt_tokens, int64_t context) {
+  const std::string& field = r.max_tokens_field;
+  if (prompt_tokens >= context)
+    throw ApiError{400,
+                   "This model's maximum context length is " + std::to_string(context) +
+                       " tokens. However, your prompt is " + std::to_string(prompt_tokens) +
+                       " tokens, which leaves no room for a completion.",
+                   r.chat ? "messages" : "prompt", "context_length_exceeded"};
+  if (!r.max_tokens) return context - prompt_tokens;
+  if (prompt_tokens + *r.max_tokens > context)
+    throw ApiError{400,
+                   "This model's maximum context length is " + std::to_string(context) +
+                       " tokens. However, you requested " +
+                       std::to_string(prompt_tokens + *r.max_tokens) + " tokens (" +
+                       std::to_string(prompt_tokens) + " in the prompt, " +
+                       std::to_string(*r.max_tokens) + " in " + field +
+                       "). Please reduce the prompt or " + field + ".",
+                   field, "context_length_exceeded"};
+  return *r.max_tokens;
+}
+
+}  // namespace zenith::serve::llm
