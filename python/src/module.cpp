@@ -12,6 +12,7 @@ PyObject* g_error = nullptr;  // zenith.Error, owned by the module
 }  // namespace
 
 void bind_graph(py::module_& m);  // graph mode and the profiler (graph.cpp)
+void bind_onnx(py::module_& m);   // zenith.export / zenith.load (onnx.cpp)
 
 }  // namespace zenith::python
 
@@ -46,4 +47,5 @@ PYBIND11_MODULE(_zenith, m) {
   zp::bind_train(m);
   zp::bind_distributed(m);
   zp::bind_graph(m);
+  zp::bind_onnx(m);
 }

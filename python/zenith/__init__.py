@@ -30,6 +30,7 @@ from zenith._checkpoint import load_checkpoint, load_param_into_net, save_checkp
 from zenith.train import Model
 from zenith.profiler import Profiler
 from zenith import _ms_ops, _ms_tensor
+from zenith._export import export, load
 from zenith._jit import COMPATIBLE, LAX, STRICT, JitConfig, jit, jit_class
 from zenith._ms_tensor import COOTensor, CSRTensor
 from zenith._unsupported import UnsupportedError, unsupported as _unsupported
@@ -54,5 +55,5 @@ __all__ = [
     "ops", "nn", "dataset", "train", "communication", "models", "llm",
     "jit", "jit_class", "JitConfig", "STRICT", "COMPATIBLE", "LAX", "CSRTensor", "COOTensor",
     "UnsupportedError", "amp", "common", "LossScaleManager", "FixedLossScaleManager",
-    "DynamicLossScaleManager",
+    "DynamicLossScaleManager", "export", "load",
 ]

@@ -676,6 +676,16 @@ class communication:
     @staticmethod
     def DistributedDataParallel(module: nn.Cell, bucket_cap_mb: float = 25.0) -> nn.Cell: ...
 
+class onnx:
+    @staticmethod
+    def export(net: nn.Cell, input_shape: List[int], path: str, metadata: Dict[str, str],
+               name: str) -> int: ...
+    @staticmethod
+    def load_cell(path: str) -> nn.Cell: ...
+    @staticmethod
+    def metadata(path: str) -> Dict[str, str]: ...
+
+
 class graph:
     class StepCompiler:
         def __init__(self, state: List[Tuple[str, Tensor]], log: Callable[[str], None]) -> None: ...

@@ -354,3 +354,41 @@ def test_loss_scale_manager_base():
     assert m.get_loss_scale() == 64.0 and not m.get_drop_overflow_update()
     with pytest.raises(ValueError, match="loss_scale"):
         zenith.FixedLossScaleManager(0.5)
+
+
+# ---- export / load / GraphCell
+
+
+def test_export_onnx_and_graph_cell_match_the_network(tmp_path, rng):
+    import onnx
+    net = nn.SequentialCell(nn.Flatten(), nn.Dense(784, 16), nn.ReLU(), nn.Dense(16, 10),
+                            nn.Softmax(axis=1))
+    x = t(rng.normal(size=(1, 1, 28, 28)))
+    path = zenith.export(net, x, file_name=str(tmp_path / "net"), file_format="ONNX")
+    assert path.endswith("net.onnx")
+    onnx.checker.check_model(onnx.load(path))
+    graph_cell = nn.GraphCell(zenith.load(path))
+    batch = t(rng.normal(size=(3, 1, 28, 28)))  # any batch size
+    np.testing.assert_allclose(graph_cell(batch).asnumpy(), net(batch).asnumpy(), rtol=1e-5,
+                               atol=1e-6)
+    # MINDIR: the same graph under .mindir, read back by zenith.load.
+    mindir = zenith.export(net, x, file_name=str(tmp_path / "net"), file_format="MINDIR")
+    assert mindir.endswith("net.mindir")
+    graph = zenith.load(mindir)
+    assert graph.metadata["zenith.export_format"] == "MINDIR"
+    np.testing.assert_allclose(nn.GraphCell(graph)(batch).asnumpy(), net(batch).asnumpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_export_and_load_refusals(tmp_path):
+    net = nn.Dense(4, 2)
+    with pytest.raises(zenith.UnsupportedError, match="file_format 'AIR'"):
+        zenith.export(net, t(np.ones((1, 4))), file_name=str(tmp_path / "n"), file_format="AIR")
+    foreign = tmp_path / "mindspore.mindir"
+    foreign.write_bytes(b"\x0a\x05hello not a zenith graph")
+    with pytest.raises(zenith.UnsupportedError, match="reading MindSpore's MindIR"):
+        zenith.load(str(foreign))
+    with pytest.raises(FileNotFoundError):
+        zenith.load(str(tmp_path / "missing.onnx"))
+    with pytest.raises(TypeError, match="GraphCell takes"):
+        nn.GraphCell("model.onnx")

@@ -15,6 +15,7 @@ from zenith.nn.activation import (CELU, ELU, HSigmoid, HSwish, Hardtanh, LeakyRe
 from zenith.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LossBase, MAELoss,
                             MSELoss, SoftmaxCrossEntropyWithLogits)
 from zenith._unsupported import unsupported as _unsupported
+from zenith._export import GraphCell
 from zenith.nn.optim import SGD, Adam, AdamW, AdamWeightDecay, Momentum, Optimizer
 from zenith.nn.wrap import DistributedDataParallel, DistributedGradReducer, WithLossCell
 
@@ -31,7 +32,7 @@ __all__ = [
     "WithLossCell", "DistributedGradReducer", "DistributedDataParallel",
     "Softmax", "LogSoftmax", "Softmin", "LeakyReLU", "ReLU6", "ELU", "CELU", "SeLU", "Softplus",
     "Softsign", "HSigmoid", "HSwish", "Hardtanh", "Mish", "Tanhshrink",
-    "L1Loss", "MAELoss", "BCEWithLogitsLoss",
+    "L1Loss", "MAELoss", "BCEWithLogitsLoss", "GraphCell",
 ]
 
 __getattr__ = _unsupported(__name__)
