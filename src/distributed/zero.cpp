@@ -1,0 +1,321 @@
+#include "distributed/zero.h"
+
+#include <cmath>
+
+#include "zenith/error.h"
+#include "zenith/ops.h"
+
+namespace zenith::distributed {
+
+namespace comm = communication;
+
+namespace {
+
+Shape local_shape(const ZeroShard& s) {
+  Shape shape = s.global_shape.empty() ? Shape{1} : s.global_shape;
+  shape[0] = s.rows.length;
+  return shape;
+}
+
+// The parameter as [rows, row_numel], sharing its storage.
+Tensor as_rows(const Tensor& t, const ZeroShard& s) {
+  return t.detach().reshape({t.numel() / s.row_numel, s.row_numel});
+}
+
+uint64_t bytes_of(const Tensor& t) { return t.defined() ? uint64_t(t.nbytes()) : 0; }
+
+}  // namespace
+
+ZeroOptimizer::ZeroOptimizer(std::vector<Tensor> params, const OptimizerFactory& make,
+                             ZeroOptions options)
+    : options_(std::move(options)) {
+  ZENITH_CHECK(options_.stage >= 1 && options_.stage <= 3, "[zero] stage must be 1, 2 or 3, got ",
+               options_.stage);
+  ZENITH_CHECK(comm::is_initialized(),
+               "[zero] communication is not initialized; call communication::init() first");
+  rank_ = options_.group.rank();
+  size_ = options_.group.size();
+  ZENITH_CHECK(rank_ >= 0, "[zero] this rank is not a member of the data-parallel group");
+  NoGradGuard no_grad;
+  std::vector<Tensor> inner_params;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor& p = params[i];
+    ZENITH_CHECK(p.defined() && is_floating(p.dtype()) && p.is_contiguous() && !p.has_layout(),
+                 "[zero] parameter ", i, " must be a contiguous floating-point tensor");
+    if (options_.broadcast_initial) comm::broadcast(p, options_.group.ranks()[0], options_.group);
+    ZeroShard s;
+    s.param = p;
+    s.global_shape = p.shape();
+    const int64_t rows = p.dim() == 0 ? 1 : p.shape()[0];
+    ZENITH_CHECK(rows > 0, "[zero] parameter ", i, " ", shape_str(p.shape()), " is empty");
+    s.row_numel = p.numel() / rows;
+    s.rows = chunk_of(rows, size_, rank_);
+    s.chunk_rows = (rows + size_ - 1) / size_;
+    Tensor view = p.detach().reshape({rows, s.row_numel}).narrow(0, s.rows.offset, s.rows.length);
+    s.shard = view.reshape(local_shape(s));
+    if (options_.stage == 3) s.shard = s.shard.clone();
+    shards_.push_back(std::move(s));
+    if (shards_.back().rows.length > 0) {
+      inner_params.push_back(shards_.back().shard);
+      inner_index_.push_back(i);
+    }
+  }
+  inner_ = make(inner_params);
+  if (options_.stage == 3)
+    for (size_t i = 0; i < shards_.size(); ++i) release(i);
+  if (options_.stage == 2) {
+    // Each gradient is reduce-scattered as soon as backward has summed it, then dropped: a
+    // rank never holds more than the gradients in flight in full.
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      if (!shards_[i].param.requires_grad()) continue;
+      hooks_.push_back(
+          autograd::register_grad_accumulated_hook(shards_[i].param, [this, i](const Tensor& leaf) {
+            Tensor p = leaf;
+            reduce_gradient(i, p.grad());
+            p.zero_grad();
+          }));
+    }
+  }
+}
+
+ZeroOptimizer::~ZeroOptimizer() = default;
+
+int ZeroOptimizer::index_of(const Tensor& param) const {
+  for (size_t i = 0; i < shards_.size(); ++i)
+    if (&shards_[i].param.impl() == &param.impl()) return int(i);
+  return -1;
+}
+
+Tensor ZeroOptimizer::padded(const Tensor& flat, int64_t numel) const {
+  if (flat.numel() == numel) return flat;
+  Tensor t = Tensor::zeros({numel}, flat.dtype());
+  if (flat.numel() > 0) t.narrow(0, 0, flat.numel()).copy_(flat);
+  return t;
+}
+
+void ZeroOptimizer::reduce_gradient(size_t i, const Tensor& full_grad) {
+  ZeroShard& s = shards_[i];
+  NoGradGuard no_grad;
+  const int64_t block = s.chunk_rows * s.row_numel;
+  Tensor g = full_grad.defined() ? full_grad.contiguous().reshape({-1})
+                                 : Tensor::zeros({s.param.numel()}, s.param.dtype());
+  if (g.dtype() != s.param.dtype()) g = g.to(s.param.dtype());
+  Tensor out = Tensor::empty({block}, g.dtype());
+  comm::reduce_scatter(out, padded(g, block * size_), comm::ReduceOp::AVG, options_.group);
+  Tensor mine = out.narrow(0, 0, s.rows.length * s.row_numel).reshape(local_shape(s));
+  s.grad = s.grad.defined() ? ops::add(s.grad, mine) : mine;
+}
+
+void ZeroOptimizer::reduce_stage1() {
+  if (reduced_ || options_.stage != 1) return;
+  NoGradGuard no_grad;
+  for (auto& s : shards_) {
+    Tensor g = s.param.grad();
+    if (!g.defined()) {
+      g = Tensor::zeros(s.param.shape(), s.param.dtype());
+      s.param.set_grad(g);
+    }
+    ZENITH_CHECK(g.is_contiguous() && !g.has_layout(), "[zero] gradient of ",
+                 shape_str(s.param.shape()), " is not contiguous");
+    // A reduce-scatter, not DDP's all-reduce: only this rank's rows are needed, so the step
+    // moves what DDP moves (reduce-scatter + all-gather). The averaged rows go back into the
+    // full gradient, whose other rows keep this rank's own values.
+    const int64_t block = s.chunk_rows * s.row_numel;
+    Tensor out = Tensor::empty({block}, g.dtype());
+    comm::reduce_scatter(out, padded(g.reshape({-1}), block * size_), comm::ReduceOp::AVG,
+                         options_.group);
+    s.grad = as_rows(g, s).narrow(0, s.rows.offset, s.rows.length).reshape(local_shape(s));
+    if (s.rows.length > 0) s.grad.copy_(out.narrow(0, 0, s.grad.numel()).reshape(local_shape(s)));
+  }
+  reduced_ = true;
+}
+
+double ZeroOptimizer::grad_norm() {
+  reduce_stage1();
+  double sum = 0;
+  for (const auto& s : shards_) {
+    if (!s.grad.defined() || s.grad.numel() == 0) continue;
+    for (double v : s.grad.to_double_vector()) sum += v * v;
+  }
+  Tensor total = Tensor::scalar(sum, DType::f64).reshape({1});
+  comm::all_reduce(total, comm::ReduceOp::SUM, options_.group);
+  return std::sqrt(total.to_double_vector()[0]);
+}
+
+double ZeroOptimizer::clip_grad_norm(double max_norm) {
+  const double norm = grad_norm();
+  const double scale = max_norm / (norm + 1e-6);
+  if (scale < 1) {
+    NoGradGuard no_grad;
+    for (auto& s : shards_)
+      if (s.grad.defined()) s.grad = ops::mul(s.grad, Tensor::scalar(scale, s.grad.dtype()));
+  }
+  return norm;
+}
+
+void ZeroOptimizer::step() {
+  reduce_stage1();
+  NoGradGuard no_grad;
+  for (size_t j = 0; j < inner_index_.size(); ++j) {
+    const ZeroShard& s = shards_[inner_index_[j]];
+    Tensor p = inner_->params()[j];
+    p.set_grad(s.grad.defined() ? s.grad.contiguous() : Tensor());
+  }
+  inner_->step();
+  if (options_.stage != 3) {
+    // Every rank's updated rows into every rank's parameters.
+    for (auto& s : shards_) {
+      const int64_t block = s.chunk_rows * s.row_numel, numel = s.param.numel();
+      Tensor flat = s.param.detach().reshape({numel});
+      Tensor mine = padded(s.shard.reshape({-1}), block);
+      if (block * size_ == numel) {
+        comm::all_gather(flat, mine, options_.group);  // in place: our block is already there
+      } else {
+        Tensor all = Tensor::empty({block * size_}, s.param.dtype());
+        comm::all_gather(all, mine, options_.group);
+        flat.copy_(all.narrow(0, 0, numel));
+      }
+    }
+  }
+  reduced_ = false;
+}
+
+void ZeroOptimizer::zero_grad() {
+  for (auto& s : shards_) {
+    s.param.zero_grad();
+    s.grad = Tensor();
+  }
+  inner_->zero_grad();
+  reduced_ = false;
+}
+
+void ZeroOptimizer::gather(size_t i) {
+  ZeroShard& s = shards_[i];
+  if (options_.stage != 3 || s.gathered) return;
+  NoGradGuard no_grad;
+  const int64_t block = s.chunk_rows * s.row_numel;
+  Tensor all = Tensor::empty({block * size_}, s.param.dtype());
+  comm::all_gather(all, padded(s.shard.reshape({-1}), block), options_.group);
+  TensorImpl& impl = s.param.impl();
+  impl.storage = all.storage();  // the padding rows stay past the parameter's end
+  impl.offset = 0;
+  s.gathered = true;
+}
+
+void ZeroOptimizer::release(size_t i) {
+  ZeroShard& s = shards_[i];
+  if (options_.stage != 3 || !s.gathered) return;
+  s.param.impl().storage = std::make_shared<Storage>(0, s.param.device());
+  s.gathered = false;
+}
+
+ZeroMemory ZeroOptimizer::model_state_bytes() const {
+  ZeroMemory m;
+  for (const auto& s : shards_) {
+    m.params += options_.stage == 3 ? bytes_of(s.shard) + (s.gathered ? bytes_of(s.param) : 0)
+                                    : bytes_of(s.param);
+    m.grads += bytes_of(s.param.grad());
+    if (options_.stage != 1) m.grads += bytes_of(s.grad);  // stage 1's are views of the above
+  }
+  for (const auto& [name, t] : inner_->state_dict())
+    if (name != "step") m.optimizer_states += bytes_of(t);
+  return m;
+}
+
+// ---- fully_shard
+
+namespace {
+
+class FullyShardedImpl : public nn::Cell {
+ public:
+  FullyShardedImpl(nn::CellPtr layer, std::shared_ptr<ZeroOptimizer> zero)
+      : layer_(std::move(layer)), zero_(std::move(zero)) {
+    ZENITH_CHECK(zero_->stage() == 3, "[zero] fully_shard needs ZeRO stage 3, got stage ",
+                 zero_->stage());
+    register_cell("", layer_);
+    for (const auto& [name, p] : layer_->named_parameters()) {
+      const int i = zero_->index_of(p);
+      ZENITH_CHECK(i >= 0, "[zero] fully_shard: parameter '", name, "' of ", layer_->type_name(),
+                   " is not among the ZeRO optimizer's parameters");
+      index_.push_back(size_t(i));
+      params_.push_back(p);
+    }
+  }
+
+  Tensor forward(const Tensor& x) override {
+    Tensor y;
+    gather();
+    try {
+      NoGradGuard no_grad;
+      y = layer_->forward(x);
+    } catch (...) {
+      release();
+      throw;
+    }
+    release();
+    bool wants_grad = x.requires_grad();
+    for (const auto& p : params_) wants_grad = wants_grad || p.requires_grad();
+    if (!autograd::grad_enabled() || !wants_grad) return y;
+    auto self = std::static_pointer_cast<FullyShardedImpl>(shared_from_this_cell());
+    autograd::record("fully_shard", {x}, {y}, [self, x](const std::vector<Tensor>& grads) {
+      return std::vector<Tensor>{self->backward(x, grads[0])};
+    });
+    return y;
+  }
+
+  std::string type_name() const override { return "FullyShard"; }
+
+  std::shared_ptr<Cell> shared_from_this_cell() { return self_.lock(); }
+  std::weak_ptr<Cell> self_;
+
+ private:
+  void gather() {
+    for (size_t i : index_) zero_->gather(i);
+  }
+  void release() {
+    for (size_t i : index_) zero_->release(i);
+  }
+
+  // Recomputes the layer's forward with the gathered parameters and differentiates it.
+  Tensor backward(const Tensor& x, const Tensor& grad_y) {
+    gather();
+    Tensor input = x.detach();
+    if (x.requires_grad()) input.requires_grad_();
+    std::vector<Tensor> inputs;
+    for (const auto& p : params_) inputs.push_back(p);
+    if (x.requires_grad()) inputs.push_back(input);
+    std::vector<Tensor> grads;
+    {
+      const bool previous = autograd::grad_enabled();
+      autograd::set_grad_enabled(true);
+      try {
+        Tensor y = layer_->forward(input);
+        grads = autograd::grad({y}, inputs,
+                               {grad_y.defined() ? grad_y : Tensor::zeros(y.shape(), y.dtype())});
+      } catch (...) {
+        autograd::set_grad_enabled(previous);
+        release();
+        throw;
+      }
+      autograd::set_grad_enabled(previous);
+    }
+    for (size_t k = 0; k < index_.size(); ++k) zero_->reduce_gradient(index_[k], grads[k]);
+    release();
+    return x.requires_grad() ? grads.back() : Tensor();
+  }
+
+  nn::CellPtr layer_;
+  std::shared_ptr<ZeroOptimizer> zero_;
+  std::vector<size_t> index_;
+  std::vector<Tensor> params_;
+};
+
+}  // namespace
+
+nn::CellPtr fully_shard(nn::CellPtr layer, std::shared_ptr<ZeroOptimizer> zero) {
+  auto cell = std::make_shared<FullyShardedImpl>(std::move(layer), std::move(zero));
+  cell->self_ = cell;
+  return cell;
+}
+
+}  // namespace zenith::distributed

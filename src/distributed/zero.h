@@ -1,0 +1,126 @@
+// ZeRO stages 1, 2 and 3 over a data-parallel group (DeepSpeed's ZeRO, PyTorch's FSDP2), with
+// per-parameter shards: rank i of N holds rows chunk_of(rows, N, i) of every parameter (dim 0,
+// torch.chunk's split, so the last shards are shorter or empty; the collectives pad them).
+//
+//   stage 1  optimizer states sharded: gradients reduce-scattered at step() (the full
+//            gradients stay, holding the averaged values only in this rank's rows), each rank
+//            updates its rows with its states, then the rows are all-gathered into the
+//            parameters: DDP's traffic, 2(N-1)/N of the parameter bytes per step
+//   stage 2  + gradients sharded: each gradient is reduce-scattered as soon as backward has
+//            accumulated it and the full gradient is dropped
+//   stage 3  + parameters sharded: a parameter holds no data outside its layer's forward and
+//            backward; fully_shard(layer) gathers them for the forward, frees them after, and
+//            gathers them again in backward, where it recomputes the layer's forward (as
+//            activation checkpointing does) and reduce-scatters the gradients into the shards
+//
+//   auto zero = std::make_shared<ZeroOptimizer>(net->trainable_params(),
+//       [](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-3); },
+//       ZeroOptions{.stage = 3, .group = mesh.data_group()});
+//   for (auto& layer : layers) layer = fully_shard(layer, zero);   // stage 3 only
+//   loss.backward(); zero->clip_grad_norm(1.0); zero->step(); zero->zero_grad();
+//
+// Model-state bytes per rank with Ψ parameters in float32 and K bytes of optimizer state per
+// parameter (AdamW 8, SGD with momentum 4): stage 1 8Ψ + KΨ/N, stage 2 4Ψ + (4+K)Ψ/N,
+// stage 3 (8+K)Ψ/N (one process: (8+K)Ψ, the 16Ψ of AdamW). On one host this buys memory per
+// rank, not speed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "distributed/placement.h"
+#include "zenith/autograd.h"
+#include "zenith/communication.h"
+#include "zenith/optim.h"
+
+namespace zenith::distributed {
+
+struct ZeroOptions {
+  int stage = 1;                  // 1, 2 or 3
+  communication::Group group{};   // the data-parallel group (DeviceMesh::data_group())
+  bool broadcast_initial = true;  // copy the group's first rank's parameters to the others
+};
+
+// Builds the inner optimizer over this rank's shards (called once, with the non-empty shards).
+using OptimizerFactory = std::function<nn::OptimizerPtr(std::vector<Tensor> params)>;
+
+// One parameter on this rank.
+struct ZeroShard {
+  Tensor param;            // the model's parameter (stage 3: no data outside gather/release)
+  Shape global_shape;      // the parameter's shape
+  Chunk rows;              // this rank's rows of dim 0
+  int64_t chunk_rows = 0;  // rows of every rank's padded block: ceil(rows / N)
+  int64_t row_numel = 1;   // elements per row
+  Tensor shard;            // this rank's rows: a view of param (stages 1, 2) or owned (stage 3)
+  Tensor grad;             // this rank's rows of the averaged gradient (undefined: none yet)
+  bool gathered = true;    // stage 3: param holds its data now
+};
+
+// What this rank holds for the model state, in bytes.
+struct ZeroMemory {
+  uint64_t params = 0;
+  uint64_t grads = 0;
+  uint64_t optimizer_states = 0;
+  uint64_t total() const { return params + grads + optimizer_states; }
+};
+
+class ZeroOptimizer {
+ public:
+  // Collective over options.group: every rank passes the same parameters (shapes and order).
+  ZeroOptimizer(std::vector<Tensor> params, const OptimizerFactory& make, ZeroOptions options);
+  ~ZeroOptimizer();
+  ZeroOptimizer(const ZeroOptimizer&) = delete;
+  ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
+
+  // Reduce-scatters what backward left (stage 1), updates this rank's rows and, for stages 1 and 2,
+  // all-gathers them into the parameters. Collective.
+  void step();
+  void zero_grad();
+  // The norm of the averaged gradient over every parameter, each element counted once
+  // (squares of this rank's rows, summed over the group). Collective.
+  double grad_norm();
+  // Scales the gradient shards so that their global norm is at most max_norm; returns the norm
+  // before clipping. Collective.
+  double clip_grad_norm(double max_norm);
+
+  int stage() const { return options_.stage; }
+  int group_rank() const { return rank_; }
+  int group_size() const { return size_; }
+  const communication::Group& group() const { return options_.group; }
+  const std::vector<ZeroShard>& shards() const { return shards_; }
+  nn::Optimizer& inner() { return *inner_; }
+  const nn::Optimizer& inner() const { return *inner_; }
+  // Index of `param` in shards(), or -1.
+  int index_of(const Tensor& param) const;
+
+  // Stage 3: gathers parameter i's rows from every rank into it / frees its data again.
+  // Collective over the group. (Stages 1, 2: no-ops.)
+  void gather(size_t i);
+  void release(size_t i);
+  // Stage 3 backward: adds parameter i's full local gradient, reduce-scattered, to its shard.
+  void reduce_gradient(size_t i, const Tensor& full_grad);
+
+  ZeroMemory model_state_bytes() const;
+
+ private:
+  void reduce_stage1();
+  Tensor padded(const Tensor& flat, int64_t numel) const;
+
+  ZeroOptions options_;
+  int rank_ = 0, size_ = 1;
+  std::vector<ZeroShard> shards_;
+  nn::OptimizerPtr inner_;
+  std::vector<size_t> inner_index_;  // shards_ index of each inner optimizer parameter
+  std::vector<autograd::HookHandle> hooks_;
+  bool reduced_ = false;  // stage 1: gradients of this step already reduced
+};
+
+// Stage 3: `layer`'s parameters (all of them must be in `zero`) are gathered for its forward
+// and freed after; backward gathers them again, recomputes the layer's forward with grad and
+// reduce-scatters the parameters' gradients into the shards. Every rank of the group runs
+// the same layers in the same order.
+nn::CellPtr fully_shard(nn::CellPtr layer, std::shared_ptr<ZeroOptimizer> zero);
+
+}  // namespace zenith::distributed
