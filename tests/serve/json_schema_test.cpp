@@ -110,6 +110,18 @@ TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamedWithTheirPointer) {
             "$ref");
   EXPECT_EQ(schema_error(ojson::parse(R"({"properties":{"a":{}},"required":["b"]})")).pointer,
             "/required/0");
+  // Bounds on what a hostile schema may cost.
+  ojson many = ojson::array();
+  for (int i = 0; i < 1001; ++i) many.push_back(i);
+  EXPECT_EQ(schema_error(ojson{{"enum", many}}).keyword, "enum");
+  ojson doubling = {{"$defs", {{"d0", {{"type", "integer"}}}}}};
+  for (int k = 1; k <= 20; ++k) {
+    std::string prev = "#/$defs/d" + std::to_string(k - 1);
+    doubling["$defs"]["d" + std::to_string(k)] = {
+        {"type", "object"}, {"properties", {{"x", {{"$ref", prev}}}, {"y", {{"$ref", prev}}}}}};
+  }
+  doubling["$ref"] = "#/$defs/d20";
+  EXPECT_NE(std::string(schema_error(doubling).what()).find("grammar nodes"), std::string::npos);
   // Annotations pass.
   EXPECT_NO_THROW(compile_json_schema(ojson::parse(
       R"({"title":"t","description":"d","type":"object","properties":{},"strict":true})")));

@@ -11,6 +11,10 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+// Bounds on what a request's schema may cost (a hostile client's schema is compiled and walked
+// at every token): the grammar's nodes, an enum's values, an object's properties.
+constexpr size_t kMaxNodes = 20000, kMaxEnumValues = 1000, kMaxProperties = 1000;
+
 const std::set<std::string>& annotations() {
   static const std::set<std::string> names = {
       "title",  "description", "default",  "examples",  "$schema", "$id",        "$comment",
@@ -52,6 +56,8 @@ class Compiler {
   int32_t compile(const ojson& s, const std::string& at, int depth) {
     if (depth > kMaxDepth - 2)
       fail("", at, "nests deeper than " + std::to_string(kMaxDepth - 2) + " levels");
+    if (g_.nodes.size() >= kMaxNodes)  // $refs can multiply a small schema
+      fail("", at, "makes more than " + std::to_string(kMaxNodes) + " grammar nodes");
     if (s.is_boolean()) {
       if (!s.get<bool>()) fail("false", at, "the schema false allows no value");
       return any_value();
@@ -174,6 +180,8 @@ class Compiler {
     if (key == "enum") {
       if (!s["enum"].is_array() || s["enum"].empty())
         fail("enum", at + "/enum", "must be a non-empty list");
+      if (s["enum"].size() > kMaxEnumValues)
+        fail("enum", at + "/enum", "has more than " + std::to_string(kMaxEnumValues) + " values");
       for (const ojson& v : s["enum"]) values.push_back(v);
     } else {
       values.push_back(s["const"]);
@@ -279,6 +287,9 @@ class Compiler {
       }
     }
     if (s.contains("properties")) {
+      if (s["properties"].size() > kMaxProperties)
+        fail("properties", at + "/properties",
+             "has more than " + std::to_string(kMaxProperties) + " properties");
       for (const auto& [name, sub] : s["properties"].items()) {
         n.keys.push_back(ojson(name).dump() + ":");
         n.required.push_back(required.count(name) > 0);
@@ -308,8 +319,12 @@ class Compiler {
 
 Grammar compile_json_schema(const nlohmann::ordered_json& schema, const std::string& base) {
   Compiler compiler(schema, base);
-  int32_t root = compiler.compile(schema, "", 0);
-  return compiler.take(root);
+  try {
+    int32_t root = compiler.compile(schema, "", 0);
+    return compiler.take(root);
+  } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8, ...
+    compiler.fail("", "", e.what());
+  }
 }
 
 Grammar any_object_grammar() {
@@ -320,46 +335,44 @@ Grammar any_object_grammar() {
   return g;
 }
 
+namespace {
+
+// Function i's parameters (none: an object without properties) compiled alone.
+Grammar compile_function(const FunctionSpec& f, size_t i) {
+  std::string at = "/tools/" + std::to_string(i) + "/function/parameters";
+  ojson parameters = ojson{{"type", "object"}, {"properties", ojson::object()}};
+  try {
+    if (!f.parameters.is_null()) parameters = ojson::parse(f.parameters.dump());
+  } catch (const nlohmann::json::exception& e) {
+    throw SchemaError("", at, "[json_schema] " + at + ": " + e.what());
+  }
+  return compile_json_schema(parameters, at);
+}
+
+}  // namespace
+
 Grammar tool_call_grammar(const std::vector<FunctionSpec>& functions, const std::string& choice) {
-  std::vector<std::string> names;
-  for (const FunctionSpec& f : functions) names.push_back(f.name);
-  auto compile_parameters = [&](Compiler& c, size_t i) {
-    const nlohmann::json& p = functions[i].parameters;
-    if (p.is_null())
-      return c.compile(ojson{{"type", "object"}, {"properties", ojson::object()}}, "", 0);
-    return c.compile(ojson::parse(p.dump()), "", 0);
-  };
   if (choice != "required") {
-    auto it = std::find(names.begin(), names.end(), choice);
-    if (it == names.end())
-      throw SchemaError("tool_choice", "",
-                        "[tools] tool_choice names \"" + choice + "\", which tools does not offer");
-    size_t i = size_t(it - names.begin());
-    ojson parameters = functions[i].parameters.is_null()
-                           ? ojson::object()
-                           : ojson::parse(functions[i].parameters.dump());
-    Compiler compiler(parameters, "/tools/" + std::to_string(i) + "/function/parameters");
-    int32_t root = compile_parameters(compiler, i);
-    return compiler.take(root);
+    for (size_t i = 0; i < functions.size(); ++i)
+      if (functions[i].name == choice) return compile_function(functions[i], i);
+    throw SchemaError("tool_choice", "",
+                      "[tools] tool_choice names \"" + choice + "\", which tools does not offer");
   }
   if (functions.empty())
     throw SchemaError("tools", "", "[tools] tool_choice \"required\" needs tools");
+  std::vector<std::pair<std::string, size_t>> sorted;  // names as JSON strings, in byte order
+  for (size_t i = 0; i < functions.size(); ++i)
+    sorted.push_back({ojson(functions[i].name).dump(), i});
+  std::sort(sorted.begin(), sorted.end());
   Grammar all;
   GrammarNode call;
   call.kind = NodeKind::tool_call;
-  std::vector<std::pair<std::string, size_t>> sorted;
-  for (size_t i = 0; i < functions.size(); ++i) sorted.push_back({ojson(names[i]).dump(), i});
-  std::sort(sorted.begin(), sorted.end());
   // Each function's grammar compiled alone, then appended with its node indices shifted.
   for (const auto& [literal, i] : sorted) {
     if (!call.literals.empty() && call.literals.back() == literal)
       throw SchemaError("tools", "/tools/" + std::to_string(i),
                         "[tools] two functions are named " + literal);
-    ojson parameters = functions[i].parameters.is_null()
-                           ? ojson::object()
-                           : ojson::parse(functions[i].parameters.dump());
-    Compiler compiler(parameters, "/tools/" + std::to_string(i) + "/function/parameters");
-    Grammar one = compiler.take(compile_parameters(compiler, i));
+    Grammar one = compile_function(functions[i], i);
     int32_t shift = int32_t(all.nodes.size());
     for (GrammarNode& n : one.nodes) {
       for (int32_t& v : n.values) v += shift;
