@@ -296,8 +296,8 @@ def test_a_failing_source_raises_its_exception_with_the_item():
     bad_rows = ds.GeneratorDataset([(1, 2, 3)], ["a", "b"])
     with pytest.raises(ValueError, match="3 column"):
         list(bad_rows)
-    bad_values = ds.GeneratorDataset([("text",)], ["a"])
-    with pytest.raises(TypeError, match="string"):
+    bad_values = ds.GeneratorDataset([(object(),)], ["a"])  # strings: test_mindspore_train
+    with pytest.raises(TypeError, match="cannot make a tensor"):
         list(bad_values)
     failing_map = ds.GeneratorDataset(Squares(3), ["x", "y"]).map(lambda a: 1 / 0, "x")
     with pytest.raises(ZeroDivisionError):

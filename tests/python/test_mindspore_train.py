@@ -231,3 +231,42 @@ def test_model_amp_level_and_loss_scale_manager_train(mnist_data):
     assert net(Tensor(np.zeros((1, 1, 28, 28), F32))).dtype == zenith.float32
     with pytest.raises(ValueError, match="unknown argument"):
         Model(_mlp(), nn.CrossEntropyLoss(), nn.SGD(net.trainable_params(), 0.05), colour=1)
+
+
+# ---- dataset.text and datasets of strings
+
+
+def test_text_tokenizer_vocab_and_lookup_as_mindspore():
+    from zenith.dataset import GeneratorDataset, text
+    ds = GeneratorDataset(["Welcome to Beijing", "to to Beijing"], "text")
+    ds = ds.map(text.PythonTokenizer(lambda s: s.split()))
+    first = next(ds.create_tuple_iterator())
+    assert first[0].tolist() == ["Welcome", "to", "Beijing"]
+    vocab = text.Vocab.from_dataset(ds)
+    # most frequent first; equal counts in lexicographic order (as MindSpore's)
+    assert vocab.vocab() == {"to": 0, "Beijing": 1, "Welcome": 2}
+    assert text.Vocab.from_dataset(ds, top_k=2, special_tokens=["<unk>"]).vocab() == \
+        {"<unk>": 0, "to": 1, "Beijing": 2}
+    ids = [row[0] for row in ds.map(text.Lookup(vocab)).create_tuple_iterator()]
+    assert ids[0].dtype == zenith.int32 and ids[0].asnumpy().tolist() == [2, 0, 1]
+    assert ids[1].asnumpy().tolist() == [0, 0, 1]
+    small = text.Vocab.from_list(["a", "b"], special_tokens=["<unk>"], special_first=False)
+    assert small.vocab() == {"a": 0, "b": 1, "<unk>": 2}
+    assert small.tokens_to_ids(["b", "zz"]) == [1, -1] and small.ids_to_tokens([2]) == ["<unk>"]
+    lookup = text.Lookup(small, unknown_token="<unk>")
+    assert lookup(np.array(["a", "zz"])).asnumpy().tolist() == [0, 2]
+    with pytest.raises(ValueError, match="not in the vocab"):
+        text.Lookup(small)(np.array(["zz"]))
+
+
+def test_string_rows_pipeline():
+    from zenith.dataset import GeneratorDataset
+    ds = GeneratorDataset([("a", 1), ("bb", 2), ("ccc", 3)], ["word", "n"])
+    assert ds.get_col_names() == ["word", "n"] and ds.get_dataset_size() == 3
+    lengths = ds.map(lambda w: np.array(len(str(w)), np.int64), "word")
+    assert [int(r[0]) for r in lengths.create_tuple_iterator()] == [1, 2, 3]
+    batched = list(lengths.batch(2).create_tuple_iterator(output_numpy=True))
+    assert [b[1].tolist() for b in batched] == [[1, 2], [3]]
+    assert [r["word"].item() for r in ds.skip(1).take(1).create_dict_iterator()] == ["bb"]
+    assert ds.repeat(2).get_dataset_size() == 6
+    assert sorted(str(r[0]) for r in ds.shuffle(4)) == ["a", "bb", "ccc"]

@@ -31,9 +31,10 @@ def _load_download():
 download = _load_download()
 
 # Tutorials that run to the end today; the test fails when one of them stops doing so.
-EXPECTED = ["01_quick_start", "02_tensor", "03_dataset", "05_model", "06_autograd", "07_train",
-            "08_save_load", "09_static_graph", "10_mixed_precision", "11_custom_loss",
-            "12_callback_model", "13_optimizer", "14_distributed_data_parallel", "15_readme"]
+EXPECTED = ["01_quick_start", "02_tensor", "03_dataset", "04_transforms", "05_model",
+            "06_autograd", "07_train", "08_save_load", "09_static_graph", "10_mixed_precision",
+            "11_custom_loss", "12_callback_model", "13_optimizer", "14_distributed_data_parallel",
+            "15_readme"]
 TIMEOUT_S = 240
 
 

@@ -14,11 +14,11 @@ import weakref
 
 from zenith import _zenith as _C
 from zenith._tensor import Tensor
-from zenith.dataset import config, transforms, vision
+from zenith.dataset import config, text, transforms, vision
 
 __all__ = [
     "Dataset", "MnistDataset", "FashionMnistDataset", "Cifar10Dataset", "ImageFolderDataset",
-    "GeneratorDataset", "NumpySlicesDataset", "config", "vision", "transforms",
+    "GeneratorDataset", "NumpySlicesDataset", "config", "vision", "transforms", "text",
 ]
 
 _LIVE_ITERATORS = weakref.WeakSet()
@@ -306,6 +306,15 @@ class GeneratorDataset(Dataset):
     or one value for a single column. An exception raised by the source reaches the iterator
     (or Model.train) as itself, with a note naming the item.
     """
+
+    def __new__(cls, source, column_names=None, *args, **kwargs):
+        # Strings: zenith's C++ pipeline carries tensors only, so a source of strings (text
+        # tutorials: GeneratorDataset(['Welcome to Beijing'], 'text')) becomes a dataset of
+        # Python rows (_python_rows.py).
+        from zenith.dataset._python_rows import PythonRowsDataset, holds_strings
+        if isinstance(source, (list, tuple)) and source and holds_strings(source[0]):
+            return PythonRowsDataset(list(source), _names(column_names, "GeneratorDataset"))
+        return super().__new__(cls)
 
     def __init__(self, source, column_names=None, column_types=None, schema=None,
                  num_samples=None, num_parallel_workers=1, shuffle=None, sampler=None,
