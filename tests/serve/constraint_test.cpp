@@ -232,14 +232,12 @@ TEST(Constraint, ToolCallsNamedAndRequired) {
   }
 }
 
-TEST(Constraint, GreedyFortunesModelGivesValidJson) {
-  NoGradGuard no_grad;
-  auto model = models::Llama::from_pretrained(kFortunes);
+// The fortunes model under a schema, greedy (temperature 0) and sampled at temperature 1.
+std::string run_fortunes_model(TokenConstraint& c, double temperature, uint64_t seed) {
+  static auto model = models::Llama::from_pretrained(kFortunes);
   auto tok = text::Tokenizer::from_dir(kFortunes);
-  json schema = json::parse(R"({"type":"object","properties":{"title":{"type":"string",
-      "maxLength":30},"year":{"type":"integer"},"kind":{"enum":["koan","joke"]},
-      "funny":{"type":"boolean"}},"required":["title","year","kind","funny"]})");
-  auto c = json_schema_constraint(schema, fortunes().bytes, fortunes().eos);
+  NoGradGuard no_grad;
+  std::mt19937_64 rng(seed);
   std::vector<int32_t> prompt = tok->encode("A novice asked the Master: ");
   models::KVCache cache(model->config(), 1);
   models::LlamaInput in;
@@ -247,17 +245,36 @@ TEST(Constraint, GreedyFortunesModelGivesValidJson) {
   in.last_position_only = true;
   in.input_ids = Tensor::from_vector(std::vector<int64_t>(prompt.begin(), prompt.end()),
                                      {1, int64_t(prompt.size())});
-  for (int step = 0; step < 200 && !c->done(); ++step) {
+  for (int step = 0; step < 200 && !c.done(); ++step) {
     std::vector<float> logits = model->forward(in).to_float_vector();
-    c->mask(logits);
-    int64_t best = std::max_element(logits.begin(), logits.end()) - logits.begin();
-    if (best == tok->eos_id()) break;
-    c->accept(best);
-    in.input_ids = Tensor::from_vector(std::vector<int64_t>{best}, {1, 1});
+    c.mask(logits);
+    int64_t next = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    if (temperature > 0) {
+      std::vector<double> weights;
+      for (float l : logits) weights.push_back(std::exp((l - logits[size_t(next)]) / temperature));
+      next = std::discrete_distribution<int64_t>(weights.begin(), weights.end())(rng);
+    }
+    if (next == tok->eos_id()) break;
+    c.accept(next);
+    in.input_ids = Tensor::from_vector(std::vector<int64_t>{next}, {1, 1});
   }
-  std::printf("[greedy] %s\n", c->text().c_str());
-  EXPECT_TRUE(c->complete()) << c->text();
-  expect_valid(c->text(), schema);
+  return c.text();
+}
+
+TEST(Constraint, FortunesModelGivesValidJsonGreedyAndAtTemperatureOne) {
+  json schema = json::parse(R"({"type":"object","properties":{"title":{"type":"string",
+      "maxLength":30},"year":{"type":"integer"},"kind":{"enum":["koan","joke"]},
+      "funny":{"type":"boolean"},"tags":{"type":"array","items":{"type":"string",
+      "maxLength":8},"maxItems":3}},"required":["title","year","kind","funny","tags"]})");
+  auto start = json_schema_constraint(schema, fortunes().bytes, fortunes().eos);
+  std::string greedy = run_fortunes_model(*start->clone(), 0, 0);
+  std::printf("[greedy] %s\n", greedy.c_str());
+  expect_valid(greedy, schema);
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    std::string sampled = run_fortunes_model(*start->clone(), 1.0, seed);
+    std::printf("[temperature 1] %s\n", sampled.c_str());
+    expect_valid(sampled, schema);
+  }
 }
 
 // The walk's cost with no cached masks: the first mask of each state.
