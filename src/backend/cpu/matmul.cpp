@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_rowwise.h"
 #include "backend/cpu/loops.h"
+#include "core/batch_invariant.h"
 #include "core/dispatch.h"
 
 namespace zenith::cpu {
@@ -159,6 +161,8 @@ std::vector<Tensor> linear_kernel(const std::vector<Tensor>& in, const NoAttrs&)
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   const Tensor& bias = in[2];
+  if (core::batch_invariant())  // the LLM engine: each row reduced in a batch-free order
+    if (Tensor y = linear_rowwise(x, w, bias); y.defined()) return {y};
   const int64_t rows = x.size(0), features = x.size(1), outs = w.size(0);
   MatrixArg mx = matrix_arg(x), mw = matrix_arg(w);
   if (lowp_product(x.dtype(), w.dtype()) || (bias.defined() && is_low(bias.dtype()))) {

@@ -1,0 +1,51 @@
+// One engine step's view of the KV pool, as models::Llama sees it (an AttentionStore): the packed
+// rows of several sequences, where each sequence's keys and values go in its blocks, attention
+// for each row over its own sequence's positions, and the LoRA deltas of rows whose request
+// names an adapter (multi-LoRA: requests with different adapters share the step).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "serve/llm/kv_pool.h"
+#include "zenith/llama.h"
+
+namespace zenith::serve::llm {
+
+// A PEFT adapter as the engine applies it: y += scaling * (x A^T) B^T on its requests' rows.
+struct AdapterWeights {
+  std::string name;
+  double scaling = 1;
+  std::map<std::string, std::pair<Tensor, Tensor>> modules;  // path -> A [r, in], B [out, r]
+};
+
+// One sequence's rows in the step.
+struct StepSequence {
+  int64_t row = 0;                               // its first packed row
+  int64_t count = 0;                             // its rows (tokens computed this step)
+  int64_t position = 0;                          // the position of its first row in the sequence
+  const std::vector<int64_t>* blocks = nullptr;  // its block table (covers position + count)
+  const AdapterWeights* adapter = nullptr;       // null: the base model
+};
+
+class StepStore : public models::AttentionStore {
+ public:
+  StepStore(KvPool& pool, std::vector<StepSequence> sequences, int64_t heads);
+  // Writes k, v to each sequence's blocks, then for each row and head: softmax(q k^T / sqrt(D))
+  // v over the row's sequence positions 0 .. its own, keys in position order, each dot product
+  // and sum in one fixed order (so a row's output does not depend on the step's other rows).
+  Tensor attend(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v) override;
+  Tensor after_linear(const std::string& path, const Tensor& x, const Tensor& y) override;
+
+ private:
+  KvPool& pool_;
+  std::vector<StepSequence> sequences_;
+  int64_t heads_;
+  // Rows per adapter (those with modules), for after_linear.
+  std::vector<std::pair<const AdapterWeights*, std::vector<int64_t>>> adapter_rows_;
+};
+
+}  // namespace zenith::serve::llm
