@@ -48,16 +48,18 @@ class VocabParallelEmbedding : public EmbeddingCell {
 };
 
 std::shared_ptr<ColumnParallelLinear> column(const nn::LoraLinear& full,
-                                             const TensorParallelGroup& tp) {
+                                             const TensorParallelGroup& tp,
+                                             const std::shared_ptr<SequenceGather>& gather) {
   ZENITH_CHECK(!full.has_adapter(), "[tensor parallel] add LoRA adapters after parallelize_llama");
   auto c = std::make_shared<ColumnParallelLinear>(
       shard_rows(full.weight(), tp.rank(), tp.size()),
-      full.bias().defined() ? shard_rows(full.bias(), tp.rank(), tp.size()) : Tensor(), tp);
+      full.bias().defined() ? shard_rows(full.bias(), tp.rank(), tp.size()) : Tensor(), tp, gather);
   for (auto& p : c->parameters()) p.requires_grad_(full.weight().requires_grad());
   return c;
 }
 
-std::shared_ptr<RowParallelLinear> row(const nn::LoraLinear& full, const TensorParallelGroup& tp) {
+std::shared_ptr<RowParallelLinear> row(const nn::LoraLinear& full, const TensorParallelGroup& tp,
+                                       const std::shared_ptr<SequenceGather>& closes) {
   ZENITH_CHECK(!full.has_adapter(), "[tensor parallel] add LoRA adapters after parallelize_llama");
   Tensor bias;
   if (full.bias().defined()) {
@@ -65,7 +67,7 @@ std::shared_ptr<RowParallelLinear> row(const nn::LoraLinear& full, const TensorP
     bias = full.bias().clone();
   }
   auto r = std::make_shared<RowParallelLinear>(shard_columns(full.weight(), tp.rank(), tp.size()),
-                                               bias, tp);
+                                               bias, tp, closes);
   for (auto& p : r->parameters()) p.requires_grad_(full.weight().requires_grad());
   return r;
 }
@@ -112,10 +114,11 @@ TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup t
                                                 [&](const std::string& name, const Shape& shape) {
                                                   return Tensor::zeros(shape);  // replaced below
                                                 });
-    attn->q_proj = column(*old.q_proj, tp);
-    attn->k_proj = column(*old.k_proj, tp);
-    attn->v_proj = column(*old.v_proj, tp);
-    attn->o_proj = row(*old.o_proj, tp);
+    auto qkv = std::make_shared<SequenceGather>(), gate_up = std::make_shared<SequenceGather>();
+    attn->q_proj = column(*old.q_proj, tp, qkv);
+    attn->k_proj = column(*old.k_proj, tp, qkv);
+    attn->v_proj = column(*old.v_proj, tp, qkv);
+    attn->o_proj = row(*old.o_proj, tp, qkv);
     CellEditor::replace(*attn, "q_proj", attn->q_proj);
     CellEditor::replace(*attn, "k_proj", attn->k_proj);
     CellEditor::replace(*attn, "v_proj", attn->v_proj);
@@ -123,9 +126,9 @@ TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup t
     layer->self_attn = attn;
     CellEditor::replace(*layer, "self_attn", attn);
     auto& mlp = *layer->mlp;
-    mlp.gate_proj = column(*mlp.gate_proj, tp);
-    mlp.up_proj = column(*mlp.up_proj, tp);
-    mlp.down_proj = row(*mlp.down_proj, tp);
+    mlp.gate_proj = column(*mlp.gate_proj, tp, gate_up);
+    mlp.up_proj = column(*mlp.up_proj, tp, gate_up);
+    mlp.down_proj = row(*mlp.down_proj, tp, gate_up);
     CellEditor::replace(mlp, "gate_proj", mlp.gate_proj);
     CellEditor::replace(mlp, "up_proj", mlp.up_proj);
     CellEditor::replace(mlp, "down_proj", mlp.down_proj);

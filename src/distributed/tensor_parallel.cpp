@@ -143,22 +143,72 @@ Tensor shard_columns(const Tensor& full, int rank, int size) {
       .clone();
 }
 
-ColumnParallelLinear::ColumnParallelLinear(Tensor weight_shard, Tensor bias_shard,
-                                           TensorParallelGroup tp)
-    : nn::LoraLinear(std::move(weight_shard), std::move(bias_shard)), tp_(std::move(tp)) {}
+namespace {
 
-Tensor ColumnParallelLinear::forward(const Tensor& x) {
-  Tensor whole = tp_.sequence_parallel ? gather_sequence(x, 1, tp_.group)
-                                       : copy_to_tensor_parallel(x, tp_.group);
-  return nn::LoraLinear::forward(whole);
+// y = gather(x) W^T + b, keeping x (the local slice) for backward and gathering it again there:
+// grad_x = reduce-scatter(g W), grad_W = g^T gather(x), grad_b = sum g.
+Tensor sequence_parallel_linear(const Tensor& x, const Tensor& gathered, const Tensor& weight,
+                                const Tensor& bias, const comm::Group& group) {
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = ops::linear(
+        gathered, weight.dtype() == gathered.dtype() ? weight : weight.to(gathered.dtype()), bias);
+  }
+  std::vector<Tensor> inputs = {x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  if (!autograd::needs_grad(inputs)) return y;
+  autograd::record("sequence_parallel_linear", inputs, {y},
+                   [x, weight, has_bias = bias.defined(), group](const std::vector<Tensor>& grads) {
+                     NoGradGuard no_grad;
+                     const Tensor& g = grads[0];
+                     std::vector<Tensor> out(has_bias ? 3 : 2);
+                     if (!g.defined()) return out;
+                     const Tensor w = weight.dtype() == g.dtype() ? weight : weight.to(g.dtype());
+                     out[0] = reduce_scatter_dim(ops::matmul(g, w), 1, group);
+                     const Tensor full = all_gather_dim(x.detach(), 1, group);
+                     const Tensor g2 = g.reshape({-1, g.size(-1)});
+                     Tensor gw = ops::matmul(g2.t(), full.reshape({-1, full.size(-1)}));
+                     out[1] = gw.dtype() == weight.dtype() ? gw : gw.to(weight.dtype());
+                     if (has_bias) out[2] = ops::sum(g2, {0});
+                     return out;
+                   });
+  return y;
 }
 
-RowParallelLinear::RowParallelLinear(Tensor weight_shard, Tensor bias, TensorParallelGroup tp)
-    : nn::LoraLinear(std::move(weight_shard)), tp_(std::move(tp)) {
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(Tensor weight_shard, Tensor bias_shard,
+                                           TensorParallelGroup tp,
+                                           std::shared_ptr<SequenceGather> gather)
+    : nn::LoraLinear(std::move(weight_shard), std::move(bias_shard)),
+      tp_(std::move(tp)),
+      gather_(std::move(gather)) {}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x) {
+  if (!tp_.sequence_parallel) return nn::LoraLinear::forward(copy_to_tensor_parallel(x, tp_.group));
+  // Adapters and low-precision compute take LoraLinear's path on the gathered input.
+  if (has_adapter() || compute_dtype() != DType::f32 || tp_.size() == 1)
+    return nn::LoraLinear::forward(gather_sequence(x, 1, tp_.group));
+  Tensor gathered;
+  if (gather_ && gather_->input.lock() == x.impl_ptr()) {
+    gathered = gather_->gathered;
+  } else {
+    NoGradGuard no_grad;
+    gathered = all_gather_dim(x.detach(), 1, tp_.group);
+    if (gather_) *gather_ = {x.impl_ptr(), gathered};
+  }
+  return sequence_parallel_linear(x, gathered, weight(), bias(), tp_.group);
+}
+
+RowParallelLinear::RowParallelLinear(Tensor weight_shard, Tensor bias, TensorParallelGroup tp,
+                                     std::shared_ptr<SequenceGather> closes)
+    : nn::LoraLinear(std::move(weight_shard)), tp_(std::move(tp)), closes_(std::move(closes)) {
   if (bias.defined()) bias_ = register_parameter("bias", std::move(bias));
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) {
+  if (closes_) *closes_ = {};
   Tensor partial = nn::LoraLinear::forward(x);
   Tensor y = tp_.sequence_parallel ? reduce_scatter_sequence(partial, 1, tp_.group)
                                    : reduce_from_tensor_parallel(partial, tp_.group);

@@ -43,23 +43,37 @@ struct TensorParallelGroup {
   int size() const;
 };
 
-// Rows [rank * out / size, ...) of the full layer: input replicated (sequence parallel: split
-// along dim 1 and gathered), output split on its last dimension.
+// The sequence-gathered input that the column-parallel layers reading one tensor share
+// (q, k and v; gate and up): gathered once in forward, dropped by the row-parallel layer that
+// closes the block, so no full-sequence copy outlives the block's forward.
+struct SequenceGather {
+  std::weak_ptr<TensorImpl> input;
+  Tensor gathered;
+};
+
+// Rows [rank * out / size, ...) of the full layer: input replicated, output split on its last
+// dimension. Sequence parallel: the input is split along dim 1 and gathered; the layer keeps
+// only its slice for backward and gathers it again there (Megatron's way: the full-sequence
+// input is never kept).
 class ColumnParallelLinear : public nn::LoraLinear {
  public:
-  ColumnParallelLinear(Tensor weight_shard, Tensor bias_shard, TensorParallelGroup tp);
+  ColumnParallelLinear(Tensor weight_shard, Tensor bias_shard, TensorParallelGroup tp,
+                       std::shared_ptr<SequenceGather> gather = nullptr);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "ColumnParallelLinear"; }
 
  private:
   TensorParallelGroup tp_;
+  std::shared_ptr<SequenceGather> gather_;
 };
 
 // Columns [rank * in / size, ...) of the full layer: input split on its last dimension, output
 // the all-reduced sum (sequence parallel: reduce-scattered along dim 1), bias added once after.
+// `closes` is the block's SequenceGather, released after this layer's forward.
 class RowParallelLinear : public nn::LoraLinear {
  public:
-  RowParallelLinear(Tensor weight_shard, Tensor bias, TensorParallelGroup tp);
+  RowParallelLinear(Tensor weight_shard, Tensor bias, TensorParallelGroup tp,
+                    std::shared_ptr<SequenceGather> closes = nullptr);
   Tensor forward(const Tensor& x) override;
   const Tensor& full_bias() const { return bias_; }
   std::string type_name() const override { return "RowParallelLinear"; }
@@ -67,6 +81,7 @@ class RowParallelLinear : public nn::LoraLinear {
  private:
   TensorParallelGroup tp_;
   Tensor bias_;
+  std::shared_ptr<SequenceGather> closes_;
 };
 
 // Rows (weights [out, in] in HF's layout) or columns of `full` for `rank` of `size`: a copy.

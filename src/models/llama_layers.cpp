@@ -53,10 +53,11 @@ AttentionCell::AttentionCell(const LlamaConfig& c, const std::string& prefix,
 Tensor AttentionCell::forward(const Tensor&) { needs_context("LlamaAttention"); }
 
 Tensor AttentionCell::forward(const Tensor& x, const LayerContext& ctx, int64_t layer) {
-  const int64_t b = x.size(0), t = x.size(1);
-  // [B, T, heads * D] -> [B, heads, T, D] (a view; the ops take strided inputs)
+  const int64_t b = x.size(0);
+  // [B, T, heads * D] -> [B, heads, T, D] (a view; the ops take strided inputs). T is the
+  // projections' own: x may hold a slice of the sequence that they gather (sequence parallel).
   auto split = [&](const Tensor& y, int64_t heads) {
-    return y.view({b, t, heads, head_dim_}).transpose(1, 2);
+    return y.view({b, y.size(1), heads, head_dim_}).transpose(1, 2);
   };
   auto proj = [&](nn::LoraLinear& p, const char* name, const Tensor& in) {
     return project(p, prefix_ + name, in, ctx);
@@ -74,7 +75,7 @@ Tensor AttentionCell::forward(const Tensor& x, const LayerContext& ctx, int64_t 
     options.key_padding_mask = ctx.key_padding_mask;
     o = ops::scaled_dot_product_attention(q, k, v, options);
   }
-  return proj(*o_proj, "o_proj", o.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+  return proj(*o_proj, "o_proj", o.transpose(1, 2).reshape({b, o.size(2), heads_ * head_dim_}));
 }
 
 Tensor project(nn::LoraLinear& proj, const std::string& path, const Tensor& x,

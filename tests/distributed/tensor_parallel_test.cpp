@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
+#include "core/allocator.h"
 #include "distributed/parallelize_llama.h"
 #include "models/llama_layers.h"
 #include "rank_runner.h"
@@ -194,6 +196,51 @@ TEST(TensorParallel, TwentySgdStepsMatchOneProcess) {
 
 TEST(TensorParallel, TwentyAdamWStepsWithClippingMatchOneProcess) {
   train_both([](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-2); }, 0.5, 1e-4);
+}
+
+// Bytes allocated by a forward pass and still alive at its end: what it keeps for backward.
+template <typename F>
+int64_t kept_bytes(F forward_pass, Tensor& loss) {
+  const int64_t before = int64_t(core::allocator_stats().live_bytes);
+  loss = forward_pass();
+  return int64_t(core::allocator_stats().live_bytes) - before;
+}
+
+TEST(TensorParallel, SequenceParallelMatchesOneProcessAndKeepsLessActivation) {
+  in_ranks([](int) {
+    manual_seed(14);
+    models::Llama ref(tiny_config(false));
+    auto tp_model = copy_of(ref), sp_model = copy_of(ref);
+    auto tp_plan = distributed::parallelize_llama(*tp_model, {});
+    auto sp_plan = distributed::parallelize_llama(*sp_model, {.sequence_parallel = true});
+    manual_seed(6);
+    Tensor ids = Tensor::randint(0, 64, {2, 32});
+    models::LlamaInput input{.input_ids = ids};
+    Tensor loss_ref = models::causal_lm_loss(ref.forward(ids), ids), loss_tp, loss_sp;
+    const int64_t tp_bytes = kept_bytes(
+        [&] { return distributed::tensor_parallel_lm_loss(*tp_model, tp_plan, input, ids); },
+        loss_tp);
+    const int64_t sp_bytes = kept_bytes(
+        [&] { return distributed::tensor_parallel_lm_loss(*sp_model, sp_plan, input, ids); },
+        loss_sp);
+    expect(std::fabs(loss_sp.item() - loss_ref.item()) < 1e-5 * loss_ref.item(), "loss ",
+           loss_sp.item(), " vs ", loss_ref.item());
+    expect(sp_bytes < tp_bytes, "sequence parallel keeps ", sp_bytes, " bytes, plain ", tp_bytes);
+    std::printf(
+        "activations kept by the forward pass: tensor parallel %lld bytes, + sequence "
+        "parallel %lld bytes\n",
+        static_cast<long long>(tp_bytes), static_cast<long long>(sp_bytes));
+    std::fflush(stdout);  // the rank exits with _exit
+    loss_ref.backward();
+    loss_tp.backward();
+    loss_sp.backward();
+    sp_plan.sync_gradients(*sp_model);
+    expect_grads(ref, *sp_model, sp_plan, 1e-5);
+    const double norm_ref = nn::clip_grad_norm(ref.parameters(), 1e9);
+    const double norm_sp = sp_plan.clip_grad_norm(*sp_model, 0);
+    expect(std::fabs(norm_sp - norm_ref) < 1e-5 * norm_ref, "gradient norm ", norm_sp, " vs ",
+           norm_ref);
+  });
 }
 
 TEST(TensorParallel, DegreeMustDivideHeadsAndSizes) {
