@@ -4,15 +4,22 @@
 // interpreter reads the file's bytes back and must reproduce the network's outputs on a random
 // batch (the difference is printed). Model and dataset (which fix the input shape) default to the
 // checkpoint's.
+//
+// `zenith export --format gguf --model DIR --out model.gguf [--dtype f32|f16|bf16]`: a LLaMA-family
+// model directory (config.json, safetensors, tokenizer files) as one GGUF v3 file for llama.cpp
+// and Ollama (models/llama_gguf.cpp, docs/gguf.md). zenith reads the file back and checks that
+// it holds the model's weights before it is committed.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "core/atomic_file.h"
 #include "onnx/onnx_export.h"
 #include "onnx/onnx_runtime.h"
+#include "zenith/gguf.h"
 #include "zenith/zenith.h"
 
 namespace zenith::cli {
@@ -27,21 +34,67 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return d;
 }
 
+// The weights of `a` and `b` equal bit for bit once in `a`'s dtypes; the first that differs.
+std::string first_difference(const models::Llama& a, const models::Llama& b) {
+  const auto x = a.hf_state(), y = b.hf_state();
+  if (x.size() != y.size()) return "the tensor count";
+  for (const auto& [name, t] : x) {
+    auto it = y.find(name);
+    if (it == y.end()) return name + " (missing)";
+    Tensor u = it->second.dtype() == t.dtype() ? it->second : it->second.to(t.dtype());
+    Tensor c = t.contiguous();
+    u = u.contiguous();
+    if (u.shape() != c.shape() || std::memcmp(u.raw_data(), c.raw_data(), c.nbytes()) != 0)
+      return name;
+  }
+  return "";
+}
+
+int export_gguf(const std::string& model_dir, const std::string& out, const std::string& dtype,
+                const std::string& name) {
+  ZENITH_CHECK(!model_dir.empty(),
+               "[export] --format gguf needs --model DIR (a LLaMA-family "
+               "model directory)");
+  auto model = models::Llama::from_pretrained(model_dir);
+  auto tokenizer = text::Tokenizer::find_in_dir(model_dir);
+  const models::GgufExportSummary s =
+      models::save_gguf(*model, tokenizer.get(), out, {.dtype = dtype, .name = name});
+  // Read back: the file must hold the weights (f16/bf16 compared after rounding to them).
+  auto back = models::load_gguf(out);
+  std::string diff;
+  if (dtype == "f32" || dtype_from_name(dtype) == model->weight_dtype())
+    diff = first_difference(*back, *model);
+  ZENITH_CHECK(diff.empty(), "[export] ", out, " read back differs from the model at ", diff);
+  std::printf(
+      "exported %s -> %s: GGUF v3, llama architecture, %s, %lld tensors, %lld metadata "
+      "keys, vocabulary %s\n",
+      model_dir.c_str(), out.c_str(), dtype.c_str(), (long long)s.tensors,
+      (long long)s.metadata_keys, s.vocabulary.empty() ? "none" : s.vocabulary.c_str());
+  return 0;
+}
+
 int run_export(int argc, char** argv) {
-  std::string checkpoint, model_name, dataset_name, format = "onnx", out;
+  std::string checkpoint, model_name, dataset_name, format = "onnx", out, dtype = "f32", name;
   int64_t image_size = 0;
   bool no_fold = false;
   CLI::App app{"Export a checkpoint's inference graph for deployment (ONNX)", "zenith export"};
-  app.add_option("--checkpoint", checkpoint, "checkpoint (.safetensors)")->required();
-  app.add_option("--model", model_name, "zoo model (default: the checkpoint's)");
+  app.add_option("--checkpoint", checkpoint, "checkpoint (.safetensors; onnx)");
+  app.add_option("--model", model_name,
+                 "onnx: zoo model (default: the checkpoint's); gguf: model directory");
   app.add_option("--dataset", dataset_name,
                  "dataset it was trained on (default: the checkpoint's): the input shape");
   app.add_option("--image-size", image_size, "input N x N (default: as trained)");
-  app.add_option("--format", format, "onnx")->capture_default_str();
+  app.add_option("--format", format, "onnx or gguf")->capture_default_str();
+  app.add_option("--dtype", dtype, "gguf: tensor type of the matrices, f32, f16 or bf16")
+      ->capture_default_str();
+  app.add_option("--name", name, "gguf: general.name (default: none)");
   app.add_option("--out", out, "output file")->required();
   app.add_flag("--no-fold-batch-norm", no_fold, "keep BatchNormalization nodes");
   if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
-  ZENITH_CHECK(format == "onnx", "[export] unknown format '", format, "' (known: onnx)");
+  ZENITH_CHECK(format == "onnx" || format == "gguf", "[export] unknown format '", format,
+               "' (known: onnx, gguf)");
+  if (format == "gguf") return export_gguf(model_name, out, dtype, name);
+  ZENITH_CHECK(!checkpoint.empty(), "[export] --format onnx needs --checkpoint");
 
   io::Metadata meta = io::read_safetensors_metadata(checkpoint);
   nlohmann::json saved =
@@ -102,6 +155,6 @@ int run_export(int argc, char** argv) {
 
 }  // namespace
 
-ZENITH_COMMAND("export", "Export a checkpoint's inference graph as ONNX", run_export);
+ZENITH_COMMAND("export", "Export an inference graph as ONNX, or a LLaMA model as GGUF", run_export);
 
 }  // namespace zenith::cli

@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "cli/llm_common.h"
 #include "zenith/context.h"
+#include "zenith/gguf.h"
 
 namespace zenith::cli {
 namespace {
@@ -96,7 +97,7 @@ int run_generate(int argc, char** argv) {
   ZENITH_CHECK(!(a.chat && ids->count()), "[generate] --chat needs --prompt TEXT, not ids");
 
   auto model = load_llama(a.model, a.adapter, dtype);
-  auto tokenizer = text::Tokenizer::find_in_dir(a.model);
+  auto tokenizer = models::find_model_tokenizer(a.model);
   const std::vector<int64_t> prompt = prompt_ids(a, tokenizer.get());
   auto given = [](const CLI::Option* option, auto value) {
     return option->count() ? std::optional(value) : std::nullopt;

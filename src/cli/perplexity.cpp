@@ -12,6 +12,7 @@
 #include "cli/command.h"
 #include "cli/llm_common.h"
 #include "zenith/context.h"
+#include "zenith/gguf.h"
 
 namespace zenith::cli {
 namespace {
@@ -57,7 +58,7 @@ int run_perplexity(int argc, char** argv) {
   if (ids->count()) {
     tokens = parse_id_list(ids_text, "--ids");
   } else {
-    auto tokenizer = text::Tokenizer::find_in_dir(model_dir);
+    auto tokenizer = models::find_model_tokenizer(model_dir);
     ZENITH_CHECK(tokenizer != nullptr, "[perplexity] ", model_dir,
                  " has no tokenizer (tokenizer.json or tokenizer.model): give --ids");
     tokens = to_int64(tokenizer->encode(read_text_file(text_file)));

@@ -3,6 +3,7 @@
 #include <regex>
 
 #include "core/allocator.h"
+#include "zenith/gguf.h"
 #include "zenith/llama.h"
 
 namespace zenith::models {
@@ -25,6 +26,7 @@ void check_local_dir(const std::string& dir) {
 }  // namespace
 
 std::shared_ptr<Llama> Llama::from_pretrained(const std::string& dir, std::optional<DType> dtype) {
+  if (is_gguf_file(dir)) return load_gguf(dir, dtype);  // a .gguf file (models/llama_gguf.cpp)
   check_local_dir(dir);
   LlamaConfig config = load_llama_config(dir);
   // Names and shapes from the headers first: a wrong file fails before any data is read.

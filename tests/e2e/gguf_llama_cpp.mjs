@@ -1,0 +1,72 @@
+// GGUF files zenith wrote, read by independent readers (tests/npm): @huggingface/gguf parses the
+// header and metadata, llama.cpp itself (node-llama-cpp 3.21.1, its prebuilt CPU library)
+// loads each file, tokenizes text as zenith does, and decodes greedily from zenith's prompt.
+//   node gguf_llama_cpp.mjs SPEC.json
+// SPEC: {"files": [{"path", "dtype", "tensors", "exact"}], "config": {block_count, ...},
+//        "text", "text_ids" (zenith's ids of text, no bos/eos), "prompt_ids", "expect_tokens"}.
+// A file with "exact": true must give exactly expect_tokens (zenith's greedy tokens); the others
+// print how many leading tokens agree. Exits 1 naming the first disagreement.
+import {readFileSync} from "node:fs";
+import {createRequire} from "node:module";
+
+const npm = new URL("../npm/", import.meta.url);
+const require = createRequire(new URL("package.json", npm));
+const {gguf} = require("@huggingface/gguf");
+const {getLlama, LlamaLogLevel} = await import(
+  new URL("node_modules/node-llama-cpp/dist/index.js", npm).href);
+
+const spec = JSON.parse(readFileSync(process.argv[2], "utf8"));
+let failures = 0;
+function check(ok, message) {
+  if (!ok) {
+    failures += 1;
+    console.error(`FAIL ${message}`);
+  }
+}
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+
+const llama = await getLlama({
+  gpu: false, build: "never", usePrebuiltBinaries: true, skipDownload: true,
+  logLevel: LlamaLogLevel.error, progressLogs: false,
+});
+for (const file of spec.files) {
+  const name = `${file.path} (${file.dtype})`;
+  // @huggingface/gguf: the container and the llama.* keys.
+  const parsed = await gguf(file.path, {allowLocalFile: true});
+  const md = parsed.metadata;
+  check(md.version === 3, `${name}: GGUF version ${md.version}, expected 3`);
+  check(md["general.architecture"] === "llama",
+        `${name}: general.architecture ${md["general.architecture"]}`);
+  check(parsed.tensorInfos.length === file.tensors,
+        `${name}: ${parsed.tensorInfos.length} tensors, expected ${file.tensors}`);
+  for (const [key, value] of Object.entries(spec.config))
+    check(Number(md[`llama.${key}`]) === value, `${name}: llama.${key} ${md[`llama.${key}`]}, expected ${value}`);
+  check(md["tokenizer.ggml.model"] === "llama", `${name}: tokenizer.ggml.model`);
+
+  // llama.cpp: load, tokenize, greedy decode.
+  const model = await llama.loadModel({modelPath: file.path});
+  const tokens = Array.from(model.tokenize(spec.text, false));
+  check(same(tokens, spec.text_ids),
+        `${name}: llama.cpp tokenizes the text as ${JSON.stringify(tokens.slice(0, 20))}..., ` +
+        `zenith as ${JSON.stringify(spec.text_ids.slice(0, 20))}...`);
+  const context = await model.createContext({contextSize: 256, threads: 1});
+  const sequence = context.getSequence();
+  const out = [];
+  for await (const token of sequence.evaluate(spec.prompt_ids, {temperature: 0})) {
+    out.push(token);
+    if (out.length >= spec.expect_tokens.length) break;
+  }
+  let agree = 0;
+  while (agree < out.length && out[agree] === spec.expect_tokens[agree]) agree += 1;
+  console.log(`${name}: llama.cpp loaded it; ${parsed.tensorInfos.length} tensors; tokenizer ` +
+              `${same(tokens, spec.text_ids) ? "agrees" : "differs"}; greedy tokens agree with ` +
+              `zenith's for ${agree} of ${spec.expect_tokens.length}`);
+  if (file.exact)
+    check(same(out, spec.expect_tokens),
+          `${name}: llama.cpp's greedy tokens ${JSON.stringify(out)}, zenith's ` +
+          `${JSON.stringify(spec.expect_tokens)}`);
+  await context.dispose();
+  await model.dispose();
+}
+await llama.dispose();
+process.exit(failures ? 1 : 0);

@@ -1,0 +1,69 @@
+#!/bin/bash
+# GGUF files zenith writes, checked by llama.cpp itself (tests/e2e/gguf_llama_cpp.mjs through
+# node-llama-cpp 3.21.1, installed by the CTest fixture npm.install) and by @huggingface/gguf:
+# `zenith export --format gguf` writes the fortunes-trained model at f32, f16 and bf16; llama.cpp
+# loads each, tokenizes a held-out line as zenith does and, at f32, decodes the same 32 greedy
+# tokens as `zenith generate`; zenith reads its own files back (`generate --model X.gguf` gives
+# the directory's tokens; perplexity equal) and refuses a GGUF of another architecture by name.
+# A few seconds. $1 is the zenith binary.
+set -u
+ZENITH=$(realpath "$1")
+here=$(realpath "$(dirname "${BASH_SOURCE[0]}")")
+model=$(realpath "$here/../../examples/llm/fortunes-llama")
+heldout=$(realpath "$here/../../examples/llm/fortunes-heldout.txt")
+[ -f "$here/../npm/node_modules/node-llama-cpp/package.json" ] ||
+  { echo "FAIL: tests/npm/node_modules is missing: run tests/npm/install.sh (CTest fixture npm.install)"; exit 1; }
+source "$here/../support/e2e_work.bash"
+e2e_work gguf_llama_cpp
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$work"
+
+for dtype in f32 f16 bf16; do
+  "$ZENITH" export --format gguf --model "$model" --dtype $dtype --out fortunes-$dtype.gguf \
+    > export-$dtype.out 2>&1 || fail "export --dtype $dtype: $(cat export-$dtype.out)"
+  grep -q "GGUF v3, llama architecture, $dtype, 38 tensors" export-$dtype.out ||
+    fail "export --dtype $dtype said: $(cat export-$dtype.out)"
+done
+
+# zenith's greedy tokens from the directory, and from its own GGUF file.
+prompt=$("$ZENITH" tokenize --model "$model" --text "The" --json | python3 -c \
+  'import json,sys; print(",".join(map(str, json.load(sys.stdin)["ids"])))')
+gen() { "$ZENITH" generate --model "$1" --prompt-ids "$prompt" --max-new-tokens 32 --temperature 0 \
+  --threads 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])'; }
+expect=$(gen "$model") || fail "generate on the directory"
+[ "$(gen fortunes-f32.gguf)" = "$expect" ] || fail "generate --model fortunes-f32.gguf differs: $(gen fortunes-f32.gguf) vs $expect"
+[ "$(echo "$expect" | tr ',' '\n' | wc -l)" = 32 ] || fail "expected 32 tokens without eos: $expect"
+ppl() { "$ZENITH" perplexity --model "$1" --text-file "$heldout" --json; }
+[ "$(ppl fortunes-f32.gguf)" = "$(ppl "$model")" ] || fail "perplexity of the f32 GGUF differs"
+# The text prompt through the vocabulary the GGUF file carries.
+"$ZENITH" generate --model fortunes-f32.gguf --prompt "The" --max-new-tokens 32 --temperature 0 \
+  --threads 1 --json > text.json || fail "generate --prompt on the GGUF file"
+[ "$(python3 -c 'import json; print(json.load(open("text.json"))["tokens"])')" = "$expect" ] ||
+  fail "generate --prompt The on the GGUF file: $(cat text.json)"
+
+line=$(sed -n 3p "$heldout")
+text_ids=$("$ZENITH" tokenize --model "$model" --text "$line" --no-special --json | python3 -c \
+  'import json,sys; print(json.load(sys.stdin)["ids"])')
+cat > spec.json <<JSON
+{"files": [{"path": "$work/fortunes-f32.gguf", "dtype": "f32", "tensors": 38, "exact": true},
+           {"path": "$work/fortunes-f16.gguf", "dtype": "f16", "tensors": 38},
+           {"path": "$work/fortunes-bf16.gguf", "dtype": "bf16", "tensors": 38}],
+ "config": {"block_count": 4, "embedding_length": 128, "feed_forward_length": 384,
+            "attention.head_count": 4, "attention.head_count_kv": 4, "context_length": 256,
+            "vocab_size": 2048},
+ "text": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$line"),
+ "text_ids": $text_ids, "prompt_ids": [$prompt], "expect_tokens": $expect}
+JSON
+node "$here/gguf_llama_cpp.mjs" spec.json || fail "llama.cpp disagrees (above)"
+
+# Another architecture is refused by name.
+python3 - <<'PY'
+import struct
+def s(x): return struct.pack("<Q", len(x)) + x
+open("falcon.gguf", "wb").write(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) +
+    s(b"general.architecture") + struct.pack("<I", 8) + s(b"falcon"))
+PY
+"$ZENITH" generate --model falcon.gguf --prompt-ids 1 > falcon.out 2>&1 && fail "falcon loaded"
+grep -q "general.architecture is 'falcon'; zenith reads the llama architecture" falcon.out ||
+  fail "falcon error: $(cat falcon.out)"
+echo "PASS: llama.cpp and @huggingface/gguf read zenith's GGUF files"

@@ -1,0 +1,177 @@
+// LLaMA models as GGUF (include/zenith/gguf.h): zenith -> GGUF -> zenith is bit for bit at
+// f32/f16/bf16 on the fixture models (GQA, tied, bf16, head_dim != hidden / heads, linear rope);
+// the keys and tensor names are llama.cpp's and Q/K rows are in llama.cpp's rotary order; the
+// vocabulary written and read back encodes text as the original tokenizer does. llama.cpp itself
+// reads these files in tests/e2e/gguf_llama_cpp.sh.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "io/gguf_file.h"
+#include "support/llama_fixtures.h"
+#include "support/op_check.h"
+#include "support/temp_dir.h"
+#include "zenith/autograd.h"
+#include "zenith/gguf.h"
+#include "zenith/hf.h"
+
+namespace gguf = zenith::io::gguf;
+using zenith::DType;
+using zenith::Tensor;
+using zenith::models::Llama;
+using zenith::testing::llama_fixture;
+using zenith::testing::throws_with;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  Tensor x = a.contiguous(), y = b.contiguous();
+  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
+         std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+}
+
+class GgufLlamaTest : public ::testing::Test {
+ protected:
+  zenith::testing::TempDir dir_{"gguf_llama"};
+};
+
+TEST_F(GgufLlamaTest, RoundTripIsBitForBit) {
+  for (const std::string name :
+       {"llama_gqa", "llama3_tied", "llama_bf16", "mistral_head_dim", "llama_rope_linear"}) {
+    for (const std::string dtype : {"f32", "f16", "bf16"}) {
+      SCOPED_TRACE(name + " at " + dtype);
+      const DType want = zenith::dtype_from_name(dtype);
+      std::shared_ptr<Llama> model;
+      if (name == "llama3_tied") {  // tied embeddings; its llama3 rope scaling is not written
+        auto config = zenith::models::load_llama_config(llama_fixture(name));
+        config.rope_scaling = {};
+        std::map<std::string, Tensor> weights;
+        for (auto& [k, w] : zenith::io::load_hf_state(llama_fixture(name))) weights[k] = w.to(want);
+        model = std::make_shared<Llama>(config, weights, name);
+        ASSERT_TRUE(config.tie_word_embeddings);
+      } else {
+        model = Llama::from_pretrained(llama_fixture(name), want);
+      }
+      const std::string path = dir_ / (name + "-" + dtype + ".gguf");
+      zenith::models::save_gguf(*model, nullptr, path, {.dtype = dtype});
+      auto back = Llama::from_pretrained(path);  // the .gguf branch of from_pretrained
+      const auto a = model->hf_state(), b = back->hf_state();
+      ASSERT_EQ(a.size(), b.size());
+      for (const auto& [tensor, w] : a) {
+        ASSERT_TRUE(b.count(tensor)) << tensor;
+        EXPECT_TRUE(same_bits(w, b.at(tensor))) << tensor;
+      }
+      const auto& c = model->config();
+      const auto& d = back->config();
+      EXPECT_EQ(d.head_dim, c.head_dim);
+      EXPECT_EQ(d.num_key_value_heads, c.num_key_value_heads);
+      EXPECT_EQ(d.tie_word_embeddings, c.tie_word_embeddings);
+      EXPECT_EQ(d.rope_scaling.type, c.rope_scaling.type);
+      EXPECT_FLOAT_EQ(float(d.rope_scaling.factor), float(c.rope_scaling.factor));
+      EXPECT_FLOAT_EQ(float(d.rms_norm_eps), float(c.rms_norm_eps));
+      EXPECT_EQ(back->weight_dtype(), want);
+      if (dtype == "f32") {  // same weights, same logits
+        zenith::NoGradGuard no_grad;
+        Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 5, 9, 3}, {1, 4});
+        EXPECT_TRUE(same_bits(model->forward(ids), back->forward(ids)));
+      }
+    }
+  }
+}
+
+TEST_F(GgufLlamaTest, KeysNamesAndRotaryRowOrderAreLlamaCpps) {
+  auto model = Llama::from_pretrained(llama_fixture("llama_gqa"));
+  const auto& c = model->config();
+  const std::string path = dir_ / "gqa.gguf";
+  zenith::models::save_gguf(*model, nullptr, path, {.dtype = "f32", .name = "gqa"});
+  const gguf::File f = gguf::read_file(path);
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_string("general.name"), "gqa");
+  EXPECT_EQ(f.get_int("llama.block_count"), c.num_hidden_layers);
+  EXPECT_EQ(f.get_int("llama.embedding_length"), c.hidden_size);
+  EXPECT_EQ(f.get_int("llama.feed_forward_length"), c.intermediate_size);
+  EXPECT_EQ(f.get_int("llama.attention.head_count"), c.num_attention_heads);
+  EXPECT_EQ(f.get_int("llama.attention.head_count_kv"), c.num_key_value_heads);
+  EXPECT_EQ(f.get_int("llama.context_length"), c.max_position_embeddings);
+  EXPECT_EQ(f.get_int("llama.rope.dimension_count"), c.head_dim);
+  EXPECT_EQ(f.get_int("llama.vocab_size"), c.vocab_size);
+  EXPECT_EQ(f.get_int("general.file_type"), 0);
+  EXPECT_FLOAT_EQ(float(f.get_float("llama.rope.freq_base", 0)), float(c.rope_theta));
+  for (const char* t : {"token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight",
+                        "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight",
+                        "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight",
+                        "blk.0.attn_norm.weight", "blk.0.ffn_norm.weight"})
+    EXPECT_TRUE(f.find_tensor(t)) << t;
+  EXPECT_EQ(f.find_tensor("blk.0.attn_q.weight")->ne,
+            std::vector<int64_t>({c.hidden_size, c.q_dim()}));  // ne: innermost first
+  // Row h*D + 2i + t of llama.cpp's k is HF's row h*D + t*D/2 + i.
+  const auto state = model->hf_state();
+  const std::vector<double> hf =
+      state.at("model.layers.0.self_attn.k_proj.weight").to_double_vector();
+  const std::vector<double> gg =
+      gguf::read_tensor(f, *f.find_tensor("blk.0.attn_k.weight")).to_double_vector();
+  const int64_t D = c.head_dim, in = c.hidden_size;
+  for (int64_t h = 0; h < c.num_key_value_heads; ++h)
+    for (int64_t i = 0; i < D / 2; ++i)
+      for (int64_t t = 0; t < 2; ++t)
+        for (int64_t col = 0; col < in; ++col)
+          ASSERT_EQ(gg[(h * D + 2 * i + t) * in + col], hf[(h * D + t * D / 2 + i) * in + col]);
+}
+
+TEST_F(GgufLlamaTest, UnsupportedArchitecturesAndTypesFailClearly) {
+  auto qwen = Llama::from_pretrained(llama_fixture("qwen2_bias"));
+  EXPECT_TRUE(
+      throws_with([&] { zenith::models::save_gguf(*qwen, nullptr, dir_ / "q.gguf"); }, "qwen2"));
+  auto llama3 = Llama::from_pretrained(llama_fixture("llama3_tied"));
+  EXPECT_TRUE(throws_with([&] { zenith::models::save_gguf(*llama3, nullptr, dir_ / "l3.gguf"); },
+                          "rope_scaling llama3 is not written as GGUF yet"));
+  auto model = Llama::from_pretrained(llama_fixture("llama_gqa"));
+  EXPECT_TRUE(throws_with(
+      [&] { zenith::models::save_gguf(*model, nullptr, dir_ / "x.gguf", {.dtype = "q3_k"}); },
+      "unknown --dtype 'q3_k' (known: f32, f16, bf16"));
+  const std::string other = dir_ / "falcon.gguf";
+  gguf::write_file(other, {{"general.architecture", gguf::Value::str("falcon")}}, {});
+  EXPECT_TRUE(throws_with([&] { zenith::models::load_gguf(other); },
+                          "general.architecture is 'falcon'; zenith reads the llama architecture"));
+  const std::string path = dir_ / "gqa.gguf";
+  zenith::models::save_gguf(*model, nullptr, path);
+  gguf::File f = gguf::read_file(path);
+  std::vector<std::pair<std::string, gguf::Value>> kv = f.metadata;
+  std::vector<gguf::OutTensor> tensors;
+  for (const auto& e : f.tensors)
+    if (e.name != "blk.1.ffn_up.weight")
+      tensors.push_back({e.name, e.ne, gguf::TensorType(e.type), gguf::read_tensor(f, e)});
+  gguf::write_file(path, kv, tensors);
+  EXPECT_TRUE(throws_with([&] { zenith::models::load_gguf(path); },
+                          "tensor blk.1.ffn_up.weight (model.layers.1.mlp.up_proj.weight) is "
+                          "missing"));
+}
+
+TEST_F(GgufLlamaTest, VocabularyEncodesAsTheOriginalTokenizer) {
+  const std::string text = "Hello world! 12345 caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD\n  spaced  out";
+  for (const std::string name : {"llama2_hf", "sp_bpe", "gpt2_bpe", "llama3_bpe"}) {
+    SCOPED_TRACE(name);
+    const std::string tok_dir = std::string(ZENITH_FIXTURE_DIR) + "/text/" + name;
+    auto tok = zenith::text::Tokenizer::from_dir(tok_dir);
+    zenith::models::LlamaConfig c;
+    c.vocab_size = tok->vocab_size() + 3;  // padded with unused tokens, as the converter pads
+    c.hidden_size = 8, c.intermediate_size = 16, c.num_hidden_layers = 1;
+    c.num_attention_heads = 2, c.num_key_value_heads = 2, c.head_dim = 4;
+    Llama model(c);
+    const std::string path = dir_ / (name + ".gguf");
+    zenith::models::save_gguf(model, tok.get(), path);
+    const gguf::File f = gguf::read_file(path);
+    EXPECT_EQ(f.find("tokenizer.ggml.tokens")->strings.size(), size_t(c.vocab_size));
+    EXPECT_EQ(f.find("tokenizer.ggml.tokens")->strings.back(),
+              "[PAD" + std::to_string(c.vocab_size - 1) + "]");
+    auto back = zenith::models::gguf_tokenizer(path);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->encode(text), tok->encode(text));
+    EXPECT_EQ(back->bos_id(), tok->bos_id());
+    EXPECT_EQ(back->eos_id(), tok->eos_id());
+    const auto ids = tok->encode(text, false);
+    EXPECT_EQ(back->decode(ids), tok->decode(ids));
+  }
+}
+
+}  // namespace
