@@ -392,3 +392,36 @@ def test_export_and_load_refusals(tmp_path):
         zenith.load(str(tmp_path / "missing.onnx"))
     with pytest.raises(TypeError, match="GraphCell takes"):
         nn.GraphCell("model.onnx")
+
+
+def test_print_cell_in_mindspores_form():
+    class Network(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.flatten = nn.Flatten()
+            self.dense_relu_sequential = nn.SequentialCell(nn.Dense(784, 512), nn.ReLU())
+
+        def construct(self, x):
+            return self.dense_relu_sequential(self.flatten(x))
+
+    assert repr(Network()) == (
+        "Network<\n"
+        "  (flatten): Flatten<>\n"
+        "  (dense_relu_sequential): SequentialCell<\n"
+        "    (0): Dense<input_channels=784, output_channels=512, has_bias=True>\n"
+        "    (1): ReLU<>\n"
+        "    >\n"
+        "  >")
+    assert repr(nn.Softmax(axis=1)) == "Softmax<>"
+
+
+def test_to_float_casts_inputs_so_the_output_is_float16():
+    dense = nn.Dense(4, 3).to_float(zenith.float16)
+    out = dense(t(np.ones((2, 4))))  # a float32 input
+    assert out.dtype == zenith.float16
+    ref = nn.Dense(4, 3)
+    ref.weight.set_data(dense.weight.astype(zenith.float32))
+    ref.bias.set_data(dense.bias.astype(zenith.float32))
+    np.testing.assert_allclose(out.asnumpy().astype(F32), ref(t(np.ones((2, 4)))).asnumpy(),
+                               rtol=2e-3, atol=2e-3)
+    assert type(dense).__name__ == "Dense" and isinstance(dense, nn.Dense)

@@ -320,7 +320,7 @@ def test_to_float_and_repr():
     assert net.dense.weight.dtype == zenith.float64
     assert net(Tensor(np.ones((1, 3)))).dtype == zenith.float64
     text = repr(nn.SequentialCell([nn.Conv2d(1, 2, 3), nn.ReLU()]))
-    assert "SequentialCell" in text and "Conv2d(1, 2, kernel_size=3" in text
+    assert "SequentialCell<" in text and "Conv2d<input_channels=1, output_channels=2" in text
     assert nn.Cell().set_grad() is not None
 
     class WithRepr(nn.Cell):
@@ -330,7 +330,7 @@ def test_to_float_and_repr():
         def construct(self, x):
             return x
 
-    assert repr(WithRepr()) == "WithRepr(size=3)"
+    assert repr(WithRepr()) == "WithRepr<size=3>"
 
 
 def test_model_zoo_cells_get_python_classes():

@@ -162,9 +162,13 @@ class Cell(_C.nn.Cell):
         return self
 
     def to_float(self, dst_type):
-        """Converts every floating parameter and buffer to dst_type in place."""
+        """Runs the cell in dst_type: its floating parameters and buffers are converted in
+        place, and calling it casts its floating inputs to dst_type (as MindSpore's to_float),
+        so its output is dst_type. Only calls through Python see the input cast: a built-in
+        layer inside a SequentialCell chain is called by C++ directly."""
         self._to(dst_type)
-        return self
+        from zenith.amp import cast_calls
+        return cast_calls(self, dst_type, None)
 
     def state_dict(self):
         """OrderedDict of every parameter and buffer by dotted name (sharing memory)."""
@@ -175,7 +179,15 @@ class Cell(_C.nn.Cell):
         return ""
 
     def __repr__(self):
-        return self._repr()
+        """MindSpore's form: Name<extra> for a leaf; a cell with children lists them, one
+        '(name): repr' per line, indented, and closes with '>'."""
+        extra = self.extend_repr()
+        children = list(self.name_cells().items())
+        if not children:
+            return f"{type(self).__name__}<{extra}>"
+        body = "\n" + (f"{extra}\n" if extra else "")
+        body += "".join(f"({name}): {child!r}\n" for name, child in children)
+        return f"{type(self).__name__}<" + body.replace("\n", "\n  ") + ">"
 
 
 class CellList(Cell):

@@ -32,6 +32,12 @@ class _Builtin(Cell):
     def construct(self, x):
         return self._forward(x)
 
+    def extend_repr(self):
+        # The C++ layer's arguments: "Name(a=1, b=2)" -> "a=1, b=2".
+        text = self._repr()
+        start = text.find("(")
+        return text[start + 1:text.rfind(")")] if start >= 0 and "\n" not in text else ""
+
 
 def _make(cls, cell, **attrs):
     """The C++ `cell` as an instance of cls, with MindSpore's attributes (in_channels, ...)."""
@@ -117,7 +123,16 @@ class Conv2d(_Builtin):
         _initialize(cell, "bias", bias_init)
         return _make(cls, cell, in_channels=in_channels, out_channels=out_channels,
                      kernel_size=(k, k), stride=(s, s), pad_mode=pad_mode, padding=p,
-                     dilation=(d, d), group=group, has_bias=has_bias)
+                     dilation=(d, d), group=group, has_bias=has_bias,
+                     weight_init=weight_init, bias_init=bias_init)
+
+    def extend_repr(self):
+        return (f"input_channels={self.in_channels}, output_channels={self.out_channels}, "
+                f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"pad_mode={self.pad_mode}, padding={self.padding}, dilation={self.dilation}, "
+                f"group={self.group}, has_bias={self.has_bias}, "
+                f"weight_init={self.__dict__.get('weight_init')}, "
+                f"bias_init={self.__dict__.get('bias_init')}, format=NCHW")
 
 
 class Dense(_Builtin):
@@ -139,6 +154,10 @@ class Dense(_Builtin):
         _initialize(cell, "bias", bias_init)
         return _make(cls, cell, in_channels=in_channels, out_channels=out_channels,
                      has_bias=has_bias)
+
+    def extend_repr(self):
+        return (f"input_channels={self.in_channels}, output_channels={self.out_channels}, "
+                f"has_bias={self.has_bias}")
 
 
 class ReLU(_Builtin):
