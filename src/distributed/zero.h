@@ -92,6 +92,8 @@ class ZeroOptimizer {
   const std::vector<ZeroShard>& shards() const { return shards_; }
   nn::Optimizer& inner() { return *inner_; }
   const nn::Optimizer& inner() const { return *inner_; }
+  // shards() index of each parameter of inner() (shards with no rows are not in it).
+  const std::vector<size_t>& inner_index() const { return inner_index_; }
   // Index of `param` in shards(), or -1.
   int index_of(const Tensor& param) const;
 
