@@ -91,6 +91,30 @@ TEST(JsonSchemaGrammar, ArraysAnyOfRefsAndTypeLists) {
   EXPECT_FALSE(accepts(r, R"({"a":{"x":1},"b":"s"})"));
 }
 
+// json_object nests as deep as the state's frames allow; past that only scalars and closing
+// brackets are allowed, never nothing.
+TEST(JsonSchemaGrammar, AnyObjectNestsToTheLimitWithoutDeadEnds) {
+  Grammar g = any_object_grammar();
+  JsonState s = JsonState::start(g);
+  std::string text = "{\"a\":";
+  for (char c : text) ASSERT_TRUE(s.step(g, uint8_t(c)));
+  int opened = 0;
+  for (;; ++opened) {
+    JsonState copy = s;
+    if (!copy.step(g, uint8_t('['))) break;
+    s = copy;
+  }
+  EXPECT_EQ(opened, kMaxDepth - 1);
+  // The innermost array has no frame left for an item: it can only close.
+  for (char c : std::string("\"{1[")) EXPECT_FALSE(JsonState(s).step(g, uint8_t(c)));
+  for (char c : std::string("],{},\"x\",-1.5")) ASSERT_TRUE(s.step(g, uint8_t(c)));
+  for (int i = 1; i < opened; ++i) ASSERT_TRUE(s.step(g, uint8_t(']')));
+  EXPECT_FALSE(s.complete(g));
+  ASSERT_TRUE(s.step(g, uint8_t('}')));
+  EXPECT_TRUE(s.complete(g));
+  EXPECT_TRUE(s.closed());
+}
+
 TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamedWithTheirPointer) {
   SchemaError e = schema_error(
       ojson::parse(R"({"type":"object","properties":{"name":{"type":"string","pattern":"^a"}}})"));

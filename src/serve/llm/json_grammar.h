@@ -48,7 +48,8 @@ struct Grammar {
   std::array<bool, 256> first_bytes(int32_t node) const;
 };
 
-constexpr int kMaxDepth = 32;  // frames: nesting of objects, arrays and strings in them
+constexpr int kMaxDepth = 32;  // frames: nesting of objects, arrays and strings in them; a
+                                // schema nests at most kMaxDepth - 3 (a tool call adds one)
 
 struct Frame {
   int32_t node;

@@ -54,8 +54,8 @@ class Compiler {
   Compiler(const ojson& root, std::string base) : root_(root), base_(std::move(base)) {}
 
   int32_t compile(const ojson& s, const std::string& at, int depth) {
-    if (depth > kMaxDepth - 2)
-      fail("", at, "nests deeper than " + std::to_string(kMaxDepth - 2) + " levels");
+    if (depth > kMaxDepth - 3)
+      fail("", at, "nests deeper than " + std::to_string(kMaxDepth - 3) + " levels");
     if (g_.nodes.size() >= kMaxNodes)  // $refs can multiply a small schema
       fail("", at, "makes more than " + std::to_string(kMaxNodes) + " grammar nodes");
     if (s.is_boolean()) {
