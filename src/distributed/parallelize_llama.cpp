@@ -47,20 +47,38 @@ class VocabParallelEmbedding : public EmbeddingCell {
   TensorParallelGroup tp_;
 };
 
+// The new cell's base weight (and bias) keep the old one's requires_grad (a frozen base stays
+// frozen); an adapter on the old one is split with it: `a_dim` / `b_dim` the dimension of A / B
+// that is split (-1: replicated).
+void adopt(nn::LoraLinear& cell, const nn::LoraLinear& full, const TensorParallelGroup& tp,
+           int a_dim, int b_dim) {
+  for (const char* name : {"weight", "bias"})
+    for (auto& [n, p] : cell.named_parameters())
+      if (n == name) Tensor(p).requires_grad_(full.weight().requires_grad());
+  if (!full.has_adapter()) return;
+  auto split = [&](const Tensor& t, int dim) {
+    NoGradGuard no_grad;
+    return dim < 0    ? t.clone()
+           : dim == 0 ? shard_rows(t, tp.rank(), tp.size())
+                      : shard_columns(t, tp.rank(), tp.size());
+  };
+  cell.set_adapter(full.adapter_spec(), split(full.lora_A(), a_dim), split(full.lora_B(), b_dim));
+  Tensor(cell.lora_A()).requires_grad_(full.lora_A().requires_grad());
+  Tensor(cell.lora_B()).requires_grad_(full.lora_B().requires_grad());
+}
+
 std::shared_ptr<ColumnParallelLinear> column(const nn::LoraLinear& full,
                                              const TensorParallelGroup& tp,
                                              const std::shared_ptr<SequenceGather>& gather) {
-  ZENITH_CHECK(!full.has_adapter(), "[tensor parallel] add LoRA adapters after parallelize_llama");
   auto c = std::make_shared<ColumnParallelLinear>(
       shard_rows(full.weight(), tp.rank(), tp.size()),
       full.bias().defined() ? shard_rows(full.bias(), tp.rank(), tp.size()) : Tensor(), tp, gather);
-  for (auto& p : c->parameters()) p.requires_grad_(full.weight().requires_grad());
+  adopt(*c, full, tp, -1, 0);  // A [r, in] whole, B [out, r] by rows
   return c;
 }
 
 std::shared_ptr<RowParallelLinear> row(const nn::LoraLinear& full, const TensorParallelGroup& tp,
                                        const std::shared_ptr<SequenceGather>& closes) {
-  ZENITH_CHECK(!full.has_adapter(), "[tensor parallel] add LoRA adapters after parallelize_llama");
   Tensor bias;
   if (full.bias().defined()) {
     NoGradGuard no_grad;
@@ -68,7 +86,7 @@ std::shared_ptr<RowParallelLinear> row(const nn::LoraLinear& full, const TensorP
   }
   auto r = std::make_shared<RowParallelLinear>(shard_columns(full.weight(), tp.rank(), tp.size()),
                                                bias, tp, closes);
-  for (auto& p : r->parameters()) p.requires_grad_(full.weight().requires_grad());
+  adopt(*r, full, tp, 1, -1);  // A [r, in] by columns, B [out, r] whole
   return r;
 }
 
@@ -95,8 +113,9 @@ TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup t
                "[tensor parallel] activation checkpointing is not supported on a tensor-parallel "
                "model yet");
   for (const auto& [path, layer] : model.linear_layers())
-    ZENITH_CHECK(!layer->has_adapter(), "[tensor parallel] ", path,
-                 " has a LoRA adapter: add adapters after parallelize_llama");
+    ZENITH_CHECK(path != "lm_head" || !layer->has_adapter(),
+                 "[tensor parallel] a LoRA adapter on lm_head is not supported (the output layer "
+                 "is vocabulary-parallel)");
   TensorParallelPlan plan;
   plan.tp = tp;
   auto decoder = child<DecoderCell>(model, "model");
@@ -139,6 +158,17 @@ TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup t
     }
     plan.sharded[prefix + "self_attn.o_proj.weight"] = 1;
     plan.sharded[prefix + "mlp.down_proj.weight"] = 1;
+    // Adapters split with their base: B of a column-parallel layer by rows, A of a row-parallel
+    // one by columns; the other factor is replicated with a partial gradient on each rank.
+    for (const char* p : {"self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj.",
+                          "mlp.gate_proj.", "mlp.up_proj."}) {
+      plan.sharded[prefix + p + "lora_B.weight"] = 0;
+      plan.partial_gradients.insert(prefix + p + "lora_A.weight");
+    }
+    for (const char* p : {"self_attn.o_proj.", "mlp.down_proj."}) {
+      plan.sharded[prefix + p + "lora_A.weight"] = 1;
+      plan.partial_gradients.insert(prefix + p + "lora_B.weight");
+    }
   }
 
   // Vocabulary rows: the embedding, and the output layer (itself when tied).
@@ -187,9 +217,25 @@ double TensorParallelPlan::clip_grad_norm(const models::Llama& model, double max
 }
 
 void TensorParallelPlan::sync_gradients(const models::Llama& model) const {
-  if (!tp.sequence_parallel || degree() == 1) return;
-  for (const Tensor& p : replicated_parameters(model))
-    if (p.grad().defined()) comm::all_reduce(p.grad(), comm::ReduceOp::SUM, tp.group);
+  if (degree() == 1) return;
+  for (auto& [name, p] : model.named_parameters()) {
+    if (sharded.count(name) || !p.grad().defined()) continue;
+    if (tp.sequence_parallel || partial_gradients.count(name))
+      comm::all_reduce(p.grad(), comm::ReduceOp::SUM, tp.group);
+  }
+}
+
+io::LoraAdapter tensor_parallel_lora_adapter(const models::Llama& model,
+                                             const TensorParallelPlan& plan,
+                                             const io::LoraConfig& config) {
+  io::LoraAdapter adapter = models::lora_adapter(model, config);
+  for (auto& [path, w] : adapter.modules) {
+    auto it = plan.sharded.find(path + ".lora_B.weight");
+    if (it != plan.sharded.end()) w.B = all_gather_along(w.B.contiguous(), 0, plan.tp.group);
+    it = plan.sharded.find(path + ".lora_A.weight");
+    if (it != plan.sharded.end()) w.A = all_gather_along(w.A.contiguous(), 1, plan.tp.group);
+  }
+  return adapter;
 }
 
 Tensor tensor_parallel_lm_loss(models::Llama& model, const TensorParallelPlan& plan,

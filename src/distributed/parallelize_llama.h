@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct TensorParallelPlan {
   int64_t vocab_rows = 0;
   // Parameter name -> the dimension it is split on (0 rows, 1 columns); absent: replicated.
   std::map<std::string, int> sharded;
+  // Replicated parameters whose gradient on each rank is a partial sum (the unsplit factor of a
+  // LoRA adapter): sync_gradients sums them.
+  std::set<std::string> partial_gradients;
 
   int rank() const { return tp.rank(); }
   int degree() const { return tp.size(); }
@@ -41,11 +45,12 @@ struct TensorParallelPlan {
   std::vector<Tensor> replicated_parameters(const models::Llama& model) const;
   // This rank's block of a full (one-process) tensor named `name`, for comparisons and loading.
   Tensor shard_of(const std::string& name, const Tensor& full) const;
-  // The global gradient norm (each shard once; max_norm > 0 also clips). With sequence
-  // parallelism the replicated parameters' gradients are partial sums: sync_gradients first.
+  // The global gradient norm (each shard once; max_norm > 0 also clips). Call sync_gradients
+  // first.
   double clip_grad_norm(const models::Llama& model, double max_norm) const;
-  // Sequence parallel: all-reduces the replicated parameters' gradients (norm weights) over
-  // the tensor group. A no-op without it.
+  // After backward, before clipping and the optimizer step: sums over the tensor group the
+  // gradients that are partial on each rank: partial_gradients, and with sequence parallelism
+  // every replicated parameter's (norm weights). A no-op when there are none.
   void sync_gradients(const models::Llama& model) const;
 };
 
@@ -54,14 +59,21 @@ struct TensorParallelPlan {
 void check_tensor_parallel(const models::LlamaConfig& config, int degree);
 
 // Rewrites `model` for tensor parallelism over tp.group (every rank of the group calls it with
-// the same full model, e.g. the same checkpoint). Adapters must be added after it. Activation
-// checkpointing and the KV cache are not supported on a rewritten model.
+// the same full model, e.g. the same checkpoint). LoRA adapters already on the model (add_lora,
+// load_lora: before, as one process would) are split with their base layer; lm_head may not
+// carry one. Activation checkpointing and the KV cache are not supported on a rewritten model.
 TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup tp);
 
 // HF's causal-LM loss (shifted labels, -100 ignored, mean) with the output layer and cross
 // entropy vocabulary-parallel: no rank holds [B, T, V].
 Tensor tensor_parallel_lm_loss(models::Llama& model, const TensorParallelPlan& plan,
                                const models::LlamaInput& input, const Tensor& labels);
+// The model's adapters as one process would save them (each split factor all-gathered over the
+// group; every rank gets the whole adapter): io::save_lora_adapter it on one rank.
+io::LoraAdapter tensor_parallel_lora_adapter(const models::Llama& model,
+                                             const TensorParallelPlan& plan,
+                                             const io::LoraConfig& config);
+
 // The same from the final norm's output `hidden` [B, T, D] (sequence parallel: [B, T / n, D]).
 Tensor tensor_parallel_head_loss(const models::Llama& model, const TensorParallelPlan& plan,
                                  const Tensor& hidden, const Tensor& labels);

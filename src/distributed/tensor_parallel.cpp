@@ -82,6 +82,11 @@ Tensor collective(const char* name, const Tensor& x, F forward, B backward) {
 
 }  // namespace
 
+Tensor all_gather_along(const Tensor& x, int64_t dim, const comm::Group& group) {
+  NoGradGuard no_grad;
+  return group.size() == 1 ? x : all_gather_dim(x, wrap_dim(x, dim), group);
+}
+
 Tensor copy_to_tensor_parallel(const Tensor& x, const comm::Group& group) {
   if (group.size() == 1) return x;
   return collective(

@@ -34,6 +34,9 @@ Tensor reduce_scatter_sequence(const Tensor& x, int64_t dim, const communication
 // This rank's chunk along `dim` forward; all-gather backward.
 Tensor split_sequence(const Tensor& x, int64_t dim, const communication::Group& group);
 
+// Every rank's x concatenated along `dim`, in rank order (no autograd).
+Tensor all_gather_along(const Tensor& x, int64_t dim, const communication::Group& group);
+
 // ---- layers (they are LoraLinear cells, so module paths, adapters and freezing still work)
 
 struct TensorParallelGroup {

@@ -243,6 +243,75 @@ TEST(TensorParallel, SequenceParallelMatchesOneProcessAndKeepsLessActivation) {
   });
 }
 
+// LoRA on every linear layer of a frozen base, with B random (PEFT's zero B would leave A
+// without a gradient): the adapters split with their layers; 10 AdamW steps (with sequence
+// parallelism too) and the saved PEFT adapter against one process's.
+TEST(TensorParallel, LoraAdaptersSplitWithTheirLayersAndSaveAsOneProcess) {
+  TempDir dirs("tp_lora");
+  for (bool sequence_parallel : {false, true}) {
+    in_ranks([&](int rank) {
+      manual_seed(15);
+      models::Llama ref(tiny_config(false));
+      auto tp_model = copy_of(ref);
+      io::LoraConfig config;
+      config.r = 4;
+      config.lora_alpha = 8;
+      config.target_modules = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                               "gate_proj", "up_proj", "down_proj"};
+      models::add_lora(ref, config);
+      io::LoraAdapter start = models::lora_adapter(ref, config);
+      for (auto& [path, w] : start.modules) w.B = ops::mul(Tensor::randn(w.B.shape()), 0.1);
+      models::apply_lora(ref, start);
+      models::apply_lora(*tp_model, start);
+      ref.freeze_base();
+      tp_model->freeze_base();
+      auto plan =
+          distributed::parallelize_llama(*tp_model, {.sequence_parallel = sequence_parallel});
+      auto opt_ref = nn::AdamW(ref.trainable_params(), 1e-2);
+      auto opt_tp = nn::AdamW(tp_model->trainable_params(), 1e-2);
+      expect(tp_model->trainable_params().size() == ref.trainable_params().size(),
+             "trainable tensors: ", tp_model->trainable_params().size());
+      for (int step = 0; step < 10; ++step) {
+        Tensor ids = tokens(64, 300 + uint64_t(step));
+        models::causal_lm_loss(ref.forward(ids), ids).backward();
+        distributed::tensor_parallel_lm_loss(*tp_model, plan, {.input_ids = ids}, ids).backward();
+        plan.sync_gradients(*tp_model);
+        if (step == 0) {
+          std::map<std::string, Tensor> full;
+          for (auto& [name, p] : ref.named_parameters()) full.emplace(name, p);
+          for (auto& [name, p] : tp_model->named_parameters()) {
+            if (!p.requires_grad()) continue;
+            const double err = relative(p.grad(), plan.shard_of(name, full.at(name).grad()));
+            expect(err < 1e-5, name, " gradient differs by ", err);
+          }
+        }
+        const double n_ref = nn::clip_grad_norm(ref.trainable_params(), 1e9);
+        const double n_tp = plan.clip_grad_norm(*tp_model, 0);
+        expect(std::fabs(n_tp - n_ref) < 1e-5 * n_ref, "norm ", n_tp, " vs ", n_ref);
+        opt_ref->step();
+        opt_tp->step();
+        opt_ref->zero_grad();
+        opt_tp->zero_grad();
+      }
+      io::LoraAdapter saved = distributed::tensor_parallel_lora_adapter(*tp_model, plan, config);
+      io::LoraAdapter want = models::lora_adapter(ref, config);
+      expect(saved.modules.size() == want.modules.size(), "modules ", saved.modules.size());
+      for (auto& [path, w] : want.modules) {
+        const auto& got = saved.modules.at(path);
+        expect(relative(got.A, w.A) < 1e-4 && relative(got.B, w.B) < 1e-4, path,
+               " adapter differs: A ", relative(got.A, w.A), " B ", relative(got.B, w.B));
+      }
+      if (rank == 0)
+        io::save_lora_adapter(dirs / ("tp" + std::to_string(sequence_parallel)), saved);
+    });
+    io::LoraAdapter loaded =
+        io::load_lora_adapter(dirs / ("tp" + std::to_string(sequence_parallel)));
+    EXPECT_EQ(loaded.modules.size(), 14u);  // 7 linear layers x 2 decoder layers
+    EXPECT_EQ(loaded.modules.at("model.layers.1.self_attn.o_proj").A.shape(), (Shape{4, 32}));
+    EXPECT_EQ(loaded.modules.at("model.layers.1.mlp.gate_proj").B.shape(), (Shape{48, 4}));
+  }
+}
+
 TEST(TensorParallel, DegreeMustDivideHeadsAndSizes) {
   models::LlamaConfig c = tiny_config(false);
   c.num_attention_heads = 6;
