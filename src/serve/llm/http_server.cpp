@@ -1,0 +1,302 @@
+#include "serve/llm/http_server.h"
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "platform/deployments/tls_cert.h"
+#include "platform/http/reply.h"
+#include "serve/llm/http_server_impl.h"
+#include "serve/llm/openai_response.h"
+#include "zenith/llama.h"
+
+namespace zenith::serve::llm {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Set by a route's handler when it counted its answer itself.
+thread_local bool t_counted = false;
+
+bool admin_path(const std::string& path) {
+  return path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter";
+}
+
+// Whether a client may retry a 4xx unchanged: only a timeout, a conflict or a full queue.
+bool retryable(int status) { return status == 408 || status == 409 || status == 429; }
+
+}  // namespace
+
+void reply_api_error(httplib::Response& res, const ApiError& error) {
+  if (error.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  platform::reply_json(res, error.status, error_body(error));
+}
+
+std::string new_request_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "req_%016llx%08llx", (unsigned long long)rng(),
+                (unsigned long long)(rng() & 0xffffffffu));
+  return buf;
+}
+
+void LlmServer::Impl::count(const std::string& endpoint, int status, double seconds) {
+  std::lock_guard lock(http_mutex);
+  ++http.answered[{endpoint, status}];
+  http.latency_sum += seconds;
+  ++http.latency_count;
+}
+
+std::optional<platform::GateRefusal> LlmServer::Impl::authorize(const httplib::Request& req) {
+  if (req.path == "/health" || req.path == "/metrics") return std::nullopt;
+  const std::string h = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (h.empty())
+    return platform::GateRefusal{401,
+                                 "[serve] missing 'Authorization: Bearer <token>' (make one with "
+                                 "`zenith token create --service " +
+                                     options.name + "`)"};
+  const std::string secret = h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : "";
+  if (admin_path(req.path)) {
+    auto record = tokens->find(secret);
+    if (!record) return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
+    if (record->role != "admin")
+      return platform::GateRefusal{403,
+                                   "[serve] adapters are loaded and unloaded with a platform "
+                                   "admin token (`zenith token create --role admin`)"};
+    return std::nullopt;
+  }
+  switch (tokens->check(secret)) {
+    case platform::TokenCheck::kOk:
+      return std::nullopt;
+    case platform::TokenCheck::kForbidden:
+      return platform::GateRefusal{
+          403, "[serve] this token is for another service, not '" + options.name + "'"};
+    case platform::TokenCheck::kUnauthorized:
+      break;
+  }
+  return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
+}
+
+void LlmServer::Impl::models(httplib::Response& res) {
+  json data = json::array();
+  data.push_back({{"id", options.name},
+                  {"object", "model"},
+                  {"created", created},
+                  {"owned_by", "zenith"},
+                  {"root", options.name},
+                  {"parent", nullptr},
+                  {"max_model_len", engine->max_model_len()}});
+  std::lock_guard lock(adapters_mutex);
+  for (const auto& [name, dir] : adapter_dirs)
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "zenith"},
+                    {"root", dir},
+                    {"parent", options.name},
+                    {"max_model_len", engine->max_model_len()}});
+  platform::reply_json(res, 200, {{"object", "list"}, {"data", data}});
+}
+
+void LlmServer::Impl::load_adapter(const httplib::Request& req, httplib::Response& res) {
+  auto body = platform::parse_json_body(req.body, res, "serve");
+  if (!body) return;
+  const json name = body->value("lora_name", json()), path = body->value("lora_path", json());
+  if (!name.is_string() || name.get<std::string>().empty())
+    throw ApiError{400, "'lora_name' must be a non-empty string", "lora_name", ""};
+  if (!path.is_string() || path.get<std::string>().empty())
+    throw ApiError{400, "'lora_path' must be an adapter directory", "lora_path", ""};
+  if (name == options.name)
+    throw ApiError{400, "'lora_name' is the base model's name", "lora_name", ""};
+  try {
+    engine->add_adapter(name, path);
+  } catch (const std::exception& e) {
+    throw ApiError{400, std::string("cannot load the adapter: ") + e.what(), "lora_path", ""};
+  }
+  {
+    std::lock_guard lock(adapters_mutex);
+    adapter_dirs[name] = path;
+  }
+  platform::reply_json(res, 200, {{"status", "ok"}, {"lora_name", name}, {"lora_path", path}});
+}
+
+void LlmServer::Impl::unload_adapter(const httplib::Request& req, httplib::Response& res) {
+  auto body = platform::parse_json_body(req.body, res, "serve");
+  if (!body) return;
+  const json name = body->value("lora_name", json());
+  if (!name.is_string()) throw ApiError{400, "'lora_name' must be a string", "lora_name", ""};
+  if (!engine->remove_adapter(name))
+    throw ApiError{404, "no adapter named '" + name.get<std::string>() + "'", "lora_name",
+                   "model_not_found"};
+  {
+    std::lock_guard lock(adapters_mutex);
+    adapter_dirs.erase(name);
+  }
+  platform::reply_json(res, 200, {{"status", "ok"}, {"lora_name", name}});
+}
+
+std::string LlmServer::Impl::metrics_text() {
+  HttpCounts counts;
+  {
+    std::lock_guard lock(http_mutex);
+    counts = http;
+  }
+  return llm::metrics_text(options.name, engine->stats(), counts);
+}
+
+std::shared_ptr<const TokenBytes> LlmServer::Impl::token_bytes() {
+  std::lock_guard lock(vocab_mutex);
+  if (!vocab) vocab = TokenBytes::from_tokenizer(*tokenizer);
+  return vocab;
+}
+
+void LlmServer::Impl::routes() {
+  auto& s = *server;
+  s.set_keep_alive_max_count(100000);
+  s.set_tcp_nodelay(true);
+  s.set_read_timeout(30, 0);
+  s.set_write_timeout(30, 0);
+  s.set_gate([this](const httplib::Request& req) { return authorize(req); });
+  s.set_error_hook([this](const httplib::Request& req, const httplib::Response& res) {
+    if (!t_counted)
+      count(req.path.rfind("/v1/", 0) == 0 ? req.path.substr(4) : "other", res.status, 0);
+    t_counted = false;
+  });
+  // Every answer, the listener's own refusals included ({"error": "..."}), leaves with a
+  // request id and, when it is an error, in OpenAI's envelope.
+  s.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.has_header("x-request-id")) res.set_header("x-request-id", new_request_id());
+    if (res.status < 400) return;
+    if (res.status < 500 && !retryable(res.status)) res.set_header("x-should-retry", "false");
+    json body = json::parse(res.body, nullptr, false);
+    if (body.is_object() && body.contains("error") && body["error"].is_string()) {
+      ApiError e{res.status, body["error"].get<std::string>(), "", ""};
+      res.set_content(platform::json_text(error_body(e)) + "\n", "application/json");
+      // The length was written down before this hook runs.
+      if (res.has_header("Content-Length")) {
+        res.headers.erase("Content-Length");
+        res.set_header("Content-Length", std::to_string(res.body.size()));
+      }
+    }
+  });
+  auto handle = [this](const std::string& endpoint, auto fn) {
+    return [this, endpoint, fn](const httplib::Request& req, httplib::Response& res) {
+      const auto start = Clock::now();
+      res.set_header("x-request-id", new_request_id());
+      try {
+        fn(req, res);
+      } catch (const ApiError& e) {
+        reply_api_error(res, e);
+      } catch (const std::exception& e) {
+        reply_api_error(res, {500, std::string("[serve] internal error: ") + e.what(), "", ""});
+      }
+      count(endpoint, res.status, std::chrono::duration<double>(Clock::now() - start).count());
+      t_counted = res.status >= 400;
+    };
+  };
+  s.Get("/health", handle("health", [](auto&, auto& res) {
+          platform::reply_json(res, 200, {{"status", "ok"}});
+        }));
+  s.Get("/v1/models", handle("models", [this](auto&, auto& res) { models(res); }));
+  s.Post("/v1/chat/completions",
+         handle("chat_completions", [this](auto& req, auto& res) { complete(req, res, true); }));
+  s.Post("/v1/completions",
+         handle("completions", [this](auto& req, auto& res) { complete(req, res, false); }));
+  s.Post("/v1/load_lora_adapter",
+         handle("adapters", [this](auto& req, auto& res) { load_adapter(req, res); }));
+  s.Post("/v1/unload_lora_adapter",
+         handle("adapters", [this](auto& req, auto& res) { unload_adapter(req, res); }));
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
+  });
+}
+
+LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.model_dir = model_dir;
+  m.options = std::move(options);
+  if (m.options.name.empty()) m.options.name = fs::path(model_dir).lexically_normal().filename();
+  if (m.options.name.empty()) m.options.name = fs::path(model_dir).parent_path().filename();
+  ZENITH_CHECK(!m.options.token_db.empty(), "[serve] no token store given");
+  m.tokens = std::make_unique<platform::TokenVerifier>(m.options.token_db, m.options.name);
+  m.created = int64_t(std::time(nullptr));
+  auto model = models::Llama::from_pretrained(model_dir);
+  model->eval();
+  m.tokenizer = text::Tokenizer::find_in_dir(model_dir);
+  ZENITH_CHECK(
+      m.tokenizer != nullptr, "[serve] ", model_dir,
+      " has no tokenizer (tokenizer.json or tokenizer.model): an OpenAI service needs one");
+  if (!m.options.chat_template.empty() || !m.tokenizer->chat_template().empty())
+    m.chat_template = text::ChatTemplate::for_tokenizer(*m.tokenizer, m.options.chat_template);
+  m.engine = std::make_unique<Engine>(model, m.tokenizer, m.options.engine);
+  for (const auto& [name, dir] : m.options.adapters) {
+    ZENITH_CHECK(name != m.options.name, "[serve] adapter name '", name,
+                 "' is the base model's name");
+    m.engine->add_adapter(name, dir);
+    m.adapter_dirs[name] = dir;
+  }
+  platform::HttpLimits limits;
+  limits.max_body_bytes = m.options.max_body_bytes;
+  limits.max_threads = size_t(std::max(4, m.options.http_threads));
+  limits.component = "serve";
+  if (m.options.tls) {
+    if (m.options.cert.empty() != m.options.key.empty())
+      ZENITH_FAIL("[serve] give both --cert and --key, or neither (a self-signed pair)");
+    if (m.options.cert.empty()) {
+      ZENITH_CHECK(!m.options.tls_dir.empty(), "[serve] no directory for the self-signed cert");
+      auto files = platform::ensure_self_signed_cert(m.options.tls_dir);
+      m.options.cert = files.cert;
+      m.options.key = files.key;
+    }
+    m.server = std::make_unique<platform::GuardedServer>(limits, m.options.cert, m.options.key);
+    m.cert = m.options.cert;
+  } else {
+    m.server = std::make_unique<platform::GuardedServer>(limits);
+  }
+  m.server->allow_host(m.options.host);
+  m.routes();
+}
+
+LlmServer::~LlmServer() {
+  stop();
+  impl_->engine.reset();
+}
+
+int LlmServer::bind() {
+  Impl& m = *impl_;
+  if (m.options.port == 0) {
+    m.bound_port = m.server->bind_to_any_port(m.options.host);
+    ZENITH_CHECK(m.bound_port > 0, "[serve] cannot bind ", m.options.host);
+  } else {
+    ZENITH_CHECK(m.server->bind_to_port(m.options.host, m.options.port),
+                 "[serve] cannot listen on ", m.options.host, ":", m.options.port,
+                 " (in use? try --port)");
+    m.bound_port = m.options.port;
+  }
+  return m.bound_port;
+}
+
+void LlmServer::serve() { impl_->server->listen_after_bind(); }
+
+void LlmServer::stop() {
+  impl_->stopping = true;
+  if (impl_->server && impl_->server->is_running()) impl_->server->stop();
+}
+
+std::string LlmServer::url() const {
+  std::string host = impl_->options.host;
+  if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
+  return std::string(impl_->options.tls ? "https://" : "http://") + host + ":" +
+         std::to_string(impl_->bound_port);
+}
+
+std::string LlmServer::cert_path() const { return impl_->cert; }
+const LlmServeOptions& LlmServer::options() const { return impl_->options; }
+Engine& LlmServer::engine() { return *impl_->engine; }
+
+}  // namespace zenith::serve::llm

@@ -1,0 +1,344 @@
+// The OpenAI-compatible LLM service over real HTTPS on loopback (src/serve/llm/http_server.cpp,
+// openai_routes.cpp) with the small examples/llm/fortunes-llama: tokens, the error envelope and
+// its headers, streaming as OpenAI frames it (raw bytes), pings, 429, metrics counts.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "platform/deployments/deployment_store.h"
+#include "serve/llm/http_server.h"
+#include "support/temp_dir.h"
+#include "zenith/text.h"
+
+namespace zenith::serve::llm {
+namespace {
+
+using nlohmann::json;
+using zenith::testing::TempDir;
+
+const std::string kModel = ZENITH_SOURCE_DIR "/examples/llm/fortunes-llama";
+
+class OpenAiServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("openai");
+    platform::DeploymentStore store(db());
+    token_ = store.create_token("fortunes").second;
+    other_token_ = store.create_token("other").second;
+    admin_token_ = store.create_token("", 0, "admin").second;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string db() { return dir_->str() + "/zenith.db"; }
+  static LlmServeOptions options() {
+    LlmServeOptions o;
+    o.name = "fortunes";
+    o.port = 0;
+    o.tls_dir = dir_->str() + "/tls";
+    o.token_db = db();
+    o.engine.kv_cache_bytes = 16 << 20;
+    return o;
+  }
+
+  void start(LlmServeOptions o = options()) {
+    server_ = std::make_unique<LlmServer>(kModel, o);
+    server_->bind();
+    thread_ = std::thread([this] { server_->serve(); });
+  }
+  void TearDown() override {
+    if (!server_) return;
+    server_->stop();
+    thread_.join();
+    server_.reset();
+  }
+  std::unique_ptr<httplib::Client> client(const std::string& token) const {
+    auto c = std::make_unique<httplib::Client>(server_->url());
+    c->enable_server_certificate_verification(true);
+    c->set_ca_cert_path(server_->cert_path().c_str());
+    c->set_read_timeout(30);
+    if (!token.empty()) c->set_bearer_token_auth(token);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const json& body,
+                       const std::string& token = token_) const {
+    return client(token)->Post(path.c_str(), body.dump(), "application/json");
+  }
+  static json chat(const std::string& text, json extra = json::object()) {
+    json body = {{"model", "fortunes"},
+                 {"messages", {{{"role", "user"}, {"content", text}}}},
+                 {"max_tokens", 8},
+                 {"temperature", 0}};
+    body.update(extra);
+    return body;
+  }
+
+  static TempDir* dir_;
+  static std::string token_, other_token_, admin_token_;
+  std::unique_ptr<LlmServer> server_;
+  std::thread thread_;
+};
+
+TempDir* OpenAiServerTest::dir_ = nullptr;
+std::string OpenAiServerTest::token_, OpenAiServerTest::other_token_,
+    OpenAiServerTest::admin_token_;
+
+// An error answer: OpenAI's envelope, a request id, and no retry for a 4xx a retry cannot fix.
+void expect_error(const httplib::Result& r, int status, const std::string& param) {
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, status) << r->body;
+  const json body = json::parse(r->body);
+  ASSERT_TRUE(body["error"].is_object()) << r->body;
+  for (const char* key : {"message", "type", "param", "code"})
+    EXPECT_TRUE(body["error"].contains(key)) << key << " in " << r->body;
+  EXPECT_EQ(body["error"]["param"], param.empty() ? json() : json(param)) << r->body;
+  EXPECT_FALSE(r->get_header_value("x-request-id").empty());
+  if (status < 500 && status != 429) EXPECT_EQ(r->get_header_value("x-should-retry"), "false");
+}
+
+TEST_F(OpenAiServerTest, HealthIsOpenAndEverythingElseNeedsTheServiceToken) {
+  start();
+  auto health = client("")->Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_FALSE(health->get_header_value("x-request-id").empty());
+  expect_error(client("")->Get("/v1/models"), 401, "");
+  expect_error(client(other_token_)->Get("/v1/models"), 403, "");
+  expect_error(client("zt_nonsense")->Get("/v1/models"), 401, "");
+  expect_error(post("/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", "/x"}}), 403, "");
+  auto models = client(token_)->Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  const json list = json::parse(models->body);
+  EXPECT_EQ(list["object"], "list");
+  ASSERT_EQ(list["data"].size(), 1u);
+  EXPECT_EQ(list["data"][0]["id"], "fortunes");
+  EXPECT_TRUE(list["data"][0]["parent"].is_null());
+}
+
+TEST_F(OpenAiServerTest, ChatAnswersWithUsageAndMatchesCompletionsOfTheSamePrompt) {
+  start();
+  auto r = post("/v1/chat/completions", chat("Tell me a fortune"));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json a = json::parse(r->body);
+  EXPECT_EQ(a["object"], "chat.completion");
+  EXPECT_EQ(a["id"], "chatcmpl-" + r->get_header_value("x-request-id"));
+  EXPECT_EQ(a["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(a["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(a["usage"]["total_tokens"],
+            a["usage"]["prompt_tokens"].get<int>() + a["usage"]["completion_tokens"].get<int>());
+  EXPECT_TRUE(a["usage"]["prompt_tokens_details"]["cached_tokens"].is_number());
+  // The same prompt as ids through /v1/completions gives the same greedy text.
+  auto tok = text::Tokenizer::from_dir(kModel);
+  auto tmpl = text::ChatTemplate::for_tokenizer(*tok);
+  const std::vector<text::ChatMessage> messages = {{"user", "Tell me a fortune"}};
+  const auto ids = text::encode_chat(*tok, tmpl, messages, true).ids;
+  auto c = post("/v1/completions",
+                {{"model", "fortunes"}, {"prompt", ids}, {"max_tokens", 8}, {"temperature", 0}});
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->status, 200) << c->body;
+  const json b = json::parse(c->body);
+  EXPECT_EQ(b["object"], "text_completion");
+  EXPECT_EQ(b["choices"][0]["text"], a["choices"][0]["message"]["content"]);
+  EXPECT_EQ(b["usage"]["prompt_tokens"], a["usage"]["prompt_tokens"]);
+}
+
+TEST_F(OpenAiServerTest, ClientMistakesAre4xxNamingTheFieldAndTheServiceLivesOn) {
+  start();
+  expect_error(client(token_)->Post("/v1/chat/completions", "{\"model\": ", "application/json"),
+               400, "");
+  expect_error(
+      client(token_)->Post("/v1/chat/completions",
+                           std::string(10000, '[') + std::string(10000, ']'), "application/json"),
+      400, "");
+  expect_error(post("/v1/chat/completions", chat("hi", {{"model", "gpt-4"}})), 404, "model");
+  expect_error(post("/v1/chat/completions", chat("hi", {{"max_tokens", 1000000000}})), 400,
+               "max_tokens");
+  expect_error(post("/v1/chat/completions", chat("hi", {{"n", 1000}})), 400, "n");
+  expect_error(post("/v1/chat/completions", chat("hi", {{"temperature", "warm"}})), 400,
+               "temperature");
+  json stops = json::array();
+  for (int i = 0; i < 10000; ++i) stops.push_back("x" + std::to_string(i));
+  expect_error(post("/v1/chat/completions", chat("hi", {{"stop", stops}})), 400, "stop");
+  expect_error(post("/v1/completions", {{"model", "fortunes"}, {"prompt", "<s></s>"}}), 400,
+               "prompt");
+  expect_error(
+      client(token_)->Post("/v1/completions", "{\"model\":\"fortunes\",\"prompt\":\"a\xff\"}",
+                           "application/json"),
+      400, "prompt");
+  expect_error(
+      post(
+          "/v1/chat/completions",
+          chat("hi", {{"response_format",
+                       {{"type", "json_schema"},
+                        {"json_schema",
+                         {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "a+"}}}}}}}})),
+      400, "response_format.json_schema.schema");
+  const std::string big(9 << 20, 'a');
+  expect_error(client(token_)->Post("/v1/completions", big, "application/json"), 413, "");
+  auto health = client("")->Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+// The events of a raw SSE body: each "data: " payload; comments (": ping") counted apart.
+struct Sse {
+  std::vector<std::string> data;
+  int comments = 0;
+  bool well_framed = true;
+};
+Sse parse_sse(const std::string& body) {
+  Sse out;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    if (end == std::string::npos) {
+      out.well_framed = false;
+      break;
+    }
+    const std::string event = body.substr(at, end - at);
+    if (event.rfind(": ", 0) == 0)
+      ++out.comments;
+    else if (event.rfind("data: ", 0) == 0 && event.find('\n') == std::string::npos)
+      out.data.push_back(event.substr(6));
+    else
+      out.well_framed = false;
+    at = end + 2;
+  }
+  return out;
+}
+
+TEST_F(OpenAiServerTest, StreamIsFramedAsOpenAiFramesIt) {
+  start();
+  auto r = post(
+      "/v1/chat/completions",
+      chat("Tell me a fortune",
+           {{"stream", true}, {"max_tokens", 6}, {"stream_options", {{"include_usage", true}}}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  const Sse sse = parse_sse(r->body);
+  ASSERT_TRUE(sse.well_framed) << r->body;
+  ASSERT_GE(sse.data.size(), 3u);
+  EXPECT_EQ(sse.data.back(), "[DONE]");
+  const json first = json::parse(sse.data[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text, finish;
+  for (size_t i = 0; i + 2 < sse.data.size(); ++i) {
+    const json chunk = json::parse(sse.data[i]);
+    EXPECT_TRUE(chunk.contains("usage") && chunk["usage"].is_null()) << sse.data[i];
+    EXPECT_EQ(chunk["id"], first["id"]);
+    text += chunk["choices"][0]["delta"].value("content", "");
+    if (!chunk["choices"][0]["finish_reason"].is_null())
+      finish = chunk["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(finish, "length");
+  const json usage = json::parse(sse.data[sse.data.size() - 2]);
+  EXPECT_EQ(usage["choices"], json::array());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 6);
+  // The same request without streaming says the same.
+  auto whole = post("/v1/chat/completions", chat("Tell me a fortune", {{"max_tokens", 6}}));
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(json::parse(whole->body)["choices"][0]["message"]["content"], text);
+}
+
+TEST_F(OpenAiServerTest, WaitingStreamsGetPingsAndAFullQueueIs429) {
+  LlmServeOptions o = options();
+  o.ping_interval_s = 0.005;
+  o.engine.max_running = 1;
+  o.engine.max_waiting = 1;
+  start(o);
+  // A request submitted straight to the engine holds the engine thread in its first callback
+  // until released: the engine is busy, a stream waits behind it, the queue is full.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> holding;
+  auto held = std::make_shared<std::atomic<bool>>(false);
+  SamplingParams p;
+  p.max_tokens = 4;
+  p.temperature = 0;
+  server_->engine().submit({1, 450}, p, [&, held](const Event&) {
+    if (held->exchange(true)) return;
+    holding.set_value();
+    released.wait();
+  });
+  holding.get_future().wait();
+  std::optional<httplib::Result> waiter;
+  std::thread waiter_thread([&] {
+    waiter.emplace(
+        post("/v1/completions",
+             {{"model", "fortunes"}, {"prompt", "You"}, {"max_tokens", 4}, {"stream", true}}));
+  });
+  // (The engine's stats are frozen with its thread: give the stream time to be queued.)
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto full = post("/v1/completions", {{"model", "fortunes"}, {"prompt", "Hi"}, {"max_tokens", 2}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // pings while it waits
+  release.set_value();
+  waiter_thread.join();
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->status, 429) << full->body;
+  EXPECT_EQ(full->get_header_value("retry-after"), "1");
+  EXPECT_EQ(json::parse(full->body)["error"]["type"], "rate_limit_error");
+  ASSERT_TRUE(waiter && *waiter);
+  const Sse sse = parse_sse((*waiter)->body);
+  EXPECT_TRUE(sse.well_framed);
+  EXPECT_GT(sse.comments, 0) << (*waiter)->body;
+  EXPECT_EQ(sse.data.back(), "[DONE]");
+}
+
+double metric(const std::string& text, const std::string& line_start) {
+  const size_t at = text.find("\n" + line_start);
+  if (at == std::string::npos) return -1;
+  const size_t end = text.find('\n', at + 1);
+  const std::string line = text.substr(at + 1, end - at - 1);
+  return std::stod(line.substr(line.rfind(' ') + 1));
+}
+
+TEST_F(OpenAiServerTest, MetricsCountWhatWasSent) {
+  start();
+  int64_t prompt = 0, generated = 0;
+  const std::vector<std::string> prompts = {"Once upon", "You will", "The sea"};
+  for (const auto& p : prompts) {
+    auto r = post("/v1/completions",
+                  {{"model", "fortunes"}, {"prompt", p}, {"max_tokens", 5}, {"temperature", 0}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json u = json::parse(r->body)["usage"];
+    prompt += u["prompt_tokens"].get<int64_t>() -
+              u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    generated += u["completion_tokens"].get<int64_t>();
+  }
+  auto m = client("")->Get("/metrics");  // open, as the KServe service's
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->status, 200);
+  const std::string& t = m->body;
+  const std::string labels = "{model_name=\"fortunes\"}";
+  EXPECT_EQ(metric(t, "zenith:generation_tokens_total" + labels), double(generated)) << t;
+  EXPECT_EQ(metric(t, "zenith:prompt_tokens_total" + labels), double(prompt)) << t;
+  const double finished =
+      metric(t, "zenith:request_success_total{model_name=\"fortunes\",finished_reason=\"stop\"}") +
+      metric(t, "zenith:request_success_total{model_name=\"fortunes\",finished_reason=\"length\"}");
+  EXPECT_EQ(finished, 3.0) << t;
+  EXPECT_EQ(metric(t, "zenith:e2e_request_latency_seconds_count" + labels), 3.0) << t;
+  EXPECT_EQ(metric(t, "zenith:time_to_first_token_seconds_count" + labels), 3.0) << t;
+  EXPECT_EQ(metric(t, "zenith:num_requests_running" + labels), 0.0);
+  EXPECT_EQ(metric(t, "zenith:num_requests_waiting" + labels), 0.0);
+  for (const char* name :
+       {"zenith:kv_cache_usage_perc", "zenith:num_preemptions_total",
+        "zenith:prefix_cache_queries_total", "zenith:prefix_cache_hits_total",
+        "zenith:inter_token_latency_seconds_count", "zenith:request_queue_time_seconds_count"})
+    EXPECT_GE(metric(t, std::string(name) + labels), 0.0) << name;
+  EXPECT_EQ(metric(t,
+                   "zenith_serve_requests_total{model=\"fortunes\",endpoint=\"completions\","
+                   "status=\"200\"}"),
+            3.0);
+}
+
+}  // namespace
+}  // namespace zenith::serve::llm
