@@ -18,6 +18,7 @@ namespace zenith {
 namespace {
 
 namespace comm = communication;
+using distributed::MeshDim;
 using distributed::ZeroOptimizer;
 using test::expect;
 using zenith::testing::TempDir;
@@ -93,12 +94,18 @@ std::vector<double> train_single(bool adamw, double* first_norm) {
   return flatten(m.net->trainable_params());
 }
 
-std::vector<double> train_ddp(bool adamw, int rank, int n) {
+// This rank's place in the data-parallel dimension.
+struct DataParallel {
+  comm::Group group;  // default: the world
+  int rank = 0, size = 1;
+};
+
+std::vector<double> train_ddp(bool adamw, const DataParallel& dp) {
   Mlp m = make_mlp();
-  auto ddp = nn::DistributedDataParallel(m.net);
+  auto ddp = nn::DistributedDataParallel(m.net, {.group = dp.group});
   auto opt = make_optimizer(adamw, ddp->trainable_params());
   for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = batch(s, rank, n);
+    auto [x, y] = batch(s, dp.rank, dp.size);
     opt->zero_grad();
     ops::mse_loss(ddp->forward(x), y).backward();
     opt->step();
@@ -117,18 +124,18 @@ std::vector<double> full_params(ZeroOptimizer& zero) {
   return flatten(out);
 }
 
-std::vector<double> train_zero(bool adamw, int stage, int rank, int n, double* first_norm) {
+std::vector<double> train_zero(bool adamw, int stage, const DataParallel& dp, double* first_norm) {
   Mlp m = make_mlp();
   auto zero = std::make_shared<ZeroOptimizer>(
       m.net->trainable_params(),
       [adamw](std::vector<Tensor> p) { return make_optimizer(adamw, std::move(p)); },
-      distributed::ZeroOptions{.stage = stage});
+      distributed::ZeroOptions{.stage = stage, .group = dp.group});
   nn::CellPtr net = m.net;
   if (stage == 3)
     net = nn::SequentialCell({distributed::fully_shard(m.first, zero), nn::Tanh(),
                               distributed::fully_shard(m.second, zero)});
   for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = batch(s, rank, n);
+    auto [x, y] = batch(s, dp.rank, dp.size);
     zero->zero_grad();
     ops::mse_loss(net->forward(x), y).backward();
     if (s == 0) *first_norm = zero->grad_norm();
@@ -140,23 +147,26 @@ std::vector<double> train_zero(bool adamw, int stage, int rank, int n, double* f
   return full_params(*zero);
 }
 
-TEST(Zero, StagesOneTwoThreeMatchDdpAndOneProcessOnTwoRanks) {
+// Every stage against DDP over the same group and one process with the global batch, for each
+// optimizer, on `world` ranks arranged as `shape` (ZeRO and DDP over its data dimension).
+void check_equivalence(int world, distributed::MeshShape shape, std::vector<bool> optimizers) {
   TempDir dir("zero");
-  const int n = 2;
   auto results = test::run_ranks(
-      n,
+      world,
       [&](int rank) {
         context::set_num_threads(1);
-        comm::init(test::rank_options(rank, n, "file://" + dir.str()));
-        for (bool adamw : {false, true}) {
+        comm::init(test::rank_options(rank, world, "file://" + dir.str()));
+        auto mesh = distributed::DeviceMesh::create(shape);
+        const DataParallel dp{mesh.data_group(), mesh.data_rank(), mesh.degree(MeshDim::data)};
+        for (bool adamw : optimizers) {
           const char* name = adamw ? "AdamW" : "SGD";
           double single_norm = 0;
           auto single = train_single(adamw, &single_norm);
-          auto ddp = train_ddp(adamw, rank, n);
+          auto ddp = train_ddp(adamw, dp);
           expect(relative_difference(ddp, single) < (adamw ? 1e-4 : 1e-5), name, " DDP vs one");
           for (int stage : {1, 2, 3}) {
             double norm = 0;
-            auto zero = train_zero(adamw, stage, rank, n, &norm);
+            auto zero = train_zero(adamw, stage, dp, &norm);
             const double vs_ddp = relative_difference(zero, ddp);
             const double vs_single = relative_difference(zero, single);
             expect(vs_ddp < 1e-6, name, " ZeRO-", stage, " vs DDP: ", vs_ddp);
@@ -168,8 +178,10 @@ TEST(Zero, StagesOneTwoThreeMatchDdpAndOneProcessOnTwoRanks) {
             expect(relative_difference(zero, flatten(make_mlp().net->trainable_params())) > 1e-3,
                    name, " ZeRO-", stage, " did not train");
             if (rank == 0)
-              std::fprintf(stderr, "%s ZeRO-%d: vs DDP %.3g, vs one process %.3g, norm %.9g/%.9g\n",
-                           name, stage, vs_ddp, vs_single, norm, single_norm);
+              std::fprintf(stderr,
+                           "%s, %s: ZeRO-%d vs DDP %.3g, vs one process %.3g, norm %.9g/%.9g\n",
+                           mesh.layout().describe().c_str(), name, stage, vs_ddp, vs_single, norm,
+                           single_norm);
           }
         }
         comm::release();
@@ -177,6 +189,18 @@ TEST(Zero, StagesOneTwoThreeMatchDdpAndOneProcessOnTwoRanks) {
       120);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << test::describe(results);
 }
+
+TEST(Zero, StagesOneTwoThreeMatchDdpAndOneProcessOnTwoRanks) {
+  check_equivalence(2, {}, {false, true});
+}
+
+// ZeRO over the data dimension of a data 2 x tensor 2 mesh: each data group is two ranks.
+TEST(Zero, StagesMatchOverTheDataGroupOfATwoByTwoMesh) {
+  check_equivalence(4, {.data = 2, .tensor = 2}, {true});
+}
+
+// 4 data ranks: 3 rows split 1, 1, 1 and an empty last shard.
+TEST(Zero, StagesMatchWithEmptyLastShardsOnFourRanks) { check_equivalence(4, {}, {false}); }
 
 // Model-state bytes per rank (float32, AdamW: K = 8 bytes of state per parameter) after a step,
 // before zero_grad, against the ZeRO paper's formulas; and the bytes each step sent.
