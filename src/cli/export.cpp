@@ -20,6 +20,7 @@
 #include "onnx/onnx_export.h"
 #include "onnx/onnx_runtime.h"
 #include "zenith/gguf.h"
+#include "zenith/quant.h"
 #include "zenith/zenith.h"
 
 namespace zenith::cli {
@@ -47,6 +48,16 @@ std::string first_difference(const models::Llama& a, const models::Llama& b) {
     if (u.shape() != c.shape() || std::memcmp(u.raw_data(), c.raw_data(), c.nbytes()) != 0)
       return name;
   }
+  const auto la = a.linear_layers(), lb = b.linear_layers();
+  for (size_t i = 0; i < la.size() && i < lb.size(); ++i) {
+    const QuantizedWeight *p = la[i].second->quantized_weight(),
+                          *q = lb[i].second->quantized_weight();
+    if (!p != !q) return la[i].first + ".weight (quantized in one of them only)";
+    if (p && (p->format != q->format || p->blocks.nbytes() != q->blocks.nbytes() ||
+              std::memcmp(p->blocks.contiguous().raw_data(), q->blocks.contiguous().raw_data(),
+                          p->blocks.nbytes()) != 0))
+      return la[i].first + ".weight (blocks)";
+  }
   return "";
 }
 
@@ -57,12 +68,15 @@ int export_gguf(const std::string& model_dir, const std::string& out, const std:
                "model directory)");
   auto model = models::Llama::from_pretrained(model_dir);
   auto tokenizer = text::Tokenizer::find_in_dir(model_dir);
+  const bool quantized = dtype == "q8_0" || dtype == "q4_0" || dtype == "q4_k";
+  if (quantized) model->quantize(quant_from_name(dtype));  // the blocks written are the model's
   const models::GgufExportSummary s =
       models::save_gguf(*model, tokenizer.get(), out, {.dtype = dtype, .name = name});
-  // Read back: the file must hold the weights (f16/bf16 compared after rounding to them).
+  // Read back: the file must hold the weights (and the blocks) bit for bit; at f16/bf16 only
+  // when the model has that dtype.
   auto back = models::load_gguf(out);
   std::string diff;
-  if (dtype == "f32" || dtype_from_name(dtype) == model->weight_dtype())
+  if (dtype == "f32" || quantized || dtype_from_name(dtype) == model->weight_dtype())
     diff = first_difference(*back, *model);
   ZENITH_CHECK(diff.empty(), "[export] ", out, " read back differs from the model at ", diff);
   std::printf(
@@ -85,7 +99,9 @@ int run_export(int argc, char** argv) {
                  "dataset it was trained on (default: the checkpoint's): the input shape");
   app.add_option("--image-size", image_size, "input N x N (default: as trained)");
   app.add_option("--format", format, "onnx or gguf")->capture_default_str();
-  app.add_option("--dtype", dtype, "gguf: tensor type of the matrices, f32, f16 or bf16")
+  app.add_option("--dtype", dtype,
+                 "gguf: tensor type of the matrices, f32, f16, bf16, or GGML blocks q8_0, q4_0, "
+                 "q4_k")
       ->capture_default_str();
   app.add_option("--name", name, "gguf: general.name (default: none)");
   app.add_option("--out", out, "output file")->required();

@@ -5,6 +5,7 @@
 // and put back on import.
 #include "models/llama_gguf.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <regex>
@@ -12,6 +13,7 @@
 #include "zenith/autograd.h"
 #include "zenith/error.h"
 #include "zenith/gguf.h"
+#include "zenith/quant.h"
 
 namespace zenith::models {
 namespace {
@@ -72,10 +74,41 @@ bool is_rotary_projection(const std::string& hf, bool* is_q) {
   return *is_q || hf.find("self_attn.k_proj.") != std::string::npos;
 }
 
+gguf::TensorType tensor_type_of(QuantFormat f) {
+  return f == QuantFormat::q8_0   ? gguf::TensorType::q8_0
+         : f == QuantFormat::q4_0 ? gguf::TensorType::q4_0
+                                  : gguf::TensorType::q4_k;
+}
+
+std::optional<QuantFormat> quant_format_of(uint32_t t) {
+  switch (gguf::TensorType(t)) {
+    case gguf::TensorType::q8_0:
+      return QuantFormat::q8_0;
+    case gguf::TensorType::q4_0:
+      return QuantFormat::q4_0;
+    case gguf::TensorType::q4_k:
+      return QuantFormat::q4_k;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The format a linear layer with `in` inputs takes when `f` is asked for (as Llama::quantize
+// chooses): q4_k needs rows of whole 256-blocks, else q4_0; a row of no whole 32-block stays
+// float.
+std::optional<QuantFormat> layer_format(QuantFormat f, int64_t in) {
+  if (in % quant_block_elems(f) == 0) return f;
+  if (f == QuantFormat::q4_k && in % 32 == 0) return QuantFormat::q4_0;
+  return std::nullopt;
+}
+
 gguf::TensorType tensor_type_for(const std::string& dtype) {
   if (dtype == "f32") return gguf::TensorType::f32;
   if (dtype == "f16") return gguf::TensorType::f16;
   if (dtype == "bf16") return gguf::TensorType::bf16;
+  if (dtype == "q8_0") return gguf::TensorType::q8_0;
+  if (dtype == "q4_0") return gguf::TensorType::q4_0;
+  if (dtype == "q4_k") return gguf::TensorType::q4_k;
   std::string known;
   for (const auto& d : gguf_dtypes()) known += (known.empty() ? "" : ", ") + d;
   ZENITH_FAIL("[gguf] unknown --dtype '", dtype, "' (known: ", known, ")");
@@ -100,13 +133,20 @@ void check_exportable(const LlamaConfig& c) {
 
 }  // namespace
 
-std::vector<std::string> gguf_dtypes() { return {"f32", "f16", "bf16"}; }
+std::vector<std::string> gguf_dtypes() { return {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k"}; }
 
 GgufExportSummary save_gguf(const Llama& model, const text::Tokenizer* tokenizer,
                             const std::string& path, const GgufExportOptions& options) {
   const LlamaConfig& c = model.config();
   check_exportable(c);
-  const gguf::TensorType matrix_type = tensor_type_for(options.dtype);
+  const gguf::TensorType file_type = tensor_type_for(options.dtype);
+  const std::optional<QuantFormat> quant = quant_format_of(uint32_t(file_type));
+  // Matrices not quantized (the embedding, layers of no whole block) keep the model's dtype.
+  const gguf::TensorType matrix_type = !quant ? file_type
+                                       : model.weight_dtype() == DType::bf16
+                                           ? gguf::TensorType::bf16
+                                       : model.weight_dtype() == DType::f16 ? gguf::TensorType::f16
+                                                                            : gguf::TensorType::f32;
   detail::GgufMetadata kv;
   auto u32 = [&](const std::string& k, int64_t v) { kv.emplace_back(k, Value::u32(uint32_t(v))); };
   auto f32 = [&](const std::string& k, double v) { kv.emplace_back(k, Value::f32(v)); };
@@ -129,7 +169,7 @@ GgufExportSummary save_gguf(const Llama& model, const text::Tokenizer* tokenizer
     kv.emplace_back("llama.rope.scaling.type", Value::str("linear"));
     f32("llama.rope.scaling.factor", c.rope_scaling.factor);
   }
-  u32("general.file_type", file_type_of(matrix_type));
+  u32("general.file_type", file_type_of(file_type));
   u32("llama.vocab_size", c.vocab_size);
   u32("llama.rope.dimension_count", c.head_dim);
   u32("general.quantization_version", 2);
@@ -142,19 +182,38 @@ GgufExportSummary save_gguf(const Llama& model, const text::Tokenizer* tokenizer
 
   // Tensors in model order (expected_llama_parameters), as the converter writes them.
   const std::map<std::string, Tensor> state = model.hf_state();
+  std::map<std::string, const QuantizedWeight*> quantized;  // by weight name
+  for (const auto& [module, layer] : model.linear_layers())
+    if (const QuantizedWeight* q = layer->quantized_weight()) quantized[module + ".weight"] = q;
   std::vector<gguf::OutTensor> tensors;
   NoGradGuard no_grad;
   for (const ParameterSpec& spec : expected_llama_parameters(c)) {
+    const std::string name = gguf_name(spec.name);
+    bool is_q = false;
+    const bool rotary = is_rotary_projection(spec.name, &is_q);
+    const int64_t heads = is_q ? c.num_attention_heads : c.num_key_value_heads;
+    const bool linear = spec.shape.size() == 2 && spec.name != "model.embed_tokens.weight";
+    // Blocks: the layer's own (loaded or quantized before), or the float weight quantized now;
+    // Q/K block rows reordered like float rows (a block never spans two rows).
+    std::optional<QuantizedWeight> blocks;
+    if (auto q = quantized.find(spec.name); q != quantized.end()) {
+      blocks = *q->second;
+    } else if (auto f = quant && linear ? layer_format(*quant, spec.shape[1]) : std::nullopt) {
+      blocks = quantize_weight(state.at(spec.name), *f);
+    }
+    if (blocks) {
+      Tensor b = rotary ? permute_rows(blocks->blocks, heads, true) : blocks->blocks;
+      tensors.push_back(
+          {name, {blocks->in_features, blocks->out_features}, tensor_type_of(blocks->format), b});
+      continue;
+    }
     auto it = state.find(spec.name);
     if (it == state.end()) continue;  // lm_head of a tied model
-    const std::string name = gguf_name(spec.name);
     ZENITH_CHECK(!name.empty(), "[gguf] ", spec.name,
                  " has no GGUF name in llama.cpp's llama "
                  "architecture");
     Tensor w = it->second;
-    bool is_q = false;
-    if (is_rotary_projection(spec.name, &is_q))
-      w = permute_rows(w, is_q ? c.num_attention_heads : c.num_key_value_heads, true);
+    if (rotary) w = permute_rows(w, heads, true);
     // Norms and biases (1-D) stay float32, as llama.cpp's converter keeps them.
     const gguf::TensorType type = w.dim() == 1 ? gguf::TensorType::f32 : matrix_type;
     if (w.dtype() != dtype_of(type)) w = w.to(dtype_of(type));
@@ -248,6 +307,7 @@ std::shared_ptr<Llama> load_gguf(const std::string& path, std::optional<DType> d
       e && gguf::is_known_tensor_type(e->type))
     matrix_dtype = dtype_of(gguf::TensorType(e->type));
   std::map<std::string, Tensor> weights;
+  std::map<std::string, QuantizedWeight> blocks;  // by module path
   for (const ParameterSpec& spec : expected_llama_parameters(c)) {
     if (spec.name == "lm_head.weight" && c.tie_word_embeddings) continue;
     const std::string name = gguf_name(spec.name);
@@ -255,15 +315,37 @@ std::shared_ptr<Llama> load_gguf(const std::string& path, std::optional<DType> d
     ZENITH_CHECK(e, "[gguf] ", path, ": tensor ", name, " (", spec.name, ") is missing");
     ZENITH_CHECK(e->shape() == spec.shape, "[gguf] ", path, ": tensor ", name, " has shape ",
                  shape_str(e->shape()), ", the metadata needs ", shape_str(spec.shape));
-    ZENITH_CHECK(
-        e->type == uint32_t(gguf::TensorType::f32) || e->type == uint32_t(gguf::TensorType::f16) ||
-            e->type == uint32_t(gguf::TensorType::bf16),
-        "[gguf] ", path, ": tensor ", name, " is of type ", gguf::tensor_type_name(e->type),
-        "; zenith reads f32, f16 and bf16 tensors (quantized types: not yet)");
-    Tensor w = gguf::read_tensor(f, *e);
+    ZENITH_CHECK(gguf::is_known_tensor_type(e->type), "[gguf] ", path, ": tensor ", name,
+                 " is of ggml ", gguf::tensor_type_name(e->type),
+                 "; zenith reads f32, f16, bf16, q8_0, q4_0 and q4_K tensors");
     bool is_q = false;
-    if (is_rotary_projection(spec.name, &is_q))
-      w = permute_rows(w, is_q ? c.num_attention_heads : c.num_key_value_heads, false);
+    const bool rotary = is_rotary_projection(spec.name, &is_q);
+    const int64_t heads = is_q ? c.num_attention_heads : c.num_key_value_heads;
+    const std::optional<QuantFormat> format = quant_format_of(e->type);
+    if (format && spec.name != "model.embed_tokens.weight") {
+      // A linear layer's blocks, installed unchanged once the model exists; until then a
+      // stand-in of the float shape that holds no memory.
+      const std::string bytes = gguf::read_tensor_bytes(f, *e);
+      const int64_t out = spec.shape[0], in = spec.shape[1];
+      Tensor b = Tensor::empty({out, quant_row_bytes(*format, in)}, DType::u8);
+      ZENITH_CHECK(b.nbytes() == bytes.size(), "[gguf] ", path, ": tensor ", name, " has ",
+                   bytes.size(), " bytes, expected ", b.nbytes());
+      std::memcpy(b.raw_data(), bytes.data(), bytes.size());
+      if (rotary) b = permute_rows(b, heads, false);
+      blocks[spec.name.substr(0, spec.name.rfind('.'))] = {b, *format, out, in};
+      weights.emplace(spec.name, Tensor::zeros({1, 1}).expand({out, in}));
+      continue;
+    }
+    Tensor w;
+    if (format) {  // a quantized embedding: zenith's embedding is float
+      const std::string bytes = gguf::read_tensor_bytes(f, *e);
+      Tensor b = Tensor::empty({spec.shape[0], quant_row_bytes(*format, spec.shape[1])}, DType::u8);
+      std::memcpy(b.raw_data(), bytes.data(), std::min(bytes.size(), b.nbytes()));
+      w = dequantize_weight({b, *format, spec.shape[0], spec.shape[1]});
+    } else {
+      w = gguf::read_tensor(f, *e);
+    }
+    if (rotary) w = permute_rows(w, heads, false);
     const DType want = dtype ? *dtype : (w.dim() == 1 ? matrix_dtype : w.dtype());
     if (w.dtype() != want) {
       NoGradGuard no_grad;
@@ -272,7 +354,9 @@ std::shared_ptr<Llama> load_gguf(const std::string& path, std::optional<DType> d
     weights.emplace(spec.name, std::move(w));
   }
   c.torch_dtype = dtype_name(dtype ? *dtype : matrix_dtype);
-  return std::make_shared<Llama>(std::move(c), std::move(weights), path);
+  auto model = std::make_shared<Llama>(std::move(c), std::move(weights), path);
+  for (auto& [module, w] : blocks) model->set_quantized_weight(module, std::move(w));
+  return model;
 }
 
 bool write_gguf_tokenizer_files(const std::string& path, const std::string& dir) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 
 #include "io/gguf_file.h"
 #include "support/llama_fixtures.h"
@@ -14,6 +15,7 @@
 #include "zenith/autograd.h"
 #include "zenith/gguf.h"
 #include "zenith/hf.h"
+#include "zenith/quant.h"
 
 namespace gguf = zenith::io::gguf;
 using zenith::DType;
@@ -79,6 +81,48 @@ TEST_F(GgufLlamaTest, RoundTripIsBitForBit) {
   }
 }
 
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// GGML blocks (include/zenith/quant.h) go into the file unchanged and come back unchanged;
+// quantizing at export writes what quantizing the model first writes.
+TEST_F(GgufLlamaTest, QuantizedBlocksRoundTripBitForBit) {
+  zenith::models::LlamaConfig c;  // rows of 256 and 512: whole q4_K blocks
+  c.vocab_size = 64, c.hidden_size = 256, c.intermediate_size = 512, c.num_hidden_layers = 1;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 64;
+  for (zenith::QuantFormat format :
+       {zenith::QuantFormat::q8_0, zenith::QuantFormat::q4_0, zenith::QuantFormat::q4_k}) {
+    const std::string name = zenith::quant_name(format);
+    SCOPED_TRACE(name);
+    Llama model(c);
+    const std::string direct = dir_ / ("direct-" + name + ".gguf");
+    zenith::models::save_gguf(model, nullptr, direct, {.dtype = name});
+    model.quantize(format);
+    const std::string path = dir_ / (name + ".gguf");
+    zenith::models::save_gguf(model, nullptr, path, {.dtype = name});
+    EXPECT_EQ(slurp(direct), slurp(path));
+    const gguf::File f = gguf::read_file(path);
+    EXPECT_EQ(gguf::tensor_type_name(f.find_tensor("blk.0.attn_k.weight")->type),
+              name == "q4_k" ? "q4_K" : name);
+    EXPECT_EQ(f.find_tensor("token_embd.weight")->type, uint32_t(gguf::TensorType::f32));
+    auto back = zenith::models::load_gguf(path);
+    const auto a = model.linear_layers(), b = back->linear_layers();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const zenith::QuantizedWeight* p = a[i].second->quantized_weight();
+      const zenith::QuantizedWeight* q = b[i].second->quantized_weight();
+      ASSERT_TRUE(p && q) << a[i].first;
+      EXPECT_EQ(p->format, q->format) << a[i].first;
+      EXPECT_TRUE(same_bits(p->blocks, q->blocks)) << a[i].first;
+    }
+    zenith::NoGradGuard no_grad;
+    Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 5, 9, 3}, {1, 4});
+    EXPECT_TRUE(same_bits(model.forward(ids), back->forward(ids)));
+  }
+}
+
 TEST_F(GgufLlamaTest, KeysNamesAndRotaryRowOrderAreLlamaCpps) {
   auto model = Llama::from_pretrained(llama_fixture("llama_gqa"));
   const auto& c = model->config();
@@ -128,7 +172,7 @@ TEST_F(GgufLlamaTest, UnsupportedArchitecturesAndTypesFailClearly) {
   auto model = Llama::from_pretrained(llama_fixture("llama_gqa"));
   EXPECT_TRUE(throws_with(
       [&] { zenith::models::save_gguf(*model, nullptr, dir_ / "x.gguf", {.dtype = "q3_k"}); },
-      "unknown --dtype 'q3_k' (known: f32, f16, bf16"));
+      "unknown --dtype 'q3_k' (known: f32, f16, bf16, q8_0, q4_0, q4_k)"));
   const std::string other = dir_ / "falcon.gguf";
   gguf::write_file(other, {{"general.architecture", gguf::Value::str("falcon")}}, {});
   EXPECT_TRUE(throws_with([&] { zenith::models::load_gguf(other); },
