@@ -38,6 +38,8 @@ from zenith import amp, common, experimental
 from zenith.amp import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager
 
 _ms_ops.install()
+from zenith import _ms_more  # noqa: E402
+_ms_more.install()
 _ms_tensor.install()
 __getattr__ = _unsupported(__name__)
 

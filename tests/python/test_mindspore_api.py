@@ -425,3 +425,90 @@ def test_to_float_casts_inputs_so_the_output_is_float16():
     np.testing.assert_allclose(out.asnumpy().astype(F32), ref(t(np.ones((2, 4)))).asnumpy(),
                                rtol=2e-3, atol=2e-3)
     assert type(dense).__name__ == "Dense" and isinstance(dense, nn.Dense)
+
+
+# ---- top-level names, dtype converters, composed ops functions, wrapper cells
+
+
+def test_top_level_callbacks_jit_aliases_and_dtype_converters(capsys):
+    assert zenith.LossMonitor is zenith.train.LossMonitor
+    assert zenith.ModelCheckpoint is zenith.train.ModelCheckpoint
+    for name in ("Callback", "CheckpointConfig", "EarlyStopping", "RunContext", "TimeMonitor",
+                 "SummaryCollector"):
+        assert getattr(zenith, name) is getattr(zenith.train, name)
+    assert zenith.ms_function is zenith.jit and zenith.ms_class is zenith.jit_class
+    x = t([1.0])
+    assert zenith.mutable(x) is x
+    assert zenith.dtype_to_nptype(zenith.float32) is np.float32
+    assert zenith.dtype_to_pytype(zenith.int32) is int
+    assert zenith.dtype_to_pytype(zenith.bool_) is bool
+    assert zenith.pytype_to_dtype(float) == zenith.float32
+    assert zenith.pytype_to_dtype(np.int32) == zenith.int32
+    zenith.run_check()
+    assert "installed on platform [CPU] successfully" in capsys.readouterr().out
+
+
+FUNCTIONS = [
+    (lambda x: ops.relu6(x), torch.nn.functional.relu6),
+    (lambda x: ops.hardswish(x), torch.nn.functional.hardswish),
+    (lambda x: ops.softsign(x), torch.nn.functional.softsign),
+    (lambda x: ops.selu(x), torch.selu),
+    (lambda x: ops.celu(x, 0.7), lambda x: torch.celu(x, 0.7)),
+    (lambda x: ops.mish(x), torch.nn.functional.mish),
+    (lambda x: ops.logsumexp(x, 1), lambda x: torch.logsumexp(x, 1)),
+    (lambda x: ops.logsumexp(x, 0, True), lambda x: torch.logsumexp(x, 0, True)),
+    (lambda x: ops.norm(x), lambda x: torch.linalg.norm(x)),
+    (lambda x: ops.norm(x, dim=1), lambda x: torch.linalg.norm(x, dim=1)),
+    (lambda x: ops.clip_by_value(x, -1.0, 2.0), lambda x: torch.clamp(x, -1.0, 2.0)),
+    (lambda x: ops.bmm(x.reshape(1, 3, 5), x.reshape(1, 5, 3)),
+     lambda x: torch.bmm(x.reshape(1, 3, 5), x.reshape(1, 5, 3))),
+]
+
+
+@pytest.mark.parametrize("fn,ref", FUNCTIONS)
+def test_composed_ops_functions_match_torch(rng, fn, ref):
+    x = (rng.normal(size=(3, 5)) * 3).astype(F32)
+    close(fn(t(x)), ref(torch.tensor(x)), 1e-5)
+    xt = torch.tensor(x, requires_grad=True)
+    ref(xt).sum().backward()
+    close(zenith.grad(lambda a: fn(a).sum())(t(x)), xt.grad, 1e-4)
+
+
+def test_comparison_aliases_isnan_and_logical_not():
+    a, b = t([1.0, 2.0, np.nan]), t([1.0, 3.0, 0.0])
+    assert ops.ge(a, b).asnumpy().tolist() == [True, False, False]
+    assert ops.gt(b, a).asnumpy().tolist() == [False, True, False]
+    assert ops.le(a, b).asnumpy().tolist() == [True, True, False]
+    assert ops.ne(a, b).asnumpy().tolist() == [False, True, True]
+    assert ops.isnan(a).asnumpy().tolist() == [False, False, True]
+    assert ops.logical_not(t([0.0, 2.0])).asnumpy().tolist() == [True, False]
+    assert ops.expand(t([1.0, 2.0]), (2, 2)).asnumpy().tolist() == [[1, 2], [1, 2]]
+
+
+def test_train_one_step_cell_matches_a_value_and_grad_step(rng):
+    x, y = t(rng.normal(size=(6, 4))), Tensor(rng.integers(0, 3, 6).astype(np.int32))
+    a, b = nn.Dense(4, 3), nn.Dense(4, 3)
+    b.weight.set_data(a.weight)
+    b.bias.set_data(a.bias)
+    step = nn.TrainOneStepCell(nn.WithLossCell(a, nn.CrossEntropyLoss()),
+                               nn.SGD(a.trainable_params(), 0.1))
+    opt_b = nn.SGD(b.trainable_params(), 0.1)
+    grad_b = zenith.value_and_grad(lambda u, v: nn.CrossEntropyLoss()(b(u), v), None,
+                                   opt_b.parameters)
+    for _ in range(2):
+        loss_a = step(x, y)
+        loss_b, g = grad_b(x, y)
+        opt_b(g)
+        close(loss_a, loss_b.asnumpy())
+    close(a.weight, b.weight.asnumpy())
+    loss, out, label = nn.WithEvalCell(a, nn.CrossEntropyLoss())(x, y)
+    close(out, a(x).asnumpy())
+    close(loss, nn.CrossEntropyLoss()(a(x), y).asnumpy())
+    grads = nn.WithGradCell(a, nn.CrossEntropyLoss())(x, y)
+    xt = torch.tensor(x.asnumpy())
+    wt = torch.tensor(a.weight.asnumpy(), requires_grad=True)
+    bt = torch.tensor(a.bias.asnumpy(), requires_grad=True)
+    torch.nn.functional.cross_entropy(xt @ wt.T + bt, torch.tensor(y.asnumpy()).long()).backward()
+    close(grads[0], wt.grad, 1e-5)
+    value, (gx,) = nn.ForwardValueAndGrad(lambda v: (v * v).sum(), get_all=True)(t([1.0, 2.0]))
+    assert float(value.asnumpy()) == 5.0 and gx.asnumpy().tolist() == [2.0, 4.0]
