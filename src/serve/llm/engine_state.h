@@ -70,6 +70,7 @@ struct Engine::State {
   // Ends `r` with `reason` (its remaining text released), frees its blocks, records stats.
   void finish(Sequence& r, const std::string& reason, const std::string& error = "");
   void free_blocks(Sequence& r);
+  void update_gauges();  // running, waiting, KV usage into stats
 };
 
 }  // namespace zenith::serve::llm

@@ -49,6 +49,7 @@ void Engine::State::finish(Sequence& r, const std::string& reason, const std::st
   {
     std::lock_guard<std::mutex> lock(mutex);
     ++stats.finished[reason];
+    stats.kv_cache_usage = double(pool->used()) / double(pool->num_blocks());
     if (reason != "abort" || r.has_first_token)
       stats.e2e_latency.observe(seconds(Clock::now() - r.arrived));
   }
@@ -165,7 +166,10 @@ bool Engine::State::step() {
     std::lock_guard<std::mutex> lock(mutex);
     stats.preemptions += preempted;
   }
-  if (chunks.empty()) return false;
+  if (chunks.empty()) {
+    update_gauges();
+    return false;
+  }
 
   // ---- one packed forward pass
   std::vector<int64_t> ids, positions, rows;
@@ -276,14 +280,21 @@ bool Engine::State::step() {
     done.insert(&r);
   }
   std::erase_if(running, [&](const auto& r) { return done.count(r.get()) > 0; });
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stats.prompt_tokens += prompt_computed;
+    stats.generation_tokens += generated;
+    ++stats.steps;
+  }
+  update_gauges();
+  return true;
+}
+
+void Engine::State::update_gauges() {
   std::lock_guard<std::mutex> lock(mutex);
-  stats.prompt_tokens += prompt_computed;
-  stats.generation_tokens += generated;
-  ++stats.steps;
   stats.running = int64_t(running.size());
   stats.waiting = waiting_count;
   stats.kv_cache_usage = double(pool->used()) / double(pool->num_blocks());
-  return true;
 }
 
 }  // namespace zenith::serve::llm

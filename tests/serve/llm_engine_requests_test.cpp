@@ -1,0 +1,158 @@
+// The LLM engine's request handling on the demo model: stop strings held back and never
+// emitted, eos ids, cancellation freeing blocks, the bounded queue, and multi-LoRA (requests
+// naming different adapters in one batch, each equal to the offline merged model).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "serve/llm/kv_pool.h"
+#include "serve/llm_test_util.h"
+#include "support/temp_dir.h"
+#include "zenith/autograd.h"
+#include "zenith/hf.h"
+#include "zenith/ops.h"
+#include "zenith/text.h"
+
+namespace zenith::serve::llm {
+namespace {
+
+TEST(LlmEngineRequests, StopStringsAreHeldBackAndNeverEmitted) {
+  auto tokenizer = text::Tokenizer::from_dir(demo_dir());
+  Engine engine(demo_model(), tokenizer, {.kv_cache_bytes = 8 << 20, .block_size = 8});
+  std::vector<int64_t> prompt;
+  for (int32_t id : tokenizer->encode("Once upon a time, there was a little")) prompt.push_back(id);
+  SamplingParams p = greedy(40);
+  p.ignore_eos = true;
+  auto free_run = std::move(run_all(engine, {prompt}, p)[0]);
+  const std::string full = free_run->text;
+  ASSERT_GT(full.size(), 30u) << full;
+  const std::string stop = full.substr(full.size() / 2, 7);  // likely spans tokens
+  p.stop = {"never-appears", stop};
+  auto stopped = std::move(run_all(engine, {prompt}, p)[0]);
+  EXPECT_EQ(stopped->text, full.substr(0, full.find(stop)));
+  EXPECT_EQ(stopped->last.finish_reason, "stop");
+  EXPECT_EQ(stopped->last.stop, stop);
+  // Released tokens are a prefix of the free run's, their logprobs with them.
+  ASSERT_LE(stopped->tokens.size(), free_run->tokens.size());
+  EXPECT_TRUE(std::equal(stopped->tokens.begin(), stopped->tokens.end(), free_run->tokens.begin()));
+  EXPECT_EQ(stopped->logprobs.size(), stopped->tokens.size());
+}
+
+TEST(LlmEngineRequests, EosIdsEndGeneration) {
+  auto model = demo_model();
+  const std::vector<int64_t> prompt = prompt_of(10, 4);
+  std::vector<int64_t> free_tokens;
+  {
+    Engine engine(model, nullptr, {.kv_cache_bytes = 8 << 20});
+    free_tokens = run_all(engine, {prompt}, greedy(8))[0]->tokens;
+  }
+  ASSERT_EQ(free_tokens.size(), 8u);
+  const int64_t eos = free_tokens[3];
+  const auto first =
+      size_t(std::find(free_tokens.begin(), free_tokens.end(), eos) - free_tokens.begin());
+  Engine engine(model, nullptr, {.kv_cache_bytes = 8 << 20, .eos_token_ids = {eos}});
+  auto out = run_all(engine, {prompt}, greedy(8));
+  EXPECT_EQ(out[0]->last.finish_reason, "stop");
+  EXPECT_EQ(out[0]->last.completion_tokens, int64_t(first) + 1);  // the eos counts
+  EXPECT_EQ(out[0]->tokens,
+            std::vector<int64_t>(free_tokens.begin(), free_tokens.begin() + long(first)));
+}
+
+TEST(LlmEngineRequests, CancelFreesBlocksAndTheQueueIsBounded) {
+  Engine engine(demo_model(), nullptr,
+                {.kv_cache_bytes = 8 << 20, .block_size = 8, .max_running = 1, .max_waiting = 1});
+  SamplingParams p = greedy(200);
+  p.ignore_eos = true;
+  Collected a, b;
+  const uint64_t ida = engine.submit(prompt_of(20, 1), p, a.callback());
+  while (engine.stats().running < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t idb = engine.submit(prompt_of(20, 2), p, b.callback());  // waits: max_running 1
+  EXPECT_THROW(engine.submit(prompt_of(20, 3), p, [](const Event&) {}), QueueFullError);
+  engine.cancel(idb);
+  engine.cancel(ida);
+  a.wait();
+  b.wait();
+  EXPECT_EQ(a.last.finish_reason, "abort");
+  EXPECT_EQ(b.last.finish_reason, "abort");
+  EXPECT_LT(a.last.completion_tokens, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const EngineStats stats = engine.stats();
+  EXPECT_EQ(stats.kv_cache_usage, 0.0);
+  EXPECT_EQ(stats.running, 0);
+  EXPECT_EQ(stats.waiting, 0);
+  EXPECT_EQ(stats.finished.at("abort"), 2u);
+  // Too long for the context: a RequestError naming max_tokens.
+  try {
+    engine.submit(prompt_of(100, 1), greedy(200), [](const Event&) {});
+    ADD_FAILURE() << "no error";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.param, "max_tokens");
+    EXPECT_NE(std::string(e.what()).find("256"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LlmEngineRequests, MultiLoraEqualsMergedModels) {
+  auto base = demo_model();
+  testing::TempDir tmp("llm_lora");
+  const std::string dir = tmp / "adapter";
+  {
+    io::LoraAdapter adapter;
+    adapter.config.r = 4;
+    adapter.config.lora_alpha = 8;
+    adapter.config.target_modules = {"q_proj", "v_proj", "down_proj"};
+    for (const auto& [path, layer] : base->linear_layers()) {
+      if (!adapter.config.targets(path)) continue;
+      const Shape w = {layer->out_features(), layer->in_features()};
+      adapter.modules[path] = {ops::mul(Tensor::randn({4, w[1]}), 0.1),
+                               ops::mul(Tensor::randn({w[0], 4}), 0.1)};
+    }
+    io::save_lora_adapter(dir, adapter);
+  }
+  auto merged = models::Llama::from_pretrained(demo_dir(), DType::f32);
+  models::load_lora(*merged, dir);
+  models::merge_lora(*merged);
+
+  Engine engine(base, nullptr, {.kv_cache_bytes = 8 << 20, .block_size = 8});
+  engine.add_adapter("tuned", dir);
+  EXPECT_EQ(engine.adapters(), std::vector<std::string>{"tuned"});
+  const std::vector<int64_t> prompt = prompt_of(15, 6);
+  SamplingParams plain = greedy(10), tuned = greedy(10);
+  tuned.adapter = "tuned";
+  std::vector<std::unique_ptr<Collected>> outs;
+  for (const SamplingParams* p : {&plain, &tuned, &plain, &tuned}) {
+    outs.push_back(std::make_unique<Collected>());
+    engine.submit(prompt, *p, outs.back()->callback());
+  }
+  for (auto& c : outs) c->wait();
+  models::GenerationConfig g;
+  g.max_new_tokens = 10;
+  g.temperature = 0;
+  const auto want_base = models::generate(*base, prompt, g).tokens;
+  const auto want_tuned = models::generate(*merged, prompt, g).tokens;
+  ASSERT_NE(want_base, want_tuned);
+  EXPECT_EQ(outs[0]->tokens, want_base);
+  EXPECT_EQ(outs[1]->tokens, want_tuned);
+  EXPECT_EQ(outs[2]->tokens, want_base);
+  EXPECT_EQ(outs[3]->tokens, want_tuned);
+  {  // logits: the first token's log-probabilities against the merged model's
+    NoGradGuard no_grad;
+    const auto len = int64_t(prompt.size());
+    const Tensor logits = merged->forward(Tensor::from_vector(prompt, {1, len}));
+    const Tensor lsm = ops::log_softmax(logits.slice(1, len - 1, len).reshape({-1}), 0);
+    for (const auto& [id, v] : outs[1]->logprobs[0].top)
+      EXPECT_NEAR(v, lsm.slice(0, id, id + 1).item(), 1e-4);
+  }
+  EXPECT_TRUE(engine.remove_adapter("tuned"));
+  try {
+    engine.submit(prompt, tuned, [](const Event&) {});
+    ADD_FAILURE() << "no error";
+  } catch (const RequestError& e) {
+    EXPECT_TRUE(e.unknown_adapter);
+    EXPECT_EQ(e.param, "model");
+  }
+}
+
+}  // namespace
+}  // namespace zenith::serve::llm
