@@ -8,7 +8,7 @@ import types
 import numpy as np
 
 from zenith import ops
-from zenith._tensor import Tensor, _as_tensor
+from zenith._tensor import Tensor, _as_tensor, bool_
 
 
 def _reduce(x, reduction, name):
@@ -187,6 +187,7 @@ def install():
         if not name.startswith("_") and name[0].isupper() and name != "Primitive":
             setattr(ops, name, getattr(operations, name))
     ops.Primitive = Primitive
+    _install_more()
     for name in ops.__all__:
         setattr(functional, name, getattr(ops, name))
     functional.tensor_add, functional.tensor_sub = ops.add, ops.sub
@@ -197,3 +198,128 @@ def install():
     from zenith._unsupported import unsupported
     ops.__getattr__ = unsupported(ops.__name__)
     operations.__getattr__ = unsupported("zenith.ops.operations")
+
+
+# ---- more primitives: P.Name(*attrs)(*inputs), on zenith.ops (numpy where the result is
+# piecewise constant or an integer index, so no gradient is lost)
+
+def _np_unary(fn):
+    return lambda x: Tensor(fn(_np(x)))
+
+
+def _argmax(x, axis=-1, output_type=None):
+    return ops.argmax(x, axis).astype(output_type) if output_type is not None else \
+        ops.argmax(x, axis)
+
+
+def _argmin(x, axis=-1, output_type=None):
+    out = ops.argmin(x, axis)
+    return out.astype(output_type) if output_type is not None else out
+
+
+def _softmax_ce(logits, labels):
+    # MindSpore's SoftmaxCrossEntropyWithLogits primitive: (per-sample loss, dlogits).
+    p = ops.softmax(logits, -1)
+    loss = -(labels * ops.log_softmax(logits, -1)).sum(-1)
+    return loss, ops.stop_gradient(p - labels)
+
+
+def _sparse_softmax_ce(logits, labels, is_grad=False):
+    if is_grad:
+        raise ValueError("SparseSoftmaxCrossEntropyWithLogits: is_grad=True is not supported")
+    return ops.cross_entropy(logits, labels)
+
+
+def _smooth_l1(logits, labels, beta=1.0, reduction="none"):
+    d = ops.abs(logits - labels)
+    loss = ops.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
+    return _reduce(loss, reduction, "SmoothL1Loss")
+
+
+def _bias_add(x, b, data_format="NCHW"):
+    shape = [1] * x.ndim
+    shape[1 if data_format != "NHWC" else -1] = -1
+    return x + b.reshape(tuple(shape))
+
+
+def _print(*args):
+    print(*args)
+    return Tensor(0)
+
+
+_MORE = {
+    # name: (function of (inputs..., attrs...)); attrs come from the constructor
+    "ReLU6": lambda x: ops.clamp(x, 0.0, 6.0),
+    "Elu": lambda x, alpha=1.0: ops.relu(x) + (ops.exp(-ops.relu(-x)) - 1.0) * alpha,
+    "GeLU": lambda x: ops.gelu(x),
+    "HSigmoid": lambda x: ops.clamp(x + 3.0, 0.0, 6.0) / 6.0,
+    "HSwish": lambda x: x * ops.clamp(x + 3.0, 0.0, 6.0) / 6.0,
+    "Softplus": lambda x: ops.relu(x) + ops.log(ops.exp(-ops.abs(x)) + 1.0),
+    "Softsign": lambda x: x / (ops.abs(x) + 1.0),
+    "LogSoftmax": lambda x, axis=-1: ops.log_softmax(x, axis),
+    "Identity": lambda x: x,
+    "Reciprocal": lambda x: 1.0 / x,
+    "SquaredDifference": lambda x, y: (x - y) * (x - y),
+    "DivNoNan": lambda x, y: ops.where(ops.equal(y, 0.0), ops.zeros_like(x), x / ops.where(
+        ops.equal(y, 0.0), ops.ones_like(y), y)),
+    "AddN": lambda xs: _sum_list(xs),
+    "IsNan": lambda x: ops.not_equal(x, x),
+    "IsFinite": isfinite,
+    "LogicalNot": lambda x: ops.equal(x.astype(bool_), False),
+    "Floor": _np_unary(np.floor),
+    "Ceil": _np_unary(np.ceil),
+    "Round": _np_unary(np.round),
+    "Sign": _np_unary(np.sign),
+    "Flatten": lambda x: ops.flatten(x),
+    "Squeeze": lambda x, axis=(): ops.squeeze(x, axis if axis != () else None),
+    "Stack": lambda xs, axis=0: ops.stack(xs, axis),
+    "Unstack": lambda x, axis=0: tuple(ops.squeeze(s, axis) for s in _split(x, axis)),
+    "Argmax": _argmax,
+    "Argmin": _argmin,
+    "Gather": lambda params, indices, axis, batch_dims=0: ops.gather(params, indices, axis),
+    "GatherD": lambda x, dim, index: ops.gather_elements(x, dim, index),
+    "BroadcastTo": lambda x, shape: ops.broadcast_to(x, shape),
+    "MaskedFill": lambda x, mask, value: ops.masked_fill(x, mask, value),
+    "BiasAdd": _bias_add,
+    "L2Loss": lambda x: (x * x).sum() / 2.0,
+    "SoftmaxCrossEntropyWithLogits": _softmax_ce,
+    "SparseSoftmaxCrossEntropyWithLogits": _sparse_softmax_ce,
+    "SmoothL1Loss": _smooth_l1,
+    "Print": _print,
+    "Shape": lambda x: tuple(x.shape),
+    "Size": lambda x: int(x.size),
+    "Rank": lambda x: int(x.ndim),
+    "Fill": lambda type_, shape, value: ops.full(shape, value, dtype=type_),
+    "Ones": lambda shape, type_=None: ops.ones(shape, type_),
+    "Zeros": lambda shape, type_=None: ops.zeros(shape, type_),
+    "Eye": lambda n, m, t: Tensor(np.eye(n, m, dtype=np.float32)).astype(t),
+    "OneHot": lambda indices, depth, on_value, off_value, axis=-1: Tensor(np.where(
+        np.eye(depth, dtype=bool)[_np(indices)], _np(on_value), _np(off_value))),
+}
+
+
+def _sum_list(xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = out + x
+    return out
+
+
+def _split(x, axis):
+    axis = axis % x.ndim
+    return [x[(slice(None),) * axis + (slice(i, i + 1),)] for i in range(x.shape[axis])]
+
+
+class _AttrPrimitive(Primitive):
+    """Inputs first, then the constructor's attributes (e.g. LogSoftmax(axis)(x))."""
+
+    def __call__(self, *inputs):
+        return self._fn(*inputs, *self._args, **self._kwargs)
+
+
+def _install_more():
+    for name, fn in _MORE.items():
+        cls = type(name, (_AttrPrimitive,), {"_fn": staticmethod(fn),
+                                             "__doc__": f"mindspore.ops.{name}."})
+        setattr(operations, name, cls)
+        setattr(ops, name, cls)

@@ -512,3 +512,77 @@ def test_train_one_step_cell_matches_a_value_and_grad_step(rng):
     close(grads[0], wt.grad, 1e-5)
     value, (gx,) = nn.ForwardValueAndGrad(lambda v: (v * v).sum(), get_all=True)(t([1.0, 2.0]))
     assert float(value.asnumpy()) == 5.0 and gx.asnumpy().tolist() == [2.0, 4.0]
+
+
+# ---- more ops.operations primitives, against PyTorch / numpy
+
+_X = np.array([[1.5, -2.0, 0.25], [3.0, -0.5, 4.0]], F32)
+_Y = np.array([[0.5, 1.0, 0.0], [2.0, -1.5, 3.0]], F32)
+TX, TY = torch.tensor(_X), torch.tensor(_Y)
+F = torch.nn.functional
+
+PRIMITIVES = [
+    ("ReLU6", (), (_X,), F.relu6(TX)),
+    ("Elu", (0.5,), (_X,), F.elu(TX, 0.5)),
+    ("GeLU", (), (_X,), F.gelu(TX)),
+    ("HSigmoid", (), (_X,), F.hardsigmoid(TX)),
+    ("HSwish", (), (_X,), F.hardswish(TX)),
+    ("Softplus", (), (_X,), F.softplus(TX)),
+    ("Softsign", (), (_X,), F.softsign(TX)),
+    ("LogSoftmax", (1,), (_X,), F.log_softmax(TX, 1)),
+    ("Identity", (), (_X,), TX),
+    ("Reciprocal", (), (_Y + 3,), 1 / (TY + 3)),
+    ("SquaredDifference", (), (_X, _Y), (TX - TY) ** 2),
+    ("DivNoNan", (), (_X, _Y), torch.where(TY == 0, 0.0, TX / torch.where(TY == 0, 1.0, TY))),
+    ("Floor", (), (_X,), torch.floor(TX)),
+    ("Ceil", (), (_X,), torch.ceil(TX)),
+    ("Round", (), (_X,), torch.round(TX)),
+    ("Sign", (), (_X,), torch.sign(TX)),
+    ("Flatten", (), (_X.reshape(2, 3, 1),), TX.reshape(2, 3)),
+    ("Squeeze", (2,), (_X.reshape(2, 3, 1),), TX),
+    ("BroadcastTo", ((2, 2, 3),), (_X,), TX.expand(2, 2, 3)),
+    ("BiasAdd", (), (_X, np.array([1.0, 2.0, 3.0], F32)), TX + torch.tensor([1.0, 2.0, 3.0])),
+    ("L2Loss", (), (_X,), (TX ** 2).sum() / 2),
+    ("SmoothL1Loss", (1.0,), (_X, _Y), F.smooth_l1_loss(TX, TY, reduction="none")),
+    ("SparseSoftmaxCrossEntropyWithLogits", (), (_X, np.array([2, 0], np.int32)),
+     F.cross_entropy(TX, torch.tensor([2, 0]))),
+]
+
+
+@pytest.mark.parametrize("name,attrs,inputs,want", PRIMITIVES, ids=[p[0] for p in PRIMITIVES])
+def test_primitives_match_torch(name, attrs, inputs, want):
+    from zenith.ops import operations as P
+    out = getattr(P, name)(*attrs)(*[Tensor(a) for a in inputs])
+    close(out, want, 1e-5)
+
+
+def test_index_shape_and_construction_primitives():
+    from zenith.ops import operations as P
+    x = Tensor(_X)
+    assert P.Argmax(axis=1)(x).asnumpy().tolist() == np.argmax(_X, 1).tolist()
+    assert P.Argmin()(x).asnumpy().tolist() == np.argmin(_X, -1).tolist()
+    assert P.Argmax(1, zenith.int32)(x).dtype == zenith.int32
+    close(P.Stack(1)([x, x]), np.stack([_X, _X], 1))
+    rows = P.Unstack(0)(x)
+    assert len(rows) == 2 and rows[1].asnumpy().tolist() == _X[1].tolist()
+    close(P.AddN()([x, x, x]), 3 * _X)
+    idx = Tensor(np.array([2, 0], np.int32))
+    close(P.Gather()(x, idx, 1), _X[:, [2, 0]])
+    index = Tensor(np.array([[0, 0, 1], [1, 0, 0]], np.int64))
+    close(P.GatherD()(x, 1, index), np.take_along_axis(_X, index.asnumpy(), 1))
+    mask = Tensor(_X > 1)
+    close(P.MaskedFill()(x, mask, 0.0), np.where(_X > 1, 0.0, _X))
+    nan = Tensor(np.array([1.0, np.nan, np.inf], F32))
+    assert P.IsNan()(nan).asnumpy().tolist() == [False, True, False]
+    assert P.IsFinite()(nan).asnumpy().tolist() == [True, False, False]
+    assert P.LogicalNot()(Tensor(np.array([True, False]))).asnumpy().tolist() == [False, True]
+    assert P.Shape()(x) == (2, 3) and P.Size()(x) == 6 and P.Rank()(x) == 2
+    assert P.Fill()(zenith.float32, (2,), 3.0).asnumpy().tolist() == [3.0, 3.0]
+    assert P.Ones()((2, 1), zenith.float32).asnumpy().tolist() == [[1.0], [1.0]]
+    assert P.Zeros()((1,), zenith.float32).asnumpy().tolist() == [0.0]
+    close(P.Eye()(2, 3, zenith.float32), np.eye(2, 3))
+    close(P.OneHot()(Tensor(np.array([0, 2])), 3, Tensor(1.0), Tensor(0.0)), np.eye(3)[[0, 2]])
+    loss, dlogits = P.SoftmaxCrossEntropyWithLogits()(x, Tensor(np.eye(3, dtype=F32)[[2, 0]]))
+    close(loss, F.cross_entropy(TX, torch.tensor([2, 0]), reduction="none"))
+    close(dlogits, torch.softmax(TX, 1) - torch.eye(3)[[2, 0]])
+    P.Print()("printed by P.Print")
