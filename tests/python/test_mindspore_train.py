@@ -270,3 +270,85 @@ def test_string_rows_pipeline():
     assert [r["word"].item() for r in ds.skip(1).take(1).create_dict_iterator()] == ["bb"]
     assert ds.repeat(2).get_dataset_size() == 6
     assert sorted(str(r[0]) for r in ds.shuffle(4)) == ["a", "bb", "ccc"]
+
+
+# ---- metrics, History, LambdaCallback
+
+
+def test_regression_metrics_match_numpy(rng):
+    from zenith.train import MAE, MSE
+    p, y = rng.normal(size=(6, 3)).astype(F32), rng.normal(size=(6, 3)).astype(F32)
+    mae, mse = MAE(), MSE()
+    for a, b in ((p[:4], y[:4]), (p[4:], y[4:])):
+        mae.update(Tensor(a), Tensor(b))
+        mse.update(Tensor(a), Tensor(b))
+    np.testing.assert_allclose(mae.eval(), np.abs(p - y).sum(1).mean(), rtol=1e-5)
+    np.testing.assert_allclose(mse.eval(), ((p - y) ** 2).sum(1).mean(), rtol=1e-5)
+    mae.clear()
+    with pytest.raises(RuntimeError, match="no samples"):
+        mae.eval()
+
+
+def test_classification_metrics_match_their_definitions(rng):
+    from zenith.train import F1, ConfusionMatrix, Fbeta, Precision, Recall, get_metric_fn
+    logits = rng.normal(size=(40, 3)).astype(F32)
+    labels = rng.integers(0, 3, 40)
+    pred = logits.argmax(1)
+    cm = np.zeros((3, 3))
+    np.add.at(cm, (labels, pred), 1)
+    tp, fp, fn = np.diag(cm), cm.sum(0) - np.diag(cm), cm.sum(1) - np.diag(cm)
+    metrics = {m: m_cls() for m, m_cls in (("p", Precision), ("r", Recall), ("f1", F1))}
+    matrix = ConfusionMatrix(3)
+    f2 = Fbeta(2.0)
+    for m in list(metrics.values()) + [matrix, f2]:
+        m.update(Tensor(logits), Tensor(labels))
+    prec, rec = tp / (tp + fp), tp / (tp + fn)
+    np.testing.assert_allclose(metrics["p"].eval(), prec)
+    np.testing.assert_allclose(metrics["r"].eval(), rec)
+    np.testing.assert_allclose(metrics["f1"].eval(), 2 * prec * rec / (prec + rec))
+    np.testing.assert_allclose(metrics["f1"].eval(average=True), (2 * prec * rec /
+                                                                 (prec + rec)).mean())
+    np.testing.assert_allclose(f2.eval(), 5 * prec * rec / (4 * prec + rec))
+    np.testing.assert_array_equal(matrix.eval(), cm)
+    normalized = ConfusionMatrix(3, "target")
+    normalized.update(Tensor(logits), Tensor(labels))
+    np.testing.assert_allclose(normalized.eval(), cm / cm.sum(1, keepdims=True))
+    assert isinstance(get_metric_fn("precision"), Precision)
+    assert "accuracy" in zenith.train.names()
+
+
+def test_similarity_perplexity_dice_and_rearranged_inputs():
+    from zenith.train import CosineSimilarity, Dice, Perplexity, rearrange_inputs
+    cs = CosineSimilarity()
+    x = np.array([[1.0, 0.0], [1.0, 1.0]], F32)
+    cs.update(Tensor(x))
+    np.testing.assert_allclose(cs.eval(), [[0, 1 / np.sqrt(2)], [1 / np.sqrt(2), 0]], rtol=1e-6)
+    pp = Perplexity()
+    probs = np.array([[0.2, 0.8], [0.6, 0.4]], F32)
+    pp.update(Tensor(probs), Tensor(np.array([1, 0])))
+    np.testing.assert_allclose(pp.eval(), np.exp(-(np.log(0.8) + np.log(0.6)) / 2), rtol=1e-5)
+    dice = Dice(smooth=0.0)
+    dice.update(Tensor(np.array([1.0, 1.0, 0.0], F32)), Tensor(np.array([1.0, 0.0, 0.0], F32)))
+    assert dice.eval() == pytest.approx(2 * 1 / 3)
+
+    class Swapped(zenith.train.MAE):
+        @rearrange_inputs
+        def update(self, *inputs):
+            super().update(*inputs)
+
+    m = Swapped().set_indexes([1, 0])
+    m.update(Tensor(np.zeros((1, 2), F32)), Tensor(np.ones((1, 2), F32)))
+    assert m.eval() == 2.0
+
+
+def test_history_and_lambda_callback(mnist_data):
+    from zenith.train import History, LambdaCallback
+    net = _mlp()
+    model = Model(net, nn.CrossEntropyLoss(), nn.SGD(net.trainable_params(), 0.05))
+    steps = []
+    history = History()
+    model.train(2, _mnist_pipeline(os.path.join(mnist_data, "train")),
+                callbacks=[history, LambdaCallback(
+                    on_train_step_end=lambda rc: steps.append(rc.original_args().cur_step_num))])
+    assert history.epoch == [1, 2] and len(history.history["net_output"]) == 2
+    assert steps == list(range(1, 9))

@@ -7,12 +7,18 @@ from zenith.train.callback import (Callback, CheckpointConfig, EarlyStopping, Lo
 from zenith.train.metrics import (Accuracy, Loss, Metric, Top1CategoricalAccuracy,
                                   Top5CategoricalAccuracy, TopKCategoricalAccuracy)
 from zenith.train.model import Model
+from zenith.train.metrics_more import (F1, MAE, MSE, ConfusionMatrix, CosineSimilarity, Dice,
+                                       Fbeta, History, LambdaCallback, Perplexity, Precision,
+                                       Recall, get_metric_fn, rearrange_inputs)
+from zenith.train.metrics import names
 
 __all__ = [
     "Model", "Callback", "RunContext", "LossMonitor", "TimeMonitor", "ModelCheckpoint",
     "CheckpointConfig", "SummaryCollector", "EarlyStopping", "Metric", "Accuracy", "Loss",
     "TopKCategoricalAccuracy", "Top1CategoricalAccuracy", "Top5CategoricalAccuracy",
-    "callback", "metrics",
+    "callback", "metrics", "MAE", "MSE", "Precision", "Recall", "F1", "Fbeta", "ConfusionMatrix",
+    "CosineSimilarity", "Perplexity", "Dice", "get_metric_fn", "rearrange_inputs", "History",
+    "LambdaCallback", "names",
 ]
 
 from zenith._unsupported import unsupported as _unsupported  # noqa: E402
