@@ -270,15 +270,14 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const std::vecto
   comm::all_reduce(row_max, comm::ReduceOp::MAX, group);
   for (int64_t i = 0; i < n; ++i) {
     const float m = row_max.data<float>()[i];
+    const int64_t t = targets[size_t(i)] - vocab_start;
+    if (targets[size_t(i)] != -100 && t >= 0 && t < v) picked.data<float>()[i] = p[i * v + t] - m;
     double s = 0;
     for (int64_t j = 0; j < v; ++j) {
       p[i * v + j] = std::exp(p[i * v + j] - m);
       s += p[i * v + j];
     }
     sums.data<float>()[i] = float(s);
-    const int64_t t = targets[size_t(i)] - vocab_start;
-    if (targets[size_t(i)] != -100 && t >= 0 && t < v)
-      picked.data<float>()[i] = logits_shard.detach().select(0, i).select(0, t).item() - m;
   }
   comm::all_reduce(sums, comm::ReduceOp::SUM, group);
   comm::all_reduce(picked, comm::ReduceOp::SUM, group);

@@ -134,6 +134,31 @@ TEST(Pipeline, TwentySgdStepsMatchOneProcess) {
   });
 }
 
+// Pipeline 2 x tensor 2 over four ranks: each stage's layers tensor-parallel, the last stage's
+// loss vocabulary-parallel; loss and every gradient (sharded against sliced) as one process.
+TEST(Pipeline, WithTensorParallelMatchesOneProcess) {
+  in_ranks(4, [](int) {
+    manual_seed(24);
+    models::Llama ref(tiny_config());
+    auto model = copy_of(ref);
+    auto mesh = distributed::DeviceMesh::create({.pipeline = 2, .tensor = 2});
+    auto plan = distributed::parallelize_llama(*model, {.group = mesh.tensor_group()});
+    LlamaPipeline pipe(*model, mesh, {.micro_batches = 2}, &plan);
+    Tensor ids = tokens(4, 8, 8);
+    Tensor loss_ref = models::causal_lm_loss(ref.forward(ids), ids);
+    loss_ref.backward();
+    auto stats = pipe.step(ids, ids);
+    expect(std::fabs(stats.loss - loss_ref.item()) < 1e-5 * loss_ref.item(), "loss ", stats.loss,
+           " vs ", loss_ref.item());
+    std::map<std::string, Tensor> full;
+    for (auto& [name, p] : ref.named_parameters()) full.emplace(name, p);
+    for (auto& [name, p] : pipe.named_parameters()) {
+      const double err = relative(p.grad(), plan.shard_of(name, full.at(name).grad()));
+      expect(err < 1e-5, name, " gradient differs by ", err);
+    }
+  });
+}
+
 // Stage 0 of two with m = 8: GPipe keeps 8 micro-batches' activations, 1F1B 2. Writes the
 // measured peaks and bubbles to `out` (one line per schedule).
 TEST(Pipeline, OneFOneBKeepsFewerActivationsAndTheBubbleIsMeasured) {
