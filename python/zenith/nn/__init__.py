@@ -16,6 +16,8 @@ from zenith.nn.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LossBas
                             MSELoss, SoftmaxCrossEntropyWithLogits)
 from zenith._unsupported import unsupported as _unsupported
 from zenith._export import GraphCell
+from zenith.nn import more as _more
+from zenith.nn.more import *  # noqa: F401,F403  (listed in more.__all__)
 from zenith.nn.optim import SGD, Adam, AdamW, AdamWeightDecay, Momentum, Optimizer
 from zenith.nn.wrap import DistributedDataParallel, DistributedGradReducer, WithLossCell
 
@@ -33,6 +35,6 @@ __all__ = [
     "Softmax", "LogSoftmax", "Softmin", "LeakyReLU", "ReLU6", "ELU", "CELU", "SeLU", "Softplus",
     "Softsign", "HSigmoid", "HSwish", "Hardtanh", "Mish", "Tanhshrink",
     "L1Loss", "MAELoss", "BCEWithLogitsLoss", "GraphCell",
-]
+] + _more.__all__
 
 __getattr__ = _unsupported(__name__)
