@@ -222,100 +222,115 @@ ZeroMemory ZeroOptimizer::model_state_bytes() const {
   return m;
 }
 
-// ---- fully_shard
+// ---- stage 3 around a computation
+
+namespace {
+
+struct ShardedCall {
+  std::shared_ptr<ZeroOptimizer> zero;
+  std::vector<size_t> params;
+  std::function<Tensor(const Tensor&)> fn;
+
+  void gather() const {
+    for (size_t i : params) zero->gather(i);
+  }
+  void release() const {
+    for (size_t i : params) zero->release(i);
+  }
+
+  // Recomputes fn with the gathered parameters and differentiates it.
+  Tensor backward(const Tensor& x, const Tensor& grad_y) const {
+    gather();
+    Tensor input = x.detach();
+    if (x.requires_grad()) input.requires_grad_();
+    std::vector<Tensor> inputs;
+    for (size_t i : params) inputs.push_back(zero->shards()[i].param);
+    if (x.requires_grad()) inputs.push_back(input);
+    std::vector<Tensor> grads;
+    const bool previous = autograd::grad_enabled();
+    autograd::set_grad_enabled(true);
+    try {
+      Tensor y = fn(input);
+      grads = autograd::grad({y}, inputs,
+                             {grad_y.defined() ? grad_y : Tensor::zeros(y.shape(), y.dtype())});
+    } catch (...) {
+      autograd::set_grad_enabled(previous);
+      release();
+      throw;
+    }
+    autograd::set_grad_enabled(previous);
+    for (size_t k = 0; k < params.size(); ++k) zero->reduce_gradient(params[k], grads[k]);
+    release();
+    return x.requires_grad() ? grads.back() : Tensor();
+  }
+};
+
+}  // namespace
+
+std::vector<size_t> zero_indices(const ZeroOptimizer& zero, const nn::Cell& layer) {
+  std::vector<size_t> out;
+  for (const auto& [name, p] : layer.named_parameters()) {
+    const int i = zero.index_of(p);
+    ZENITH_CHECK(i >= 0, "[zero] parameter '", name, "' of ", layer.type_name(),
+                 " is not among the ZeRO optimizer's parameters");
+    out.push_back(size_t(i));
+  }
+  return out;
+}
+
+Tensor sharded_forward(const std::shared_ptr<ZeroOptimizer>& zero, std::vector<size_t> params,
+                       std::function<Tensor(const Tensor&)> fn, const Tensor& x) {
+  ZENITH_CHECK(zero->stage() == 3, "[zero] sharded_forward needs ZeRO stage 3, got stage ",
+               zero->stage());
+  auto call = std::make_shared<ShardedCall>(ShardedCall{zero, std::move(params), std::move(fn)});
+  Tensor y;
+  call->gather();
+  try {
+    NoGradGuard no_grad;
+    y = call->fn(x);
+  } catch (...) {
+    call->release();
+    throw;
+  }
+  call->release();
+  bool wants_grad = x.requires_grad();
+  for (size_t i : call->params) wants_grad = wants_grad || zero->shards()[i].param.requires_grad();
+  if (!autograd::grad_enabled() || !wants_grad) return y;
+  autograd::record("zero3_layer", {x}, {y}, [call, x](const std::vector<Tensor>& grads) {
+    return std::vector<Tensor>{call->backward(x, grads[0])};
+  });
+  return y;
+}
 
 namespace {
 
 class FullyShardedImpl : public nn::Cell {
  public:
   FullyShardedImpl(nn::CellPtr layer, std::shared_ptr<ZeroOptimizer> zero)
-      : layer_(std::move(layer)), zero_(std::move(zero)) {
+      : layer_(std::move(layer)), zero_(std::move(zero)), index_(zero_indices(*zero_, *layer_)) {
     ZENITH_CHECK(zero_->stage() == 3, "[zero] fully_shard needs ZeRO stage 3, got stage ",
                  zero_->stage());
     register_cell("", layer_);
-    for (const auto& [name, p] : layer_->named_parameters()) {
-      const int i = zero_->index_of(p);
-      ZENITH_CHECK(i >= 0, "[zero] fully_shard: parameter '", name, "' of ", layer_->type_name(),
-                   " is not among the ZeRO optimizer's parameters");
-      index_.push_back(size_t(i));
-      params_.push_back(p);
-    }
   }
 
   Tensor forward(const Tensor& x) override {
-    Tensor y;
-    gather();
-    try {
-      NoGradGuard no_grad;
-      y = layer_->forward(x);
-    } catch (...) {
-      release();
-      throw;
-    }
-    release();
-    bool wants_grad = x.requires_grad();
-    for (const auto& p : params_) wants_grad = wants_grad || p.requires_grad();
-    if (!autograd::grad_enabled() || !wants_grad) return y;
-    auto self = std::static_pointer_cast<FullyShardedImpl>(shared_from_this_cell());
-    autograd::record("fully_shard", {x}, {y}, [self, x](const std::vector<Tensor>& grads) {
-      return std::vector<Tensor>{self->backward(x, grads[0])};
-    });
-    return y;
+    nn::CellPtr layer = layer_;
+    return sharded_forward(
+        zero_, index_, [layer](const Tensor& in) { return layer->forward(in); }, x);
   }
 
   std::string type_name() const override { return "FullyShard"; }
 
-  std::shared_ptr<Cell> shared_from_this_cell() { return self_.lock(); }
-  std::weak_ptr<Cell> self_;
-
  private:
-  void gather() {
-    for (size_t i : index_) zero_->gather(i);
-  }
-  void release() {
-    for (size_t i : index_) zero_->release(i);
-  }
-
-  // Recomputes the layer's forward with the gathered parameters and differentiates it.
-  Tensor backward(const Tensor& x, const Tensor& grad_y) {
-    gather();
-    Tensor input = x.detach();
-    if (x.requires_grad()) input.requires_grad_();
-    std::vector<Tensor> inputs;
-    for (const auto& p : params_) inputs.push_back(p);
-    if (x.requires_grad()) inputs.push_back(input);
-    std::vector<Tensor> grads;
-    {
-      const bool previous = autograd::grad_enabled();
-      autograd::set_grad_enabled(true);
-      try {
-        Tensor y = layer_->forward(input);
-        grads = autograd::grad({y}, inputs,
-                               {grad_y.defined() ? grad_y : Tensor::zeros(y.shape(), y.dtype())});
-      } catch (...) {
-        autograd::set_grad_enabled(previous);
-        release();
-        throw;
-      }
-      autograd::set_grad_enabled(previous);
-    }
-    for (size_t k = 0; k < index_.size(); ++k) zero_->reduce_gradient(index_[k], grads[k]);
-    release();
-    return x.requires_grad() ? grads.back() : Tensor();
-  }
-
   nn::CellPtr layer_;
   std::shared_ptr<ZeroOptimizer> zero_;
   std::vector<size_t> index_;
-  std::vector<Tensor> params_;
 };
 
 }  // namespace
 
 nn::CellPtr fully_shard(nn::CellPtr layer, std::shared_ptr<ZeroOptimizer> zero) {
-  auto cell = std::make_shared<FullyShardedImpl>(std::move(layer), std::move(zero));
-  cell->self_ = cell;
-  return cell;
+  return std::make_shared<FullyShardedImpl>(std::move(layer), std::move(zero));
 }
 
 }  // namespace zenith::distributed

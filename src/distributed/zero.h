@@ -119,6 +119,16 @@ class ZeroOptimizer {
   bool reduced_ = false;  // stage 1: gradients of this step already reduced
 };
 
+// Stage 3 around any computation y = fn(x) that uses the parameters `params` (indices into
+// zero->shards()), such as a decoder layer's forward with its context bound in the lambda:
+// gathers them, runs fn without grad and frees them; backward gathers them again, recomputes
+// fn(x) with grad (fn must give the same y again: no dropout drawn anew), differentiates, and
+// reduce-scatters their gradients into the shards. What fn captures stays alive until backward.
+Tensor sharded_forward(const std::shared_ptr<ZeroOptimizer>& zero, std::vector<size_t> params,
+                       std::function<Tensor(const Tensor&)> fn, const Tensor& x);
+// The shards() indices of `layer`'s parameters; throws naming one that is not in `zero`.
+std::vector<size_t> zero_indices(const ZeroOptimizer& zero, const nn::Cell& layer);
+
 // Stage 3: `layer`'s parameters (all of them must be in `zero`) are gathered for its forward
 // and freed after; backward gathers them again, recomputes the layer's forward with grad and
 // reduce-scatters the parameters' gradients into the shards. Every rank of the group runs
