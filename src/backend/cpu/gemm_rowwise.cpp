@@ -1,6 +1,7 @@
 // The batch-invariant linear product: every output element y[m, n] is reduced in one order —
-// eight FMA lanes over K in steps of 8 (lane l takes k = l mod 8, in increasing k), the lanes
-// summed in a fixed tree, then the K % 8 tail in order, then the bias added — whatever M is, how
+// eight FMA lanes over K in steps of 8 (lane l takes k = l mod 8, in increasing k; sixteen lanes
+// where the CPU has AVX-512, gemm_rowwise_avx512.cpp), the lanes summed in a fixed tree, then the
+// K % 8 tail in order, then the bias added — whatever M is, how
 // rows are grouped into register blocks, and which thread computes it. Weights are tiled: a block
 // of weight rows (about kTileBytes) stays in cache while every row of x passes over it.
 // N out features, K in features, M rows of x.
@@ -14,6 +15,7 @@
 #include "backend/cpu/claim_pool.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/lowp_load.h"
+#include "backend/cpu/onednn_layout.h"
 
 namespace zenith::cpu {
 namespace {
@@ -64,27 +66,45 @@ void columns(const float* x, int64_t k, const typename L::W* w, const float* bia
 }
 
 template <typename L>
-void product(int64_t m, int64_t n, int64_t k, const float* x, const void* wv, const float* bias,
-             float* y) {
+void columns_avx2(int rows, const float* x, int64_t k, const void* wv, const float* bias, float* y,
+                  int64_t ldy, int64_t j0, int64_t j1) {
   const auto* w = static_cast<const typename L::W*>(wv);
-  const int64_t row_bytes = std::max<int64_t>(1, k * int64_t(sizeof(typename L::W)));
+  switch (rows) {
+    case 4:
+      return columns<L, 4>(x, k, w, bias, y, ldy, j0, j1);
+    case 3:
+      return columns<L, 3>(x, k, w, bias, y, ldy, j0, j1);
+    case 2:
+      return columns<L, 2>(x, k, w, bias, y, ldy, j0, j1);
+    default:
+      return columns<L, 1>(x, k, w, bias, y, ldy, j0, j1);
+  }
+}
+
+void columns_any(bool wide, DType wt, int rows, const float* x, int64_t k, const void* w,
+                 const float* bias, float* y, int64_t ldy, int64_t j0, int64_t j1) {
+  if (wide) return rowwise_columns_avx512(wt, rows, x, k, w, bias, y, ldy, j0, j1);
+  switch (wt) {
+    case DType::f32:
+      return columns_avx2<LoadF32>(rows, x, k, w, bias, y, ldy, j0, j1);
+    case DType::bf16:
+      return columns_avx2<LoadBF16>(rows, x, k, w, bias, y, ldy, j0, j1);
+    default:
+      return columns_avx2<LoadF16>(rows, x, k, w, bias, y, ldy, j0, j1);
+  }
+}
+
+// Tiles of weight rows, each passed over by every row of x (four at a time).
+void product(DType wt, int64_t m, int64_t n, int64_t k, const float* x, const void* w,
+             const float* bias, float* y) {
+  const bool wide = onednn_has_avx512();
+  const int64_t row_bytes = std::max<int64_t>(1, k * int64_t(itemsize(wt)));
   const int64_t tile = std::max<int64_t>(4, kTileBytes / row_bytes / 4 * 4);
   auto run_tile = [&](int64_t t) {
     const int64_t j0 = t * tile, j1 = std::min(n, j0 + tile);
-    int64_t i = 0;
-    for (; i + 4 <= m; i += 4) columns<L, 4>(x + i * k, k, w, bias, y + i * n, n, j0, j1);
-    const float* xi = x + i * k;
-    float* yi = y + i * n;
-    switch (m - i) {
-      case 3:
-        return columns<L, 3>(xi, k, w, bias, yi, n, j0, j1);
-      case 2:
-        return columns<L, 2>(xi, k, w, bias, yi, n, j0, j1);
-      case 1:
-        return columns<L, 1>(xi, k, w, bias, yi, n, j0, j1);
-      default:
-        return;
-    }
+    for (int64_t i = 0; i < m; i += 4)
+      columns_any(wide, wt, int(std::min<int64_t>(4, m - i)), x + i * k, k, w, bias, y + i * n, n,
+                  j0, j1);
   };
   const int64_t tiles = (n + tile - 1) / tile;
   if (m * n * k < kParallelMacs || tiles == 1) {
@@ -112,17 +132,7 @@ Tensor linear_rowwise(const Tensor& x_in, const Tensor& w_in, const Tensor& bias
   if (m == 0 || n == 0) return y;
   const float* pb = bias.defined() ? bias.data<float>() : nullptr;
   float* py = y.data<float>();
-  switch (wt) {
-    case DType::f32:
-      product<LoadF32>(m, n, k, x.data<float>(), w.raw_data(), pb, py);
-      break;
-    case DType::bf16:
-      product<LoadBF16>(m, n, k, x.data<float>(), w.raw_data(), pb, py);
-      break;
-    default:
-      product<LoadF16>(m, n, k, x.data<float>(), w.raw_data(), pb, py);
-      break;
-  }
+  product(wt, m, n, k, x.data<float>(), w.raw_data(), pb, py);
   return y;
 }
 

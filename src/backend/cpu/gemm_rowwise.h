@@ -10,4 +10,9 @@ namespace zenith::cpu {
 // undefined; returns float32 [M, N]. Other dtypes: undefined (the caller takes its usual path).
 Tensor linear_rowwise(const Tensor& x, const Tensor& w, const Tensor& bias);
 
+// The AVX-512 register blocks (gemm_rowwise_avx512.cpp): y[i, j0 .. j1) for `rows` (1 to 4) rows
+// of x [rows, k] against w [n, k] of `w_dtype` (float32, bfloat16, float16), bias float32 or null.
+void rowwise_columns_avx512(DType w_dtype, int rows, const float* x, int64_t k, const void* w,
+                            const float* bias, float* y, int64_t ldy, int64_t j0, int64_t j1);
+
 }  // namespace zenith::cpu

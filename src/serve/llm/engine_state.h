@@ -70,7 +70,10 @@ struct Engine::State {
   // Ends `r` with `reason` (its remaining text released), frees its blocks, records stats.
   void finish(Sequence& r, const std::string& reason, const std::string& error = "");
   void free_blocks(Sequence& r);
-  void update_gauges();  // running, waiting, KV usage into stats
+  void update_gauges();
+  // Samples r's next token from its row of logits and streams it; true when r finished.
+  bool take_token(Sequence& r,
+                  std::vector<float>& row_logits);  // running, waiting, KV usage into stats
 };
 
 }  // namespace zenith::serve::llm

@@ -222,62 +222,13 @@ bool Engine::State::step() {
     Sequence& r = *c.request;
     std::vector<float> row_logits(pl + k * vocab, pl + (k + 1) * vocab);
     ++k;
-    TokenLogprob lp;
-    const int64_t token = r.sampler->next(row_logits, r.tokens, r.params.logprobs ? &lp : nullptr);
-    const auto now = Clock::now();
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!r.has_first_token) {
-        stats.time_to_first_token.observe(seconds(now - r.arrived));
-      } else {
-        stats.inter_token_latency.observe(seconds(now - r.last_token));
-      }
-    }
-    r.has_first_token = true;
-    r.last_token = now;
-    r.tokens.push_back(token);
     ++generated;
-    const auto& eos = options.eos_token_ids;
-    const auto& stops = r.params.stop_token_ids;
-    if ((!r.params.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) ||
-        std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      finish(r, "stop");
+    try {
+      if (take_token(r, row_logits)) done.insert(&r);
+    } catch (const std::exception& e) {  // its grammar refused the token, say: it alone ends
+      finish(r, "error", e.what());
       done.insert(&r);
-      continue;
     }
-    r.sampler->accept(token);
-    r.pending_tokens.push_back(token);
-    if (r.params.logprobs) r.pending_logprobs.push_back(lp);
-    bool stopped = r.stream->add(token);
-    if (r.params.constraint) {
-      r.params.constraint->accept(token);
-      stopped = stopped || r.params.constraint->done();
-    }
-    if (stopped) {
-      finish(r, "stop");
-    } else if (r.generated() >= r.params.max_tokens || int64_t(r.tokens.size()) >= max_model_len) {
-      finish(r, "length");
-    } else {
-      Event e;
-      int64_t released = 0;
-      e.text = r.stream->take(false, &released);
-      if (e.text.empty() && released == 0) continue;
-      e.tokens.assign(r.pending_tokens.begin(), r.pending_tokens.begin() + released);
-      r.pending_tokens.erase(r.pending_tokens.begin(), r.pending_tokens.begin() + released);
-      if (r.params.logprobs) {
-        e.logprobs.assign(r.pending_logprobs.begin(), r.pending_logprobs.begin() + released);
-        r.pending_logprobs.erase(r.pending_logprobs.begin(), r.pending_logprobs.begin() + released);
-      }
-      e.prompt_tokens = r.prompt_tokens;
-      e.completion_tokens = r.generated();
-      e.cached_tokens = std::max<int64_t>(0, r.cached_tokens);
-      try {
-        if (r.on_event) r.on_event(e);
-      } catch (...) {
-      }
-      continue;
-    }
-    done.insert(&r);
   }
   std::erase_if(running, [&](const auto& r) { return done.count(r.get()) > 0; });
   {
@@ -287,6 +238,63 @@ bool Engine::State::step() {
     ++stats.steps;
   }
   update_gauges();
+  return true;
+}
+
+bool Engine::State::take_token(Sequence& r, std::vector<float>& row_logits) {
+  TokenLogprob lp;
+  const int64_t token = r.sampler->next(row_logits, r.tokens, r.params.logprobs ? &lp : nullptr);
+  const auto now = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!r.has_first_token) {
+      stats.time_to_first_token.observe(seconds(now - r.arrived));
+    } else {
+      stats.inter_token_latency.observe(seconds(now - r.last_token));
+    }
+  }
+  r.has_first_token = true;
+  r.last_token = now;
+  r.tokens.push_back(token);
+  const auto& eos = options.eos_token_ids;
+  const auto& stops = r.params.stop_token_ids;
+  if ((!r.params.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) ||
+      std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    finish(r, "stop");
+    return true;
+  }
+  r.sampler->accept(token);
+  r.pending_tokens.push_back(token);
+  if (r.params.logprobs) r.pending_logprobs.push_back(lp);
+  bool stopped = r.stream->add(token);
+  if (r.params.constraint) {
+    r.params.constraint->accept(token);
+    stopped = stopped || r.params.constraint->done();
+  }
+  if (stopped) {
+    finish(r, "stop");
+  } else if (r.generated() >= r.params.max_tokens || int64_t(r.tokens.size()) >= max_model_len) {
+    finish(r, "length");
+  } else {
+    Event e;
+    int64_t released = 0;
+    e.text = r.stream->take(false, &released);
+    if (e.text.empty() && released == 0) return false;
+    e.tokens.assign(r.pending_tokens.begin(), r.pending_tokens.begin() + released);
+    r.pending_tokens.erase(r.pending_tokens.begin(), r.pending_tokens.begin() + released);
+    if (r.params.logprobs) {
+      e.logprobs.assign(r.pending_logprobs.begin(), r.pending_logprobs.begin() + released);
+      r.pending_logprobs.erase(r.pending_logprobs.begin(), r.pending_logprobs.begin() + released);
+    }
+    e.prompt_tokens = r.prompt_tokens;
+    e.completion_tokens = r.generated();
+    e.cached_tokens = std::max<int64_t>(0, r.cached_tokens);
+    try {
+      if (r.on_event) r.on_event(e);
+    } catch (...) {
+    }
+    return false;
+  }
   return true;
 }
 
