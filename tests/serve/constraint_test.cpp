@@ -110,6 +110,19 @@ TEST(Constraint, TokenBytesMapSpacesAndByteTokens) {
   auto world = g->piece_to_id("\xc4\xa0world");
   ASSERT_TRUE(world);
   EXPECT_EQ(gpt2().bytes->bytes(*world), " world");
+  // A SentencePiece tokenizer.model, and Llama 3's byte-level BPE with added tokens.
+  auto sp =
+      text::Tokenizer::from_dir(std::string(ZENITH_SOURCE_DIR) + "/tests/fixtures/text/sp_bpe");
+  auto sp_bytes = TokenBytes::from_tokenizer(*sp);
+  EXPECT_EQ(sp_bytes->bytes(*sp->piece_to_id("<0x0A>")), "\n");
+  EXPECT_EQ(sp_bytes->bytes(*sp->piece_to_id("\xe2\x96\x81g")), " g");
+  EXPECT_FALSE(sp_bytes->usable(sp->eos_id()));
+  auto l3 =
+      text::Tokenizer::from_dir(std::string(ZENITH_SOURCE_DIR) + "/tests/fixtures/text/llama3_bpe");
+  auto l3_bytes = TokenBytes::from_tokenizer(*l3);
+  EXPECT_FALSE(l3_bytes->usable(*l3->piece_to_id("<|eot_id|>")));
+  int32_t zenith = *l3->piece_to_id("zenith");
+  EXPECT_EQ(l3_bytes->usable(zenith), !l3->is_special(zenith));
 }
 
 TEST(Constraint, RandomTokensAlwaysGiveValidJson) {

@@ -49,7 +49,7 @@ struct Grammar {
 };
 
 constexpr int kMaxDepth = 32;  // frames: nesting of objects, arrays and strings in them; a
-                                // schema nests at most kMaxDepth - 3 (a tool call adds one)
+                               // schema nests at most kMaxDepth - 3 (a tool call adds one)
 
 struct Frame {
   int32_t node;
