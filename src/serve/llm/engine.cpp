@@ -155,6 +155,7 @@ void Engine::add_adapter(const std::string& name, const std::string& dir) {
         path, std::make_pair(w.A.to(DType::f32).contiguous(), w.B.to(DType::f32).contiguous()));
   }
   std::lock_guard<std::mutex> lock(state_->mutex);
+  weights->cache_key = name + "#" + std::to_string(++state_->adapters_loaded);
   state_->adapters[name] = std::move(weights);
 }
 

@@ -89,9 +89,12 @@ struct RequestError : std::runtime_error {
 struct EngineOptions {
   int64_t kv_cache_bytes = 256ll << 20;  // the KV pool's size (K and V, every layer)
   int64_t block_size = 16;               // positions per KV block
-  int64_t max_batched_tokens = 256;      // tokens per engine step (the chunked-prefill budget)
-  int64_t max_running = 64;              // sequences per step
-  int64_t max_waiting = 256;             // queued requests; more: QueueFullError
+  // Tokens per engine step: the chunked-prefill budget. A step with a full chunk takes about
+  // budget / running-streams times a decode step, so a small budget keeps streams' inter-token
+  // latency even while a long prompt is prefilled; a large one prefills faster.
+  int64_t max_batched_tokens = 64;
+  int64_t max_running = 64;   // sequences per step
+  int64_t max_waiting = 256;  // queued requests; more: QueueFullError
   bool prefix_caching = true;
   bool batch_invariant = true;  // row-order-independent kernels (see the header comment)
   // Ids that end generation; empty: the tokenizer's eos ids (generation_config.json's list).

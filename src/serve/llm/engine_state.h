@@ -53,6 +53,7 @@ struct Engine::State {
   std::set<uint64_t> cancelled;
   std::map<std::string, std::shared_ptr<const AdapterWeights>> adapters;
   uint64_t next_id = 1;
+  uint64_t adapters_loaded = 0;
   uint64_t seed_state = 0;
   int64_t waiting_count = 0;  // submitted + waiting (for the queue bound)
   bool stopping = false;

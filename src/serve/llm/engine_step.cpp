@@ -131,7 +131,7 @@ bool Engine::State::step() {
       uint64_t parent = 0;
       for (int64_t b = 0; (b + 1) * bs < length; ++b) {
         const int64_t* p = r.tokens.data() + b * bs;
-        const uint64_t h = KvPool::chain_hash(parent, p, bs, r.params.adapter);
+        const uint64_t h = KvPool::chain_hash(parent, p, bs, r.adapter ? r.adapter->cache_key : "");
         auto hit = pool->lookup(h, std::vector<int64_t>(p, p + bs));
         if (!hit) break;
         r.blocks.push_back(*hit);
@@ -205,8 +205,8 @@ bool Engine::State::step() {
     if (!options.prefix_caching) continue;
     for (auto b = int64_t(r.block_hashes.size()); (b + 1) * bs <= r.computed; ++b) {
       const int64_t* p = r.tokens.data() + b * bs;
-      const uint64_t h =
-          KvPool::chain_hash(b == 0 ? 0 : r.block_hashes[size_t(b - 1)], p, bs, r.params.adapter);
+      const uint64_t h = KvPool::chain_hash(b == 0 ? 0 : r.block_hashes[size_t(b - 1)], p, bs,
+                                            r.adapter ? r.adapter->cache_key : "");
       pool->publish(r.blocks[size_t(b)], h, std::vector<int64_t>(p, p + bs));
       r.block_hashes.push_back(h);
     }

@@ -18,6 +18,7 @@ namespace zenith::serve::llm {
 // A PEFT adapter as the engine applies it: y += scaling * (x A^T) B^T on its requests' rows.
 struct AdapterWeights {
   std::string name;
+  std::string cache_key;  // name and load count: a reloaded adapter never meets old KV blocks
   double scaling = 1;
   std::map<std::string, std::pair<Tensor, Tensor>> modules;  // path -> A [r, in], B [out, r]
 };
