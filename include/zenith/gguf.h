@@ -48,6 +48,14 @@ struct GgufExportSummary {
 GgufExportSummary save_gguf(const Llama& model, const text::Tokenizer* tokenizer,
                             const std::string& path, const GgufExportOptions& options = {});
 
+// A PEFT LoRA adapter of `base` as a GGUF adapter file, the way llama.cpp's
+// convert_lora_to_gguf.py writes it (general.type adapter, adapter.type lora, adapter.lora.alpha,
+// blk.N.<tensor>.weight.lora_a [r, in] and .lora_b [out, r], float32; lora_b rows of q and k in
+// llama.cpp's rotary order). llama.cpp scales by alpha / r: an rsLoRA adapter's alpha is written
+// as alpha * sqrt(r), so the scaling is the same. Returns the number of tensors.
+int64_t save_gguf_adapter(const io::LoraAdapter& adapter, const LlamaConfig& base,
+                          const std::string& path);
+
 // Whether `path` is a GGUF file (its first four bytes are "GGUF").
 bool is_gguf_file(const std::string& path);
 // The model in a GGUF file of architecture llama: Q/K rows back in Hugging Face's order, each

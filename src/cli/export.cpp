@@ -62,10 +62,16 @@ std::string first_difference(const models::Llama& a, const models::Llama& b) {
 }
 
 int export_gguf(const std::string& model_dir, const std::string& out, const std::string& dtype,
-                const std::string& name) {
+                const std::string& name, const std::string& adapter_dir) {
   ZENITH_CHECK(!model_dir.empty(),
-               "[export] --format gguf needs --model DIR (a LLaMA-family "
-               "model directory)");
+               "[export] --format gguf needs --model DIR (a LLaMA-family model directory)");
+  if (!adapter_dir.empty()) {  // the adapter alone, for llama.cpp's --lora with the base's GGUF
+    const int64_t n = models::save_gguf_adapter(io::load_lora_adapter(adapter_dir),
+                                                models::load_llama_config(model_dir), out);
+    std::printf("exported %s -> %s: GGUF v3 LoRA adapter of %s, %lld tensors\n",
+                adapter_dir.c_str(), out.c_str(), model_dir.c_str(), (long long)n);
+    return 0;
+  }
   auto model = models::Llama::from_pretrained(model_dir);
   auto tokenizer = text::Tokenizer::find_in_dir(model_dir);
   const bool quantized = dtype == "q8_0" || dtype == "q4_0" || dtype == "q4_k";
@@ -88,7 +94,8 @@ int export_gguf(const std::string& model_dir, const std::string& out, const std:
 }
 
 int run_export(int argc, char** argv) {
-  std::string checkpoint, model_name, dataset_name, format = "onnx", out, dtype = "f32", name;
+  std::string checkpoint, model_name, dataset_name, format = "onnx", out, dtype = "f32", name,
+                                                    adapter;
   int64_t image_size = 0;
   bool no_fold = false;
   CLI::App app{"Export a checkpoint's inference graph for deployment (ONNX)", "zenith export"};
@@ -104,12 +111,14 @@ int run_export(int argc, char** argv) {
                  "q4_k")
       ->capture_default_str();
   app.add_option("--name", name, "gguf: general.name (default: none)");
+  app.add_option("--adapter", adapter,
+                 "gguf: write this PEFT LoRA adapter of --model as a GGUF adapter file instead");
   app.add_option("--out", out, "output file")->required();
   app.add_flag("--no-fold-batch-norm", no_fold, "keep BatchNormalization nodes");
   if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   ZENITH_CHECK(format == "onnx" || format == "gguf", "[export] unknown format '", format,
                "' (known: onnx, gguf)");
-  if (format == "gguf") return export_gguf(model_name, out, dtype, name);
+  if (format == "gguf") return export_gguf(model_name, out, dtype, name, adapter);
   ZENITH_CHECK(!checkpoint.empty(), "[export] --format onnx needs --checkpoint");
 
   io::Metadata meta = io::read_safetensors_metadata(checkpoint);

@@ -363,4 +363,11 @@ bool write_gguf_tokenizer_files(const std::string& path, const std::string& dir)
   return detail::write_tokenizer_files(gguf::read_file(path), dir);
 }
 
+namespace detail {
+std::string gguf_tensor_name(const std::string& hf_name) { return gguf_name(hf_name); }
+Tensor permute_rotary_rows(const Tensor& w, int64_t heads, bool to_gguf) {
+  return permute_rows(w, heads, to_gguf);
+}
+}  // namespace detail
+
 }  // namespace zenith::models

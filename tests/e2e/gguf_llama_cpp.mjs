@@ -4,9 +4,10 @@
 //   node gguf_llama_cpp.mjs SPEC.json
 // SPEC: {"files": [{"path", "dtype", "tensors", "expect_tokens", "min_agree"}],
 //        "config": {block_count, ...}, "text", "text_ids" (zenith's ids of text, no bos/eos),
-//        "prompt_ids"}. Each file's greedy tokens (up to eos or expect_tokens' length) must agree
+//        "prompt_ids", "lora": {"base", "adapter", "expect_tokens"}}. Each file's greedy tokens (up to eos or expect_tokens' length) must agree
 // with expect_tokens (zenith's on that file) for at least min_agree leading tokens (default:
-// all of them). Exits 1 naming each disagreement.
+// all of them). With "lora", llama.cpp runs the base with the GGUF adapter file and must give
+// expect_tokens exactly (zenith's with the PEFT adapter). Exits 1 naming each disagreement.
 import {readFileSync} from "node:fs";
 import {createRequire} from "node:module";
 
@@ -69,6 +70,24 @@ for (const file of spec.files) {
   check(agree >= need && out.length >= need,
         `${name}: llama.cpp's greedy tokens ${JSON.stringify(out)} agree with zenith's ` +
         `${JSON.stringify(expect)} for ${agree}, expected at least ${need}`);
+  await context.dispose();
+  await model.dispose();
+}
+if (spec.lora) {
+  const {base, adapter, expect_tokens: expect} = spec.lora;
+  const model = await llama.loadModel({modelPath: base});
+  const context = await model.createContext({contextSize: 256, threads: 1,
+                                             lora: {adapters: [{filePath: adapter}]}});
+  const sequence = context.getSequence();
+  const out = [];
+  for await (const token of sequence.evaluate(spec.prompt_ids, {temperature: 0})) {
+    out.push(token);
+    if (out.length >= expect.length) break;
+  }
+  console.log(`${adapter}: llama.cpp applied the LoRA adapter to ${base}; greedy tokens ` +
+              `${same(out, expect) ? "equal" : "differ from"} zenith's with the PEFT adapter`);
+  check(same(out, expect), `${adapter}: llama.cpp's tokens ${JSON.stringify(out)}, zenith's ` +
+        `${JSON.stringify(expect)}`);
   await context.dispose();
   await model.dispose();
 }

@@ -5,8 +5,12 @@
 # and q4_k; llama.cpp loads each, tokenizes a held-out line as zenith does and decodes zenith's
 # greedy tokens (`zenith generate --model X.gguf`, 32 tokens or up to eos): all of them at f32
 # and q8_0, at least 8 at the others (other rounding of f16/bf16 products, 4-bit dot products);
-# zenith reads its own files back (at f32 the directory's tokens and perplexity; at q8_0 those
-# of `--dtype q8_0` on the directory) and refuses a GGUF of another architecture by name.
+# llama.cpp's perplexity of held-out tokens (tests/e2e/gguf_perplexity.mjs, zenith's windows)
+# is within 1% of `zenith perplexity`'s on the same file at f32, q8_0 and q4_k; zenith reads its
+# own files back (at f32 the directory's tokens and perplexity; at q8_0 those of `--dtype q8_0`
+# on the directory) and refuses a GGUF of another architecture by name. A LoRA adapter (10 steps
+# of `zenith finetune`) exported as a GGUF adapter file makes llama.cpp decode what zenith
+# decodes with the PEFT adapter.
 # A few seconds. $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")
@@ -46,6 +50,16 @@ ppl() { "$ZENITH" perplexity --model "$1" --text-file "$heldout" --json; }
 [ "$(python3 -c 'import json; print(json.load(open("text.json"))["tokens"])')" = "$expect" ] ||
   fail "generate --prompt The on the GGUF file: $(cat text.json)"
 
+# A LoRA adapter on q, k, v and o (k and q rows of lora_b reordered like the base's).
+"$ZENITH" finetune --model "$model" --data "$here/../../examples/llm/finetune/train.jsonl" \
+  --out adapter --max-steps 10 --lr 0.02 --lora-r 4 --lora-targets q_proj,k_proj,v_proj,o_proj \
+  --lora-dropout 0 --threads 2 --progress none > finetune.out 2>&1 || fail "finetune: $(tail finetune.out)"
+"$ZENITH" export --format gguf --model "$model" --adapter adapter --out adapter.gguf > adapter.out 2>&1 ||
+  fail "export --adapter: $(cat adapter.out)"
+grep -q "GGUF v3 LoRA adapter of .*, 32 tensors" adapter.out || fail "export --adapter said: $(cat adapter.out)"
+lora_expect=$(gen "$model" --adapter adapter)
+[ "$lora_expect" != "$expect" ] || fail "the adapter does not change the greedy tokens: no check"
+
 line=$(sed -n 3p "$heldout")
 text_ids=$("$ZENITH" tokenize --model "$model" --text "$line" --no-special --json | python3 -c \
   'import json,sys; print(json.load(sys.stdin)["ids"])')
@@ -61,9 +75,29 @@ cat > spec.json <<JSON
             "attention.head_count": 4, "attention.head_count_kv": 4, "context_length": 256,
             "vocab_size": 2048},
  "text": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$line"),
- "text_ids": $text_ids, "prompt_ids": [$prompt]}
+ "text_ids": $text_ids, "prompt_ids": [$prompt],
+ "lora": {"base": "$work/fortunes-f32.gguf", "adapter": "$work/adapter.gguf", "expect_tokens": $lora_expect}}
 JSON
 node "$here/gguf_llama_cpp.mjs" spec.json || fail "llama.cpp disagrees (above)"
+
+# Perplexity, llama.cpp against zenith, on the first 700 tokens of the held-out text.
+"$ZENITH" tokenize --model "$model" --text "$(head -n 60 "$heldout")" --json | python3 -c \
+  'import json,sys; print(json.dumps(json.load(sys.stdin)["ids"][:700]))' > ids.json
+ids=$(python3 -c 'import json; print(",".join(map(str, json.load(open("ids.json")))))')
+for dtype in f32 q8_0 q4_k; do
+  z=$("$ZENITH" perplexity --model fortunes-$dtype.gguf --ids "$ids" --max-seq-len 256 --json) ||
+    fail "zenith perplexity on fortunes-$dtype.gguf"
+  l=$(node "$here/gguf_perplexity.mjs" fortunes-$dtype.gguf ids.json 256) ||
+    fail "llama.cpp perplexity on fortunes-$dtype.gguf"
+  python3 - "$dtype" "$z" "$l" <<'PY' || fail "perplexity differs (above)"
+import json, sys
+dtype, z, l = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+gap = abs(l["perplexity"] - z["perplexity"]) / z["perplexity"]
+print(f"{dtype}: perplexity zenith {z['perplexity']:.4f}, llama.cpp {l['perplexity']:.4f} "
+      f"({gap:.2%} apart, {z['tokens']} tokens)")
+sys.exit(0 if gap < 0.01 and z["tokens"] == l["tokens"] else 1)
+PY
+done
 
 # Another architecture is refused by name.
 python3 - <<'PY'

@@ -123,6 +123,38 @@ TEST_F(GgufLlamaTest, QuantizedBlocksRoundTripBitForBit) {
   }
 }
 
+// convert_lora_to_gguf.py's layout: lora_a [r, in] and lora_b [out, r] under the base tensor's
+// name, lora_b rows of q in llama.cpp's rotary order, alpha giving PEFT's scaling.
+TEST_F(GgufLlamaTest, LoraAdapterIsLlamaCppsAdapterLayout) {
+  const auto config = zenith::models::load_llama_config(llama_fixture("llama_gqa"));
+  zenith::io::LoraAdapter adapter =
+      zenith::io::load_lora_adapter(llama_fixture("lora_qv"));  // r 4, alpha 8, q and v
+  const std::string path = dir_ / "adapter.gguf";
+  EXPECT_EQ(zenith::models::save_gguf_adapter(adapter, config, path),
+            int64_t(2 * adapter.modules.size()));
+  const gguf::File f = gguf::read_file(path);
+  EXPECT_EQ(f.get_string("general.type"), "adapter");
+  EXPECT_EQ(f.get_string("adapter.type"), "lora");
+  EXPECT_FLOAT_EQ(float(f.get_float("adapter.lora.alpha", 0)), 8.0f);  // scaling 2 = 8 / 4
+  const auto& w = adapter.modules.at("model.layers.1.self_attn.q_proj");
+  const gguf::TensorEntry* a = f.find_tensor("blk.1.attn_q.weight.lora_a");
+  const gguf::TensorEntry* b = f.find_tensor("blk.1.attn_q.weight.lora_b");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->ne, std::vector<int64_t>({config.hidden_size, 4}));
+  EXPECT_EQ(b->ne, std::vector<int64_t>({4, config.q_dim()}));
+  EXPECT_EQ(gguf::read_tensor(f, *a).to_double_vector(), w.A.to(DType::f32).to_double_vector());
+  const std::vector<double> hf = w.B.to_double_vector(),
+                            gg = gguf::read_tensor(f, *b).to_double_vector();
+  const int64_t D = config.head_dim;
+  for (int64_t h = 0; h < config.num_attention_heads; ++h)
+    for (int64_t i = 0; i < D / 2; ++i)
+      for (int64_t t = 0; t < 2; ++t)
+        for (int64_t col = 0; col < 4; ++col)
+          ASSERT_EQ(gg[(h * D + 2 * i + t) * 4 + col], hf[(h * D + t * D / 2 + i) * 4 + col]);
+  EXPECT_TRUE(f.find_tensor("blk.0.attn_v.weight.lora_b"));
+  EXPECT_FALSE(f.find_tensor("blk.0.attn_k.weight.lora_a"));
+}
+
 TEST_F(GgufLlamaTest, KeysNamesAndRotaryRowOrderAreLlamaCpps) {
   auto model = Llama::from_pretrained(llama_fixture("llama_gqa"));
   const auto& c = model->config();
