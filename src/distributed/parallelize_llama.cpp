@@ -225,6 +225,18 @@ void TensorParallelPlan::sync_gradients(const models::Llama& model) const {
   }
 }
 
+std::map<std::string, Tensor> tensor_parallel_full_state(const models::Llama& model,
+                                                         const TensorParallelPlan& plan) {
+  std::map<std::string, Tensor> out;
+  for (auto& [name, p] : model.hf_state()) {
+    auto it = plan.sharded.find(name);
+    out.emplace(name, it == plan.sharded.end()
+                          ? p
+                          : all_gather_along(p.contiguous(), it->second, plan.tp.group));
+  }
+  return out;
+}
+
 io::LoraAdapter tensor_parallel_lora_adapter(const models::Llama& model,
                                              const TensorParallelPlan& plan,
                                              const io::LoraConfig& config) {

@@ -68,6 +68,12 @@ TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup t
 // entropy vocabulary-parallel: no rank holds [B, T, V].
 Tensor tensor_parallel_lm_loss(models::Llama& model, const TensorParallelPlan& plan,
                                const models::LlamaInput& input, const Tensor& labels);
+// The model's weights under HF's names, whole (each shard all-gathered over the group; every
+// rank gets them all, adapters excluded): models::Llama(config, state, ...).save_pretrained on
+// one rank writes the model one process would.
+std::map<std::string, Tensor> tensor_parallel_full_state(const models::Llama& model,
+                                                         const TensorParallelPlan& plan);
+
 // The model's adapters as one process would save them (each split factor all-gathered over the
 // group; every rank gets the whole adapter): io::save_lora_adapter it on one rank.
 io::LoraAdapter tensor_parallel_lora_adapter(const models::Llama& model,

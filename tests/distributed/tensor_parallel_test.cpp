@@ -187,6 +187,15 @@ void train_both(const std::function<nn::OptimizerPtr(std::vector<Tensor>)>& make
       const double err = relative(p, plan.shard_of(name, full.at(name)));
       expect(err < tol, name, " differs by ", err, " after 20 steps");
     }
+    // The whole model gathered back, as finetune would save it at the end.
+    auto gathered = distributed::tensor_parallel_full_state(*tp_model, plan);
+    const auto want = ref.hf_state();
+    expect(gathered.size() == want.size(), gathered.size(), " tensors gathered");
+    for (auto& [name, t] : want) {
+      expect(gathered.at(name).shape() == t.shape(), name, " gathered as ",
+             shape_str(gathered.at(name).shape()));
+      expect(relative(gathered.at(name), t) < tol, name, " gathered differs");
+    }
   });
 }
 
