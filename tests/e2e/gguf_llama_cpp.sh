@@ -10,7 +10,7 @@
 # own files back (at f32 the directory's tokens and perplexity; at q8_0 those of `--dtype q8_0`
 # on the directory) and refuses a GGUF of another architecture by name. A LoRA adapter (10 steps
 # of `zenith finetune`) exported as a GGUF adapter file makes llama.cpp decode what zenith
-# decodes with the PEFT adapter.
+# decodes with the PEFT adapter. The bench probe gguf_decode_speed.mjs runs.
 # A few seconds. $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")
@@ -98,6 +98,12 @@ print(f"{dtype}: perplexity zenith {z['perplexity']:.4f}, llama.cpp {l['perplexi
 sys.exit(0 if gap < 0.01 and z["tokens"] == l["tokens"] else 1)
 PY
 done
+
+# The decode-speed probe the benches use (tests/e2e/gguf_decode_speed.mjs) runs.
+node "$here/gguf_decode_speed.mjs" fortunes-q8_0.gguf 1 8 "$prompt" > speed.json ||
+  fail "gguf_decode_speed.mjs: $(cat speed.json)"
+python3 -c 'import json,sys; d=json.load(open("speed.json")); sys.exit(0 if d["new_tokens"] == 8 and d["tokens_per_second"] > 0 else 1)' ||
+  fail "gguf_decode_speed.mjs printed $(cat speed.json)"
 
 # Another architecture is refused by name.
 python3 - <<'PY'
