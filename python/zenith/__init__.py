@@ -40,6 +40,8 @@ from zenith.amp import DynamicLossScaleManager, FixedLossScaleManager, LossScale
 _ms_ops.install()
 from zenith import _ms_more  # noqa: E402
 _ms_more.install()
+from zenith import _ms_functions  # noqa: E402
+_ms_functions.install()
 _ms_tensor.install()
 __getattr__ = _unsupported(__name__)
 

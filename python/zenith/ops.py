@@ -5,6 +5,8 @@ Tensors; gradients flow through all of them except the comparisons, argmax/argmi
 integer types. The GIL is released while the C++ op runs.
 """
 
+import builtins
+
 from zenith import _zenith as _C
 from zenith._tensor import (Tensor, _as_tensor, _pair, bool_, float32, int32, int64,
                             _argmin_cpp)
@@ -401,8 +403,9 @@ def gather(input_params, input_indices, axis, batch_dims=0):
     the result has shape params[:axis] + indices.shape + params[axis + 1:])."""
     if batch_dims != 0:
         raise ValueError("ops.gather: batch_dims is not supported")
-    return _as_tensor(input_params)[(slice(None),) * (axis % _as_tensor(input_params).ndim)
-                                    + (_as_tensor(input_indices),)]
+    # builtins.slice: zenith.ops.slice is MindSpore's ops.slice (installed by _ms_functions).
+    params = _as_tensor(input_params)
+    return params[(builtins.slice(None),) * (axis % params.ndim) + (_as_tensor(input_indices),)]
 
 
 def gather_elements(input, dim, index):
