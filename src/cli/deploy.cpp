@@ -1,6 +1,8 @@
 // `zenith deploy --model CKPT --name NAME`: packages a checkpoint (architecture, weights, input
 // spec and preprocessing, labels, content hash), registers it with the running `zenith server`
 // as the next version of NAME, starts the HTTPS service and prints its URL and a first token.
+// `zenith deploy --model HF_DIR [--adapter NAME=DIR ...] --name NAME` does the same for an LLM
+// (model, tokenizer, chat template and adapters: serve/llm_package.h), served with OpenAI's API.
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +10,7 @@
 
 #include "cli/client.h"
 #include "cli/command.h"
+#include "serve/llm_package.h"
 #include "serve/package.h"
 
 namespace zenith::cli {
@@ -17,15 +20,24 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 int run_deploy(int argc, char** argv) {
-  CLI::App app{"Deploy a checkpoint as an HTTPS inference service on the server", "zenith deploy"};
+  CLI::App app{"Deploy a checkpoint or an LLM as an HTTPS inference service on the server",
+               "zenith deploy"};
   ClientConfig config;
   std::string checkpoint, name, labels, max_body, host;
   serve::PackageOptions package_options;
   int replicas = 1, port = 0, max_batch = 0, max_queue = 0, http_threads = 0;
   double max_delay_ms = -1, timeout = 0;
   bool insecure = false;
-  app.add_option("--model", checkpoint, "checkpoint (.safetensors) from `zenith train`")
+  app.add_option("--model", checkpoint,
+                 "checkpoint (.safetensors) from `zenith train`, or a Hugging Face LLaMA "
+                 "directory (a fine-tune's --out)")
       ->required();
+  std::vector<std::string> adapters;
+  std::string kv_cache_memory;
+  app.add_option("--adapter", adapters,
+                 "LLM: a PEFT adapter served as model NAME (NAME=DIR; repeatable)");
+  app.add_option("--kv-cache-memory", kv_cache_memory,
+                 "LLM: the KV cache pool's size (default 256Mi)");
   app.add_option("--name", name, "service name: lowercase letters, digits, '-'")->required();
   app.add_option("--arch", package_options.arch, "zoo model (default: the checkpoint's)");
   app.add_option("--dataset", package_options.dataset,
@@ -56,7 +68,22 @@ int run_deploy(int argc, char** argv) {
       fs::remove_all(dir, ec);
     }
   } cleanup{tmpl};
-  auto spec = serve::write_package(checkpoint, staging, name, package_options);
+  const bool llm = fs::is_directory(checkpoint);
+  std::string what;
+  if (llm) {
+    std::vector<std::pair<std::string, std::string>> adapter_dirs;
+    for (const auto& a : adapters) adapter_dirs.push_back(serve::parse_adapter_flag(a));
+    const std::string model_dir = serve::resolve_llm_model(checkpoint, adapter_dirs);
+    auto spec = serve::write_llm_package(model_dir, adapter_dirs, staging, name);
+    what = "LLM from " + model_dir + ", " + std::to_string(adapter_dirs.size()) +
+           " adapter(s), sha256 " + spec.sha256.substr(0, 16);
+  } else {
+    ZENITH_CHECK(adapters.empty() && kv_cache_memory.empty(),
+                 "[deploy] --adapter and --kv-cache-memory are for an LLM directory, not a "
+                 "checkpoint");
+    auto spec = serve::write_package(checkpoint, staging, name, package_options);
+    what = spec.arch + ", sha256 " + spec.sha256.substr(0, 16);
+  }
 
   json options = json::object();
   if (max_batch > 0) options["max-batch"] = max_batch;
@@ -67,6 +94,7 @@ int run_deploy(int argc, char** argv) {
   if (http_threads > 0) options["http-threads"] = http_threads;
   if (!host.empty()) options["host"] = host;
   if (insecure) options["insecure-http"] = true;
+  if (!kv_cache_memory.empty()) options["kv-cache-memory"] = kv_cache_memory;
   auto client = make_client(config);
   json body = {{"name", name},
                {"package", staging},
@@ -74,11 +102,14 @@ int run_deploy(int argc, char** argv) {
                {"port", port},
                {"options", options}};
   json r = expect(client.post("/api/v1/services", body.dump()), 201);
-  std::printf("deployed %s version %d (%s, sha256 %.16s)\n", name.c_str(),
-              r["model"]["version"].get<int>(), spec.arch.c_str(), spec.sha256.c_str());
-  std::printf("  url:     %s\n", r["url"].get<std::string>().c_str());
-  std::printf("  model:   %s/v2/models/%s (infer, classify)\n", r["url"].get<std::string>().c_str(),
-              name.c_str());
+  std::printf("deployed %s version %d (%s)\n", name.c_str(), r["model"]["version"].get<int>(),
+              what.c_str());
+  const std::string url = r["url"].get<std::string>();
+  std::printf("  url:     %s\n", url.c_str());
+  if (llm)
+    std::printf("  api:     %s/v1 (OpenAI: chat/completions, completions, models)\n", url.c_str());
+  else
+    std::printf("  model:   %s/v2/models/%s (infer, classify)\n", url.c_str(), name.c_str());
   if (!insecure) std::printf("  cert:    %s\n", r["ca_cert"].get<std::string>().c_str());
   if (r.contains("token")) {
     std::printf("  token:   %s\n", r["token"]["secret"].get<std::string>().c_str());
@@ -87,16 +118,22 @@ int run_deploy(int argc, char** argv) {
   } else {
     std::printf("  tokens:  the service's existing tokens stay valid\n");
   }
-  std::printf(
-      "  try:     curl %s%s -H \"Authorization: Bearer $TOKEN\" --data-binary @image.png "
-      "%s/v2/models/%s/classify\n",
-      insecure ? "" : "--cacert ", insecure ? "" : r["ca_cert"].get<std::string>().c_str(),
-      r["url"].get<std::string>().c_str(), name.c_str());
+  const std::string cacert = insecure ? "" : "--cacert " + r["ca_cert"].get<std::string>() + " ";
+  if (llm)
+    std::printf(
+        "  try:     curl %s-H \"Authorization: Bearer $TOKEN\" %s/v1/chat/completions -d "
+        "'{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}'\n",
+        cacert.c_str(), url.c_str(), name.c_str());
+  else
+    std::printf(
+        "  try:     curl %s-H \"Authorization: Bearer $TOKEN\" --data-binary @image.png "
+        "%s/v2/models/%s/classify\n",
+        cacert.c_str(), url.c_str(), name.c_str());
   return 0;
 }
 
 }  // namespace
 }  // namespace zenith::cli
 
-ZENITH_COMMAND("deploy", "Deploy a checkpoint as an HTTPS inference service",
+ZENITH_COMMAND("deploy", "Deploy a checkpoint or an LLM as an HTTPS inference service",
                zenith::cli::run_deploy);

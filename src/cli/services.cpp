@@ -1,10 +1,16 @@
 // `zenith services`: the server's online services (name, version, URL, state, requests/s);
 // `zenith services undeploy NAME`, `zenith services rollback NAME [--version N]`,
-// `zenith services versions NAME` (the model registry).
+// `zenith services versions NAME` (the model registry), `zenith services adapter add NAME
+// ADAPTER=DIR` and `zenith services adapter rm NAME ADAPTER` (an LLM service's LoRA adapters,
+// loaded into the running service through its admin route; a restart serves the package's).
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include "cli/client.h"
 #include "cli/command.h"
+#include "platform/http/api_token.h"
+#include "serve/llm_package.h"
 
 namespace zenith::cli {
 namespace {
@@ -26,8 +32,40 @@ void print_services(const json& services) {
   }
 }
 
+// Calls an LLM service's admin route (/v1/load_lora_adapter, /v1/unload_lora_adapter) with the
+// platform's admin token; the service's URL and certificate come from the server.
+json call_service(platform::ApiClient& server, const ClientConfig& config, const std::string& name,
+                  const std::string& route, const json& body) {
+  json s = expect(server.get("/api/v1/services/" + name));
+  const std::string url = s.value("url", "");
+  if (url.empty())
+    throw std::runtime_error("[services] " + name + " is not running (state " +
+                             s.value("state", std::string()) + ")");
+  std::string token = config.token;
+  if (token.empty()) {
+    const char* t = std::getenv("ZENITH_TOKEN");
+    token = t && *t ? t
+                    : platform::read_token(config.data_dir.empty() ? default_data_dir()
+                                                                   : config.data_dir);
+  }
+  const std::string cert = s.value("ca_cert", "");
+  platform::ApiClient service(url, token,
+                              std::filesystem::is_regular_file(cert) ? cert : std::string());
+  const platform::HttpResult r = service.post(route, body.dump());
+  if (r.status == 0) throw std::runtime_error("[services] " + name + " at " + url + ": " + r.error);
+  const json answer = json::parse(r.body, nullptr, false);
+  if (r.status != 200) {
+    // The service answers errors in OpenAI's envelope.
+    const json error = answer.is_object() ? answer.value("error", json()) : json();
+    throw std::runtime_error("[services] " + name + ": " +
+                             (error.is_object() ? error.value("message", r.body) : r.body));
+  }
+  return answer;
+}
+
 int run_services(int argc, char** argv) {
-  CLI::App app{"List, undeploy and roll back online services", "zenith services"};
+  CLI::App app{"List, undeploy and roll back online services; manage an LLM's adapters",
+               "zenith services"};
   app.fallthrough();  // subcommands inherit it: client options may follow them
   ClientConfig config;
   add_client_options(app, config);
@@ -40,6 +78,17 @@ int run_services(int argc, char** argv) {
   rollback->add_option("--version", version, "version to serve (default: the previous one)");
   auto* versions = app.add_subcommand("versions", "a service's registered model versions");
   versions->add_option("name", name, "service")->required();
+  auto* adapter = app.add_subcommand("adapter", "add or remove an LLM service's LoRA adapters");
+  adapter->require_subcommand(1);
+  std::string adapter_spec;
+  auto* adapter_add =
+      adapter->add_subcommand("add", "load a PEFT adapter into the running service");
+  adapter_add->add_option("name", name, "service")->required();
+  adapter_add->add_option("adapter", adapter_spec, "NAME=DIR: the model name and its directory")
+      ->required();
+  auto* adapter_rm = adapter->add_subcommand("rm", "unload an adapter from the running service");
+  adapter_rm->add_option("name", name, "service")->required();
+  adapter_rm->add_option("adapter", adapter_spec, "the adapter's model name")->required();
   auto* list = app.add_subcommand("list", "list services (the default)");
   (void)list;
   app.require_subcommand(0, 1);
@@ -56,6 +105,20 @@ int run_services(int argc, char** argv) {
     json s = expect(client.post("/api/v1/services/" + name + "/rollback", body.dump()));
     std::printf("%s: serving version %d at %s (%s)\n", name.c_str(), s["version"].get<int>(),
                 s["url"].get<std::string>().c_str(), s["state"].get<std::string>().c_str());
+    return 0;
+  }
+  if (adapter_add->parsed()) {
+    auto [adapter_name, dir] = serve::parse_adapter_flag(adapter_spec);
+    dir = std::filesystem::absolute(dir).lexically_normal().string();
+    call_service(client, config, name, "/v1/load_lora_adapter",
+                 {{"lora_name", adapter_name}, {"lora_path", dir}});
+    std::printf("%s: adapter %s loaded from %s (model \"%s\")\n", name.c_str(),
+                adapter_name.c_str(), dir.c_str(), adapter_name.c_str());
+    return 0;
+  }
+  if (adapter_rm->parsed()) {
+    call_service(client, config, name, "/v1/unload_lora_adapter", {{"lora_name", adapter_spec}});
+    std::printf("%s: adapter %s unloaded\n", name.c_str(), adapter_spec.c_str());
     return 0;
   }
   if (versions->parsed()) {
@@ -76,5 +139,5 @@ int run_services(int argc, char** argv) {
 }  // namespace
 }  // namespace zenith::cli
 
-ZENITH_COMMAND("services", "List, undeploy and roll back online services",
+ZENITH_COMMAND("services", "List, undeploy and roll back services; manage LLM adapters",
                zenith::cli::run_services);

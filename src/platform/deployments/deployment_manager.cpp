@@ -42,14 +42,16 @@ std::string tail_of(const std::string& path, size_t bytes) {
   return text;
 }
 
-// Sum of zenith_serve_requests_total over the infer and classify endpoints.
+// Sum of zenith_serve_requests_total over the model endpoints: infer and classify (KServe), and
+// chat_completions and completions (an LLM service's OpenAI API).
 std::int64_t model_requests(const std::string& metrics) {
   std::istringstream lines(metrics);
   std::int64_t total = 0;
   for (std::string l; std::getline(lines, l);) {
     if (l.rfind("zenith_serve_requests_total{", 0) != 0) continue;
     if (l.find("endpoint=\"infer\"") == std::string::npos &&
-        l.find("endpoint=\"classify\"") == std::string::npos)
+        l.find("endpoint=\"classify\"") == std::string::npos &&
+        l.find("completions\"") == std::string::npos)
       continue;
     total += std::atoll(l.substr(l.rfind(' ') + 1).c_str());
   }
@@ -135,8 +137,8 @@ std::vector<std::string> DeploymentManager::serve_args(const DeploymentRecord& r
                                    std::to_string(r.replicas),
                                    "--managed"};
   json options = r.options.empty() ? json::object() : json::parse(r.options);
-  for (const auto& key :
-       {"max-batch", "max-delay-ms", "max-queue", "timeout", "max-body", "host", "http-threads"})
+  for (const auto& key : {"max-batch", "max-delay-ms", "max-queue", "timeout", "max-body", "host",
+                          "http-threads", "kv-cache-memory", "max-batched-tokens"})
     if (options.contains(key)) {
       args.push_back(std::string("--") + key);
       const auto& v = options[key];
@@ -276,8 +278,12 @@ DeploymentManager::DeployResult DeploymentManager::deploy(const DeployRequest& r
   fs::create_directories(dest);
   // Each file lands whole and on disk before the version is registered (a crash in between
   // leaves a directory the next deploy of this name replaces).
-  for (const std::string& f : {package_model_file(manifest), std::string("package.json")})
+  std::vector<std::string> files = package_files(manifest);
+  files.push_back("package.json");
+  for (const std::string& f : files) {
+    fs::create_directories(fs::path(dest + "/" + f).parent_path());
     core::copy_file_atomic(req.package_dir + "/" + f, dest + "/" + f);
+  }
   ModelVersion model = store_.add_model_version(req.name, dest, hash);
 
   DeploymentRecord r = store_.get_service(req.name).value_or(DeploymentRecord{});

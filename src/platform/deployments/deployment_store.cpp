@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -88,6 +89,24 @@ std::string package_model_file(const nlohmann::json& manifest) {
   return file;
 }
 
+std::vector<std::string> package_files(const nlohmann::json& manifest) {
+  if (!manifest.is_object() || !manifest.contains("files")) return {package_model_file(manifest)};
+  const auto& files = manifest["files"];
+  if (!files.is_array() || files.empty())
+    throw std::runtime_error("[package] \"files\" must be a non-empty list of paths");
+  std::vector<std::string> out;
+  for (const auto& f : files) {
+    const std::string path = f.is_string() ? f.get<std::string>() : "";
+    // Paths stay inside the package: relative, no "..", not package.json itself.
+    if (path.empty() || path.front() == '/' || path == "package.json" ||
+        ("/" + path + "/").find("/../") != std::string::npos ||
+        ("/" + path + "/").find("/./") != std::string::npos)
+      throw std::runtime_error("[package] bad path in \"files\": " + f.dump());
+    out.push_back(path);
+  }
+  return out;
+}
+
 std::string package_content_hash(const std::string& dir) {
   auto read = [](const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -102,8 +121,32 @@ std::string package_content_hash(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error("[package] " + dir + "/package.json: " + e.what());
   }
+  const auto files = package_files(manifest);
   if (manifest.is_object()) manifest.erase("sha256");
-  return sha256_hex(read(dir + "/" + package_model_file(manifest)) + manifest.dump());
+  // SHA-256 over the files' bytes in order, then the manifest, read a piece at a time.
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("[package] SHA-256 failed");
+  std::vector<char> piece(1 << 20);
+  for (const auto& file : files) {
+    std::ifstream in(dir + "/" + file, std::ios::binary);
+    if (!in) throw std::runtime_error("[package] cannot read " + dir + "/" + file);
+    while (in.read(piece.data(), std::streamsize(piece.size())) || in.gcount() > 0)
+      EVP_DigestUpdate(ctx.get(), piece.data(), size_t(in.gcount()));
+  }
+  const std::string text = manifest.dump();
+  EVP_DigestUpdate(ctx.get(), text.data(), text.size());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), digest, &n) != 1)
+    throw std::runtime_error("[package] SHA-256 failed");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
 }
 
 DeploymentStore::DeploymentStore(const std::string& path) : path_(path) {

@@ -67,8 +67,12 @@ double unix_now();
 // A model package's model file, named by package.json's "model_file": weights.safetensors (the
 // default) or model.onnx; throws on any other name.
 std::string package_model_file(const nlohmann::json& manifest);
-// A model package's content hash: SHA-256 of its model file followed by DIR/package.json
-// without its "sha256" field (compact JSON, keys sorted). Throws when a file is missing.
+// The files of a package besides package.json: its "files" list (an LLM package: weights,
+// tokenizer, adapters; relative paths that stay inside it), else its model file.
+std::vector<std::string> package_files(const nlohmann::json& manifest);
+// A model package's content hash: SHA-256 of its files (package_files, in order) followed by
+// DIR/package.json without its "sha256" field (compact JSON, keys sorted). Throws when a file
+// is missing.
 std::string package_content_hash(const std::string& dir);
 
 class DeploymentStore {

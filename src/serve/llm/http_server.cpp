@@ -5,6 +5,7 @@
 #include <random>
 
 #include "platform/deployments/tls_cert.h"
+#include "platform/http/api_token.h"
 #include "platform/http/reply.h"
 #include "serve/llm/http_server_impl.h"
 #include "serve/llm/openai_response.h"
@@ -61,6 +62,8 @@ std::optional<platform::GateRefusal> LlmServer::Impl::authorize(const httplib::R
                                      options.name + "`)"};
   const std::string secret = h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : "";
   if (admin_path(req.path)) {
+    if (!options.admin_token.empty() && platform::token_equals(secret, options.admin_token))
+      return std::nullopt;
     auto record = tokens->find(secret);
     if (!record) return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
     if (record->role != "admin")

@@ -7,8 +7,8 @@
 //   GET  /v1/models                  the base model and its adapters (with "parent")
 //   POST /v1/chat/completions        OpenAI's chat API (stream: server-sent events)
 //   POST /v1/completions             OpenAI's legacy completions API
-//   POST /v1/load_lora_adapter       {"lora_name", "lora_path"}: a platform admin token only
-//   POST /v1/unload_lora_adapter     {"lora_name"}: a platform admin token only
+//   POST /v1/load_lora_adapter       {"lora_name", "lora_path"}: platform admin tokens only
+//   POST /v1/unload_lora_adapter     {"lora_name"}: platform admin tokens only (vLLM's routes)
 // Every answer carries x-request-id; errors are OpenAI's envelope {"error": {"message", "type",
 // "param", "code"}} with x-should-retry: false on a 4xx a retry cannot fix.
 #pragma once
@@ -30,6 +30,7 @@ struct LlmServeOptions {
   bool tls = true;
   std::string cert, key, tls_dir;  // PEM files; empty: a self-signed pair in tls_dir
   std::string token_db;            // SQLite store holding the service's tokens (required)
+  std::string admin_token;         // the platform's own admin token (DATA/token), "" if none
   size_t max_body_bytes = 4 << 20;
   int http_threads = 128;
   double ping_interval_s = 10;  // a streamed ": ping" comment after this long without a chunk

@@ -1,0 +1,78 @@
+#!/bin/bash
+# An LLM deployed as a platform service (issue 38): `zenith deploy --model DIR --adapter
+# NAME=DIR --name NAME` on a loopback `zenith server`, then the OpenAI API over HTTPS with the
+# printed token (models with parent, chat with the base and the adapter), `zenith services
+# adapter rm|add` on the running service, a second version and a rollback, and a LoRA
+# fine-tune's --out deployed as it is. $1 is the zenith binary.
+set -u
+ZENITH=$(realpath "$1")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+source "$here/../support/e2e_work.bash"
+e2e_work openai_deploy
+fail() {
+  echo "FAIL: $*"
+  [ -f "$work/server.log" ] && tail -20 "$work/server.log"
+  for f in "$work"/srv/services/*/service.log; do [ -f "$f" ] && tail -20 "$f"; done
+  exit 1
+}
+cd "$work"
+"$ZENITH" server --host 127.0.0.1 --port 0 --data "$work/srv" --cpu-devices 1 --grace 1s \
+  > "$work/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 100); do [ -s "$work/srv/server.url" ] && break; sleep 0.1; done
+[ -s "$work/srv/server.url" ] || fail "server did not start"
+export ZENITH_SERVER=$(cat "$work/srv/server.url") ZENITH_DATA="$work/srv"
+model="$repo/examples/llm/fortunes-llama"
+
+# A LoRA adapter: two steps of `zenith finetune`.
+"$ZENITH" finetune --model "$model" --data "$repo/examples/llm/finetune/train.jsonl" \
+  --method lora --max-steps 2 --out "$work/lora" --threads 1 --progress none > finetune.log 2>&1 \
+  || fail "finetune: $(tail -3 finetune.log)"
+
+"$ZENITH" deploy --model "$model" --adapter fun="$work/lora" --name fortunes > deploy.log 2>&1 \
+  || fail "deploy: $(cat deploy.log)"
+cat deploy.log
+token=$(sed -n 's/^  token: *//p' deploy.log)
+url=$(sed -n 's/^  url: *//p' deploy.log)
+cert=$(sed -n 's/^  cert: *//p' deploy.log)
+[ -n "$token" ] && [ -n "$url" ] && [ -f "$cert" ] || fail "deploy printed no token, url or cert"
+api() { curl -sS --cacert "$cert" -H "Authorization: Bearer $token" "$@"; }
+chat() {
+  api "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d "{\"model\": \"$1\", \"messages\": [{\"role\": \"user\", \"content\": \"A fortune\"}], \"max_tokens\": 4}"
+}
+
+models=$(api "$url/v1/models") || fail "GET /v1/models"
+echo "$models" | grep -q '"id":"fortunes"' || fail "no base model in $models"
+echo "$models" | grep -q '"id":"fun","max_model_len":256,"object":"model","owned_by":"zenith","parent":"fortunes"' \
+  || fail "no adapter with parent in $models"
+chat fortunes | grep -q '"object":"chat.completion"' || fail "chat with the base: $(chat fortunes)"
+chat fun | grep -q '"model":"fun"' || fail "chat with the adapter: $(chat fun)"
+"$ZENITH" services | grep -q '^fortunes .* running' || fail "services: $("$ZENITH" services)"
+
+"$ZENITH" services adapter rm fortunes fun || fail "adapter rm"
+chat fun | grep -q '"code":"model_not_found"' || fail "removed adapter still answers: $(chat fun)"
+"$ZENITH" services adapter add fortunes fun2="$work/lora" || fail "adapter add"
+api "$url/v1/models" | grep -q '"id":"fun2"' || fail "added adapter not listed"
+chat fun2 | grep -q '"model":"fun2"' || fail "chat with the added adapter: $(chat fun2)"
+"$ZENITH" services adapter add fortunes bad="$work" 2>&1 | grep -q "adapter_config.json" \
+  || fail "a directory without adapter_config.json was not refused"
+
+# A second version, then back to the first: each serves the OpenAI API again.
+"$ZENITH" deploy --model "$model" --name fortunes > deploy2.log 2>&1 || fail "deploy v2: $(cat deploy2.log)"
+grep -q "version 2" deploy2.log || fail "second deploy: $(cat deploy2.log)"
+url=$(sed -n 's/^  url: *//p' deploy2.log)
+api "$url/v1/models" | grep -q '"id":"fun"' && fail "version 2 has no adapter, but lists one"
+"$ZENITH" services rollback fortunes > rollback.log 2>&1 || fail "rollback: $(cat rollback.log)"
+grep -q "version 1" rollback.log || fail "rollback: $(cat rollback.log)"
+url=$(sed -n 's/.* at \(https[^ ]*\) .*/\1/p' rollback.log)
+api "$url/v1/models" | grep -q '"id":"fun"' || fail "version 1 after rollback lists no adapter"
+
+# A LoRA fine-tune's --out deploys as it is: its base model plus the adapter named after it.
+(cd "$repo" && "$ZENITH" deploy --model "$work/lora" --name tuned) > deploy3.log 2>&1 \
+  || fail "deploy of a LoRA --out: $(cat deploy3.log)"
+url3=$(sed -n 's/^  url: *//p' deploy3.log)
+token=$(sed -n 's/^  token: *//p' deploy3.log)
+api "$url3/v1/models" | grep -q '"id":"lora".*"parent":"tuned"' || fail "LoRA --out: $(api "$url3/v1/models")"
+echo "PASS"
