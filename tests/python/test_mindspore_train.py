@@ -352,3 +352,79 @@ def test_history_and_lambda_callback(mnist_data):
                     on_train_step_end=lambda rc: steps.append(rc.original_args().cur_step_num))])
     assert history.epoch == [1, 2] and len(history.history["net_output"]) == 2
     assert steps == list(range(1, 9))
+
+
+# ---- samplers and more dataset sources
+
+
+def _labels(ds):
+    return [int(row[-1].asnumpy()) for row in ds.create_tuple_iterator()]
+
+
+def test_samplers_pick_the_items_mindspore_picks(fashion_mnist):
+    from zenith.dataset import (DistributedSampler, FashionMnistDataset, RandomSampler,
+                                SequentialSampler, SubsetRandomSampler, SubsetSampler)
+    first = _labels(FashionMnistDataset(fashion_mnist, "test", shuffle=False).take(12))
+    assert _labels(FashionMnistDataset(fashion_mnist, "test",
+                                       sampler=SequentialSampler(2, 5))) == first[2:7]
+    assert _labels(FashionMnistDataset(fashion_mnist, "test",
+                                       sampler=SubsetSampler([5, 0, 3]))) == \
+        [first[5], first[0], first[3]]
+    picked = _labels(FashionMnistDataset(fashion_mnist, "test",
+                                         sampler=SubsetRandomSampler(range(10))))
+    assert sorted(picked) == sorted(first[:10])
+    shuffled = FashionMnistDataset(fashion_mnist, "test", sampler=RandomSampler(num_samples=20))
+    assert shuffled.get_dataset_size() == 20
+    shard = FashionMnistDataset(fashion_mnist, "test",
+                                sampler=DistributedSampler(4, 1, shuffle=False))
+    assert shard.get_dataset_size() == 2500
+    with pytest.raises(ValueError, match="replacement"):
+        RandomSampler(replacement=True)
+    with pytest.raises(ValueError, match="without shuffle"):
+        FashionMnistDataset(fashion_mnist, "test", shuffle=True, sampler=SequentialSampler())
+
+
+def test_kmnist_reads_the_mnist_layout(mnist_data):
+    from zenith.dataset import KMnistDataset
+    test = os.path.join(mnist_data, "test")
+    assert _labels(KMnistDataset(test, shuffle=False).take(5)) == \
+        _labels(MnistDataset(test, shuffle=False).take(5))
+
+
+def test_cifar100_fake_random_padded_sources(tmp_path):
+    from zenith.dataset import Cifar100Dataset, FakeImageDataset, PaddedDataset, RandomDataset
+    rng = np.random.default_rng(0)
+    records = rng.integers(0, 256, (5, 3074), dtype=np.uint8)
+    records[:, 0], records[:, 1] = np.arange(5) % 20, np.arange(5) * 7 % 100
+    records.tofile(tmp_path / "train.bin")
+    ds = Cifar100Dataset(str(tmp_path), "train", shuffle=False)
+    assert ds.get_col_names() == ["image", "coarse_label", "fine_label"]
+    rows = list(ds.create_tuple_iterator(output_numpy=True))
+    assert len(rows) == 5 and rows[3][2] == 21 and rows[3][1] == 3
+    np.testing.assert_array_equal(rows[1][0], records[1, 2:].reshape(3, 32, 32).transpose(1, 2, 0))
+    with pytest.raises(FileNotFoundError, match="test.bin"):
+        Cifar100Dataset(str(tmp_path), "test")
+    fake = FakeImageDataset(6, (4, 4, 3), 3, shuffle=False)
+    images = [r[0] for r in fake.create_tuple_iterator(output_numpy=True)]
+    assert len(images) == 6 and images[0].shape == (4, 4, 3) and images[0].dtype == np.uint8
+    assert RandomDataset(7, columns_list=["a", "b"]).get_col_names() == ["a", "b"]
+    assert RandomDataset(7, shuffle=False).get_dataset_size() == 7
+    padded = PaddedDataset([{"image": np.zeros(2, F32), "label": 1},
+                            {"image": np.ones(2, F32), "label": 2}])
+    assert [int(r[1]) for r in padded.create_tuple_iterator()] == [1, 2]
+
+
+def test_text_file_and_csv_datasets(tmp_path):
+    from zenith.dataset import CSVDataset, TextFileDataset
+    (tmp_path / "a.txt").write_text("Welcome to Beijing\n\nhello world\n")
+    lines = TextFileDataset(str(tmp_path / "a.txt"))
+    assert [str(r[0]) for r in lines.create_tuple_iterator(output_numpy=True)] == \
+        ["Welcome to Beijing", "hello world"]
+    (tmp_path / "t.csv").write_text("x,y,name\n1,0.5,a\n2,1.5,b\n3,2.0,c\n")
+    table = CSVDataset(str(tmp_path / "t.csv"))
+    assert table.get_col_names() == ["x", "y", "name"]
+    rows = list(table.create_tuple_iterator(output_numpy=True))
+    assert [int(r[0]) for r in rows] == [1, 2, 3] and rows[0][0].dtype == np.int64
+    assert [float(r[1]) for r in rows] == [0.5, 1.5, 2.0] and rows[0][1].dtype == np.float32
+    assert [str(r[2]) for r in rows] == ["a", "b", "c"]
+    assert CSVDataset(str(tmp_path / "t.csv"), num_shards=2, shard_id=1).get_dataset_size() == 1

@@ -223,7 +223,14 @@ def _source(cpp, num_samples, shuffle, num_shards, shard_id, sampler, default_sh
     """A source with MindSpore's reading options: shuffled by default, sharded for data
     parallelism (num_shards ranks, this one shard_id), limited to num_samples (per shard)."""
     if sampler is not None:
-        raise ValueError("sampler is not supported; use shuffle, num_shards and shard_id")
+        from zenith.dataset.more import _Sampler
+        if not isinstance(sampler, _Sampler):
+            raise ValueError(f"sampler must be one of zenith.dataset's samplers, got "
+                             f"{type(sampler).__name__}")
+        if num_shards is not None or shuffle is not None:
+            raise ValueError("sampler goes without shuffle, num_shards and shard_id")
+        cpp = sampler._apply(cpp, default_shuffle)
+        return cpp.take(num_samples) if num_samples is not None else cpp
     shuffle = default_shuffle if shuffle is None else bool(shuffle)
     if (num_shards is None) != (shard_id is None):
         raise ValueError("num_shards and shard_id go together")
@@ -369,6 +376,10 @@ class NumpySlicesDataset(Dataset):
         super().__init__(_source(_C.data.TensorDataset(tensors, names), num_samples, shuffle,
                                  num_shards, shard_id, sampler))
 
+from zenith.dataset import more as _more  # noqa: E402
+from zenith.dataset.more import *  # noqa: E402,F401,F403  (listed in more.__all__)
 from zenith._unsupported import unsupported as _unsupported  # noqa: E402
+
+__all__ += _more.__all__
 
 __getattr__ = _unsupported(__name__)
