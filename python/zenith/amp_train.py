@@ -15,16 +15,20 @@ class TrainOneStepWithLossScale(Cell):
         self._loss_fn, self._optimizer, self._scaler = loss_fn, optimizer, scaler
 
         def forward(*inputs):
+            if self._loss_fn is None:  # network computes the loss
+                return self._scaler.scale(self.network(*inputs))
             out = self.network(*inputs[:-1])
-            loss = self._loss_fn(out, inputs[-1]) if self._loss_fn is not None else out
+            loss = self._loss_fn(out, inputs[-1])
             return self._scaler.scale(loss)
 
         self._grad_fn = value_and_grad(forward, None, optimizer.parameters)
 
-    def construct(self, *inputs):
+    def construct(self, *inputs, _finite=None):
         from zenith.amp import all_finite
         loss, grads = self._grad_fn(*inputs)
         finite = all_finite(grads)
+        if _finite is not None:
+            _finite.append(bool(finite.asnumpy()))
         if bool(finite.asnumpy()):
             self._optimizer(self._scaler.unscale(grads))
         self._scaler.adjust(finite)
