@@ -22,8 +22,9 @@ namespace {
 TEST(LlmEngine, PackedForwardEqualsEachSequence) {
   auto model = demo_model();
   NoGradGuard no_grad;
-  KvPool pool(model->config(), 4 << 20, 4);
-  const std::vector<std::vector<int64_t>> seqs = {prompt_of(5, 1), prompt_of(9, 2),
+  KvPool pool(model->config(), 8 << 20, 4);
+  // 180 tokens: enough attention work for the rows to be split over threads.
+  const std::vector<std::vector<int64_t>> seqs = {prompt_of(5, 1), prompt_of(180, 2),
                                                   prompt_of(3, 3)};
   std::vector<std::vector<int64_t>> tables(seqs.size());
   std::vector<StepSequence> steps;

@@ -194,6 +194,7 @@ bool Engine::State::step() {
   in.input_ids = Tensor::from_vector(ids, {1, row});
   in.position_ids = Tensor::from_vector(positions, {1, row});
   in.logit_rows = Tensor::from_vector(rows, {int64_t(rows.size())});
+  store.set_logit_rows(rows);
   in.store = &store;
   const Tensor logits = model->forward(in).contiguous();
   const int64_t vocab = logits.size(2);

@@ -1,11 +1,13 @@
-// Paged attention over block tables (v1: a direct loop per row and head on the calling thread,
-// reading keys and values in place from the blocks) and per-row LoRA deltas.
+// Paged attention over block tables (v1: a direct loop per row and head, reading keys and values
+// in place from the blocks; rows split over threads when a step has enough of them) and per-row
+// LoRA deltas.
 #include "serve/llm/step_store.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "zenith/autograd.h"
 #include "zenith/error.h"
@@ -13,6 +15,10 @@
 
 namespace zenith::serve::llm {
 namespace {
+
+// Multiply-adds of attention per extra thread: below it a step's attention (a decode step's,
+// say) stays on the engine thread, where starting a thread would cost more than it saves.
+constexpr int64_t kParallelWork = int64_t(1) << 20;
 
 // q . k over d values: eight lanes in steps of 8, a fixed lane tree, the tail in order.
 float dot(const float* a, const float* b, int64_t d) {
@@ -33,6 +39,7 @@ float dot(const float* a, const float* b, int64_t d) {
 StepStore::StepStore(KvPool& pool, std::vector<StepSequence> sequences, int64_t heads)
     : pool_(pool), sequences_(std::move(sequences)), heads_(heads) {
   for (const StepSequence& s : sequences_) {
+    total_rows_ += s.count;
     if (!s.adapter) continue;
     auto it = std::find_if(adapter_rows_.begin(), adapter_rows_.end(),
                            [&](const auto& p) { return p.first == s.adapter; });
@@ -64,10 +71,22 @@ Tensor StepStore::attend(int64_t layer, const Tensor& q_in, const Tensor& k_in,
   float* po = out.data<float>();
   const float* pq = q.data<float>();
   const float scale = 1.0f / std::sqrt(float(d));
-  std::vector<float> scores;
+  struct Item {
+    const StepSequence* s;
+    int64_t r;
+  };
+  std::vector<Item> items;
+  int64_t work = 0;  // multiply-adds
   for (const StepSequence& s : sequences_)
     for (int64_t r = 0; r < s.count; ++r) {
-      const int64_t pos = s.position + r, row = s.row + r, keys = pos + 1;
+      items.push_back({&s, r});
+      work += (s.position + r + 1) * heads_ * d * 2;
+    }
+  auto attend_rows = [&](size_t begin, size_t end) {
+    std::vector<float> scores;
+    for (size_t i = begin; i < end; ++i) {
+      const StepSequence& s = *items[i].s;
+      const int64_t pos = s.position + items[i].r, row = s.row + items[i].r, keys = pos + 1;
       scores.resize(size_t(keys));
       for (int64_t h = 0; h < heads_; ++h) {
         const float* qr = pq + (h * n + row) * d;
@@ -91,6 +110,29 @@ Tensor StepStore::attend(int64_t layer, const Tensor& q_in, const Tensor& k_in,
         for (int64_t e = 0; e < d; ++e) o[e] *= inv;
       }
     }
+  };
+  // Rows split over threads by equal work; each row is computed whole by one thread, so the
+  // split never changes a result.
+  const int64_t threads =
+      std::min<int64_t>({int64_t(std::max(1u, std::thread::hardware_concurrency())), 8,
+                         work / kParallelWork + 1, int64_t(items.size())});
+  if (threads <= 1) {
+    attend_rows(0, items.size());
+    return out;
+  }
+  std::vector<size_t> cuts = {0};
+  int64_t acc = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    acc += (items[i].s->position + items[i].r + 1) * heads_ * d * 2;
+    if (acc * threads >= work * int64_t(cuts.size()) && cuts.size() < size_t(threads))
+      cuts.push_back(i + 1);
+  }
+  cuts.push_back(items.size());
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t + 1 < cuts.size(); ++t)
+    helpers.emplace_back(attend_rows, cuts[t], cuts[t + 1]);
+  attend_rows(cuts[0], cuts[1]);
+  for (std::thread& t : helpers) t.join();
   return out;
 }
 
@@ -98,7 +140,7 @@ Tensor StepStore::after_linear(const std::string& path, const Tensor& x, const T
   if (adapter_rows_.empty()) return y;
   Tensor out = y;
   bool copied = false;
-  for (const auto& [adapter, rows] : adapter_rows_) {
+  for (const auto& [adapter, packed_rows] : adapter_rows_) {
     auto it = adapter->modules.find(path);
     if (it == adapter->modules.end()) continue;
     if (!copied) {
@@ -106,6 +148,14 @@ Tensor StepStore::after_linear(const std::string& path, const Tensor& x, const T
       copied = true;
     }
     const auto& [a, b] = it->second;
+    std::vector<int64_t> rows = packed_rows;
+    if (x.size(1) != total_rows_) {  // lm_head: only the logit rows, in their order
+      rows.clear();
+      for (size_t i = 0; i < logit_rows_.size(); ++i)
+        if (std::binary_search(packed_rows.begin(), packed_rows.end(), logit_rows_[i]))
+          rows.push_back(int64_t(i));
+      if (rows.empty()) continue;
+    }
     const Tensor index = Tensor::from_vector(rows, {int64_t(rows.size())});
     const Tensor xr = ops::index_select(x, 1, index).reshape({int64_t(rows.size()), x.size(2)});
     const Tensor delta = ops::linear(ops::linear(xr, a), b).contiguous();  // [R, out]

@@ -40,13 +40,17 @@ class StepStore : public models::AttentionStore {
   // and sum in one fixed order (so a row's output does not depend on the step's other rows).
   Tensor attend(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v) override;
   Tensor after_linear(const std::string& path, const Tensor& x, const Tensor& y) override;
+  // The packed rows that get logits (LlamaInput::logit_rows): lm_head sees only these.
+  void set_logit_rows(std::vector<int64_t> rows) { logit_rows_ = std::move(rows); }
 
  private:
   KvPool& pool_;
   std::vector<StepSequence> sequences_;
   int64_t heads_;
+  int64_t total_rows_ = 0;
   // Rows per adapter (those with modules), for after_linear.
   std::vector<std::pair<const AdapterWeights*, std::vector<int64_t>>> adapter_rows_;
+  std::vector<int64_t> logit_rows_;
 };
 
 }  // namespace zenith::serve::llm
