@@ -40,7 +40,7 @@ Tensor all_gather_along(const Tensor& x, int64_t dim, const communication::Group
 // ---- layers (they are LoraLinear cells, so module paths, adapters and freezing still work)
 
 struct TensorParallelGroup {
-  communication::Group group;  // default: the world
+  communication::Group group{};  // default: the world
   bool sequence_parallel = false;
   int rank() const;
   int size() const;

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "core/allocator.h"
+#include "distributed/mesh.h"
 #include "distributed/parallelize_llama.h"
 #include "models/llama_layers.h"
 #include "rank_runner.h"
@@ -58,17 +59,23 @@ std::shared_ptr<models::Llama> copy_of(const models::Llama& ref) {
   return std::make_shared<models::Llama>(ref.config(), std::move(weights), "reference");
 }
 
+models::LlamaInput input_of(const Tensor& ids) {
+  models::LlamaInput input;
+  input.input_ids = ids;
+  return input;
+}
+
 Tensor tokens(int64_t vocab, uint64_t seed) {
   manual_seed(seed);
   return Tensor::randint(0, vocab, {2, 8});
 }
 
-void in_ranks(const std::function<void(int)>& fn) {
+void in_ranks(const std::function<void(int)>& fn, int n = 2) {
   TempDir dir("tensor_parallel");
   const std::string store = "file://" + dir.str();
-  auto results = test::run_ranks(2, [&](int rank) {
+  auto results = test::run_ranks(n, [&](int rank) {
     context::set_num_threads(1);
-    comm::init(test::rank_options(rank, 2, store));
+    comm::init(test::rank_options(rank, n, store));
     fn(rank);
     comm::release();
   });
@@ -135,7 +142,7 @@ TEST(TensorParallel, WholeModelOutputsAndGradientsMatchOneProcess) {
       auto tp_model = copy_of(ref);
       auto plan = distributed::parallelize_llama(*tp_model, {});
       Tensor ids = tokens(64, 5);
-      models::LlamaInput input{.input_ids = ids};
+      models::LlamaInput input = input_of(ids);
       Tensor logits_ref = ref.forward(ids);
       Tensor loss_ref = models::causal_lm_loss(logits_ref, ids);
       Tensor loss_tp = distributed::tensor_parallel_lm_loss(*tp_model, plan, input, ids);
@@ -172,7 +179,7 @@ void train_both(const std::function<nn::OptimizerPtr(std::vector<Tensor>)>& make
     for (int step = 0; step < 20; ++step) {
       Tensor ids = tokens(64, 100 + uint64_t(step));
       models::causal_lm_loss(ref.forward(ids), ids).backward();
-      distributed::tensor_parallel_lm_loss(*tp_model, plan, {.input_ids = ids}, ids).backward();
+      distributed::tensor_parallel_lm_loss(*tp_model, plan, input_of(ids), ids).backward();
       const double n_ref = nn::clip_grad_norm(ref.parameters(), clip > 0 ? clip : 1e9);
       const double n_tp = plan.clip_grad_norm(*tp_model, clip);
       expect(std::fabs(n_tp - n_ref) < 1e-4 * n_ref, "step ", step, ": norm ", n_tp, " vs ", n_ref);
@@ -224,7 +231,7 @@ TEST(TensorParallel, SequenceParallelMatchesOneProcessAndKeepsLessActivation) {
     auto sp_plan = distributed::parallelize_llama(*sp_model, {.sequence_parallel = true});
     manual_seed(6);
     Tensor ids = Tensor::randint(0, 64, {2, 32});
-    models::LlamaInput input{.input_ids = ids};
+    models::LlamaInput input = input_of(ids);
     Tensor loss_ref = models::causal_lm_loss(ref.forward(ids), ids), loss_tp, loss_sp;
     const int64_t tp_bytes = kept_bytes(
         [&] { return distributed::tensor_parallel_lm_loss(*tp_model, tp_plan, input, ids); },
@@ -283,7 +290,7 @@ TEST(TensorParallel, LoraAdaptersSplitWithTheirLayersAndSaveAsOneProcess) {
       for (int step = 0; step < 10; ++step) {
         Tensor ids = tokens(64, 300 + uint64_t(step));
         models::causal_lm_loss(ref.forward(ids), ids).backward();
-        distributed::tensor_parallel_lm_loss(*tp_model, plan, {.input_ids = ids}, ids).backward();
+        distributed::tensor_parallel_lm_loss(*tp_model, plan, input_of(ids), ids).backward();
         plan.sync_gradients(*tp_model);
         if (step == 0) {
           std::map<std::string, Tensor> full;
@@ -319,6 +326,50 @@ TEST(TensorParallel, LoraAdaptersSplitWithTheirLayersAndSaveAsOneProcess) {
     EXPECT_EQ(loaded.modules.at("model.layers.1.self_attn.o_proj").A.shape(), (Shape{4, 32}));
     EXPECT_EQ(loaded.modules.at("model.layers.1.mlp.gate_proj").B.shape(), (Shape{48, 4}));
   }
+}
+
+// Data 2 x tensor 2 over four ranks: DistributedDataParallel over the mesh's data group on a
+// tensor-parallel model, each data rank on half the batch; 20 AdamW steps as one process on the
+// whole batch.
+TEST(TensorParallel, WithDataParallelMatchesOneProcess) {
+  in_ranks(
+      [](int) {
+        manual_seed(16);
+        models::Llama ref(tiny_config(false));
+        auto tp_model = copy_of(ref);
+        auto mesh = distributed::DeviceMesh::create({.tensor = 2});
+        expect(mesh.degree(distributed::MeshDim::data) == 2, "data degree ",
+               mesh.degree(distributed::MeshDim::data));
+        auto plan = distributed::parallelize_llama(*tp_model, {.group = mesh.tensor_group()});
+        auto ddp = nn::DistributedDataParallel(tp_model, {.group = mesh.data_group()});
+        auto opt_ref = nn::AdamW(ref.trainable_params(), 1e-2);
+        auto opt_tp = nn::AdamW(tp_model->trainable_params(), 1e-2);
+        const int64_t half = mesh.data_rank() * 2;
+        for (int step = 0; step < 20; ++step) {
+          manual_seed(400 + uint64_t(step));
+          Tensor ids = Tensor::randint(0, 64, {4, 8});
+          Tensor mine = ids.slice(0, half, half + 2).contiguous();
+          models::causal_lm_loss(ref.forward(ids), ids).backward();
+          distributed::tensor_parallel_lm_loss(*tp_model, plan, input_of(mine), mine).backward();
+          plan.sync_gradients(*tp_model);
+          const double n_ref = nn::clip_grad_norm(ref.parameters(), 1.0);
+          const double n_tp = plan.clip_grad_norm(*tp_model, 1.0);
+          expect(std::fabs(n_tp - n_ref) < 1e-4 * n_ref, "step ", step, ": norm ", n_tp, " vs ",
+                 n_ref);
+          opt_ref->step();
+          opt_tp->step();
+          opt_ref->zero_grad();
+          opt_tp->zero_grad();
+        }
+        expect(ddp->stats().steps == 20, "ddp synchronised ", ddp->stats().steps, " steps");
+        std::map<std::string, Tensor> full;
+        for (auto& [name, p] : ref.named_parameters()) full.emplace(name, p);
+        for (auto& [name, p] : tp_model->named_parameters()) {
+          const double err = relative(p, plan.shard_of(name, full.at(name)));
+          expect(err < 1e-4, name, " differs by ", err, " after 20 steps");
+        }
+      },
+      4);
 }
 
 TEST(TensorParallel, DegreeMustDivideHeadsAndSizes) {
