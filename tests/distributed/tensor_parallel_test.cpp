@@ -158,6 +158,9 @@ TEST(TensorParallel, WholeModelOutputsAndGradientsMatchOneProcess) {
       loss_ref.backward();
       loss_tp.backward();
       expect_grads(ref, *tp_model, plan, 1e-5);
+      // Model state per rank: everything but the norm weights is split.
+      const double share = double(tp_model->num_parameters()) / double(ref.num_parameters());
+      expect(share < 0.52, "rank ", rank, " holds ", share, " of the parameters");
       const double norm_ref = nn::clip_grad_norm(ref.parameters(), 1e9);
       const double norm_tp = plan.clip_grad_norm(*tp_model, 0);
       expect(std::fabs(norm_tp - norm_ref) < 1e-5 * norm_ref, "gradient norm ", norm_tp, " vs ",
