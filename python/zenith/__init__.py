@@ -42,6 +42,8 @@ from zenith import _ms_more  # noqa: E402
 _ms_more.install()
 from zenith import _ms_functions  # noqa: E402
 _ms_functions.install()
+from zenith import _ms_prims2  # noqa: E402
+_ms_prims2.install()
 _ms_tensor.install()
 __getattr__ = _unsupported(__name__)
 
