@@ -77,11 +77,12 @@ std::string sample(TokenConstraint& c, const Vocab& v, uint64_t seed, int budget
 }
 
 const char* kSchemas[] = {
-    R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+    R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0},
         "ok":{"type":"boolean"}},"required":["name","age","ok"],"additionalProperties":false})",
     R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string",
         "maxLength":5},"minItems":1,"maxItems":3},"score":{"type":"number"},
-        "kind":{"enum":["koan","joke","quote"]}},"required":["kind","tags"]})",
+        "kind":{"enum":["koan","joke","quote"]},"month":{"type":"integer","minimum":1,
+        "maximum":12}},"required":["kind","tags","month"]})",
     R"({"type":"object","properties":{"p":{"type":"object","properties":{"x":{"type":"number"},
         "y":{"type":["integer","null"]}},"required":["x","y"]},"q":{"type":"array","items":
         {"type":"array","items":{"type":"integer"}}},"c":{"const":"fixed \u00e9"}},

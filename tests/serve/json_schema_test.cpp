@@ -76,6 +76,30 @@ TEST(JsonSchemaGrammar, StringsNumbersAndLiterals) {
   EXPECT_TRUE(accepts(ojson::parse(R"({"type":"array","items":{"enum":[1,12]}})"), "[1,12,1]"));
 }
 
+TEST(JsonSchemaGrammar, NumberBounds) {
+  ojson month = ojson::parse(R"({"type":"integer","minimum":1,"maximum":12})");
+  for (const char* ok : {"1", "7", "10", "12"}) EXPECT_TRUE(accepts(month, ok)) << ok;
+  for (const char* bad : {"0", "13", "-1", "1.0"}) EXPECT_FALSE(accepts(month, bad)) << bad;
+  ojson count = ojson::parse(R"({"type":"integer","minimum":0})");
+  EXPECT_TRUE(accepts(count, "0"));
+  EXPECT_TRUE(accepts(count, "907"));
+  EXPECT_FALSE(accepts(count, "-1"));
+  ojson positive = ojson::parse(R"({"type":"integer","exclusiveMinimum":0})");
+  EXPECT_FALSE(accepts(positive, "0"));
+  EXPECT_TRUE(accepts(positive, "10"));
+  ojson price = ojson::parse(R"({"type":"number","minimum":0})");
+  EXPECT_TRUE(accepts(price, "0.5"));
+  EXPECT_FALSE(accepts(price, "-0.5"));
+  // A string or a positive integer: the bound makes their first bytes differ from a lone "-".
+  EXPECT_TRUE(accepts(ojson::parse(R"({"anyOf":[{"type":"integer","minimum":1},
+                                               {"enum":[0,-1]}]})"),
+                      "-1"));
+  EXPECT_EQ(schema_error(ojson::parse(R"({"type":"integer","minimum":5})")).keyword, "minimum");
+  EXPECT_EQ(schema_error(ojson::parse(R"({"type":"number","maximum":3})")).pointer, "/maximum");
+  EXPECT_EQ(schema_error(ojson::parse(R"({"type":"integer","minimum":3,"maximum":2})")).keyword,
+            "minimum");
+}
+
 TEST(JsonSchemaGrammar, ArraysAnyOfRefsAndTypeLists) {
   ojson s = ojson::parse(R"({"type":"array","items":{"type":["string","null"]},
                              "minItems":1,"maxItems":2})");
@@ -121,7 +145,8 @@ TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamedWithTheirPointer) {
   EXPECT_EQ(e.keyword, "pattern");
   EXPECT_EQ(e.pointer, "/properties/name/pattern");
   EXPECT_NE(std::string(e.what()).find("/properties/name/pattern"), std::string::npos);
-  EXPECT_EQ(schema_error(ojson::parse(R"({"type":"integer","minimum":0})")).keyword, "minimum");
+  EXPECT_EQ(schema_error(ojson::parse(R"({"type":"integer","multipleOf":2})")).keyword,
+            "multipleOf");
   EXPECT_EQ(schema_error(ojson::parse(R"({"allOf":[{}]})")).keyword, "allOf");
   EXPECT_EQ(schema_error(ojson::parse(R"({"type":"strin"})")).keyword, "type");
   SchemaError alike = schema_error(
@@ -161,6 +186,10 @@ TEST(JsonSchemaValidator, ChecksTheSubset) {
   EXPECT_EQ(validate_json(json::parse(R"({"n":1,"s":"ab","l":["a"],"o":{"k":1}})"), schema),
             std::nullopt);
   EXPECT_EQ(validate_json(json::parse(R"({"n":2.0})"), schema), std::nullopt);
+  json bounded = json::parse(R"({"type":"number","minimum":0,"exclusiveMaximum":1})");
+  EXPECT_EQ(validate_json(json(0), bounded), std::nullopt);
+  EXPECT_TRUE(validate_json(json(1), bounded));
+  EXPECT_TRUE(validate_json(json(-0.5), bounded));
   EXPECT_TRUE(validate_json(json::parse(R"({"n":1.5})"), schema));
   EXPECT_TRUE(validate_json(json::parse(R"({"s":"a"})"), schema));
   EXPECT_TRUE(validate_json(json::parse(R"({"n":1,"s":"abc"})"), schema));

@@ -108,8 +108,8 @@ std::array<bool, 256> Grammar::first_bytes(int32_t node) const {
       break;
     case NodeKind::integer:
     case NodeKind::number:
-      out['-'] = true;
-      for (int c = '0'; c <= '9'; ++c) out[size_t(c)] = true;
+      out['-'] = !n.non_negative;
+      for (int c = '0'; c <= '9'; ++c) out[size_t(c)] = c != '0' || !n.positive;
       break;
     case NodeKind::literals:
       for (const std::string& s : n.literals) out[uint8_t(s[0])] = true;
@@ -305,10 +305,10 @@ bool JsonState::step(const Grammar& g, uint8_t byte) {
         auto start_part = [&](uint8_t phase) { return f.phase = phase, f.a = 1, true; };
         switch (f.phase) {
           case 0:
-            if (byte == '-') return f.phase = 1, true;
+            if (byte == '-' && !n.non_negative) return f.phase = 1, true;
             [[fallthrough]];
           case 1:
-            if (byte == '0') return f.phase = 2, true;
+            if (byte == '0' && !n.positive) return f.phase = 2, true;
             return byte >= '1' && byte <= '9' ? start_part(3) : false;
           case 2:
           case 3:

@@ -32,7 +32,8 @@ struct GrammarNode {
   std::vector<std::string> keys;
   std::vector<int32_t> values;
   std::vector<bool> required;
-  int32_t items = -1;                                                      // array
+  bool non_negative = false, positive = false;  // integer, number: no '-'; integer: no lone 0
+  int32_t items = -1;                           // array
   int64_t min_count = 0, max_count = std::numeric_limits<int32_t>::max();  // items / code points
   std::vector<std::string> literals;                                       // sorted
   std::array<int32_t, 256> first{};  // any_of: the alternative a byte starts, -1 none

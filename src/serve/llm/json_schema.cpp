@@ -69,6 +69,19 @@ class Validator {
         ok = ok || (one.is_string() && has_type(v, one.get<std::string>()));
       if (!ok) return fail(at, "expected " + t.dump() + ", got " + v.dump());
     }
+    if (v.is_number()) {
+      double d = v.get<double>();
+      auto bound = [&](const char* key) {
+        return s.contains(key) && s[key].is_number() ? std::optional<double>(s[key].get<double>())
+                                                     : std::nullopt;
+      };
+      if (auto b = bound("minimum"); b && d < *b) return fail(at, "below minimum");
+      if (auto b = bound("maximum"); b && d > *b) return fail(at, "above maximum");
+      if (auto b = bound("exclusiveMinimum"); b && d <= *b)
+        return fail(at, "not above exclusiveMinimum");
+      if (auto b = bound("exclusiveMaximum"); b && d >= *b)
+        return fail(at, "not below exclusiveMaximum");
+    }
     if (v.is_object()) return check_object(v, s, at);
     if (v.is_array()) return check_array(v, s, at);
     if (v.is_string()) {

@@ -8,13 +8,16 @@
 //                  out
 //   array          items, minItems, maxItems (prefixItems is not supported)
 //   string         minLength, maxLength (code points)
+//   integer,       minimum / exclusiveMinimum 0 or 1 alone on an integer (no sign, no lone 0),
+//   number         minimum 0 alone on a number, or an integer range of at most 1000 values
+//                  (minimum and maximum, either exclusive); other bounds are a SchemaError
 //   enum, const    any JSON values (written as nlohmann::json::dump writes them)
 //   anyOf, oneOf   alternatives that start with different characters (e.g. a string or null, an
 //                  object or an array); two objects or two strings is a SchemaError
 //   $defs/definitions + $ref "#/$defs/X" (not recursive)
 // Ignored (annotations): title, description, default, examples, $schema, $id, $comment,
 //   strict, deprecated, readOnly, writeOnly.
-// Anything else (pattern, format, minimum, allOf, not, if, ...) is a SchemaError naming the
+// Anything else (pattern, format, multipleOf, allOf, not, if, ...) is a SchemaError naming the
 // keyword and its JSON pointer.
 #pragma once
 

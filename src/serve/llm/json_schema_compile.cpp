@@ -1,6 +1,8 @@
 #include "serve/llm/json_schema_compile.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <set>
 
 #include "serve/llm/json_schema.h"
@@ -23,11 +25,24 @@ const std::set<std::string>& annotations() {
 }
 
 const std::set<std::string>& structural() {
-  static const std::set<std::string> names = {
-      "type",      "properties", "required", "additionalProperties",
-      "items",     "minItems",   "maxItems", "minLength",
-      "maxLength", "enum",       "const",    "anyOf",
-      "oneOf",     "$ref"};
+  static const std::set<std::string> names = {"type",
+                                              "properties",
+                                              "required",
+                                              "additionalProperties",
+                                              "items",
+                                              "minItems",
+                                              "maxItems",
+                                              "minLength",
+                                              "maxLength",
+                                              "enum",
+                                              "const",
+                                              "anyOf",
+                                              "oneOf",
+                                              "$ref",
+                                              "minimum",
+                                              "maximum",
+                                              "exclusiveMinimum",
+                                              "exclusiveMaximum"};
   return names;
 }
 
@@ -83,6 +98,9 @@ class Compiler {
       type = "array";
     } else if (s.contains("minLength") || s.contains("maxLength")) {
       type = "string";
+    } else if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+               s.contains("exclusiveMaximum")) {
+      type = "number";
     } else {
       return any_value();
     }
@@ -95,7 +113,7 @@ class Compiler {
       n.max_count = count(s, "maxLength", at, n.max_count);
       if (n.min_count > n.max_count) fail("minLength", at + "/minLength", "exceeds maxLength");
     } else if (type == "integer" || type == "number") {
-      n.kind = type == "integer" ? NodeKind::integer : NodeKind::number;
+      return compile_number(s, at, type == "integer");
     } else if (type == "boolean" || type == "null") {
       n.kind = NodeKind::literals;
       n.literals = type == "null" ? std::vector<std::string>{"null"}
@@ -152,6 +170,56 @@ class Compiler {
     if (!v.is_number_integer() || v.get<int64_t>() < 0)
       fail(key, at + "/" + key, "must be a non-negative integer");
     return std::min<int64_t>(v.get<int64_t>(), std::numeric_limits<int32_t>::max() - 1);
+  }
+
+  // Bounds that a byte-level automaton keeps cheaply: minimum 0 or 1 on an integer (no sign, no
+  // lone 0), minimum 0 on a number, or an integer range of at most kMaxEnumValues values (an
+  // enum of them).
+  int32_t compile_number(const ojson& s, const std::string& at, bool integer) {
+    GrammarNode n;
+    n.kind = integer ? NodeKind::integer : NodeKind::number;
+    std::optional<double> lo, hi;
+    bool lo_open = false, hi_open = false;
+    std::string lo_key, hi_key;
+    for (const char* key : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+      if (!s.contains(key)) continue;
+      if (!s[key].is_number()) fail(key, at + "/" + key, "must be a number");
+      double v = s[key].get<double>();
+      if (std::fabs(v) > 1e15) fail(key, at + "/" + key, "is out of the supported range");
+      bool open = key[0] == 'e', lower = std::string(key).find("inimum") != std::string::npos;
+      std::optional<double>& bound = lower ? lo : hi;
+      bool stricter = !bound || (lower ? v > *bound : v < *bound) || (v == *bound && open);
+      if (!stricter) continue;
+      bound = v;
+      (lower ? lo_open : hi_open) = open;
+      (lower ? lo_key : hi_key) = key;
+    }
+    if (!lo && !hi) return g_.add(std::move(n));
+    if (integer) {
+      int64_t first = lo ? int64_t(lo_open ? std::floor(*lo) + 1 : std::ceil(*lo)) : 0;
+      int64_t last = hi ? int64_t(hi_open ? std::ceil(*hi) - 1 : std::floor(*hi)) : 0;
+      if (lo && hi && first > last)
+        fail(lo_key, at + "/" + lo_key, "leaves no integer below " + hi_key);
+      if (lo && hi && last - first < int64_t(kMaxEnumValues)) {
+        n.kind = NodeKind::literals;
+        for (int64_t v = first; v <= last; ++v) n.literals.push_back(std::to_string(v));
+        std::sort(n.literals.begin(), n.literals.end());
+        return g_.add(std::move(n));
+      }
+      if (lo && !hi && (first == 0 || first == 1)) {
+        n.non_negative = true;
+        n.positive = first == 1;
+        return g_.add(std::move(n));
+      }
+    } else if (lo && !hi && *lo == 0 && !lo_open) {
+      n.non_negative = true;
+      return g_.add(std::move(n));
+    }
+    const std::string& key = lo ? lo_key : hi_key;
+    fail(key, at + "/" + key,
+         "is supported only as minimum 0 or 1 on an integer, minimum 0 on a number, or an "
+         "integer range of at most " +
+             std::to_string(kMaxEnumValues) + " values");
   }
 
   int32_t compile_ref(const ojson& s, const std::string& at, int depth) {
