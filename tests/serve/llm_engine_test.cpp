@@ -79,6 +79,7 @@ TEST(LlmEngine, GreedyEqualsGenerateAndLogprobsEqualLogSoftmax) {
   const EngineStats stats = engine.stats();
   EXPECT_EQ(stats.finished.at("length"), 3u);
   EXPECT_EQ(stats.generation_tokens, 36u);
+  EXPECT_EQ(stats.prompt_tokens, 30u);
   EXPECT_EQ(stats.time_to_first_token.count, 3u);
   EXPECT_EQ(stats.inter_token_latency.count, 33u);
 }

@@ -117,7 +117,9 @@ struct EngineStats {
   int64_t running = 0, waiting = 0;
   double kv_cache_usage = 0;  // used blocks / all blocks, 0..1
   int64_t kv_blocks = 0, block_size = 0;
-  uint64_t prompt_tokens = 0, generation_tokens = 0;  // computed prompt tokens, generated tokens
+  // Prompt tokens of requests that got their first token (cached ones included), tokens
+  // generated (eos included).
+  uint64_t prompt_tokens = 0, generation_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // in tokens, as vLLM counts them
   uint64_t steps = 0;

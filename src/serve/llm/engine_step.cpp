@@ -175,13 +175,11 @@ bool Engine::State::step() {
   std::vector<int64_t> ids, positions, rows;
   std::vector<StepSequence> sequences;
   int64_t row = 0;
-  uint64_t prompt_computed = 0;
   for (const Chunk& c : chunks) {
     Sequence& r = *c.request;
     for (int64_t t = 0; t < c.count; ++t) {
       ids.push_back(r.tokens[size_t(c.start + t)]);
       positions.push_back(c.start + t);
-      if (c.start + t < r.prompt_tokens) ++prompt_computed;
     }
     if (c.logits) rows.push_back(row + c.count - 1);
     sequences.push_back({row, c.count, c.start, &r.blocks, r.adapter.get()});
@@ -234,7 +232,6 @@ bool Engine::State::step() {
   std::erase_if(running, [&](const auto& r) { return done.count(r.get()) > 0; });
   {
     std::lock_guard<std::mutex> lock(mutex);
-    stats.prompt_tokens += prompt_computed;
     stats.generation_tokens += generated;
     ++stats.steps;
   }
@@ -250,6 +247,7 @@ bool Engine::State::take_token(Sequence& r, std::vector<float>& row_logits) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!r.has_first_token) {
       stats.time_to_first_token.observe(seconds(now - r.arrived));
+      stats.prompt_tokens += uint64_t(r.prompt_tokens);
     } else {
       stats.inter_token_latency.observe(seconds(now - r.last_token));
     }
