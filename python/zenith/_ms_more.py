@@ -52,6 +52,18 @@ def run_check():
           "platform [CPU] successfully!")
 
 
+def get_level():
+    """The log level as MindSpore's: GLOG_v ('2', warnings, by default)."""
+    import os
+    return os.environ.get("GLOG_v", "2")
+
+
+def get_log_config():
+    """The logging settings (MindSpore's GLOG_* variables) as a dict."""
+    import os
+    return {"GLOG_v": get_level(), "GLOG_logtostderr": os.environ.get("GLOG_logtostderr", "1")}
+
+
 # ---- ops functions
 
 def relu6(input):
@@ -127,10 +139,12 @@ def install():
     from zenith import nn, train
     from zenith._jit import jit, jit_class
     for name in ("Callback", "CheckpointConfig", "EarlyStopping", "LossMonitor",
-                 "ModelCheckpoint", "RunContext", "TimeMonitor", "SummaryCollector"):
+                 "ModelCheckpoint", "RunContext", "TimeMonitor", "SummaryCollector", "History",
+                 "LambdaCallback", "LearningRateScheduler", "ReduceLROnPlateau"):
         setattr(zenith, name, getattr(train, name))
     zenith.ms_function, zenith.ms_class = jit, jit_class
-    for f in (dtype_to_nptype, dtype_to_pytype, pytype_to_dtype, mutable, run_check):
+    for f in (dtype_to_nptype, dtype_to_pytype, pytype_to_dtype, mutable, run_check, get_level,
+              get_log_config):
         setattr(zenith, f.__name__, f)
     for f in (relu6, hardswish, softsign, selu, celu, mish, logsumexp, norm, clip_by_value, bmm,
               isnan, logical_not):

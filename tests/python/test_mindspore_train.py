@@ -428,3 +428,46 @@ def test_text_file_and_csv_datasets(tmp_path):
     assert [float(r[1]) for r in rows] == [0.5, 1.5, 2.0] and rows[0][1].dtype == np.float32
     assert [str(r[2]) for r in rows] == ["a", "b", "c"]
     assert CSVDataset(str(tmp_path / "t.csv"), num_shards=2, shard_id=1).get_dataset_size() == 1
+
+
+# ---- learning-rate callbacks, ROC, auc, log settings
+
+
+def test_learning_rate_scheduler_and_reduce_on_plateau(mnist_data):
+    from zenith.train import LearningRateScheduler, ReduceLROnPlateau
+    net = _mlp()
+    opt = nn.SGD(net.trainable_params(), 0.1)
+    model = Model(net, nn.CrossEntropyLoss(), opt)
+    seen = []
+
+    def halve_every_4(lr, step):
+        seen.append((round(lr, 6), step))
+        return lr * 0.5 if step % 4 == 0 else lr
+
+    model.train(1, _mnist_pipeline(os.path.join(mnist_data, "train")),
+                callbacks=[LearningRateScheduler(halve_every_4)])
+    assert seen == [(0.1, 1), (0.1, 2), (0.1, 3), (0.1, 4)]
+    assert float(opt.get_lr().asnumpy()) == pytest.approx(0.05)
+    plateau = ReduceLROnPlateau("loss", factor=0.5, patience=1, min_delta=100.0)
+    model.train(3, _mnist_pipeline(os.path.join(mnist_data, "train")), callbacks=[plateau])
+    # no epoch improves the loss by 100: the rate halves after epochs 2 and 3
+    assert float(opt.get_lr().asnumpy()) == pytest.approx(0.05 * 0.25)
+    assert zenith.LearningRateScheduler is LearningRateScheduler
+    assert zenith.History is zenith.train.History and zenith.LambdaCallback is \
+        zenith.train.LambdaCallback and zenith.ReduceLROnPlateau is ReduceLROnPlateau
+
+
+def test_roc_auc_and_log_settings(monkeypatch):
+    from zenith.train import ROC, auc
+    roc = ROC(pos_label=1)
+    scores = np.array([0.1, 0.4, 0.35, 0.8], F32)
+    roc.update(Tensor(scores), Tensor(np.array([0, 0, 1, 1])))
+    fpr, tpr, thresholds = roc.eval()
+    # the classic example: thresholds 0.8, 0.4, 0.35, 0.1
+    np.testing.assert_allclose(fpr, [0, 0, 0.5, 0.5, 1])
+    np.testing.assert_allclose(tpr, [0, 0.5, 0.5, 1, 1])
+    np.testing.assert_allclose(thresholds[1:], [0.8, 0.4, 0.35, 0.1], rtol=1e-6)
+    assert auc(fpr, tpr) == pytest.approx(0.75)
+    assert auc([1, 0], [1, 0], reorder=True) == pytest.approx(0.5)
+    monkeypatch.setenv("GLOG_v", "1")
+    assert zenith.get_level() == "1" and zenith.get_log_config()["GLOG_v"] == "1"

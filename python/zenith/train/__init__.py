@@ -11,6 +11,7 @@ from zenith.train.metrics_more import (F1, MAE, MSE, ConfusionMatrix, CosineSimi
                                        Fbeta, History, LambdaCallback, Perplexity, Precision,
                                        Recall, get_metric_fn, rearrange_inputs)
 from zenith.train.metrics import names
+from zenith.train.callback_more import ROC, LearningRateScheduler, ReduceLROnPlateau, auc
 
 __all__ = [
     "Model", "Callback", "RunContext", "LossMonitor", "TimeMonitor", "ModelCheckpoint",
@@ -18,7 +19,7 @@ __all__ = [
     "TopKCategoricalAccuracy", "Top1CategoricalAccuracy", "Top5CategoricalAccuracy",
     "callback", "metrics", "MAE", "MSE", "Precision", "Recall", "F1", "Fbeta", "ConfusionMatrix",
     "CosineSimilarity", "Perplexity", "Dice", "get_metric_fn", "rearrange_inputs", "History",
-    "LambdaCallback", "names",
+    "LambdaCallback", "names", "ROC", "LearningRateScheduler", "ReduceLROnPlateau", "auc",
 ]
 
 from zenith._unsupported import unsupported as _unsupported  # noqa: E402
