@@ -1,5 +1,6 @@
 #include "serve/llm/constraint.h"
 
+#include <algorithm>
 #include <limits>
 #include <mutex>
 #include <unordered_map>
@@ -21,7 +22,11 @@ struct Shared {
   std::unordered_map<std::string, std::shared_ptr<const std::vector<uint64_t>>> masks;
 };
 
-constexpr size_t kMaxCachedMasks = 512;
+// At most 4 MiB of cached masks per request: 512 masks of a 32k vocabulary, 256 of a 128k one.
+size_t max_cached_masks(int64_t vocab_size) {
+  size_t bytes = size_t(vocab_size + 63) / 64 * 8;
+  return std::clamp<size_t>((size_t(4) << 20) / bytes, 16, 512);
+}
 
 class JsonConstraint : public TokenConstraint {
  public:
@@ -89,7 +94,7 @@ class JsonConstraint : public TokenConstraint {
     auto bits = std::make_shared<std::vector<uint64_t>>();
     allowed_tokens(shared_->grammar, *shared_->vocab, state_, scratch_, *bits);
     std::lock_guard lock(shared_->mutex);
-    if (shared_->masks.size() >= kMaxCachedMasks) shared_->masks.clear();
+    if (shared_->masks.size() >= max_cached_masks(shared_->vocab->size())) shared_->masks.clear();
     shared_->masks.emplace(std::move(key), bits);
     return bits;
   }
