@@ -109,9 +109,6 @@ TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup t
   const models::LlamaConfig& config = model.config();
   const int n = tp.size(), r = tp.rank();
   check_tensor_parallel(config, n);
-  ZENITH_CHECK(!model.activation_checkpointing(),
-               "[tensor parallel] activation checkpointing is not supported on a tensor-parallel "
-               "model yet");
   for (const auto& [path, layer] : model.linear_layers())
     ZENITH_CHECK(path != "lm_head" || !layer->has_adapter(),
                  "[tensor parallel] a LoRA adapter on lm_head is not supported (the output layer "

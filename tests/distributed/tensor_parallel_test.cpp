@@ -217,6 +217,29 @@ TEST(TensorParallel, TwentyAdamWStepsWithClippingMatchOneProcess) {
   train_both([](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-2); }, 0.5, 1e-4);
 }
 
+// Activation checkpointing on a tensor-parallel model: the recompute in backward runs the
+// layer's collectives again, in the same order on every rank.
+TEST(TensorParallel, ActivationCheckpointingMatchesOneProcess) {
+  for (const char* policy : {"full", "selective"}) {
+    for (bool sequence_parallel : {false, true}) {
+      in_ranks([&](int) {
+        manual_seed(17);
+        models::Llama ref(tiny_config(false));
+        auto tp_model = copy_of(ref);
+        distributed::TensorParallelGroup tp;
+        tp.sequence_parallel = sequence_parallel;
+        auto plan = distributed::parallelize_llama(*tp_model, tp);
+        tp_model->set_activation_checkpointing(true, policy);
+        Tensor ids = tokens(64, 8);
+        models::causal_lm_loss(ref.forward(ids), ids).backward();
+        distributed::tensor_parallel_lm_loss(*tp_model, plan, input_of(ids), ids).backward();
+        plan.sync_gradients(*tp_model);
+        expect_grads(ref, *tp_model, plan, 1e-5);
+      });
+    }
+  }
+}
+
 // Bytes allocated by a forward pass and still alive at its end: what it keeps for backward.
 template <typename F>
 int64_t kept_bytes(F forward_pass, Tensor& loss) {
