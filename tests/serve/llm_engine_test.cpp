@@ -121,6 +121,41 @@ TEST(LlmEngine, BatchInvariantAloneBatchedChunkedCachedPreempted) {
   }
 }
 
+TEST(LlmEngine, KvPoolCachesReleasedPrefixesAndEvictsTheLeastRecent) {
+  models::LlamaConfig c = demo_model()->config();
+  KvPool pool(c, 3 * KvPool::bytes_per_block(c, 4), 4);
+  ASSERT_EQ(pool.num_blocks(), 3);
+  const std::vector<int64_t> t1 = {1, 2, 3, 4}, t2 = {5, 6, 7, 8};
+  const uint64_t h1 = KvPool::chain_hash(0, t1.data(), 4, ""),
+                 h2 = KvPool::chain_hash(h1, t2.data(), 4, "");
+  EXPECT_NE(h1, KvPool::chain_hash(0, t1.data(), 4, "adapter#1"));
+  const int64_t a = pool.allocate(), b = pool.allocate();
+  pool.publish(a, h1, t1);
+  pool.publish(b, h2, t2);
+  pool.release(a);  // cached first, so evicted first
+  pool.release(b);
+  EXPECT_EQ(pool.available(), 3);
+  EXPECT_EQ(pool.lookup(h2, t2), b);             // revived: in use again
+  EXPECT_EQ(pool.lookup(h2, t1), std::nullopt);  // the same hash, other tokens: no hit
+  EXPECT_EQ(pool.used(), 1);
+  const int64_t fresh = pool.allocate(), evicted = pool.allocate();
+  EXPECT_NE(fresh, a);
+  EXPECT_EQ(evicted, a);  // the only cached block left
+  EXPECT_EQ(pool.lookup(h1, t1), std::nullopt);
+  EXPECT_EQ(pool.allocate(), -1);
+}
+
+TEST(LlmEngine, BatchInvariantWithBfloat16Weights) {
+  auto model = models::Llama::from_pretrained(demo_dir());  // bfloat16 as stored
+  ASSERT_EQ(model->weight_dtype(), DType::bf16);
+  Engine engine(model, nullptr,
+                {.kv_cache_bytes = 8 << 20, .block_size = 8, .max_batched_tokens = 5});
+  auto alone = run_all(engine, {prompt_of(21, 5)}, greedy(8));
+  auto batched = run_all(engine, {prompt_of(13, 1), prompt_of(21, 5), prompt_of(7, 2)}, greedy(8));
+  EXPECT_EQ(alone[0]->tokens, batched[1]->tokens);
+  EXPECT_TRUE(same_logprobs(alone[0]->logprobs, batched[1]->logprobs));
+}
+
 TEST(LlmEngine, SeededSamplingIsReproducibleInABatch) {
   auto model = demo_model();
   SamplingParams p;
