@@ -69,6 +69,13 @@ TEST(OpenAiResponse, ChatStreamChunks) {
   EXPECT_TRUE(whole["choices"][0]["logprobs"].is_null());
 }
 
+TEST(OpenAiResponse, TokenTextIsTheTokenInTheMiddleOfAText) {
+  const auto ids = tokenizer().encode("to be", false);  // "▁to", "▁be"
+  std::string joined;
+  for (int32_t id : ids) joined += token_text(tokenizer(), id);
+  EXPECT_EQ(joined, " to be");
+}
+
 TEST(OpenAiResponse, LogprobsInBothFormats) {
   const int64_t hello = tokenizer().encode("Hello", false).front();
   Event e = text_event(token_text(tokenizer(), hello), true, "stop");

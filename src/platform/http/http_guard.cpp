@@ -129,7 +129,7 @@ void GuardedServer::allow_host(const std::string& name) { hosts_.push_back(name)
 void GuardedServer::set_gate(RequestGate gate) { gate_ = std::move(gate); }
 
 void GuardedServer::set_error_hook(
-    std::function<void(const httplib::Request&, const httplib::Response&)> hook) {
+    std::function<void(const httplib::Request&, httplib::Response&)> hook) {
   error_hook_ = std::move(hook);
 }
 

@@ -58,8 +58,9 @@ class GuardedServer : public httplib::Server {
   void allow_host(const std::string& name);
   // Runs after the framing checks and before the body is read.
   void set_gate(RequestGate gate);
-  // Sees every reply httplib or a rejection made (status >= 400), before its JSON body.
-  void set_error_hook(std::function<void(const httplib::Request&, const httplib::Response&)> hook);
+  // Sees every reply of status >= 400 (a route's, a rejection's, httplib's own) before it is
+  // compressed and sent; it may rewrite the body (the LLM service's OpenAI error envelope).
+  void set_error_hook(std::function<void(const httplib::Request&, httplib::Response&)> hook);
   bool tls() const { return ctx_ != nullptr; }
 
  private:
@@ -71,7 +72,7 @@ class GuardedServer : public httplib::Server {
   SSL_CTX* ctx_ = nullptr;
   std::vector<std::string> hosts_;
   RequestGate gate_;
-  std::function<void(const httplib::Request&, const httplib::Response&)> error_hook_;
+  std::function<void(const httplib::Request&, httplib::Response&)> error_hook_;
 };
 
 // Whether a Host header value (with or without its port) names this server: an IP literal,

@@ -164,27 +164,23 @@ void LlmServer::Impl::routes() {
   s.set_read_timeout(30, 0);
   s.set_write_timeout(30, 0);
   s.set_gate([this](const httplib::Request& req) { return authorize(req); });
-  s.set_error_hook([this](const httplib::Request& req, const httplib::Response& res) {
+  // Every error, the listener's own refusals ({"error": "..."}) included, in OpenAI's envelope
+  // (before httplib compresses it), counted when no route did.
+  s.set_error_hook([this](const httplib::Request& req, httplib::Response& res) {
     if (!t_counted)
       count(req.path.rfind("/v1/", 0) == 0 ? req.path.substr(4) : "other", res.status, 0);
     t_counted = false;
-  });
-  // Every answer, the listener's own refusals included ({"error": "..."}), leaves with a
-  // request id and, when it is an error, in OpenAI's envelope.
-  s.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.has_header("x-request-id")) res.set_header("x-request-id", new_request_id());
-    if (res.status < 400) return;
-    if (res.status < 500 && !retryable(res.status)) res.set_header("x-should-retry", "false");
     json body = json::parse(res.body, nullptr, false);
     if (body.is_object() && body.contains("error") && body["error"].is_string()) {
       ApiError e{res.status, body["error"].get<std::string>(), "", ""};
       res.set_content(platform::json_text(error_body(e)) + "\n", "application/json");
-      // The length was written down before this hook runs.
-      if (res.has_header("Content-Length")) {
-        res.headers.erase("Content-Length");
-        res.set_header("Content-Length", std::to_string(res.body.size()));
-      }
     }
+  });
+  // Every answer leaves with a request id.
+  s.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.has_header("x-request-id")) res.set_header("x-request-id", new_request_id());
+    if (res.status >= 400 && res.status < 500 && !retryable(res.status))
+      res.set_header("x-should-retry", "false");
   });
   auto handle = [this](const std::string& endpoint, auto fn) {
     return [this, endpoint, fn](const httplib::Request& req, httplib::Response& res) {

@@ -30,6 +30,7 @@ std::string token_text(const text::Tokenizer& tokenizer, int64_t id) {
   state.position = 1;  // mid-text: SentencePiece's start-of-text rule does not apply
   state.text_empty = false;
   state.start_done = true;
+  state.strip_left = 0;  // tokenizer.json's Strip decoder: only at the start of a text
   std::string out;
   tokenizer.append_token_bytes(int32_t(id), state, out);
   return out;

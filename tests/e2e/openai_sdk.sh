@@ -1,0 +1,35 @@
+#!/bin/bash
+# The OpenAI API of `zenith serve` on an LLM directory, through the official openai npm SDK
+# (tests/e2e/openai_sdk.mjs; openai 6.x from tests/npm, installed by the CTest fixture
+# npm.install): models with an adapter, chat and completions, streaming, logprobs, seeds, JSON
+# schema, tool calls, errors as the SDK's APIError, an aborted stream. A few seconds with
+# examples/llm/fortunes-llama over HTTPS on loopback. $1 is the zenith binary.
+set -u
+ZENITH=$(realpath "$1")
+here=$(realpath "$(dirname "${BASH_SOURCE[0]}")")
+model=$(realpath "$here/../../examples/llm/fortunes-llama")
+[ -f "$here/../npm/node_modules/openai/package.json" ] ||
+  { echo "FAIL: tests/npm/node_modules is missing: run tests/npm/install.sh (CTest fixture npm.install)"; exit 1; }
+source "$here/../support/e2e_work.bash"
+e2e_work openai_sdk
+fail() { echo "FAIL: $*"; tail -20 "$work/serve.log"; exit 1; }
+cd "$work"
+
+# A LoRA adapter: two steps of `zenith finetune`.
+"$ZENITH" finetune --model "$model" --data "$here/../../examples/llm/finetune/train.jsonl" \
+  --method lora --max-steps 2 --out "$work/lora" --threads 1 --progress none > finetune.log 2>&1 \
+  || fail "finetune: $(tail -3 finetune.log)"
+
+"$ZENITH" serve "$model" --adapter tuned="$work/lora" --name fortunes --port 0 \
+  --port-file "$work/port" --data "$work/data" --threads 1 > serve.log 2>&1 &
+server_pid=$!
+for _ in $(seq 300); do [ -s "$work/port" ] && break; sleep 0.1; done
+[ -s "$work/port" ] || fail "zenith serve did not start"
+token=$(sed -n 's/^  token (shown once): //p' serve.log)
+cert=$(sed -n 's/^  certificate: //p' serve.log)
+[ -n "$token" ] && [ -f "$cert" ] || fail "no token or certificate printed"
+# The SDK trusts the service's self-signed certificate as an extra CA.
+ln -s "$here/../npm/node_modules" "$work/node_modules"
+cp "$here/openai_sdk.mjs" "$work/"
+NODE_EXTRA_CA_CERTS="$cert" node "$work/openai_sdk.mjs" "https://127.0.0.1:$(cat "$work/port")" \
+  "$token" fortunes tuned || fail "openai SDK checks"
