@@ -113,6 +113,10 @@ struct Options {
   bool activation_checkpointing = false;
   // full, selective, or a comma list of what each layer keeps (Llama::set_activation_checkpointing)
   std::string activation_checkpointing_policy = "full";
+  // ZeRO stage over the ranks (src/distributed/zero.h), with --method full in pynative mode: 1
+  // shards AdamW's states, 2 also the gradients (reduce-scattered as backward makes them); 0:
+  // off. MindFormers' parallel_config.optimizer_shard: true is stage 1.
+  int64_t zero_stage = 0;
   // amp_dtype bf16 or fp16 (DType::f16); fp16 adds dynamic loss scaling (nn::DynamicLossScaler:
   // 2^16, x2 after 2000 clean steps, x0.5 and the step skipped on inf/NaN gradients). On CPUs
   // the low precision is a storage format: values are rounded to it, arithmetic is float32.

@@ -114,6 +114,9 @@ SettingsSchema finetune_schema(finetune::Options& o, CliSettings& c) {
            "(float32 masters; CPUs store, not compute, in low precision)")
       .add("amp-dtype", c.amp_dtype, "bf16, or fp16 (with dynamic loss scaling)")
       .add("mode", c.mode, "pynative, or graph: capture each step once and replay it")
+      .add("zero", o.zero_stage,
+           "ZeRO stage over the --nproc ranks with --method full: 1 shards AdamW's states, 2 "
+           "also the gradients (0: off)")
       .add("threads", c.threads, "compute threads (0: the default)")
       .add("progress", c.progress, "auto, bar, plain or none (auto: a bar on a terminal)")
       .add("seed", o.seed, "seed of the shuffling, LoRA init and dropout")

@@ -31,6 +31,8 @@ ZeroOptimizer::ZeroOptimizer(std::vector<Tensor> params, const OptimizerFactory&
     : options_(std::move(options)) {
   ZENITH_CHECK(options_.stage >= 1 && options_.stage <= 3, "[zero] stage must be 1, 2 or 3, got ",
                options_.stage);
+  ZENITH_CHECK(options_.reduce == comm::ReduceOp::AVG || options_.reduce == comm::ReduceOp::SUM,
+               "[zero] gradients combine by AVG or SUM");
   ZENITH_CHECK(comm::is_initialized(),
                "[zero] communication is not initialized; call communication::init() first");
   rank_ = options_.group.rank();
@@ -63,7 +65,7 @@ ZeroOptimizer::ZeroOptimizer(std::vector<Tensor> params, const OptimizerFactory&
   inner_ = make(inner_params);
   if (options_.stage == 3)
     for (size_t i = 0; i < shards_.size(); ++i) release(i);
-  if (options_.stage == 2) {
+  if (options_.stage == 2 && options_.reduce_in_backward) {
     // Each gradient is reduce-scattered as soon as backward has summed it, then dropped: a
     // rank never holds more than the gradients in flight in full.
     for (size_t i = 0; i < shards_.size(); ++i) {
@@ -101,13 +103,23 @@ void ZeroOptimizer::reduce_gradient(size_t i, const Tensor& full_grad) {
                                  : Tensor::zeros({s.param.numel()}, s.param.dtype());
   if (g.dtype() != s.param.dtype()) g = g.to(s.param.dtype());
   Tensor out = Tensor::empty({block}, g.dtype());
-  comm::reduce_scatter(out, padded(g, block * size_), comm::ReduceOp::AVG, options_.group);
+  comm::reduce_scatter(out, padded(g, block * size_), options_.reduce, options_.group);
   Tensor mine = out.narrow(0, 0, s.rows.length * s.row_numel).reshape(local_shape(s));
   s.grad = s.grad.defined() ? ops::add(s.grad, mine) : mine;
 }
 
-void ZeroOptimizer::reduce_stage1() {
-  if (reduced_ || options_.stage != 1) return;
+void ZeroOptimizer::reduce_pending() {
+  if (reduced_) return;
+  reduced_ = true;
+  if (options_.stage == 2 && !options_.reduce_in_backward) {
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      Tensor p = shards_[i].param;
+      reduce_gradient(i, p.grad());
+      p.zero_grad();
+    }
+    return;
+  }
+  if (options_.stage != 1) return;
   NoGradGuard no_grad;
   for (auto& s : shards_) {
     Tensor g = s.param.grad();
@@ -122,7 +134,7 @@ void ZeroOptimizer::reduce_stage1() {
     // full gradient, whose other rows keep this rank's own values.
     const int64_t block = s.chunk_rows * s.row_numel;
     Tensor out = Tensor::empty({block}, g.dtype());
-    comm::reduce_scatter(out, padded(g.reshape({-1}), block * size_), comm::ReduceOp::AVG,
+    comm::reduce_scatter(out, padded(g.reshape({-1}), block * size_), options_.reduce,
                          options_.group);
     s.grad = as_rows(g, s).narrow(0, s.rows.offset, s.rows.length).reshape(local_shape(s));
     if (s.rows.length > 0) s.grad.copy_(out.narrow(0, 0, s.grad.numel()).reshape(local_shape(s)));
@@ -131,7 +143,7 @@ void ZeroOptimizer::reduce_stage1() {
 }
 
 double ZeroOptimizer::grad_norm() {
-  reduce_stage1();
+  reduce_pending();
   double sum = 0;
   for (const auto& s : shards_) {
     if (!s.grad.defined() || s.grad.numel() == 0) continue;
@@ -154,7 +166,7 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
 }
 
 void ZeroOptimizer::step() {
-  reduce_stage1();
+  reduce_pending();
   NoGradGuard no_grad;
   for (size_t j = 0; j < inner_index_.size(); ++j) {
     const ZeroShard& s = shards_[inner_index_[j]];

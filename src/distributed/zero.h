@@ -41,6 +41,14 @@ struct ZeroOptions {
   int stage = 1;                  // 1, 2 or 3
   communication::Group group{};   // the data-parallel group (DeviceMesh::data_group())
   bool broadcast_initial = true;  // copy the group's first rank's parameters to the others
+  // How the ranks' gradients combine: AVG (DDP's: each rank's loss is a mean over its batch) or
+  // SUM (zenith finetune's: each rank's loss is already weighted by its share of the tokens).
+  communication::ReduceOp reduce = communication::ReduceOp::AVG;
+  // Stage 2: reduce-scatter each gradient during backward (true: the full gradients never all
+  // exist at once; every rank must then run the same backward passes), or at step() one
+  // parameter after another, each full gradient dropped once reduced (false: for loops whose
+  // ranks may run different numbers of backward passes, such as zenith finetune's).
+  bool reduce_in_backward = true;
 };
 
 // Builds the inner optimizer over this rank's shards (called once, with the non-empty shards).
@@ -91,6 +99,7 @@ class ZeroOptimizer {
   const communication::Group& group() const { return options_.group; }
   const std::vector<ZeroShard>& shards() const { return shards_; }
   nn::Optimizer& inner() { return *inner_; }
+  const nn::OptimizerPtr& inner_ptr() const { return inner_; }
   const nn::Optimizer& inner() const { return *inner_; }
   // shards() index of each parameter of inner() (shards with no rows are not in it).
   const std::vector<size_t>& inner_index() const { return inner_index_; }
@@ -107,7 +116,7 @@ class ZeroOptimizer {
   ZeroMemory model_state_bytes() const;
 
  private:
-  void reduce_stage1();
+  void reduce_pending();  // what backward left in the parameters' .grad, once per step
   Tensor padded(const Tensor& flat, int64_t numel) const;
 
   ZeroOptions options_;
@@ -116,7 +125,7 @@ class ZeroOptimizer {
   nn::OptimizerPtr inner_;
   std::vector<size_t> inner_index_;  // shards_ index of each inner optimizer parameter
   std::vector<autograd::HookHandle> hooks_;
-  bool reduced_ = false;  // stage 1: gradients of this step already reduced
+  bool reduced_ = false;  // gradients of this step already reduced by reduce_pending()
 };
 
 // Stage 3 around any computation y = fn(x) that uses the parameters `params` (indices into

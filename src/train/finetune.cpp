@@ -12,6 +12,7 @@
 
 #include "core/format_clock.h"
 #include "core/trace_range.h"
+#include "distributed/zero.h"
 #include "train/finetune_run.h"
 #include "train/finetune_step.h"
 #include "zenith/autograd.h"
@@ -64,7 +65,8 @@ class Trainer {
   // A micro-batch holds batch_size examples per rank; rank r takes its r-th run of them.
   int64_t n_ = 0, global_batch_ = 0, micro_per_epoch_ = 0, steps_per_epoch_ = 0;
   int64_t total_steps_ = 0, warmup_ = 0;
-  nn::OptimizerPtr optimizer_;
+  nn::OptimizerPtr optimizer_;  // with --zero, ZeRO's inner optimizer over this rank's rows
+  std::shared_ptr<distributed::ZeroOptimizer> zero_;
   // The last good state, for the spike guard's rollback: taken at the start and at each
   // checkpoint.
   struct Snapshot {
@@ -109,7 +111,8 @@ Trainer::Trainer(const Options& o, const Data& train, const Data* eval, const de
                                 .scaler = scaler_ ? &*scaler_ : nullptr,
                                 // LoRA's adapter gradients summed in float64 over each step's
                                 // rows: the same float32 gradients whatever the ranks
-                                .float64_sums = o.method == Method::lora};
+                                .float64_sums = o.method == Method::lora,
+                                .zero = zero_.get()};
   if (o.inject_gradients)
     settings.inject_gradients = [this](const std::vector<Tensor>& params) {
       o_.inject_gradients(steps_done_ + 1, params);
@@ -166,8 +169,21 @@ void Trainer::plan_steps() {
 }
 
 void Trainer::make_optimizer() {
-  optimizer_ = nn::AdamW(params_, detail::make_schedule(o_, warmup_, total_steps_), 0.9, 0.999,
-                         1e-8, o_.weight_decay);
+  auto adamw = [this](std::vector<Tensor> params) {
+    return nn::AdamW(std::move(params), detail::make_schedule(o_, warmup_, total_steps_), 0.9,
+                     0.999, 1e-8, o_.weight_decay);
+  };
+  if (o_.zero_stage > 0 && ranks_.world() > 1) {  // one rank has nothing to shard
+    // The step's losses are weighted by each rank's share of the tokens: gradients are summed.
+    zero_ = std::make_shared<distributed::ZeroOptimizer>(
+        params_, adamw,
+        distributed::ZeroOptions{.stage = int(o_.zero_stage),
+                                 .reduce = communication::ReduceOp::SUM,
+                                 .reduce_in_backward = false});
+    optimizer_ = zero_->inner_ptr();
+  } else {
+    optimizer_ = adamw(params_);
+  }
   if (resumed_) {
     optimizer_->load_state_dict(resumed_->optimizer);
     default_generator().set_state(resumed_->rng);
@@ -199,6 +215,11 @@ void Trainer::announce(const detail::Log& log_fn) {
     log_fn(format("[finetune] rank %d of %d: %lld examples of each micro-batch of %lld; %s",
                   ranks_.rank(), ranks_.world(), (long long)o_.batch_size, (long long)global_batch_,
                   ranks_.writes() ? ("writing " + o_.out).c_str() : "rank 0 writes"));
+  if (zero_ && log_fn)
+    log_fn(format(
+        "[finetune] rank %d: ZeRO stage %d, %s over %d ranks", ranks_.rank(), int(o_.zero_stage),
+        o_.zero_stage == 1 ? "AdamW states sharded" : "AdamW states and gradients sharded",
+        ranks_.world()));
   if (ranks_.writes()) fs::create_directories(o_.out);
   metrics_.emplace(o_.out, ranks_.writes());
 }

@@ -130,6 +130,26 @@ nlohmann::json run_settings(const Options& o, int ranks, int64_t pad_to) {
           {"amp_dtype", amp_dtype_name(o.amp_dtype)}};
 }
 
+// ZeRO in finetune: stages 1 and 2 on full fine-tuning's float32 step; what reads every full
+// gradient (fp16's loss scaler) or the whole optimizer state (resuming) does not take it yet.
+static void check_zero_options(const Options& o) {
+  if (o.zero_stage == 0) return;
+  ZENITH_CHECK(o.zero_stage == 1 || o.zero_stage == 2, "[finetune] --zero must be 0, 1 or 2, got ",
+               o.zero_stage,
+               o.zero_stage == 3 ? " (stage 3 is distributed::sharded_forward's, not wired into "
+                                   "finetune yet)"
+                                 : "");
+  ZENITH_CHECK(o.method == Method::full,
+               "[finetune] --zero shards full fine-tuning's state: it needs --method full (LoRA's "
+               "adapters and their AdamW state are small)");
+  ZENITH_CHECK(o.mode == Mode::pynative, "[finetune] --zero runs in --mode pynative");
+  ZENITH_CHECK(o.amp == Amp::O0 || o.amp_dtype != DType::f16,
+               "[finetune] --zero with fp16 loss scaling is not supported: use --amp-dtype bf16");
+  ZENITH_CHECK(o.resume.empty(),
+               "[finetune] --resume with --zero: the optimizer state is sharded over the ranks "
+               "and its checkpoints are not written yet");
+}
+
 void check_options(const Options& o) {
   ZENITH_CHECK(!o.model.empty() || (o.init == Init::random && !o.model_config.empty()),
                "[finetune] --model DIR is required (or --init random --model-config FILE)");
@@ -154,6 +174,7 @@ void check_options(const Options& o) {
   ZENITH_CHECK(o.mode == Mode::pynative || o.amp_dtype != DType::f16 || o.amp == Amp::O0,
                "[finetune] --mode graph has no fp16 loss scaling: use --amp-dtype bf16 or --mode "
                "pynative");
+  check_zero_options(o);
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/trace_range.h"
+#include "distributed/zero.h"
 #include "models/llama_loss.h"
 #include "zenith/optim.h"
 
@@ -40,7 +41,10 @@ std::map<std::string, double> Step::take_capture_scalars() {
 
 Step::Outcome Step::run(const std::vector<Batch>& micro, int64_t targets,
                         const std::function<bool(double&, double&)>& accept) {
-  optimizer_.zero_grad();
+  if (settings_.zero)
+    settings_.zero->zero_grad();
+  else
+    optimizer_.zero_grad();
   // Each micro-batch's weight in the step's loss: in graph mode an input of the graph, not a
   // constant frozen at capture.
   std::vector<Tensor> weights;
@@ -121,7 +125,7 @@ double Step::sum_over_ranks(double loss) {
   const Ranks& ranks = *settings_.ranks;
   loss = ranks.sum({loss})[0];
   if (float64_) float64_->finish();
-  ranks.sum_gradients(params_, float64_ ? DType::f64 : DType::f32);
+  if (!settings_.zero) ranks.sum_gradients(params_, float64_ ? DType::f64 : DType::f32);
   return loss;
 }
 
@@ -129,6 +133,7 @@ double Step::sum_over_ranks(double loss) {
 // (nn::clip_grad_norm), graph mode with ops the graph holds (nn::clip_grad_norm_ops).
 double Step::clip(graph::StepRun& run) {
   const double max_norm = settings_.clip_grad_norm > 0 ? settings_.clip_grad_norm : 1e300;
+  if (settings_.zero) return settings_.zero->clip_grad_norm(max_norm);
   if (!settings_.graph) return nn::clip_grad_norm(params_, max_norm);
   return run
       .phase([&] {
@@ -142,7 +147,10 @@ void Step::update(graph::StepRun& run) {
   run.phase([&] {
     std::optional<core::TraceRange> range;
     if (settings_.graph) range.emplace(core::Range::optimizer);
-    optimizer_.step();
+    if (settings_.zero)
+      settings_.zero->step();
+    else
+      optimizer_.step();
     return std::vector<Tensor>{};
   });
 }

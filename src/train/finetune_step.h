@@ -19,6 +19,10 @@
 #include "zenith/graph.h"
 #include "zenith/loss_scaler.h"
 
+namespace zenith::distributed {
+class ZeroOptimizer;
+}
+
 namespace zenith::finetune::detail {
 
 // The model's input of a batch (its ids and attention mask), and its logits.
@@ -36,6 +40,9 @@ struct StepSettings {
   nn::DynamicLossScaler* scaler = nullptr;
   bool float64_sums = false;
   std::function<void(const std::vector<Tensor>& params)> inject_gradients;
+  // --zero: the ranks' gradients reduce-scattered, clipped and applied by ZeRO (its inner
+  // optimizer is the step's optimizer, over this rank's rows); null: summed as DDP does.
+  distributed::ZeroOptimizer* zero = nullptr;
 };
 
 class Step {

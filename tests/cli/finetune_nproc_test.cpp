@@ -183,5 +183,38 @@ TEST_F(FinetuneNproc, ARestartedJobResumesFromItsNewestCheckpoint) {
   EXPECT_EQ(step5[0], step5[1]);
 }
 
+// --zero 1 and 2 (AdamW's states, then the gradients too, sharded over the ranks) train as DDP
+// does: the same losses and gradient norms, the same weights to float32 rounding (the ring's
+// sums against the direct ones: 4.4e-7 measured). Micro-batches where rank 1 has no examples
+// run no backward there: ZeRO reduces at the step. LoRA is refused by name.
+TEST_F(FinetuneNproc, ZeroStagesOneAndTwoTrainAsDdp) {
+  const std::string full = "finetune --model " + std::string(ZENITH_SOURCE_DIR) +
+                           "/examples/llm/demo-llama --data " + (root_ / "train.jsonl").string() +
+                           " --method full --lr 1e-3 --warmup-steps 0 --schedule constant "
+                           "--max-steps 4 --batch-size 4 --nproc 2 --out ";
+  CliResult ddp = run_zenith(full + (root_ / "ddp").string());
+  ASSERT_EQ(ddp.code, 0) << ddp.output;
+  auto want = read_metrics(root_ / "ddp/metrics.jsonl");
+  for (const char* stage : {"1", "2"}) {
+    const fs::path out = root_ / (std::string("zero") + stage);
+    CliResult zero = run_zenith(full + out.string() + " --zero " + stage);
+    ASSERT_EQ(zero.code, 0) << zero.output;
+    EXPECT_NE(zero.output.find(std::string("rank 1: ZeRO stage ") + stage), std::string::npos)
+        << zero.output;
+    auto got = read_metrics(out / "metrics.jsonl");
+    ASSERT_EQ(got["loss"].size(), 4u);
+    for (const char* name : {"loss", "grad_norm"})
+      for (const auto& [step, value] : want[name])
+        EXPECT_NEAR(got[name][step], value, 1e-6 * value) << name << " step " << step;
+    EXPECT_TRUE(same_parameters((root_ / "ddp/model.safetensors").string(),
+                                (out / "model.safetensors").string(), 1e-6, 20));
+  }
+  CliResult lora = run_zenith(args("lora", 4) + " --max-steps 1 --nproc 2 --zero 1");
+  EXPECT_NE(lora.code, 0);
+  EXPECT_NE(lora.output.find("--zero shards full fine-tuning's state: it needs --method full"),
+            std::string::npos)
+      << lora.output;
+}
+
 }  // namespace
 }  // namespace zenith::testing

@@ -124,12 +124,15 @@ std::vector<double> full_params(ZeroOptimizer& zero) {
   return flatten(out);
 }
 
+// stage 4 here: stage 2 reducing at step() (ZeroOptions::reduce_in_backward false).
 std::vector<double> train_zero(bool adamw, int stage, const DataParallel& dp, double* first_norm) {
+  const bool at_step = stage == 4;
+  if (at_step) stage = 2;
   Mlp m = make_mlp();
   auto zero = std::make_shared<ZeroOptimizer>(
       m.net->trainable_params(),
       [adamw](std::vector<Tensor> p) { return make_optimizer(adamw, std::move(p)); },
-      distributed::ZeroOptions{.stage = stage, .group = dp.group});
+      distributed::ZeroOptions{.stage = stage, .group = dp.group, .reduce_in_backward = !at_step});
   nn::CellPtr net = m.net;
   if (stage == 3)
     net = nn::SequentialCell({distributed::fully_shard(m.first, zero), nn::Tanh(),
@@ -164,24 +167,25 @@ void check_equivalence(int world, distributed::MeshShape shape, std::vector<bool
           auto single = train_single(adamw, &single_norm);
           auto ddp = train_ddp(adamw, dp);
           expect(relative_difference(ddp, single) < (adamw ? 1e-4 : 1e-5), name, " DDP vs one");
-          for (int stage : {1, 2, 3}) {
+          for (int stage : {1, 2, 3, 4}) {
             double norm = 0;
             auto zero = train_zero(adamw, stage, dp, &norm);
+            const std::string label = stage == 4 ? "2 reducing at step()" : std::to_string(stage);
             const double vs_ddp = relative_difference(zero, ddp);
             const double vs_single = relative_difference(zero, single);
-            expect(vs_ddp < 1e-6, name, " ZeRO-", stage, " vs DDP: ", vs_ddp);
-            expect(vs_single < (adamw ? 1e-4 : 1e-5), name, " ZeRO-", stage,
+            expect(vs_ddp < 1e-6, name, " ZeRO-", label, " vs DDP: ", vs_ddp);
+            expect(vs_single < (adamw ? 1e-4 : 1e-5), name, " ZeRO-", label,
                    " vs one: ", vs_single);
-            expect(std::fabs(norm - single_norm) < 1e-5 * single_norm, name, " ZeRO-", stage,
+            expect(std::fabs(norm - single_norm) < 1e-5 * single_norm, name, " ZeRO-", label,
                    " gradient norm ", norm, ", one process ", single_norm);
             // The parameters moved: the comparison is not of initial weights.
             expect(relative_difference(zero, flatten(make_mlp().net->trainable_params())) > 1e-3,
-                   name, " ZeRO-", stage, " did not train");
+                   name, " ZeRO-", label, " did not train");
             if (rank == 0)
               std::fprintf(stderr,
-                           "%s, %s: ZeRO-%d vs DDP %.3g, vs one process %.3g, norm %.9g/%.9g\n",
-                           mesh.layout().describe().c_str(), name, stage, vs_ddp, vs_single, norm,
-                           single_norm);
+                           "%s, %s: ZeRO-%s vs DDP %.3g, vs one process %.3g, norm %.9g/%.9g\n",
+                           mesh.layout().describe().c_str(), name, label.c_str(), vs_ddp, vs_single,
+                           norm, single_norm);
           }
         }
         comm::release();
