@@ -8,6 +8,7 @@ to the end, naming those expected to pass: a regression in any of them fails.
 
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 
@@ -38,18 +39,39 @@ EXPECTED = ["01_quick_start", "02_tensor", "03_dataset", "04_transforms", "05_mo
 TIMEOUT_S = 240
 
 
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _run(script, workdir, python_env):
+    """Runs script; the distributed sample runs as 2 ranks on 127.0.0.1, as its launcher
+    (msrun --worker_num=2) would start it. Returns (all ranks exited 0, output tail)."""
     env = dict(python_env)
     env["PYTHONPATH"] = os.pathsep.join([str(HARNESS), env.get("PYTHONPATH", "")])
-    # The distributed sample's launcher (msrun) gives its one process these.
-    env.update(DATA_PATH=str(workdir / "MNIST_Data" / "train"), RANK_ID="0", RANK_SIZE="1")
-    try:
-        proc = subprocess.run([sys.executable, str(script)], cwd=workdir, env=env,
-                              capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return False, f"timed out after {TIMEOUT_S} s"
-    tail = (proc.stdout + proc.stderr).strip().splitlines()[-6:]
-    return proc.returncode == 0, "\n    ".join(tail)
+    env["DATA_PATH"] = str(workdir / "MNIST_Data" / "train")
+    ranks = 2 if "distributed" in script.stem else 1
+    port = str(_free_port())
+    procs = []
+    for rank in range(ranks):
+        rank_env = dict(env, RANK_ID=str(rank), RANK_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
+                        MASTER_PORT=port)
+        procs.append(subprocess.Popen([sys.executable, str(script)], cwd=workdir, env=rank_env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
+    outputs, ok = [], True
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            return False, f"timed out after {TIMEOUT_S} s"
+        outputs.append(out)
+        ok = ok and proc.returncode == 0
+    tail = "".join(outputs).strip().splitlines()[-6:]
+    return ok, "\n    ".join(tail)
 
 
 @pytest.mark.slow
