@@ -61,8 +61,8 @@ std::string first_difference(const models::Llama& a, const models::Llama& b) {
   return "";
 }
 
-int export_gguf(const std::string& model_dir, const std::string& out, const std::string& dtype,
-                const std::string& name, const std::string& adapter_dir) {
+int export_gguf(const std::string& model_dir, const std::string& out, std::string dtype,
+                bool dtype_given, const std::string& name, const std::string& adapter_dir) {
   ZENITH_CHECK(!model_dir.empty(),
                "[export] --format gguf needs --model DIR (a LLaMA-family model directory)");
   if (!adapter_dir.empty()) {  // the adapter alone, for llama.cpp's --lora with the base's GGUF
@@ -72,8 +72,16 @@ int export_gguf(const std::string& model_dir, const std::string& out, const std:
                 adapter_dir.c_str(), out.c_str(), model_dir.c_str(), (long long)n);
     return 0;
   }
-  auto model = models::Llama::from_pretrained(model_dir);
+  // A `zenith quantize` directory keeps its blocks: they are written unchanged.
+  auto model = models::is_quantized_dir(model_dir) ? models::load_quantized(model_dir)
+                                                   : models::Llama::from_pretrained(model_dir);
   auto tokenizer = text::Tokenizer::find_in_dir(model_dir);
+  if (!dtype_given)  // a quantized model is written at its blocks' format
+    for (const auto& [path, layer] : model->linear_layers())
+      if (const QuantizedWeight* q = layer->quantized_weight()) {
+        dtype = quant_name(q->format);
+        break;
+      }
   const bool quantized = dtype == "q8_0" || dtype == "q4_0" || dtype == "q4_k";
   if (quantized) model->quantize(quant_from_name(dtype));  // the blocks written are the model's
   const models::GgufExportSummary s =
@@ -106,10 +114,12 @@ int run_export(int argc, char** argv) {
                  "dataset it was trained on (default: the checkpoint's): the input shape");
   app.add_option("--image-size", image_size, "input N x N (default: as trained)");
   app.add_option("--format", format, "onnx or gguf")->capture_default_str();
-  app.add_option("--dtype", dtype,
-                 "gguf: tensor type of the matrices, f32, f16, bf16, or GGML blocks q8_0, q4_0, "
-                 "q4_k")
-      ->capture_default_str();
+  auto* dtype_option =
+      app.add_option(
+             "--dtype", dtype,
+             "gguf: tensor type of the matrices, f32, f16, bf16, or GGML blocks q8_0, q4_0, "
+             "q4_k (a `zenith quantize` directory: its own)")
+          ->capture_default_str();
   app.add_option("--name", name, "gguf: general.name (default: none)");
   app.add_option("--adapter", adapter,
                  "gguf: write this PEFT LoRA adapter of --model as a GGUF adapter file instead");
@@ -118,7 +128,8 @@ int run_export(int argc, char** argv) {
   if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   ZENITH_CHECK(format == "onnx" || format == "gguf", "[export] unknown format '", format,
                "' (known: onnx, gguf)");
-  if (format == "gguf") return export_gguf(model_name, out, dtype, name, adapter);
+  if (format == "gguf")
+    return export_gguf(model_name, out, dtype, dtype_option->count() > 0, name, adapter);
   ZENITH_CHECK(!checkpoint.empty(), "[export] --format onnx needs --checkpoint");
 
   io::Metadata meta = io::read_safetensors_metadata(checkpoint);

@@ -169,7 +169,14 @@ GgufExportSummary save_gguf(const Llama& model, const text::Tokenizer* tokenizer
     kv.emplace_back("llama.rope.scaling.type", Value::str("linear"));
     f32("llama.rope.scaling.factor", c.rope_scaling.factor);
   }
-  u32("general.file_type", file_type_of(file_type));
+  // A model holding blocks already (loaded quantized) is of their type.
+  gguf::TensorType kind = file_type;
+  for (const auto& [module, layer] : model.linear_layers())
+    if (const QuantizedWeight* q = layer->quantized_weight(); q && !quant) {
+      kind = tensor_type_of(q->format);
+      break;
+    }
+  u32("general.file_type", file_type_of(kind));
   u32("llama.vocab_size", c.vocab_size);
   u32("llama.rope.dimension_count", c.head_dim);
   u32("general.quantization_version", 2);

@@ -10,7 +10,8 @@
 # own files back (at f32 the directory's tokens and perplexity; at q8_0 those of `--dtype q8_0`
 # on the directory) and refuses a GGUF of another architecture by name. A LoRA adapter (10 steps
 # of `zenith finetune`) exported as a GGUF adapter file makes llama.cpp decode what zenith
-# decodes with the PEFT adapter. The bench probe gguf_decode_speed.mjs runs.
+# decodes with the PEFT adapter. A `zenith quantize` directory exports to the same file as
+# `--dtype q8_0`. The bench probe gguf_decode_speed.mjs runs.
 # A few seconds. $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")
@@ -31,6 +32,13 @@ for dtype in $dtypes; do
   grep -q "GGUF v3, llama architecture, $dtype, 38 tensors" export-$dtype.out ||
     fail "export --dtype $dtype said: $(cat export-$dtype.out)"
 done
+
+# A `zenith quantize` directory exports at its own blocks: the same file as --dtype q8_0.
+"$ZENITH" quantize --model "$model" --dtype q8_0 --out quantized > quantize.out 2>&1 ||
+  fail "quantize: $(cat quantize.out)"
+"$ZENITH" export --format gguf --model quantized --out quantized.gguf > qexport.out 2>&1 ||
+  fail "export of the quantized directory: $(cat qexport.out)"
+cmp -s quantized.gguf fortunes-q8_0.gguf || fail "the quantized directory's GGUF differs from --dtype q8_0's"
 
 # zenith's greedy tokens from the directory, and from its own GGUF file.
 prompt=$("$ZENITH" tokenize --model "$model" --text "The" --json | python3 -c \
