@@ -8,7 +8,12 @@
 // Prints the host's ISA, the quantized kernels' ISA, the sgemm peak and the load average.
 //
 //   llm_quant [--threads 1,2] [--only 15m,110m] [--dtypes f32,q8_0,q4_0,q4_k] [--gen-tokens G]
-//             [--runs R] [--json]
+//             [--runs R] [--vocab V] [--json]
+// Beside llama.cpp on the same GGUF files (bench/llm_quant_llamacpp.mjs times llama.cpp's decode
+// through node-llama-cpp):
+//   llm_quant --only 110m --vocab 2048 --write-model DIR   random weights + fortunes' tokenizer
+//   zenith export --format gguf --model DIR --dtype q8_0 --out q8_0.gguf
+//   llm_quant --model q8_0.gguf,...                         zenith's decode on each file
 #include <omp.h>
 
 #include <fstream>
@@ -53,14 +58,23 @@ int64_t decode_bytes(const models::Llama& model) {
   return bytes;
 }
 
-json decode(const std::string& shape, const std::string& dtype, int threads, int64_t gen_tokens,
-            int runs) {
+// `shape` a bench shape (random weights, `vocab` tokens) or, with `file`, a model file.
+json decode(const std::string& shape, int64_t vocab, const std::string& dtype,
+            const std::string& file, int threads, int64_t gen_tokens, int runs) {
   constexpr int64_t kPromptLen = 16;
   context::set_num_threads(threads);
   manual_seed(0);
-  models::Llama model(llm_shape(shape));
+  std::shared_ptr<models::Llama> loaded;
+  if (file.empty()) {
+    models::LlamaConfig config = llm_shape(shape);
+    config.vocab_size = vocab;
+    loaded = std::make_shared<models::Llama>(config);
+    if (dtype != "f32") loaded->quantize(quant_from_name(dtype));
+  } else {
+    loaded = models::Llama::from_pretrained(file);
+  }
+  models::Llama& model = *loaded;
   model.eval();
-  if (dtype != "f32") model.quantize(quant_from_name(dtype));
   NoGradGuard no_grad;
   Tensor prompt = Tensor::randint(0, model.config().vocab_size, {1, kPromptLen});
   std::vector<double> times;
@@ -81,7 +95,7 @@ json decode(const std::string& shape, const std::string& dtype, int threads, int
   // The median, and the best run: on a host shared with other work the best is the closer
   // estimate of what the kernels reach.
   const double best = *std::min_element(times.begin(), times.end());
-  return {{"shape", shape},
+  return {{"shape", file.empty() ? shape : file},
           {"dtype", dtype},
           {"threads", threads},
           {"tokens_s", double(gen_tokens) / median_of(times)},
@@ -97,6 +111,9 @@ int main(int argc, char** argv) {
   int64_t gen_tokens = 64;
   int runs = 5;
   bool as_json = false;
+  int64_t vocab = 32000;
+  std::string write_model;
+  std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -111,13 +128,32 @@ int main(int argc, char** argv) {
       gen_tokens = std::atoll(next().c_str());
     } else if (a == "--runs") {
       runs = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--vocab") {
+      vocab = std::atoll(next().c_str());
+    } else if (a == "--write-model") {
+      write_model = next();
+    } else if (a == "--model") {
+      files = split(next());
     } else if (a == "--json") {
       as_json = true;
     } else {
       std::cerr << "usage: llm_quant [--threads 1,2] [--only 15m,110m] [--dtypes "
-                   "f32,q8_0,q4_0,q4_k] [--gen-tokens G] [--runs R] [--json]\n";
+                   "f32,q8_0,q4_0,q4_k] [--gen-tokens G] [--runs R] [--vocab V] [--json]\n"
+                   "       llm_quant --only SHAPE --vocab 2048 --write-model DIR\n"
+                   "       llm_quant --model FILE,FILE [--threads 1,2] [--json]\n";
       return 2;
     }
+  }
+  if (!write_model.empty()) {
+    models::LlamaConfig config = llm_shape(shapes.at(0));
+    config.vocab_size = vocab;
+    manual_seed(0);
+    models::Llama(config).save_pretrained(write_model);
+    const std::string fortunes = bench_script(argv[0], "../examples/llm/fortunes-llama");
+    models::copy_model_side_files(fortunes, write_model);
+    std::cout << "wrote " << write_model << " (" << shapes[0] << " shape, vocab " << vocab
+              << ", tokenizer of " << fortunes << ")\n";
+    return 0;
   }
   const int max_threads = *std::max_element(thread_counts.begin(), thread_counts.end());
   json out = machine_json(max_threads, sgemm_peak_gflops(max_threads));
@@ -128,14 +164,21 @@ int main(int argc, char** argv) {
     bandwidth[t] = read_bandwidth_gbs(t);
     out["read_bandwidth_gbs"][std::to_string(t)] = bandwidth[t];
   }
-  for (const auto& shape : shapes)
-    for (const auto& dtype : dtypes)
-      for (int t : thread_counts) {
-        json r = decode(shape, dtype, t, gen_tokens, runs);
-        r["bandwidth_pct"] = 100.0 * r["bytes_per_token"].get<double>() *
-                             r["best_tokens_s"].get<double>() / (bandwidth[t] * 1e9);
-        out["results"].push_back(r);
-      }
+  std::vector<std::pair<std::string, std::string>> cases;  // (shape or file, dtype)
+  if (files.empty()) {
+    for (const auto& shape : shapes)
+      for (const auto& dtype : dtypes) cases.emplace_back(shape, dtype);
+  } else {
+    for (const auto& f : files) cases.emplace_back(f, "file");
+  }
+  for (const auto& [what, dtype] : cases)
+    for (int t : thread_counts) {
+      const bool file = dtype == "file";
+      json r = decode(file ? "" : what, vocab, dtype, file ? what : "", t, gen_tokens, runs);
+      r["bandwidth_pct"] = 100.0 * r["bytes_per_token"].get<double>() *
+                           r["best_tokens_s"].get<double>() / (bandwidth[t] * 1e9);
+      out["results"].push_back(r);
+    }
   if (as_json) {
     std::cout << out.dump(2) << std::endl;
     return 0;
