@@ -186,6 +186,8 @@ TEST(JsonSchemaValidator, ChecksTheSubset) {
   EXPECT_EQ(validate_json(json::parse(R"({"n":1,"s":"ab","l":["a"],"o":{"k":1}})"), schema),
             std::nullopt);
   EXPECT_EQ(validate_json(json::parse(R"({"n":2.0})"), schema), std::nullopt);
+  EXPECT_TRUE(validate_json(json(1), json::parse(R"({"anyOf":[{"$ref":"#"}]})")));
+  EXPECT_TRUE(validate_json(json(1), json::parse(R"({"anyOf":[{"$ref":"#"},{"$ref":"#"}]})")));
   json bounded = json::parse(R"({"type":"number","minimum":0,"exclusiveMaximum":1})");
   EXPECT_EQ(validate_json(json(0), bounded), std::nullopt);
   EXPECT_TRUE(validate_json(json(1), bounded));

@@ -36,11 +36,15 @@ class Validator {
 
   std::optional<std::string> check(const json& v, const json& s, const std::string& at,
                                    int refs = 0) {
+    // refs: $ref, anyOf and oneOf steps taken without going into the value (a cycle ends here);
+    // steps_: all checks, so that alternatives of alternatives cannot take exponential time.
+    if (refs > 64) return fail(at, "the schema refers to itself without end");
+    if (++steps_ > kMaxSteps) return fail(at, "the schema takes too long to check");
     if (s.is_boolean()) return s.get<bool>() ? none() : fail(at, "no value is allowed");
     if (!s.is_object()) return none();
     if (s.contains("$ref") && s["$ref"].is_string()) {
       std::string ref = s["$ref"].get<std::string>();
-      if (refs > 64 || ref.rfind("#", 0) != 0) return fail(at, "unresolvable $ref " + ref);
+      if (ref.rfind("#", 0) != 0) return fail(at, "unresolvable $ref " + ref);
       json::json_pointer pointer(ref.substr(1));
       if (!root_.contains(pointer)) return fail(at, "unresolvable $ref " + ref);
       return check(v, root_.at(pointer), at, refs + 1);
@@ -53,12 +57,12 @@ class Validator {
     }
     if (s.contains("anyOf") && s["anyOf"].is_array()) {
       int passed = 0;
-      for (const json& alt : s["anyOf"]) passed += !check(v, alt, at);
+      for (const json& alt : s["anyOf"]) passed += !check(v, alt, at, refs + 1);
       if (passed == 0) return fail(at, "matches no alternative of anyOf");
     }
     if (s.contains("oneOf") && s["oneOf"].is_array()) {
       int passed = 0;
-      for (const json& alt : s["oneOf"]) passed += !check(v, alt, at);
+      for (const json& alt : s["oneOf"]) passed += !check(v, alt, at, refs + 1);
       if (passed != 1) return fail(at, "matches " + std::to_string(passed) + " of oneOf");
     }
     if (s.contains("type")) {
@@ -134,7 +138,9 @@ class Validator {
     return none();
   }
 
+  static constexpr int64_t kMaxSteps = 1000000;
   const json& root_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace
