@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <set>
 
 #include "core/allocator.h"
@@ -80,18 +81,26 @@ LlamaPipeline::LlamaPipeline(models::Llama& model, DeviceMesh mesh, PipelineOpti
   const models::LlamaConfig& c = model.config();
   ZENITH_CHECK(options_.micro_batches >= 1, "[pipeline] micro_batches must be at least 1, got ",
                options_.micro_batches);
-  ZENITH_CHECK(!(c.tie_word_embeddings && stages() > 1),
-               "[pipeline] a tied embedding (tie_word_embeddings) cannot be split over ", stages(),
-               " stages yet: the first and last stage would both hold it");
-  ZENITH_CHECK(!(tp_ && tp_->tp.sequence_parallel),
-               "[pipeline] sequence parallelism with pipeline stages is not supported yet");
   layers_ = stage_layers(c.num_hidden_layers, stages(), stage());
   inv_freq_ = ops::rope_inv_freq(c.head_dim, rope_options(c));
   const bool first = stage() == 0, last = stage() + 1 == stages();
+  // A tied embedding is held by the first stage (lookup) and the last (output layer); their
+  // gradients are summed over a group of the two after each step.
+  tied_ = c.tie_word_embeddings && stages() > 1;
+  if (tied_) {
+    const MeshLayout& layout = mesh_.layout();
+    for (int d = 0; d < layout.data_degree(); ++d)
+      for (int t = 0; t < layout.tensor_degree(); ++t) {
+        const std::vector<int> ends = {layout.rank_of({0, d, t}),
+                                       layout.rank_of({stages() - 1, d, t})};
+        comm::Group g = comm::new_group(ends);
+        if (g.is_member()) ends_ = g;
+      }
+  }
   for (auto& [name, p] : model.named_parameters()) {
     const int64_t layer = layer_of(name);
     const bool mine = layer >= 0 ? layer >= layers_.first && layer < layers_.second
-                      : name.rfind("model.embed_tokens.", 0) == 0 ? first
+                      : name.rfind("model.embed_tokens.", 0) == 0 ? first || (last && tied_)
                                                                   : last;  // norm, lm_head
     if (mine) {
       names_.push_back(name);
@@ -127,7 +136,9 @@ void LlamaPipeline::forward(MicroBatch& mb, const Tensor& ids, const Tensor& lab
     mb.bytes -= before - live_bytes();
     compute_ += seconds_since(start);
   } else {
-    x = Tensor::empty({b, t, model_.config().hidden_size});
+    // Sequence parallel: the activation between stages is this rank's slice of the sequence.
+    const int64_t rows = tp_ && tp_->tp.sequence_parallel ? t / tp_->degree() : t;
+    x = Tensor::empty({b, rows, model_.config().hidden_size});
     mesh_.recv_prev(x);
     x.requires_grad_();
     mb.input = x;
@@ -211,6 +222,10 @@ PipelineStepStats LlamaPipeline::step(const Tensor& input_ids, const Tensor& lab
   }
   for (auto& w : sends_) w.wait();
   sends_.clear();
+  if (tied_ && (s == 0 || s + 1 == p))
+    for (auto& [name, param] : named_parameters())
+      if (name == "model.embed_tokens.weight" && param.grad().defined())
+        comm::all_reduce(param.grad(), comm::ReduceOp::SUM, ends_);
   sent_.clear();
   double total = 0;
   for (const auto& mb : mbs) total += mb.loss;
@@ -222,6 +237,33 @@ PipelineStepStats LlamaPipeline::step(const Tensor& input_ids, const Tensor& lab
   stats.compute_seconds = compute_;
   stats.step_seconds = seconds_since(start);
   return stats;
+}
+
+double LlamaPipeline::clip_grad_norm(double max_norm) const {
+  NoGradGuard no_grad;
+  std::vector<Tensor> sharded, replicated;
+  for (auto& [name, p] : named_parameters()) {
+    // The last stage's copy of a tied embedding is counted on the first stage.
+    if (tied_ && stage() > 0 && name == "model.embed_tokens.weight") continue;
+    (tp_ && tp_->sharded.count(name) ? sharded : replicated).push_back(p);
+  }
+  // This stage's squared norm (each tensor shard once), summed over the stages.
+  double squares = 0;
+  if (tp_) {
+    const double n = clip_grad_norm_tensor_parallel(sharded, replicated, 0, tp_->tp.group);
+    squares = n * n;
+  } else {
+    for (const Tensor& p : replicated)
+      if (p.grad().defined()) squares += ops::sum(ops::mul(p.grad(), p.grad())).item();
+  }
+  Tensor total = Tensor::from_vector(std::vector<double>{squares}, {1});
+  if (stages() > 1) comm::all_reduce(total, comm::ReduceOp::SUM, mesh_.pipeline_group());
+  const double norm = std::sqrt(total.item());
+  const double coef = max_norm / (norm + 1e-6);
+  if (max_norm > 0 && coef < 1.0)
+    for (auto& [name, p] : named_parameters())
+      if (p.grad().defined()) p.grad().copy_(ops::mul(p.grad(), coef));
+  return norm;
 }
 
 }  // namespace zenith::distributed

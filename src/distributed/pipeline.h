@@ -18,8 +18,10 @@
 //   opt->step();                           // an optimizer over pipe.parameters()
 //
 // The stage keeps only its own layers' weights: the other stages' parameters are emptied (shape
-// [0]); the embedding lives on the first stage, the final norm and output layer on the last.
-// Combined with tensor parallelism: parallelize_llama first, pass its plan.
+// [0]); the embedding lives on the first stage, the final norm and output layer on the last (a
+// tied embedding on both, its gradient summed over the two after each step, so that the same
+// optimizer step keeps the copies equal). Combined with tensor parallelism (sequence parallel
+// too): parallelize_llama first, pass its plan.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +65,7 @@ std::pair<int64_t, int64_t> stage_layers(int64_t layers, int stages, int stage);
 class LlamaPipeline {
  public:
   // Every rank of the mesh calls it with the same model (same config; weights as for one
-  // process). Errors: more stages than layers, a tied embedding over several stages.
+  // process). Errors: more stages than layers.
   LlamaPipeline(models::Llama& model, DeviceMesh mesh, PipelineOptions options,
                 const TensorParallelPlan* tensor_parallel = nullptr);
 
@@ -77,6 +79,10 @@ class LlamaPipeline {
   // The parameters this stage holds, by HF name.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
+  // The global gradient norm over every stage (each tensor shard and a tied embedding counted
+  // once); max_norm > 0 also clips. Collective over the pipeline (and tensor) group; with
+  // tensor parallelism, call the plan's sync_gradients first.
+  double clip_grad_norm(double max_norm) const;
 
  private:
   struct MicroBatch;
@@ -93,6 +99,8 @@ class LlamaPipeline {
   std::vector<communication::Work> sends_;
   std::vector<Tensor> sent_;  // kept alive until their sends complete
   double compute_ = 0;
+  bool tied_ = false;          // a tied embedding on the first and the last stage
+  communication::Group ends_;  // this rank's first and last stage, when tied
 };
 
 }  // namespace zenith::distributed

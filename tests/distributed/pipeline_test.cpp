@@ -161,6 +161,51 @@ TEST(Pipeline, WithTensorParallelMatchesOneProcess) {
   });
 }
 
+// A tied embedding on the first and the last stage, with tensor parallelism and sequence
+// parallelism inside the stages (pipeline 2 x tensor 2): gradients, the global norm and 10
+// clipped SGD steps as one process, the two copies of the embedding equal throughout.
+TEST(Pipeline, TiedEmbeddingWithSequenceParallelMatchesOneProcess) {
+  in_ranks(4, [](int) {
+    manual_seed(25);
+    models::LlamaConfig config = tiny_config();
+    config.tie_word_embeddings = true;
+    models::Llama ref(config);
+    auto model = copy_of(ref);
+    auto mesh = distributed::DeviceMesh::create({.pipeline = 2, .tensor = 2});
+    distributed::TensorParallelGroup tp;
+    tp.group = mesh.tensor_group();
+    tp.sequence_parallel = true;
+    auto plan = distributed::parallelize_llama(*model, tp);
+    LlamaPipeline pipe(*model, mesh, {.micro_batches = 2}, &plan);
+    auto opt_ref = nn::SGD(ref.trainable_params(), 0.1);
+    auto opt = nn::SGD(pipe.parameters(), 0.1);
+    std::map<std::string, Tensor> full;
+    for (auto& [name, p] : ref.named_parameters()) full.emplace(name, p);
+    for (int step = 0; step < 10; ++step) {
+      Tensor ids = tokens(4, 8, 500 + uint64_t(step));
+      models::causal_lm_loss(ref.forward(ids), ids).backward();
+      pipe.step(ids, ids);
+      plan.sync_gradients(*model);
+      if (step == 0)
+        for (auto& [name, p] : pipe.named_parameters()) {
+          const double err = relative(p.grad(), plan.shard_of(name, full.at(name).grad()));
+          expect(err < 1e-5, name, " gradient differs by ", err);
+        }
+      const double n_ref = nn::clip_grad_norm(ref.parameters(), 0.5);
+      const double n = pipe.clip_grad_norm(0.5);
+      expect(std::fabs(n - n_ref) < 1e-5 * n_ref, "step ", step, ": norm ", n, " vs ", n_ref);
+      opt_ref->step();
+      opt->step();
+      opt_ref->zero_grad();
+      opt->zero_grad();
+    }
+    for (auto& [name, p] : pipe.named_parameters()) {
+      const double err = relative(p, plan.shard_of(name, full.at(name)));
+      expect(err < 1e-5, name, " differs by ", err, " after 10 steps");
+    }
+  });
+}
+
 // Stage 0 of two with m = 8: GPipe keeps 8 micro-batches' activations, 1F1B 2. Writes the
 // measured peaks and bubbles to `out` (one line per schedule).
 TEST(Pipeline, OneFOneBKeepsFewerActivationsAndTheBubbleIsMeasured) {
