@@ -14,6 +14,7 @@
 
 #include "backend/cpu/claim_pool.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_rowwise_block.h"
 #include "backend/cpu/lowp_load.h"
 #include "backend/cpu/onednn_layout.h"
 
@@ -25,72 +26,36 @@ constexpr int64_t kTileBytes = int64_t(1) << 17;
 // Products below this many multiply-adds run on the calling thread.
 constexpr int64_t kParallelMacs = int64_t(1) << 18;
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// y[i, j + q] for rows i < MR of x and columns q < NR: MR x NR independent accumulators.
-template <typename L, int MR, int NR>
-void block(const float* x, int64_t k, const typename L::W* w, const float* bias, float* y,
-           int64_t ldy, int64_t j) {
-  __m256 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int q = 0; q < NR; ++q) acc[i][q] = _mm256_setzero_ps();
-  int64_t e = 0;
-  for (; e + 8 <= k; e += 8) {
-    __m256 wv[NR];
-    for (int q = 0; q < NR; ++q) wv[q] = L::load8(w + (j + q) * k + e);
-    for (int i = 0; i < MR; ++i) {
-      const __m256 xv = _mm256_loadu_ps(x + i * k + e);
-      for (int q = 0; q < NR; ++q) acc[i][q] = _mm256_fmadd_ps(xv, wv[q], acc[i][q]);
-    }
+// Eight lanes; the lanes summed as (0+4, 1+5, 2+6, 3+7), then pairs, then the last two.
+struct Avx2 {
+  using Reg = __m256;
+  static constexpr int64_t kLanes = 8;
+  static Reg zero() { return _mm256_setzero_ps(); }
+  static Reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static Reg fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static float sum(Reg v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
   }
-  for (int i = 0; i < MR; ++i)
-    for (int q = 0; q < NR; ++q) {
-      const typename L::W* wr = w + (j + q) * k;
-      float sum = hsum(acc[i][q]);
-      for (int64_t t = e; t < k; ++t) sum = std::fma(x[i * k + t], L::load1(wr[t]), sum);
-      y[i * ldy + j + q] = bias ? sum + bias[j + q] : sum;
-    }
-}
-
-template <typename L, int MR>
-void columns(const float* x, int64_t k, const typename L::W* w, const float* bias, float* y,
-             int64_t ldy, int64_t j0, int64_t j1) {
-  int64_t j = j0;
-  for (; j + 4 <= j1; j += 4) block<L, MR, 4>(x, k, w, bias, y, ldy, j);
-  for (; j < j1; ++j) block<L, MR, 1>(x, k, w, bias, y, ldy, j);
-}
-
-template <typename L>
-void columns_avx2(int rows, const float* x, int64_t k, const void* wv, const float* bias, float* y,
-                  int64_t ldy, int64_t j0, int64_t j1) {
-  const auto* w = static_cast<const typename L::W*>(wv);
-  switch (rows) {
-    case 4:
-      return columns<L, 4>(x, k, w, bias, y, ldy, j0, j1);
-    case 3:
-      return columns<L, 3>(x, k, w, bias, y, ldy, j0, j1);
-    case 2:
-      return columns<L, 2>(x, k, w, bias, y, ldy, j0, j1);
-    default:
-      return columns<L, 1>(x, k, w, bias, y, ldy, j0, j1);
-  }
-}
+};
+// lowp_load.h's loaders under the name the blocks use.
+template <typename Base>
+struct Load8 : Base {
+  static __m256 load(const typename Base::W* p) { return Base::load8(p); }
+};
 
 void columns_any(bool wide, DType wt, int rows, const float* x, int64_t k, const void* w,
                  const float* bias, float* y, int64_t ldy, int64_t j0, int64_t j1) {
   if (wide) return rowwise_columns_avx512(wt, rows, x, k, w, bias, y, ldy, j0, j1);
   switch (wt) {
     case DType::f32:
-      return columns_avx2<LoadF32>(rows, x, k, w, bias, y, ldy, j0, j1);
+      return rowwise::rows_columns<Avx2, Load8<LoadF32>>(rows, x, k, w, bias, y, ldy, j0, j1);
     case DType::bf16:
-      return columns_avx2<LoadBF16>(rows, x, k, w, bias, y, ldy, j0, j1);
+      return rowwise::rows_columns<Avx2, Load8<LoadBF16>>(rows, x, k, w, bias, y, ldy, j0, j1);
     default:
-      return columns_avx2<LoadF16>(rows, x, k, w, bias, y, ldy, j0, j1);
+      return rowwise::rows_columns<Avx2, Load8<LoadF16>>(rows, x, k, w, bias, y, ldy, j0, j1);
   }
 }
 
