@@ -38,14 +38,22 @@ class JsonConstraint : public TokenConstraint {
     const std::vector<uint64_t>& b = *bits;
     std::vector<float> eos_logits;
     for (int64_t id : shared_->eos_ids) eos_logits.push_back(id >= 0 && id < n ? logits[id] : 0.0f);
+    constexpr float kOff = -std::numeric_limits<float>::infinity();
     bool any = false;
     int64_t known = std::min<int64_t>(n, shared_->vocab->size());
-    for (int64_t id = 0; id < known; ++id) {
-      bool ok = (b[size_t(id) >> 6] >> (id & 63)) & 1;
-      any = any || ok;
-      if (!ok) logits[id] = -std::numeric_limits<float>::infinity();
+    for (int64_t base = 0; base < known; base += 64) {  // 64 ids per word of the mask
+      uint64_t word = b[size_t(base >> 6)];
+      int64_t end = std::min<int64_t>(base + 64, known);
+      any = any || word != 0;
+      if (word == ~uint64_t(0)) continue;
+      if (word == 0) {
+        std::fill(logits + base, logits + end, kOff);
+        continue;
+      }
+      for (int64_t id = base; id < end; ++id)
+        if (!((word >> (id - base)) & 1)) logits[id] = kOff;
     }
-    for (int64_t id = known; id < n; ++id) logits[id] = -std::numeric_limits<float>::infinity();
+    std::fill(logits + known, logits + std::max(known, n), kOff);
     // Eos when complete; also when no token fits (a vocabulary without some byte), rather
     // than an empty mask.
     if (complete() || !any)
