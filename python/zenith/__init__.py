@@ -44,6 +44,8 @@ from zenith import _ms_functions  # noqa: E402
 _ms_functions.install()
 from zenith import _ms_prims2  # noqa: E402
 _ms_prims2.install()
+from zenith import _ms_functions2  # noqa: E402
+_ms_functions2.install()
 _ms_tensor.install()
 __getattr__ = _unsupported(__name__)
 

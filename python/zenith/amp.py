@@ -1,9 +1,10 @@
 """Mixed precision with MindSpore's names (mindspore.amp).
 
 auto_mixed_precision(network, 'O1'/'O2'/'O3') makes the network cast its inputs to float16
-and its outputs to float32 (parameters stay float32: see its doc); the loss scalers (StaticLossScaler, DynamicLossScaler), all_finite,
-the loss-scale managers for Model (FixedLossScaleManager, DynamicLossScaleManager) and
-build_train_network (a one-step training cell) behave as MindSpore's.
+and its outputs to float32 (parameters stay float32: see its doc); the loss scalers
+(StaticLossScaler, DynamicLossScaler), all_finite, the loss-scale managers for Model
+(FixedLossScaleManager, DynamicLossScaleManager) and build_train_network (a one-step training
+cell) behave as MindSpore's.
 """
 
 import numpy as np

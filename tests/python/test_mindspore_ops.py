@@ -143,3 +143,87 @@ def test_piecewise_constant_and_integer_functions_match_numpy():
     assert out.asnumpy().tolist() == [1, 2, 3, 1]
     assert idx.asnumpy().tolist() == [0, 0, 1, 1, 2, 3]
     assert counts.asnumpy().tolist() == [2, 2, 1, 1]
+
+
+# ---- _ms_functions2: pooling, padding, bands, segments, cumulative, random, vjp, ...
+
+MORE = [
+    ("adaptive_avg_pool1d", lambda a: ops.adaptive_avg_pool1d(a.reshape(1, 2, 3), 1),
+     lambda a: F.adaptive_avg_pool1d(a.reshape(1, 2, 3), 1)),
+    ("adaptive_max_pool1d", lambda a: ops.adaptive_max_pool1d(a.reshape(1, 1, 6), 3),
+     lambda a: F.adaptive_max_pool1d(a.reshape(1, 1, 6), 3)),
+    ("adaptive_max_pool2d", lambda a: ops.adaptive_max_pool2d(a.reshape(1, 1, 2, 3), (1, 3)),
+     lambda a: F.adaptive_max_pool2d(a.reshape(1, 1, 2, 3), (1, 3))),
+    ("avg_pool1d", lambda a: ops.avg_pool1d(a.reshape(1, 1, 6), 2, 2),
+     lambda a: F.avg_pool1d(a.reshape(1, 1, 6), 2, 2)),
+    ("pad", lambda a: ops.pad(a, (1, 2, 0, 1), value=0.5),
+     lambda a: F.pad(a, (1, 2, 0, 1), value=0.5)),
+    ("pad_reflect", lambda a: ops.pad(a, (1, 1), mode="reflect"),
+     lambda a: F.pad(a, (1, 1), mode="reflect")),
+    ("matrix_band_part", lambda a: ops.matrix_band_part(a, 0, 1),
+     lambda a: torch.triu(torch.tril(a, 1))),
+    ("matrix_diag_part", lambda a: ops.matrix_diag_part(a[:, :2]),
+     lambda a: torch.diagonal(a[:, :2], dim1=-2, dim2=-1)),
+    ("unsorted_segment_sum", lambda a: ops.unsorted_segment_sum(a, Tensor(np.array([1, 0])), 2),
+     lambda a: torch.stack([a[1], a[0]])),
+    ("index_add", lambda a: ops.index_add(a, Tensor(np.array([0, 2, 0])),
+                                          t(np.ones((2, 3), F32)), 1),
+     lambda a: a.index_add(1, torch.tensor([0, 2, 0]), torch.ones(2, 3))),
+    ("strided_slice", lambda a: ops.strided_slice(a, (0, 0), (2, 3), (1, 2)),
+     lambda a: a[0:2, 0:3:2]),
+    ("cummax", lambda a: ops.cummax(a, 1)[0], lambda a: torch.cummax(a, 1)[0]),
+    ("cummin", lambda a: ops.cummin(a, 0)[0], lambda a: torch.cummin(a, 0)[0]),
+    ("pdist", lambda a: ops.pdist(t(_B) + a), lambda a: F.pdist(torch.tensor(_B) + a)),
+    ("tensor_dot", lambda a: ops.tensor_dot(a, t(_B), ((1,), (1,))),
+     lambda a: torch.tensordot(a, torch.tensor(_B), ([1], [1]))),
+]
+
+
+@pytest.mark.parametrize("name,fn,ref", MORE, ids=[m[0] for m in MORE])
+def test_more_functions_match_torch(name, fn, ref):
+    close(fn(t(_A)), ref(torch.tensor(_A)))
+    at = torch.tensor(_A, requires_grad=True)
+    ref(at).sum().backward()
+    close(zenith.grad(lambda a: fn(a).sum())(t(_A)), at.grad, 1e-4)
+
+
+def test_more_functions_match_numpy():
+    assert ops.cummax(t(_A), 1)[1].asnumpy().tolist() == torch.cummax(torch.tensor(_A), 1)[
+        1].tolist()
+    close(ops.matrix_diag(t(_A[0])), np.diag(_A[0]))
+    m = np.ones((2, 2), F32)
+    close(ops.matrix_set_diag(t(m), t(np.array([5.0, 6.0], F32))), [[5, 1], [1, 6]])
+    zenith.set_seed(2)
+    n = ops.normal((2000,), 3.0, 0.5).asnumpy()
+    assert abs(n.mean() - 3.0) < 0.05 and abs(n.std() - 0.5) < 0.05
+    b = ops.bernoulli(t(np.zeros(2000, F32)), 0.3).asnumpy()
+    assert set(np.unique(b)) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.05
+    s = ops.shuffle(t(np.arange(10, dtype=F32))).asnumpy()
+    assert sorted(s.tolist()) == list(range(10))
+    boxes = np.array([[0, 0, 9, 9]], F32)
+    gts = np.array([[5, 5, 14, 14], [0, 0, 9, 9]], F32)
+    close(ops.iou(t(boxes), t(gts)), [[25 / 175], [1.0]], 1e-6)
+    close(ops.blackman_window(8), torch.blackman_window(8), 1e-6)
+    close(ops.blackman_window(8, periodic=False), torch.blackman_window(8, periodic=False), 1e-6)
+    assert ops.range(1, 8, 3).asnumpy().tolist() == [1, 4, 7]
+    zenith.set_seed(0)
+    out = ops.dropout2d(t(np.ones((2, 6, 2, 2), F32)), 0.5).asnumpy().reshape(2, 6, -1)
+    assert (out.min(-1) == out.max(-1)).all() and set(np.unique(out)) <= {0.0, 2.0}
+    var = zenith.Parameter(t(np.array([1.0, 2.0], F32)), name="v")
+    ops.assign_add(var, t(np.array([1.0, 1.0], F32)))
+    ops.assign_sub(var, t(np.array([0.5, 0.0], F32)))
+    assert var.asnumpy().tolist() == [1.5, 3.0]
+    ops.print_("printed by ops.print_")
+
+
+def test_vjp_and_jacrev_match_torch():
+    x = _A[0].copy()
+    out, vjp_fn = ops.vjp(lambda a: a * a * 3.0, t(x))
+    (g,) = vjp_fn(t(np.array([1.0, 2.0, 3.0], F32)))
+    _, want = torch.autograd.functional.vjp(lambda a: a * a * 3, torch.tensor(x),
+                                            torch.tensor([1.0, 2.0, 3.0]))
+    close(out, 3 * x * x)
+    close(g, want)
+    jac = ops.jacrev(lambda a: ops.softmax(a, 0))(t(x))
+    close(jac, torch.autograd.functional.jacobian(lambda a: torch.softmax(a, 0),
+                                                  torch.tensor(x)), 1e-5)
