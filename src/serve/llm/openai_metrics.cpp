@@ -60,10 +60,13 @@ std::string metrics_text(const std::string& model, const EngineStats& s, const H
   counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
           double(s.prefix_cache_hits));
   header(out, "zenith:request_success_total", "counter", "Requests finished, by finish reason.");
-  for (const char* reason : {"stop", "length", "abort"})
-    if (!s.finished.count(reason))
-      sample(out, "zenith:request_success_total", m + ",finished_reason=\"" + reason + "\"", 0);
-  for (const auto& [reason, n] : s.finished)
+  auto finished = s.finished;
+  for (const char* reason : {"stop", "length", "abort"}) {
+    sample(out, "zenith:request_success_total", m + ",finished_reason=\"" + reason + "\"",
+           double(finished[reason]));
+    finished.erase(reason);
+  }
+  for (const auto& [reason, n] : finished)  // "error"
     sample(out, "zenith:request_success_total", m + ",finished_reason=\"" + reason + "\"",
            double(n));
   histogram(out, "zenith:time_to_first_token_seconds", "Time to first token.", m,
