@@ -262,14 +262,19 @@ LlamaConfig config_of(const gguf::File& f) {
   c.max_position_embeddings = f.get_int("llama.context_length", 2048);
   c.rms_norm_eps = f.get_float("llama.attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_theta = f.get_float("llama.rope.freq_base", 10000);
+  // Each layer has tensors in the file, and no size needs more than 2^24 (a hostile file's
+  // huge counts fail here, before anything is allocated for them).
+  constexpr int64_t kMaxSize = int64_t(1) << 24;
   ZENITH_CHECK(c.num_hidden_layers > 0 && c.hidden_size > 0 && c.num_attention_heads > 0 &&
                    c.num_key_value_heads > 0 && c.intermediate_size > 0 &&
-                   c.num_attention_heads % c.num_key_value_heads == 0,
+                   c.num_attention_heads % c.num_key_value_heads == 0 &&
+                   c.num_hidden_layers <= int64_t(f.tensors.size()) && c.hidden_size <= kMaxSize &&
+                   c.intermediate_size <= kMaxSize && c.num_attention_heads <= c.hidden_size,
                "[gguf] ", f.path, ": llama.* sizes out of range (block_count ", c.num_hidden_layers,
                ", embedding_length ", c.hidden_size, ", head_count ", c.num_attention_heads,
                ", head_count_kv ", c.num_key_value_heads, ")");
   c.head_dim = f.get_int("llama.attention.key_length", c.hidden_size / c.num_attention_heads);
-  ZENITH_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0 &&
+  ZENITH_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0 && c.head_dim <= kMaxSize &&
                    f.get_int("llama.attention.value_length", c.head_dim) == c.head_dim &&
                    f.get_int("llama.rope.dimension_count", c.head_dim) == c.head_dim,
                "[gguf] ", f.path, ": head size ", c.head_dim,
@@ -288,6 +293,8 @@ LlamaConfig config_of(const gguf::File& f) {
   ZENITH_CHECK(embd && embd->ne.size() == 2, "[gguf] ", f.path,
                ": tensor token_embd.weight [vocab, embedding_length] is missing");
   c.vocab_size = f.get_int("llama.vocab_size", embd->ne[1]);
+  ZENITH_CHECK(c.vocab_size == embd->ne[1], "[gguf] ", f.path, ": llama.vocab_size ", c.vocab_size,
+               " differs from token_embd.weight's ", embd->ne[1], " rows");
   c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
   c.attention_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.bos_token_id = std::nullopt;

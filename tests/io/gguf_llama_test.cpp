@@ -221,6 +221,11 @@ TEST_F(GgufLlamaTest, UnsupportedArchitecturesAndTypesFailClearly) {
   EXPECT_TRUE(throws_with([&] { zenith::models::load_gguf(path); },
                           "tensor blk.1.ffn_up.weight (model.layers.1.mlp.up_proj.weight) is "
                           "missing"));
+  for (auto& [key, value] : kv)  // a hostile count fails before anything is sized by it
+    if (key == "llama.block_count") value = gguf::Value::u32(1u << 30);
+  gguf::write_file(path, kv, tensors);
+  EXPECT_TRUE(throws_with([&] { zenith::models::load_gguf(path); },
+                          "llama.* sizes out of range (block_count 1073741824"));
 }
 
 TEST_F(GgufLlamaTest, VocabularyEncodesAsTheOriginalTokenizer) {
