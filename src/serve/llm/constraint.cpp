@@ -133,8 +133,13 @@ std::shared_ptr<TokenConstraint> json_schema_constraint(const nlohmann::ordered_
 std::shared_ptr<TokenConstraint> json_schema_constraint(const nlohmann::json& schema,
                                                         std::shared_ptr<const TokenBytes> vocab,
                                                         std::vector<int64_t> eos_ids) {
-  return json_schema_constraint(nlohmann::ordered_json::parse(schema.dump()), std::move(vocab),
-                                std::move(eos_ids));
+  nlohmann::ordered_json ordered;
+  try {
+    ordered = nlohmann::ordered_json::parse(schema.dump());
+  } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8
+    throw SchemaError("", "", std::string("[json_schema] ") + e.what());
+  }
+  return json_schema_constraint(ordered, std::move(vocab), std::move(eos_ids));
 }
 
 std::shared_ptr<TokenConstraint> json_object_constraint(std::shared_ptr<const TokenBytes> vocab,
