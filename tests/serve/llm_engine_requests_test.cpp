@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <thread>
 
 #include "serve/llm/kv_pool.h"
@@ -91,6 +92,43 @@ TEST(LlmEngineRequests, CancelFreesBlocksAndTheQueueIsBounded) {
     EXPECT_EQ(e.param, "max_tokens");
     EXPECT_NE(std::string(e.what()).find("256"), std::string::npos) << e.what();
   }
+}
+
+TEST(LlmEngineRequests, ChunkedPrefillNeverSkipsARunningStream) {
+  Engine engine(demo_model(), nullptr,
+                {.kv_cache_bytes = 8 << 20, .block_size = 8, .max_batched_tokens = 8});
+  std::mutex mutex;
+  std::vector<uint64_t> a_steps;  // the engine step count at each of A's tokens
+  uint64_t b_first_step = 0;
+  SamplingParams pa = greedy(40);
+  pa.ignore_eos = true;
+  Collected a, b;
+  auto a_callback = a.callback();
+  engine.submit(prompt_of(4, 1), pa, [&](const Event& e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      a_steps.push_back(engine.stats().steps);
+    }
+    a_callback(e);
+  });
+  while (engine.stats().generation_tokens < 3)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t submitted_at = engine.stats().steps;
+  auto b_callback = b.callback();
+  engine.submit(prompt_of(64, 2), greedy(2), [&](const Event& e) {  // 8 steps of prefill
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (b_first_step == 0) b_first_step = engine.stats().steps;
+    }
+    b_callback(e);
+  });
+  a.wait();
+  b.wait();
+  // In chunks within the budget: 64 tokens take at least 8 steps from the one that took B in
+  // (at the earliest step submitted_at + 1; a callback sees the steps completed before its own).
+  EXPECT_GE(b_first_step, submitted_at + 7);
+  for (size_t i = 1; i < a_steps.size(); ++i)
+    EXPECT_EQ(a_steps[i], a_steps[i - 1] + 1) << "A missed a step at its token " << i;
 }
 
 TEST(LlmEngineRequests, MultiLoraEqualsMergedModels) {
