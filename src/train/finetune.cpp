@@ -215,11 +215,17 @@ void Trainer::announce(const detail::Log& log_fn) {
     log_fn(format("[finetune] rank %d of %d: %lld examples of each micro-batch of %lld; %s",
                   ranks_.rank(), ranks_.world(), (long long)o_.batch_size, (long long)global_batch_,
                   ranks_.writes() ? ("writing " + o_.out).c_str() : "rank 0 writes"));
-  if (zero_ && log_fn)
-    log_fn(format(
-        "[finetune] rank %d: ZeRO stage %d, %s over %d ranks", ranks_.rank(), int(o_.zero_stage),
-        o_.zero_stage == 1 ? "AdamW states sharded" : "AdamW states and gradients sharded",
-        ranks_.world()));
+  if (zero_ && log_fn) {
+    // Float32 weights, gradients and AdamW's two moments: 16 bytes a parameter in one process.
+    const double psi = double(result_.trainable_parameters), n = ranks_.world(), mib = 1 << 20;
+    const double per_rank = o_.zero_stage == 1 ? 8 * psi + 8 * psi / n : 4 * psi + 12 * psi / n;
+    log_fn(
+        format("[finetune] rank %d: ZeRO stage %d over %d ranks, %s: model state %.1f MiB "
+               "per rank at the step (one process: %.1f MiB)",
+               ranks_.rank(), int(o_.zero_stage), ranks_.world(),
+               o_.zero_stage == 1 ? "AdamW states sharded" : "AdamW states and gradients sharded",
+               per_rank / mib, 16 * psi / mib));
+  }
   if (ranks_.writes()) fs::create_directories(o_.out);
   metrics_.emplace(o_.out, ranks_.writes());
 }
