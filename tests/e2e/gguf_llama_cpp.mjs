@@ -4,10 +4,13 @@
 //   node gguf_llama_cpp.mjs SPEC.json
 // SPEC: {"files": [{"path", "dtype", "tensors", "expect_tokens", "min_agree"}],
 //        "config": {block_count, ...}, "text", "text_ids" (zenith's ids of text, no bos/eos),
-//        "prompt_ids", "lora": {"base", "adapter", "expect_tokens"}}. Each file's greedy tokens (up to eos or expect_tokens' length) must agree
+//        "prompt_ids", "lora": {"base", "adapter", "expect_tokens"},
+//        "vocab_checks": [{"path", "tokenizer", "text", "text_ids"}]}. Each file's greedy tokens (up to eos or expect_tokens' length) must agree
 // with expect_tokens (zenith's on that file) for at least min_agree leading tokens (default:
 // all of them). With "lora", llama.cpp runs the base with the GGUF adapter file and must give
-// expect_tokens exactly (zenith's with the PEFT adapter). Exits 1 naming each disagreement.
+// expect_tokens exactly (zenith's with the PEFT adapter). Each vocab check's file must have
+// tokenizer.ggml.model `tokenizer` and llama.cpp must tokenize `text` to `text_ids`. Exits 1
+// naming each disagreement.
 import {readFileSync} from "node:fs";
 import {createRequire} from "node:module";
 
@@ -71,6 +74,18 @@ for (const file of spec.files) {
         `${name}: llama.cpp's greedy tokens ${JSON.stringify(out)} agree with zenith's ` +
         `${JSON.stringify(expect)} for ${agree}, expected at least ${need}`);
   await context.dispose();
+  await model.dispose();
+}
+for (const {path, tokenizer, text, text_ids: expect} of spec.vocab_checks ?? []) {
+  const parsed = await gguf(path, {allowLocalFile: true});
+  check(parsed.metadata["tokenizer.ggml.model"] === tokenizer,
+        `${path}: tokenizer.ggml.model ${parsed.metadata["tokenizer.ggml.model"]}, expected ${tokenizer}`);
+  const model = await llama.loadModel({modelPath: path});
+  const tokens = Array.from(model.tokenize(text, false));
+  console.log(`${path} (${tokenizer}, ${parsed.metadata["tokenizer.ggml.pre"]}): llama.cpp ` +
+              `tokenizes as zenith does: ${same(tokens, expect)}`);
+  check(same(tokens, expect), `${path}: llama.cpp's ids ${JSON.stringify(tokens)}, zenith's ` +
+        `${JSON.stringify(expect)}`);
   await model.dispose();
 }
 if (spec.lora) {

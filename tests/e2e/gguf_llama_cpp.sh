@@ -11,7 +11,9 @@
 # on the directory) and refuses a GGUF of another architecture by name. A LoRA adapter (10 steps
 # of `zenith finetune`) exported as a GGUF adapter file makes llama.cpp decode what zenith
 # decodes with the PEFT adapter. A `zenith quantize` directory exports to the same file as
-# `--dtype q8_0`. The bench probe gguf_decode_speed.mjs runs.
+# `--dtype q8_0`. A byte-level BPE vocabulary (tests/fixtures/text/llama3_bpe on a random
+# model) is written as gguf's gpt2/llama-bpe and llama.cpp tokenizes text as zenith does. The
+# bench probe gguf_decode_speed.mjs runs.
 # A few seconds. $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")
@@ -68,6 +70,22 @@ grep -q "GGUF v3 LoRA adapter of .*, 32 tensors" adapter.out || fail "export --a
 lora_expect=$(gen "$model" --adapter adapter)
 [ "$lora_expect" != "$expect" ] || fail "the adapter does not change the greedy tokens: no check"
 
+# A byte-level BPE (LLaMA 3) vocabulary on a random 2-layer model.
+mkdir bpe && cp "$here/../fixtures/text/llama3_bpe/"* bpe/ && cat > bpe/config.json <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+ "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "max_position_embeddings": 128, "vocab_size": 1024,
+ "bos_token_id": 956, "eos_token_id": 957, "torch_dtype": "float32"}
+JSON
+"$ZENITH" finetune --init random --method full --model bpe --data "$here/../../examples/llm/finetune/train.jsonl" \
+  --out bpe-model --max-steps 1 --max-seq-len 64 --progress none > bpe.out 2>&1 || fail "random BPE model: $(tail bpe.out)"
+"$ZENITH" export --format gguf --model bpe-model --out bpe.gguf > bpe-export.out 2>&1 ||
+  fail "export of the BPE model: $(cat bpe-export.out)"
+grep -q "vocabulary gpt2 (byte-level BPE), 1024 tokens" bpe-export.out || fail "BPE export said: $(cat bpe-export.out)"
+bpe_text=$(printf "Hello world! 12345 don't caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd\n  spaced  out")
+bpe_ids=$("$ZENITH" tokenize --model bpe-model --text "$bpe_text" --no-special --json | python3 -c \
+  'import json,sys; print(json.load(sys.stdin)["ids"])')
+
 line=$(sed -n 3p "$heldout")
 text_ids=$("$ZENITH" tokenize --model "$model" --text "$line" --no-special --json | python3 -c \
   'import json,sys; print(json.load(sys.stdin)["ids"])')
@@ -84,7 +102,9 @@ cat > spec.json <<JSON
             "vocab_size": 2048},
  "text": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$line"),
  "text_ids": $text_ids, "prompt_ids": [$prompt],
- "lora": {"base": "$work/fortunes-f32.gguf", "adapter": "$work/adapter.gguf", "expect_tokens": $lora_expect}}
+ "lora": {"base": "$work/fortunes-f32.gguf", "adapter": "$work/adapter.gguf", "expect_tokens": $lora_expect},
+ "vocab_checks": [{"path": "$work/bpe.gguf", "tokenizer": "gpt2",
+   "text": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$bpe_text"), "text_ids": $bpe_ids}]}
 JSON
 node "$here/gguf_llama_cpp.mjs" spec.json || fail "llama.cpp disagrees (above)"
 
