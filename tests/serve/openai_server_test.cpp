@@ -10,6 +10,7 @@
 
 #include "platform/deployments/deployment_store.h"
 #include "serve/llm/http_server.h"
+#include "support/raw_http.h"
 #include "support/temp_dir.h"
 #include "zenith/text.h"
 
@@ -47,7 +48,7 @@ class OpenAiServerTest : public ::testing::Test {
 
   void start(LlmServeOptions o = options()) {
     server_ = std::make_unique<LlmServer>(kModel, o);
-    server_->bind();
+    port_ = server_->bind();
     thread_ = std::thread([this] { server_->serve(); });
   }
   void TearDown() override {
@@ -81,6 +82,35 @@ class OpenAiServerTest : public ::testing::Test {
   static std::string token_, other_token_, admin_token_;
   std::unique_ptr<LlmServer> server_;
   std::thread thread_;
+  int port_ = 0;
+};
+
+// A request submitted straight to the engine that holds the engine thread in its first
+// callback until released: the engine is busy, and what comes next waits.
+class EngineHold {
+ public:
+  explicit EngineHold(Engine& engine) {
+    SamplingParams p;
+    p.max_tokens = 4;
+    p.temperature = 0;
+    auto held = std::make_shared<std::atomic<bool>>(false);
+    engine.submit({1, 450}, p, [this, held](const Event&) {
+      if (held->exchange(true)) return;
+      holding_.set_value();
+      released_.wait();
+    });
+    holding_.get_future().wait();
+  }
+  ~EngineHold() { release(); }
+  void release() {
+    if (!done_) release_.set_value();
+    done_ = true;
+  }
+
+ private:
+  std::promise<void> release_, holding_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  bool done_ = false;
 };
 
 TempDir* OpenAiServerTest::dir_ = nullptr;
@@ -254,21 +284,7 @@ TEST_F(OpenAiServerTest, WaitingStreamsGetPingsAndAFullQueueIs429) {
   o.engine.max_running = 1;
   o.engine.max_waiting = 1;
   start(o);
-  // A request submitted straight to the engine holds the engine thread in its first callback
-  // until released: the engine is busy, a stream waits behind it, the queue is full.
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::promise<void> holding;
-  auto held = std::make_shared<std::atomic<bool>>(false);
-  SamplingParams p;
-  p.max_tokens = 4;
-  p.temperature = 0;
-  server_->engine().submit({1, 450}, p, [&, held](const Event&) {
-    if (held->exchange(true)) return;
-    holding.set_value();
-    released.wait();
-  });
-  holding.get_future().wait();
+  EngineHold hold(server_->engine());
   std::optional<httplib::Result> waiter;
   std::thread waiter_thread([&] {
     waiter.emplace(
@@ -279,7 +295,7 @@ TEST_F(OpenAiServerTest, WaitingStreamsGetPingsAndAFullQueueIs429) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto full = post("/v1/completions", {{"model", "fortunes"}, {"prompt", "Hi"}, {"max_tokens", 2}});
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // pings while it waits
-  release.set_value();
+  hold.release();
   waiter_thread.join();
   ASSERT_TRUE(full);
   EXPECT_EQ(full->status, 429) << full->body;
@@ -290,6 +306,48 @@ TEST_F(OpenAiServerTest, WaitingStreamsGetPingsAndAFullQueueIs429) {
   EXPECT_TRUE(sse.well_framed);
   EXPECT_GT(sse.comments, 0) << (*waiter)->body;
   EXPECT_EQ(sse.data.back(), "[DONE]");
+}
+
+double metric(const std::string& text, const std::string& line_start);
+
+TEST_F(OpenAiServerTest, AClientThatGoesAwayIsCancelled) {
+  LlmServeOptions o = options();
+  o.ping_interval_s = 0.005;
+  o.engine.max_running = 1;
+  start(o);
+  EngineHold hold(server_->engine());
+  {
+    // A stream waits behind the held request; its client reads the first bytes and leaves.
+    zenith::testing::RawConnection c(port_, server_->cert_path());
+    ASSERT_TRUE(c.connected());
+    const std::string body = json{
+        {"model", "fortunes"},
+        {"prompt", "You"},
+        {"max_tokens", 100},
+        {"stream", true}}.dump();
+    c.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token_ +
+           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body);
+    ASSERT_TRUE(c.reply_waiting(5000));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  hold.release();
+  const std::string labels = "{model_name=\"fortunes\"}";
+  std::string t;
+  for (int i = 0; i < 100; ++i) {
+    t = client("")->Get("/metrics")->body;
+    if (metric(t,
+               "zenith:request_success_total{model_name=\"fortunes\",finished_reason=\"abort\"}") ==
+        1)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(
+      metric(t, "zenith:request_success_total{model_name=\"fortunes\",finished_reason=\"abort\"}"),
+      1)
+      << t;
+  EXPECT_EQ(metric(t, "zenith:num_requests_running" + labels), 0.0) << t;
+  EXPECT_EQ(metric(t, "zenith:num_requests_waiting" + labels), 0.0) << t;
 }
 
 double metric(const std::string& text, const std::string& line_start) {
