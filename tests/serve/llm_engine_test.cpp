@@ -14,6 +14,7 @@
 #include "zenith/autograd.h"
 #include "zenith/llama.h"
 #include "zenith/ops.h"
+#include "zenith/quant.h"
 #include "zenith/text.h"
 
 namespace zenith::serve::llm {
@@ -148,6 +149,17 @@ TEST(LlmEngine, KvPoolCachesReleasedPrefixesAndEvictsTheLeastRecent) {
 TEST(LlmEngine, BatchInvariantWithBfloat16Weights) {
   auto model = models::Llama::from_pretrained(demo_dir());  // bfloat16 as stored
   ASSERT_EQ(model->weight_dtype(), DType::bf16);
+  Engine engine(model, nullptr,
+                {.kv_cache_bytes = 8 << 20, .block_size = 8, .max_batched_tokens = 5});
+  auto alone = run_all(engine, {prompt_of(21, 5)}, greedy(8));
+  auto batched = run_all(engine, {prompt_of(13, 1), prompt_of(21, 5), prompt_of(7, 2)}, greedy(8));
+  EXPECT_EQ(alone[0]->tokens, batched[1]->tokens);
+  EXPECT_TRUE(same_logprobs(alone[0]->logprobs, batched[1]->logprobs));
+}
+
+TEST(LlmEngine, BatchInvariantWithQuantizedWeights) {
+  auto model = models::Llama::from_pretrained(demo_dir(), DType::f32);
+  model->quantize(QuantFormat::q8_0);  // the quantized kernel: per-row accumulators
   Engine engine(model, nullptr,
                 {.kv_cache_bytes = 8 << 20, .block_size = 8, .max_batched_tokens = 5});
   auto alone = run_all(engine, {prompt_of(21, 5)}, greedy(8));
