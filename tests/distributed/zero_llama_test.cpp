@@ -1,13 +1,14 @@
-// ZeRO-3 on a tiny LLaMA over 2 ranks: every module's parameters (embedding, each decoder layer
-// with its rotary context bound through sharded_forward, the final norm, the output layer) are
-// gathered only around their own computation; 5 AdamW steps match one process with the combined
-// batch, and between steps each rank holds half the model's parameters.
+// ZeRO-3 on a tiny LLaMA over 2 ranks (distributed::zero3_llama_logits): every module's
+// parameters (embedding, each decoder layer with its rotary context bound through
+// sharded_forward, the final norm, the output layer) are gathered only around their own
+// computation; 5 AdamW steps match one process with the combined batch, and between steps each
+// rank holds half the model's parameters.
+#include "distributed/zero_llama.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "distributed/zero.h"
-#include "models/llama_layers.h"
 #include "rank_runner.h"
 #include "support/temp_dir.h"
 #include "zenith/zenith.h"
@@ -36,49 +37,12 @@ models::LlamaConfig tiny_config() {
   return c;
 }
 
-std::shared_ptr<models::detail::DecoderCell> decoder_of(const models::Llama& model) {
-  for (const auto& [name, c] : model.named_children())
-    if (name == "model") return std::dynamic_pointer_cast<models::detail::DecoderCell>(c);
-  throw std::runtime_error("no decoder under 'model'");
-}
-
 Tensor ids_for(int step, int rank, int ranks) {
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < kSequences * kLength; ++i) ids.push_back((i * 7 + step * 5 + i / 5) % 37);
   Tensor all = Tensor::from_vector(ids, {kSequences, kLength});
   const int64_t rows = kSequences / ranks;
   return all.narrow(0, rank * rows, rows).contiguous();
-}
-
-// The model's forward, each module run through ZeRO-3 (the output layer through Llama::head).
-Tensor zero3_loss(models::Llama& model, const std::shared_ptr<ZeroOptimizer>& zero,
-                  const Tensor& ids) {
-  auto decoder = decoder_of(model);
-  auto embed = decoder->embed_tokens;
-  Tensor x = distributed::sharded_forward(
-      zero, distributed::zero_indices(*zero, *embed),
-      [embed](const Tensor& t) { return embed->forward(t); }, ids);
-  models::detail::LayerContext ctx;
-  ops::RopeOptions rope;
-  rope.theta = model.config().rope_theta;
-  std::tie(ctx.cos, ctx.sin) =
-      ops::rope_cos_sin(ops::rope_inv_freq(model.config().head_dim, rope),
-                        Tensor::arange(ids.size(1)).view({1, ids.size(1)}));
-  for (const auto& layer : decoder->layers)
-    x = distributed::sharded_forward(
-        zero, distributed::zero_indices(*zero, *layer),
-        [layer, ctx](const Tensor& h) { return layer->forward(h, ctx); }, x);
-  auto norm = decoder->norm;
-  x = distributed::sharded_forward(
-      zero, distributed::zero_indices(*zero, *norm),
-      [norm](const Tensor& h) { return norm->forward(h); }, x);
-  std::vector<size_t> head;
-  for (const auto& [name, p] : model.named_parameters())
-    if (name == "lm_head.weight") head.push_back(size_t(zero->index_of(p)));
-  expect(head.size() == 1, "no lm_head.weight");
-  Tensor logits = distributed::sharded_forward(
-      zero, head, [&model](const Tensor& h) { return model.head(h); }, x);
-  return models::causal_lm_loss(logits, ids);
 }
 
 std::vector<double> flatten(const std::vector<Tensor>& ts) {
@@ -121,7 +85,7 @@ TEST(ZeroLlama, StageThreeOnTwoRanksMatchesOneProcess) {
     for (int s = 0; s < kSteps; ++s) {
       Tensor ids = ids_for(s, rank, 2);
       zero->zero_grad();
-      Tensor loss = zero3_loss(model, zero, ids);
+      Tensor loss = models::causal_lm_loss(distributed::zero3_llama_logits(model, zero, ids), ids);
       Tensor global = loss.detach().reshape({1}).clone();
       comm::all_reduce(global, comm::ReduceOp::AVG);
       const double l = global.to_double_vector()[0];
