@@ -227,9 +227,11 @@ std::map<std::string, Tensor> tensor_parallel_full_state(const models::Llama& mo
   std::map<std::string, Tensor> out;
   for (auto& [name, p] : model.hf_state()) {
     auto it = plan.sharded.find(name);
-    out.emplace(name, it == plan.sharded.end()
-                          ? p
-                          : all_gather_along(p.contiguous(), it->second, plan.tp.group));
+    // Collectives carry float32: bf16/f16 weights go there and back exactly.
+    out.emplace(name, it == plan.sharded.end() ? p
+                                               : all_gather_along(p.to(DType::f32).contiguous(),
+                                                                  it->second, plan.tp.group)
+                                                     .to(p.dtype()));
   }
   return out;
 }

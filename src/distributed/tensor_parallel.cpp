@@ -267,7 +267,8 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const std::vecto
     for (int64_t j = 0; j < v; ++j) m = std::max(m, p[i * v + j]);
     row_max.data<float>()[i] = m;
   }
-  comm::all_reduce(row_max, comm::ReduceOp::MAX, group);
+  const bool shared = group.size() > 1;
+  if (shared) comm::all_reduce(row_max, comm::ReduceOp::MAX, group);
   for (int64_t i = 0; i < n; ++i) {
     const float m = row_max.data<float>()[i];
     const int64_t t = targets[size_t(i)] - vocab_start;
@@ -279,8 +280,10 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const std::vecto
     }
     sums.data<float>()[i] = float(s);
   }
-  comm::all_reduce(sums, comm::ReduceOp::SUM, group);
-  comm::all_reduce(picked, comm::ReduceOp::SUM, group);
+  if (shared) {
+    comm::all_reduce(sums, comm::ReduceOp::SUM, group);
+    comm::all_reduce(picked, comm::ReduceOp::SUM, group);
+  }
   double total = 0;
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {

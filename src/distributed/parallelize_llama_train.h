@@ -1,0 +1,75 @@
+// One training step of a LLaMA over any mesh that fits the job: pipeline × data × tensor, with
+// sequence parallelism inside the tensor groups: what a fine-tuning command calls.
+//
+//   communication::init();
+//   auto model = models::Llama::from_pretrained(dir);    // every rank: the same checkpoint
+//   models::add_lora(*model, lora);                      // optional, before
+//   distributed::ParallelLlama run(model, {.tensor = 2, .pipeline = 2, .micro_batches = 4});
+//   auto opt = nn::AdamW(run.trainable_params(), 1e-4);
+//   for (...) {                                          // batch: this data rank's rows
+//     double loss = run.forward_backward(ids, labels);   // the mean over the data ranks
+//     run.clip_grad_norm(1.0);
+//     opt->step();
+//     opt->zero_grad();
+//   }
+//   auto state = run.full_state();                       // HF names, whole, on every rank
+//
+// Gradients end as one process's on the concatenation of the data ranks' batches (averaged over
+// the data group, summed where tensor ranks hold partial sums); the data degree is what the
+// world leaves after tensor × pipeline.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distributed/mesh.h"
+#include "distributed/parallelize_llama.h"
+#include "distributed/pipeline.h"
+
+namespace zenith::distributed {
+
+struct ModelParallelOptions {
+  int tensor = 1;
+  int pipeline = 1;
+  int micro_batches = 1;  // pipeline micro-batches per step (the batch must divide by it)
+  bool sequence_parallel = false;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+};
+
+class ParallelLlama {
+ public:
+  // Collective over the world (communication::init() first): makes the mesh, rewrites `model`
+  // for the tensor degree and splits it into stages. Errors name the degree that does not fit.
+  ParallelLlama(std::shared_ptr<models::Llama> model, ModelParallelOptions options);
+  ParallelLlama(const ParallelLlama&) = delete;  // the pipeline points at plan_
+  ParallelLlama& operator=(const ParallelLlama&) = delete;
+
+  // Forward and backward of this data rank's batch ids, labels [B, T]; returns the loss averaged
+  // over the data ranks. Gradients are complete (synced) when it returns.
+  double forward_backward(const Tensor& input_ids, const Tensor& labels);
+  // The global gradient norm (each parameter once over the mesh); max_norm > 0 also clips.
+  double clip_grad_norm(double max_norm);
+  // The parameters this rank holds and trains (its stage, its shards).
+  std::vector<Tensor> trainable_params() const;
+  // The whole model under HF's names (no adapters), gathered over tensor and pipeline groups
+  // onto every rank: models::Llama(config, state, ...).save_pretrained on one rank.
+  std::map<std::string, Tensor> full_state() const;
+  // The LoRA adapter as one process would save it (tensor-gathered; pipeline 1 only).
+  io::LoraAdapter lora_adapter(const io::LoraConfig& config) const;
+
+  const DeviceMesh& mesh() const { return mesh_; }
+  const TensorParallelPlan& plan() const { return plan_; }
+  models::Llama& model() { return *model_; }
+
+ private:
+  std::shared_ptr<models::Llama> model_;
+  ModelParallelOptions options_;
+  DeviceMesh mesh_;
+  TensorParallelPlan plan_;
+  std::optional<LlamaPipeline> pipeline_;
+};
+
+}  // namespace zenith::distributed
