@@ -7,46 +7,50 @@ namespace zenith::serve::llm {
 
 namespace {
 
-// Inside a string that no token can take past its length bounds, a printable ASCII byte
-// other than '"' and '\\' leaves the state as it is (but for the count, which cannot matter
-// within one token): the walk reuses the state instead of copying and stepping it.
-bool in_free_string(const Grammar& g, const JsonState& s, int64_t reach) {
-  if (s.depth == 0) return false;
-  const Frame& top = s.frames[size_t(s.depth - 1)];
-  const GrammarNode& n = g.nodes[size_t(top.node)];
-  if (n.kind != NodeKind::string || top.phase != 1) return false;
-  bool unbounded = n.min_count == 0 && n.max_count == std::numeric_limits<int32_t>::max();
-  return unbounded || (top.a >= n.min_count && top.a + reach <= n.max_count);
-}
-
 struct Walk {
   const Grammar& g;
   const TokenBytes& vocab;
   std::vector<JsonState>& levels;
   std::vector<uint64_t>& bits;
-  bool root_free;  // levels[0] is in a free string: plain tokens are already marked
+  bool root_plain;  // levels[0] is inside a string: the plain tokens that fit are marked
 
-  // levels[level] is the state after the bytes of trie node `node`; visiting writes only the
-  // levels above it. Level 0 with root_free: every byte so far was plain.
-  void visit(int32_t node, size_t level) {
+  // levels[level], with `pending` more plain bytes taken inside its string (counted only when
+  // the string's length is bounded), is the state after the bytes of trie node `node`: a plain
+  // byte in a string changes nothing but that count, so it needs no copy of the state.
+  // Visiting writes only the levels above `level`. Level 0 with root_plain: every byte so far
+  // was plain, and the plain tokens are marked.
+  void visit(int32_t node, size_t level, int32_t pending) {
     const TokenBytes::Node& n = vocab.nodes()[size_t(node)];
     const TokenBytes::Edge* edges = vocab.children().data() + n.first_child;
-    bool free_string = in_free_string(g, levels[level], vocab.max_token_bytes());
-    bool plain_marked = root_free && level == 0;
+    const JsonState& state = levels[level];
+    const Frame* top = state.depth > 0 ? &state.frames[size_t(state.depth - 1)] : nullptr;
+    const GrammarNode* text =
+        top && top->phase == 1 && g.nodes[size_t(top->node)].kind == NodeKind::string
+            ? &g.nodes[size_t(top->node)]
+            : nullptr;
+    bool bounded =
+        text && (text->min_count > 0 || text->max_count < std::numeric_limits<int32_t>::max());
+    bool plain_marked = root_plain && level == 0;
     for (int32_t i = 0; i < n.child_count; ++i) {
       size_t next = level;
-      if (free_string && TokenBytes::plain_byte(edges[i].byte)) {
+      int32_t next_pending = 0;
+      if (text && TokenBytes::plain_byte(edges[i].byte)) {
+        if (bounded) {
+          if (top->a + pending + 1 > text->max_count) continue;
+          next_pending = pending + 1;
+        }
         if (plain_marked && !vocab.has_other_below(edges[i].node)) continue;
       } else {
         next = level + 1;
-        levels[next].copy_from(levels[level]);
+        levels[next].copy_from(state);
+        if (pending > 0) levels[next].frames[size_t(state.depth - 1)].a += pending;
         if (!levels[next].step(g, edges[i].byte)) continue;
       }
       const TokenBytes::Node& child = vocab.nodes()[size_t(edges[i].node)];
       const int32_t* ids = vocab.node_tokens().data() + child.first_token;
       for (int32_t t = 0; t < child.token_count; ++t)
         bits[size_t(ids[t]) >> 6] |= uint64_t(1) << (ids[t] & 63);
-      if (child.child_count > 0) visit(edges[i].node, next);
+      if (child.child_count > 0) visit(edges[i].node, next, next_pending);
     }
   }
 };
@@ -58,9 +62,23 @@ void allowed_tokens(const Grammar& g, const TokenBytes& vocab, const JsonState& 
   bits.assign(size_t((vocab.size() + 63) / 64), 0);
   scratch.resize(size_t(vocab.max_token_bytes()) + 1);
   scratch[0].copy_from(state);
-  bool root_free = in_free_string(g, state, vocab.max_token_bytes());
-  if (root_free) bits = vocab.plain_tokens();
-  Walk{g, vocab, scratch, bits, root_free}.visit(0, 0);
+  // Inside a string, every plain token that fits in the room its maxLength leaves is allowed:
+  // marked here at once, so that the walk follows only subtrees holding other tokens.
+  const Frame* top = state.depth > 0 ? &state.frames[size_t(state.depth - 1)] : nullptr;
+  bool root_plain = top && top->phase == 1 && g.nodes[size_t(top->node)].kind == NodeKind::string;
+  if (root_plain) {
+    const GrammarNode& text = g.nodes[size_t(top->node)];
+    bool bounded = text.min_count > 0 || text.max_count < std::numeric_limits<int32_t>::max();
+    int64_t room = bounded ? text.max_count - top->a : std::numeric_limits<int64_t>::max();
+    if (room >= vocab.max_token_bytes()) {
+      bits = vocab.plain_tokens();
+    } else {
+      const std::vector<int32_t>& length = vocab.plain_lengths();
+      for (size_t id = 0; id < length.size(); ++id)
+        if (length[id] > 0 && length[id] <= room) bits[id >> 6] |= uint64_t(1) << (id & 63);
+    }
+  }
+  Walk{g, vocab, scratch, bits, root_plain}.visit(0, 0, 0);
 }
 
 }  // namespace zenith::serve::llm

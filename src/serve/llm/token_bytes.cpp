@@ -69,10 +69,12 @@ void TokenBytes::build_trie() {
     node_tokens_.insert(node_tokens_.end(), tokens[i].begin(), tokens[i].end());
   }
   plain_.assign(size_t((size() + 63) / 64), 0);
+  plain_length_.assign(bytes_.size(), 0);
   for (int32_t id : order) {
     const std::string& s = *bytes_[size_t(id)];
-    if (std::all_of(s.begin(), s.end(), [](char c) { return plain_byte(uint8_t(c)); }))
-      plain_[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+    if (!std::all_of(s.begin(), s.end(), [](char c) { return plain_byte(uint8_t(c)); })) continue;
+    plain_[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+    plain_length_[size_t(id)] = int32_t(s.size());
   }
   // Children come after their parents (depth-first order): one backward pass.
   other_below_.assign(nodes_.size(), false);

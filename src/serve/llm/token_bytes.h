@@ -47,6 +47,8 @@ class TokenBytes {
   // and '\\'), one bit per id; and per trie node, whether its subtree holds any other token.
   // Masking inside a free string marks the first at once and walks only the second.
   const std::vector<uint64_t>& plain_tokens() const { return plain_; }
+  // A plain token's length in bytes (= characters), 0 for the others.
+  const std::vector<int32_t>& plain_lengths() const { return plain_length_; }
   bool has_other_below(int32_t node) const { return other_below_[size_t(node)]; }
   static bool plain_byte(uint8_t b) { return b >= 0x20 && b < 0x7F && b != '"' && b != '\\'; }
 
@@ -58,6 +60,7 @@ class TokenBytes {
   std::vector<Edge> children_;
   std::vector<int32_t> node_tokens_;
   std::vector<uint64_t> plain_;
+  std::vector<int32_t> plain_length_;
   std::vector<bool> other_below_;
   int32_t max_len_ = 0;
 };
