@@ -181,6 +181,27 @@ await step('a named tool call, streamed, reassembles', async () => {
   check(typeof next.choices[0].message.content === 'string', 'an answer after the tool');
 });
 
+await step('tool_choice required picks one of the tools, streamed alike', async () => {
+  const fn = (name, key) => ({ type: 'function', function: { name,
+    parameters: { type: 'object', properties: { [key]: { type: 'string', maxLength: 8 } },
+      required: [key] } } });
+  const req = { ...greedy, max_tokens: 60, messages: user('Weather or time?'),
+    tools: [fn('get_weather', 'city'), fn('get_time', 'zone')], tool_choice: 'required' };
+  const whole = await client.chat.completions.create(req);
+  check(whole.choices[0].finish_reason === 'tool_calls', whole.choices[0].finish_reason);
+  const call = whole.choices[0].message.tool_calls[0];
+  const key = { get_weather: 'city', get_time: 'zone' }[call.function.name];
+  check(key && typeof JSON.parse(call.function.arguments)[key] === 'string',
+    JSON.stringify(call.function));
+  let name = '', args = '';
+  for await (const chunk of await client.chat.completions.create({ ...req, stream: true }))
+    for (const c of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      name += c.function?.name ?? '';
+      args += c.function?.arguments ?? '';
+    }
+  check(name === call.function.name && args === call.function.arguments, `${name} ${args}`);
+});
+
 await step('errors surface as APIError with status, param and request id', async () => {
   const expect = async (promise, Type, status, param) => {
     try {

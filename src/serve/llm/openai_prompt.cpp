@@ -20,13 +20,15 @@ bool only_special(const text::Tokenizer& tokenizer, const std::vector<int32_t>& 
 // role in a row are joined.
 std::vector<text::ChatMessage> template_messages(const Request& r) {
   std::vector<text::ChatMessage> out;
+  // The built-in templates have no place for tools: their names (and descriptions) go in a
+  // system turn, kept short (a small model's context is short); a required or named call's
+  // arguments are shaped by constrained decoding, not by the prompt.
   if (!r.tools.empty() && r.tool_choice != "none") {
-    json list = json::array();
+    std::string list;
     for (const auto& t : r.tools)
-      list.push_back(
-          {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}});
-    out.push_back({"system", "You can call these functions; answer a call as JSON: " +
-                                 platform::json_text(list)});
+      list += (list.empty() ? "" : "; ") + t.name +
+              (t.description.empty() ? std::string() : " (" + t.description + ")");
+    out.push_back({"system", "Functions you can call: " + list + "."});
   }
   for (const auto& m : r.messages) {
     text::ChatMessage c{m.role, m.content};
