@@ -1,0 +1,211 @@
+// ZeRO's memory and traffic per rank on a small LLaMA: for one process, DDP and ZeRO stages 1-3
+// on R forked ranks (127.0.0.1, file store), each rank's model-state bytes after a step against
+// the ZeRO formulas (float32 AdamW: one process 16Ψ, stage 1 8Ψ + 8Ψ/R, stage 2 4Ψ + 12Ψ/R,
+// stage 3 16Ψ/R), its allocator peak during a step, the bytes it sent per step against the
+// ring's, and the step time. On one host ranks share the cores: ZeRO buys memory, not speed.
+//
+//   zero [--ranks 2] [--hidden 256] [--layers 4] [--vocab 2048] [--batch 4] [--seq 64]
+//        [--steps 3] [--json FILE]
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/allocator.h"
+#include "distributed/mesh.h"
+#include "distributed/zero_llama.h"
+#include "zenith/zenith.h"
+
+namespace comm = zenith::communication;
+using Clock = std::chrono::steady_clock;
+using namespace zenith;
+
+namespace {
+
+struct Args {
+  int ranks = 2;
+  int64_t hidden = 256, layers = 4, vocab = 2048, batch = 4, seq = 64;
+  int steps = 3;
+  std::string json;
+};
+
+models::LlamaConfig config_of(const Args& a) {
+  models::LlamaConfig c;
+  c.vocab_size = a.vocab;
+  c.hidden_size = a.hidden;
+  c.intermediate_size = a.hidden * 8 / 3;
+  c.num_hidden_layers = a.layers;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 4;
+  c.head_dim = a.hidden / 4;
+  c.max_position_embeddings = a.seq;
+  return c;
+}
+
+// One configuration on this rank: stage -1 one process, 0 DDP, 1-3 ZeRO.
+nlohmann::json run(const Args& a, int stage, int rank, int world) {
+  context::set_num_threads(1);
+  manual_seed(1);
+  models::Llama model(config_of(a));
+  const double psi = double(model.num_parameters(true));
+  const int64_t rows = world > 1 ? a.batch / world : a.batch;
+  Tensor ids = Tensor::randint(0, a.vocab, {rows, a.seq});
+  std::shared_ptr<distributed::ZeroOptimizer> zero;
+  std::shared_ptr<nn::DistributedDataParallelImpl> ddp;
+  nn::OptimizerPtr opt;
+  auto adamw = [](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-4); };
+  if (stage >= 1)
+    zero = std::make_shared<distributed::ZeroOptimizer>(model.trainable_params(), adamw,
+                                                        distributed::ZeroOptions{.stage = stage});
+  else
+    opt = adamw(model.trainable_params());
+  if (stage == 0)
+    ddp = nn::DistributedDataParallel(std::shared_ptr<nn::Cell>(&model, [](auto*) {}));
+  auto step = [&] {
+    if (zero) {
+      zero->zero_grad();
+      Tensor logits = stage == 3 ? distributed::zero3_llama_logits(model, zero, ids)
+                                 : model.forward({.input_ids = ids});
+      models::causal_lm_loss(logits, ids).backward();
+      zero->step();
+    } else {
+      opt->zero_grad();
+      models::causal_lm_loss(model.forward({.input_ids = ids}), ids).backward();
+      opt->step();
+    }
+  };
+  step();  // warm-up: AdamW's states, the allocator's cache
+  double seconds = 0;
+  uint64_t sent = 0;
+  size_t peak = 0;
+  for (int s = 0; s < a.steps; ++s) {
+    core::reset_peak_live_bytes();
+    const auto before = world > 1 ? distributed::group_traffic({}) : distributed::GroupTraffic{};
+    const auto start = Clock::now();
+    step();
+    seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    if (world > 1) sent += distributed::group_traffic({}).bytes_sent - before.bytes_sent;
+    peak = std::max(peak, core::allocator_stats().peak_live_bytes);
+  }
+  // What the rank holds after a step, gradients included (as the formulas count them).
+  uint64_t held = 0;
+  if (zero) {
+    held = zero->model_state_bytes().total();
+  } else {
+    for (const auto& p : model.trainable_params()) held += p.nbytes() + p.grad().nbytes();
+    for (const auto& [name, t] : opt->state_dict())
+      if (name != "step") held += t.nbytes();
+  }
+  const double n = world;
+  const double formula = stage <= 0   ? 16 * psi
+                         : stage == 1 ? 8 * psi + 8 * psi / n
+                         : stage == 2 ? 4 * psi + 12 * psi / n
+                                      : 16 * psi / n;
+  const double ring = 4 * psi * (n - 1) / n;
+  const double sent_formula = stage < 0 ? 0 : stage == 3 ? 3 * ring : 2 * ring;
+  const char* names[] = {"one process", "DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+  return {{"mode", names[stage + 1]},
+          {"ranks", world},
+          {"parameters", psi},
+          {"model_state_bytes", held},
+          {"model_state_formula", formula},
+          {"model_state_vs_one_process", double(held) / (16 * psi)},
+          {"peak_live_bytes", peak},
+          {"sent_bytes_per_step", double(sent) / a.steps},
+          {"sent_formula", sent_formula},
+          {"step_seconds", seconds / a.steps},
+          {"tokens_per_second", double(a.batch * a.seq) / (seconds / a.steps)}};
+}
+
+// Forks `world` ranks of configuration `stage`; returns rank 0's figures.
+nlohmann::json fork_ranks(const Args& a, int stage, int world, const std::string& dir) {
+  const std::string store = "file://" + dir + "/store" + std::to_string(stage);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        if (world > 1) {
+          comm::Options o;
+          o.rank = r;
+          o.size = world;
+          o.store = store;
+          o.prefix = "bench_zero";
+          o.address = "127.0.0.1";
+          o.timeout = std::chrono::seconds(300);
+          comm::init(o);
+        }
+        auto j = run(a, stage, r, world);
+        if (r == 0) std::ofstream(dir + "/out" + std::to_string(stage)) << j.dump();
+        if (world > 1) comm::release();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t p : pids) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (!ok) throw std::runtime_error("a rank failed");
+  return nlohmann::json::parse(std::ifstream(dir + "/out" + std::to_string(stage)));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--ranks")
+      a.ranks = std::stoi(v);
+    else if (k == "--hidden")
+      a.hidden = std::stoll(v);
+    else if (k == "--layers")
+      a.layers = std::stoll(v);
+    else if (k == "--vocab")
+      a.vocab = std::stoll(v);
+    else if (k == "--batch")
+      a.batch = std::stoll(v);
+    else if (k == "--seq")
+      a.seq = std::stoll(v);
+    else if (k == "--steps")
+      a.steps = std::stoi(v);
+    else if (k == "--json")
+      a.json = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("bench_zero_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("%-12s %5s %14s %14s %8s %14s %14s %14s %9s\n", "mode", "ranks", "state bytes",
+              "formula", "vs one", "peak live", "sent/step", "ring formula", "step s");
+  for (int stage = -1; stage <= 3; ++stage) {
+    auto j = fork_ranks(a, stage, stage < 0 ? 1 : a.ranks, dir.string());
+    std::printf("%-12s %5d %14.0f %14.0f %8.3f %14.0f %14.0f %14.0f %9.3f\n",
+                j["mode"].get<std::string>().c_str(), j["ranks"].get<int>(),
+                j["model_state_bytes"].get<double>(), j["model_state_formula"].get<double>(),
+                j["model_state_vs_one_process"].get<double>(), j["peak_live_bytes"].get<double>(),
+                j["sent_bytes_per_step"].get<double>(), j["sent_formula"].get<double>(),
+                j["step_seconds"].get<double>());
+    rows.push_back(j);
+  }
+  std::filesystem::remove_all(dir);
+  if (!a.json.empty()) std::ofstream(a.json) << rows.dump(1) << "\n";
+  return 0;
+}
