@@ -33,3 +33,17 @@ ln -s "$here/../npm/node_modules" "$work/node_modules"
 cp "$here/openai_sdk.mjs" "$work/"
 NODE_EXTRA_CA_CERTS="$cert" node "$work/openai_sdk.mjs" "https://127.0.0.1:$(cat "$work/port")" \
   "$token" fortunes tuned || fail "openai SDK checks"
+
+# Greedy text through the API equals `zenith generate`'s for the same prompt.
+want=$("$ZENITH" generate --model "$model" --prompt "Once upon a time" --max-new-tokens 12 \
+  --temperature 0 --threads 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["text"])') \
+  || fail "zenith generate"
+got=$(curl -sS --cacert "$cert" -H "Authorization: Bearer $token" \
+  "https://127.0.0.1:$(cat "$work/port")/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"model": "fortunes", "prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}' \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])') \
+  || fail "completions over curl"
+# (generate decodes the new tokens as a text of their own, dropping the leading space of the
+# first; the API continues the prompt's text, as OpenAI and vLLM do.)
+[ "${got# }" = "$want" ] || fail "the API's greedy text '$got' is not zenith generate's '$want'"
+echo "PASS: greedy text equals zenith generate's"
