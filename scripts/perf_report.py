@@ -92,6 +92,59 @@ def render_lm_head(r):
     return lines + table(header, rows)
 
 
+def render_serving(r):
+    bw = ", ".join(f"{num(v)} GB/s at {t} thread(s)" for t, v in r["read_bandwidth_gbs"].items())
+    lines = [
+        f"Random LLaMAs of the 15M and 110M shapes (vocab 2048) beside {r['engine']} on GGUF "
+        "exports of the same weights, greedy, float32 KV caches, "
+        f"{r['new_tokens']} new tokens a request; medians of {r['runs']} runs. Read bandwidth "
+        f"{bw}; load average {num(r['load_average_start'], 2)} at the start, "
+        f"{num(r['load_average_end'], 2)} at the end.", "",
+        "Decode at batch 1 (tokens/s from the first generated token to the last, after a "
+        "16-token prompt; best run in brackets):", ""]
+
+    def pair(c, side):
+        return f"{num(c[side + '_tokens_s'])} ({num(c[side + '_best_tokens_s'])})"
+    lines += table(["shape", "weights", "threads", "zenith", "llama.cpp", "zenith / llama.cpp"],
+                   [[c["shape"], c["dtype"], c["threads"], pair(c, "zenith"), pair(c, "llamacpp"),
+                     num(c["zenith_tokens_s"] / c["llamacpp_tokens_s"], 2)]
+                    for c in r["decode"]])
+    rows = [c for c in r["concurrent"] if "zenith_tokens_s" in c]
+    lines += ["", f"{r['streams']} concurrent streams, aggregate output tokens/s (all tokens / "
+              "wall time from the first request to the last token, prompts included): `zenith "
+              "serve`'s OpenAI endpoint (f32 weights) against llama.cpp with "
+              f"{r['streams']} sequences in one context, and zenith's own batch-1 rate through "
+              "the same server:", ""]
+    lines += table(["shape", "threads", "zenith", "llama.cpp", "zenith / llama.cpp",
+                    "zenith batch 1", "streams / batch 1"],
+                   [[c["shape"], c["threads"], num(c["zenith_tokens_s"]),
+                     num(c["llamacpp_tokens_s"]) if "llamacpp_tokens_s" in c else "",
+                     num(c["zenith_tokens_s"] / c["llamacpp_tokens_s"], 2)
+                     if "llamacpp_tokens_s" in c else "",
+                     num(c["zenith_batch1_tokens_s"]),
+                     num(c["zenith_tokens_s"] / c["zenith_batch1_tokens_s"], 2)] for c in rows])
+    lines += ["", "vLLM's benchmark_serving definitions at Poisson request rates (a quarter, half "
+              "and all of the streams' capacity), 32-token random prompts; ms, p50 / p99:", ""]
+
+    def pc(m):
+        return f"{num(m['p50'])} / {num(m['p99'])}"
+    lines += table(["shape", "threads", "requests/s", "requests", "output tok/s", "TTFT", "TPOT",
+                    "ITL", "e2e latency"],
+                   [[p["shape"], p["threads"], num(p["rate"], 2), p["requests"],
+                     num(p["output_tokens_s"]), pc(p["ttft_ms"]), pc(p["tpot_ms"]),
+                     pc(p["itl_ms"]), pc(p["e2e_ms"])] for p in r["poisson"]])
+    lines += ["", "`zenith serve`'s resident memory (VmRSS) at rest, after start and after the "
+              "traffic above, beside its weights and its KV pool (`--kv-cache-memory`):", ""]
+    mib = 1 << 20
+    lines += table(["shape", "weights MiB", "KV pool MiB", "RSS at start MiB", "RSS after MiB",
+                    "after - weights - pool MiB"],
+                   [[m["shape"], num(m["weight_bytes"] / mib), num(m["kv_cache_bytes"] / mib),
+                     num(m["rss_start_bytes"] / mib), num(m["rss_after_bytes"] / mib),
+                     num((m["rss_after_bytes"] - m["weight_bytes"] - m["kv_cache_bytes"]) / mib)]
+                    for m in r["memory"]])
+    return lines
+
+
 def render_llm_ops(r):
     lines = [
         "The transformer ops at the two benchmark LLaMA configs' shapes (15m: dim 288; 110m: dim "
@@ -120,12 +173,36 @@ def render_omp_wait_policy(r):
     return lines + table(header, rows)
 
 
+def render_llm_quant(r):
+    bw = ", ".join(f"{num(v)} GB/s at {t} thread(s)" for t, v in r["read_bandwidth_gbs"].items())
+    lines = [
+        "Batch-1 greedy decoding after a 16-token prompt on random LLaMAs of the 15M and 110M "
+        f"shapes, quantized kernels {r['quant_isa']}: median and best tokens/s over the runs, "
+        "the weight bytes a step reads, and the best run's share of the measured read "
+        f"bandwidth ({bw}); above 100% the weights are served from the caches. Load average "
+        f"{num(r['load_average'], 2)} at the start.", ""]
+    header = ["shape", "weights", "threads", "tok/s", "best tok/s", "MB/token", "% of bandwidth"]
+    rows = [[c["shape"], c["dtype"], c["threads"], num(c["tokens_s"]), num(c["best_tokens_s"]),
+             num(c["bytes_per_token"] / 1e6), num(c["bandwidth_pct"])] for c in r["results"]]
+    lines += table(header, rows)
+    if "vs_llamacpp" in r:
+        v = r["vs_llamacpp"]
+        lines += ["", f"Beside {v['engine']} on the same GGUF files ({v['model']}), best "
+                  "tokens/s of each:", ""]
+        lines += table(["file", "threads", "zenith", "llama.cpp", "zenith / llama.cpp"],
+                       [[c["file"], c["threads"], num(c["zenith"]), num(c["llamacpp"]),
+                         num(c["zenith"] / c["llamacpp"], 2)] for c in v["rows"]])
+    return lines
+
+
 RENDERERS = {
+    "llm_quant": render_llm_quant,
     "omp_wait_policy": render_omp_wait_policy,
     "llm_ops": render_llm_ops,
     "graph_vs_eager": render_graph_vs_eager,
     "conv_ops": render_conv_ops,
     "lm_head": render_lm_head,
+    "serving": render_serving,
 }
 
 
