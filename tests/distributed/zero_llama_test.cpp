@@ -9,6 +9,8 @@
 
 #include <cmath>
 
+#include "distributed/mesh.h"
+#include "distributed/parallelize_llama.h"
 #include "rank_runner.h"
 #include "support/temp_dir.h"
 #include "zenith/zenith.h"
@@ -112,6 +114,63 @@ TEST(ZeroLlama, StageThreeOnTwoRanksMatchesOneProcess) {
     if (rank == 0)
       std::fprintf(stderr, "tiny LLaMA (%lld parameters) ZeRO-3 on 2 ranks vs one process: %.3g\n",
                    (long long)psi, diff / scale);
+    comm::release();
+  });
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << test::describe(results);
+}
+
+// ZeRO over the data dimension of a data 2 x tensor 2 mesh, on a tensor-parallel model: each
+// rank's tensor shards are split again by rows over its data group. 3 AdamW steps of stages 1
+// and 2 equal one process with the combined batch.
+TEST(ZeroLlama, DataTimesTensorParallelWithZeroOneAndTwoMatchesOneProcess) {
+  TempDir dir("zero_tp");
+  auto config = tiny_config();
+  config.vocab_size = 38;  // the tensor degree divides it (ids stay below 37)
+  auto results = test::run_ranks(4, [&](int rank) {
+    context::set_num_threads(1);
+    comm::init(test::rank_options(rank, 4, "file://" + dir.str()));
+    auto mesh = distributed::DeviceMesh::create({.data = 2, .tensor = 2});
+    manual_seed(11);
+    models::Llama single(config);
+    auto opt = nn::AdamW(single.trainable_params(), 1e-2);
+    for (int s = 0; s < 3; ++s) {
+      Tensor ids = ids_for(s, 0, 1);
+      opt->zero_grad();
+      models::causal_lm_loss(single.forward({.input_ids = ids}), ids).backward();
+      opt->step();
+    }
+    for (int stage : {1, 2}) {
+      manual_seed(11);
+      models::Llama model(config);
+      auto plan = distributed::parallelize_llama(model, {.group = mesh.tensor_group()});
+      auto zero = std::make_shared<ZeroOptimizer>(
+          model.trainable_params(),
+          [](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-2); },
+          distributed::ZeroOptions{.stage = stage, .group = mesh.data_group()});
+      for (int s = 0; s < 3; ++s) {
+        Tensor ids = ids_for(s, mesh.data_rank(), 2);
+        zero->zero_grad();
+        distributed::tensor_parallel_lm_loss(model, plan, {.input_ids = ids}, ids).backward();
+        plan.sync_gradients(model);
+        zero->step();
+      }
+      auto full = distributed::tensor_parallel_full_state(model, plan);
+      double diff = 0, scale = 0;
+      for (const auto& [name, p] : single.named_parameters()) {
+        expect(full.count(name) > 0, "no ", name, " in the tensor-parallel state");
+        auto a = full.at(name).contiguous().to_double_vector(),
+             b = p.contiguous().to_double_vector();
+        for (size_t i = 0; i < a.size(); ++i) {
+          diff = std::max(diff, std::fabs(a[i] - b[i]));
+          scale = std::max(scale, std::fabs(b[i]));
+        }
+      }
+      expect(diff / scale < 1e-4, "data x tensor ZeRO-", stage, " vs one process: ", diff / scale);
+      if (rank == 0)
+        std::fprintf(stderr,
+                     "data 2 x tensor 2, ZeRO-%d over the data group vs one process: %.3g\n", stage,
+                     diff / scale);
+    }
     comm::release();
   });
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << test::describe(results);
