@@ -4,14 +4,19 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "platform/deployments/deployment_store.h"
 #include "serve/llm/http_server.h"
+#include "serve/llm/openai_response.h"
 #include "support/raw_http.h"
 #include "support/temp_dir.h"
+#include "zenith/autograd.h"
+#include "zenith/llama.h"
 #include "zenith/text.h"
 
 namespace zenith::serve::llm {
@@ -176,6 +181,42 @@ TEST_F(OpenAiServerTest, ChatAnswersWithUsageAndMatchesCompletionsOfTheSamePromp
   EXPECT_EQ(b["object"], "text_completion");
   EXPECT_EQ(b["choices"][0]["text"], a["choices"][0]["message"]["content"]);
   EXPECT_EQ(b["usage"]["prompt_tokens"], a["usage"]["prompt_tokens"]);
+}
+
+TEST_F(OpenAiServerTest, LogprobsEqualAnOfflineLogSoftmax) {
+  start();
+  auto tok = text::Tokenizer::from_dir(kModel);
+  const auto ids32 = tok->encode("Once upon a time");
+  const std::vector<int64_t> ids(ids32.begin(), ids32.end());
+  auto r = post("/v1/completions", {{"model", "fortunes"},
+                                    {"prompt", ids},
+                                    {"max_tokens", 1},
+                                    {"temperature", 0},
+                                    {"logprobs", 5}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json lp = json::parse(r->body)["choices"][0]["logprobs"];
+  // The model's own forward over the prompt: log-softmax of the last position, in double.
+  auto model = models::Llama::from_pretrained(kModel);
+  model->eval();
+  NoGradGuard no_grad;
+  Tensor logits = model->forward(Tensor::from_vector(ids, {1, int64_t(ids.size())}))
+                      .to(DType::f32)
+                      .contiguous();
+  const int64_t v = logits.size(2);
+  const float* row = logits.data<float>() + (logits.size(1) - 1) * v;
+  double m = -1e300, sum = 0;
+  for (int64_t i = 0; i < v; ++i) m = std::max(m, double(row[i]));
+  for (int64_t i = 0; i < v; ++i) sum += std::exp(double(row[i]) - m);
+  auto offline = [&](int64_t id) { return double(row[id]) - m - std::log(sum); };
+  const int64_t best = std::max_element(row, row + v) - row;
+  EXPECT_EQ(lp["tokens"][0], token_text(*tok, best));
+  EXPECT_NEAR(lp["token_logprobs"][0].get<double>(), offline(best), 1e-5);
+  ASSERT_EQ(lp["top_logprobs"][0].size(), 5u);
+  for (const auto& [text, value] : lp["top_logprobs"][0].items()) {
+    const auto id = tok->encode(text, false);  // a top token's own text, re-encoded
+    if (id.size() == 1) EXPECT_NEAR(value.get<double>(), offline(id[0]), 1e-5) << text;
+  }
 }
 
 TEST_F(OpenAiServerTest, ClientMistakesAre4xxNamingTheFieldAndTheServiceLivesOn) {
