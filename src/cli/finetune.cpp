@@ -32,6 +32,7 @@
 #include "cli/settings_schema.h"
 #include "zenith/communication.h"
 #include "zenith/context.h"
+#include "zenith/gguf.h"
 
 namespace zenith::cli {
 namespace {
@@ -174,7 +175,7 @@ int run_finetune(int argc, char** argv) {
   if (cli.threads > 0) context::set_num_threads(int(cli.threads));
   const models::LlamaConfig model_config =
       models::load_llama_config(finetune::model_config_path(o));
-  auto tokenizer = text::Tokenizer::find_in_dir(o.model);
+  auto tokenizer = models::find_model_tokenizer(o.model);
   const finetune::DataOptions data_options = finetune::data_options(o, model_config);
   const finetune::Data train = finetune::load_data(o.data, tokenizer.get(), data_options);
   std::optional<finetune::Data> eval;

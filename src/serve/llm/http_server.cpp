@@ -9,6 +9,7 @@
 #include "platform/http/reply.h"
 #include "serve/llm/http_server_impl.h"
 #include "serve/llm/openai_response.h"
+#include "zenith/gguf.h"
 #include "zenith/llama.h"
 
 namespace zenith::serve::llm {
@@ -226,7 +227,7 @@ LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
   m.created = int64_t(std::time(nullptr));
   auto model = models::Llama::from_pretrained(model_dir);
   model->eval();
-  m.tokenizer = text::Tokenizer::find_in_dir(model_dir);
+  m.tokenizer = models::find_model_tokenizer(model_dir);
   ZENITH_CHECK(
       m.tokenizer != nullptr, "[serve] ", model_dir,
       " has no tokenizer (tokenizer.json or tokenizer.model): an OpenAI service needs one");
