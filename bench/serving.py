@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""LLM serving beside llama.cpp (issue 38, "Speed"): zenith's decode and `serve` against
+llama.cpp (node-llama-cpp 3.21.1's prebuilt CPU library, bench/serving_llamacpp.mjs) on the same
+random LLaMA weights (bench/llm_quant --write-model: the 15M and 110M shapes, vocab 2048 and the
+fortunes tokenizer) exported to GGUF with `zenith export`, greedy decoding, float32 KV caches.
+
+  decode    batch 1, NEW greedy tokens after a 16-token prompt, timed from the first generated
+            token to the last on both sides: bench/llm_quant --model and llama.cpp on the same GGUF
+            files (`zenith export --dtype` f32, f16, bf16), per shape, dtype and threads
+  streams   STREAMS requests at once (each its own prompt) to `zenith serve`'s OpenAI endpoint
+            against llama.cpp with STREAMS sequences in one context: output tokens / wall time
+            from the first request to the last token; beside zenith's own batch-1 rate (one
+            request to the same server, its output tokens / its end-to-end time)
+  poisson   vLLM's benchmark_serving definitions at three Poisson request rates (a quarter, half
+            and all of the streams' measured capacity in requests/s): TTFT, TPOT = (e2e - TTFT)
+            / (output tokens - 1), ITL (gaps between streamed chunks), e2e latency (mean, p50,
+            p99) and output tokens/s, each request a 32-token random prompt
+  memory    `zenith serve`'s resident memory at rest (after start, and after the traffic) beside
+            its weights (model.safetensors) and KV pool (--kv-cache-memory)
+
+  bench/serving.py [--zenith build/release/zenith] [--shapes 15m,110m] [--dtypes f32,f16,bf16]
+                   [--threads 1,2] [--new 64] [--runs 3] [--streams 8] [--requests 16]
+                   [--kv-cache-memory 128Mi] [--model-dir DIR] [--json]
+
+--model-dir DIR times that model directory (with a tokenizer) instead of the random shapes (the
+ctest smoke test uses examples/llm/fortunes-llama). The machine fields (ISA, sgemm peak, read
+bandwidth) are bench/llm_quant's. Client, servers and llama.cpp share the host's cores.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import http.client
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PROMPT = [1] + [3 + (i * 97) % 2000 for i in range(1, 16)]  # bench/llm_quant's prompt length
+LLAMACPP = "llama.cpp (node-llama-cpp 3.21.1)"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def run(cmd, **kw):
+    out = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return out.stdout
+
+
+def percentiles(values):
+    v = sorted(values)
+    if not v:
+        return {"mean": 0, "p50": 0, "p99": 0}
+
+    def pct(p):  # linear interpolation, as numpy.percentile (vLLM's)
+        k = (len(v) - 1) * p / 100
+        lo = int(k)
+        hi = min(lo + 1, len(v) - 1)
+        return v[lo] + (v[hi] - v[lo]) * (k - lo)
+    return {"mean": statistics.fmean(v), "p50": pct(50), "p99": pct(99)}
+
+
+class Server:
+    """`zenith serve DIR` in the foreground on a free loopback port, plain HTTP."""
+
+    def __init__(self, zenith, model, threads, kv, work):
+        self.work = tempfile.mkdtemp(dir=work)
+        port_file = os.path.join(self.work, "port")
+        self.log = open(os.path.join(self.work, "serve.log"), "w+")
+        self.proc = subprocess.Popen(
+            [zenith, "serve", model, "--name", "m", "--port", "0", "--port-file", port_file,
+             "--data", os.path.join(self.work, "data"), "--insecure-http", "--threads",
+             str(threads), "--kv-cache-memory", kv], stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(600):
+            if os.path.exists(port_file) and os.path.getsize(port_file) > 0:
+                break
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.log.seek(0)
+        text = self.log.read()
+        if self.proc.poll() is not None or not os.path.exists(port_file):
+            raise SystemExit(f"zenith serve did not start:\n{text[-2000:]}")
+        self.port = int(open(port_file).read().strip())
+        self.token = next(line.split(": ", 1)[1].strip() for line in text.splitlines()
+                          if line.startswith("  token (shown once): "))
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def complete(self, prompt, max_tokens, t_send=None):
+        """One streamed /v1/completions request; returns its timings (perf_counter seconds)."""
+        body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": max_tokens,
+                           "temperature": 0, "stream": True,
+                           "stream_options": {"include_usage": True}})
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+        start = time.perf_counter() if t_send is None else t_send
+        conn.request("POST", "/v1/completions", body,
+                     {"Authorization": f"Bearer {self.token}",
+                      "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise SystemExit(f"/v1/completions answered {resp.status}: {resp.read()[:500]}")
+        chunks, tokens = [], 0
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if event.get("choices") and event["choices"][0].get("text"):
+                chunks.append(time.perf_counter())
+            if event.get("usage"):
+                tokens = event["usage"]["completion_tokens"]
+        conn.close()
+        return {"start": start, "chunks": chunks, "tokens": tokens}
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def concurrent(server, prompts, max_tokens):
+    results = [None] * len(prompts)
+
+    def one(i):
+        results[i] = server.complete(prompts[i], max_tokens)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    end = max(r["chunks"][-1] for r in results)
+    return sum(r["tokens"] for r in results) / (end - t0)
+
+
+def poisson(server, rate, requests, max_tokens, seed):
+    rng = random.Random(seed)
+    vocab = server.vocab
+    prompts = [[1] + [rng.randrange(3, vocab) for _ in range(31)] for _ in range(requests)]
+    gaps = [rng.expovariate(rate) for _ in range(requests)]
+    results = [None] * requests
+
+    def one(i, at):
+        delay = at - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        results[i] = server.complete(prompts[i], max_tokens, t_send=at)
+    t0 = time.perf_counter()
+    at, threads = t0, []
+    for i in range(requests):
+        at += gaps[i]
+        threads.append(threading.Thread(target=one, args=(i, at)))
+        threads[-1].start()
+    for t in threads:
+        t.join()
+    duration = max(r["chunks"][-1] for r in results) - t0
+    ttft = [(r["chunks"][0] - r["start"]) * 1e3 for r in results]
+    e2e = [(r["chunks"][-1] - r["start"]) * 1e3 for r in results]
+    tpot = [(e - t) / (r["tokens"] - 1) for r, e, t in zip(results, e2e, ttft) if r["tokens"] > 1]
+    itl = [(b - a) * 1e3 for r in results for a, b in zip(r["chunks"], r["chunks"][1:])]
+    tokens = sum(r["tokens"] for r in results)
+    return {"rate": rate, "requests": requests, "duration_s": duration,
+            "output_tokens": tokens, "output_tokens_s": tokens / duration,
+            "request_s": requests / duration, "ttft_ms": percentiles(ttft),
+            "tpot_ms": percentiles(tpot), "itl_ms": percentiles(itl),
+            "e2e_ms": percentiles(e2e)}
+
+
+def llamacpp(gguf, threads, new, runs, streams):
+    out = run(["node", os.path.join(HERE, "serving_llamacpp.mjs"), gguf, "--threads",
+               str(threads), "--new", str(new), "--runs", str(runs), "--streams", str(streams),
+               "--prompt", ",".join(map(str, PROMPT))])
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def zenith_decode(build, ggufs, threads, new, runs):
+    """bench/llm_quant --model on the GGUF files: a 16-token prompt, then NEW greedy tokens timed
+    from the first to the last, as llama.cpp's side. Returns its JSON (machine fields too)."""
+    return json.loads(run([os.path.join(build, "bench", "llm_quant"), "--model", ",".join(ggufs),
+                           "--threads", ",".join(map(str, threads)), "--gen-tokens", str(new),
+                           "--runs", str(runs), "--json"]))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--zenith", default=os.path.join(ROOT, "build", "release", "zenith"))
+    p.add_argument("--shapes", default="15m,110m")
+    p.add_argument("--dtypes", default="f32,f16,bf16")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--new", type=int, default=64)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--streams", type=int, default=8)
+    p.add_argument("--requests", type=int, default=16, help="requests per Poisson rate")
+    p.add_argument("--kv-cache-memory", default="128Mi")
+    p.add_argument("--model-dir", help="time this model directory instead of the shapes")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    zenith = os.path.abspath(a.zenith)
+    build = os.path.dirname(zenith)
+    threads = [int(t) for t in a.threads.split(",")]
+    dtypes = a.dtypes.split(",")
+    work = tempfile.mkdtemp(prefix="zenith-serving-")
+    try:
+        out = {}
+        out.update({"load_average_start": load_average(), "engine": LLAMACPP, "new_tokens": a.new,
+                    "prompt": PROMPT, "runs": a.runs, "streams": a.streams,
+                    "kv_cache_memory": a.kv_cache_memory, "decode": [], "concurrent": [],
+                    "poisson": [], "memory": []})
+        models = {}
+        if a.model_dir:
+            models[os.path.basename(os.path.normpath(a.model_dir))] = os.path.abspath(a.model_dir)
+        else:
+            for shape in a.shapes.split(","):
+                d = os.path.join(work, shape)
+                run([os.path.join(build, "bench", "llm_quant"), "--only", shape, "--vocab", "2048",
+                     "--write-model", d])
+                models[shape] = d
+        for shape, model in models.items():
+            vocab = json.load(open(os.path.join(model, "config.json")))["vocab_size"]
+            ggufs = {}
+            for dtype in dtypes:
+                ggufs[dtype] = os.path.join(work, f"{shape}-{dtype}.gguf")
+                run([zenith, "export", "--format", "gguf", "--model", model, "--dtype", dtype,
+                     "--out", ggufs[dtype]])
+            log(f"decode {shape}: zenith")
+            z = zenith_decode(build, list(ggufs.values()), threads, a.new, a.runs)
+            for k in ("isa", "onednn_isa", "avx2_fast_paths", "sgemm_peak_gflops", "threads",
+                      "read_bandwidth_gbs"):
+                out.setdefault(k, z[k])
+            zenith_rows = {(r["shape"], r["threads"]): r for r in z["results"]}
+            for dtype, gguf in ggufs.items():
+                for t in threads:
+                    log(f"decode {shape} {dtype} {t} thread(s): llama.cpp")
+                    ll = llamacpp(gguf, t, a.new, a.runs, a.streams if dtype == "f32" else 0)
+                    zr = zenith_rows[(gguf, t)]
+                    out["decode"].append({
+                        "shape": shape, "dtype": dtype, "threads": t,
+                        "zenith_tokens_s": zr["tokens_s"],
+                        "zenith_best_tokens_s": zr["best_tokens_s"],
+                        "llamacpp_tokens_s": ll["decode"]["tokens_s"],
+                        "llamacpp_best_tokens_s": ll["decode"]["best_tokens_s"]})
+                    if dtype == "f32" and a.streams > 0:
+                        out["concurrent"].append({"shape": shape, "threads": t,
+                                                  "llamacpp_tokens_s": ll["streams"]["tokens_s"]})
+            # The server: f32 weights as saved, at the most threads.
+            t = max(threads)
+            server = Server(zenith, model, t, a.kv_cache_memory, work)
+            server.vocab = vocab
+            try:
+                time.sleep(1)
+                rss_start = server.rss_bytes()
+                log(f"serve {shape}: batch 1 and {a.streams} streams")
+                server.complete(PROMPT, 8)  # warm-up
+                solo = []
+                for _ in range(a.runs):
+                    r = server.complete(PROMPT, a.new)
+                    solo.append(r["tokens"] / (r["chunks"][-1] - r["start"]))
+                many = [concurrent(server, [[PROMPT[0]] + [x + i for x in PROMPT[1:]]
+                                            for i in range(a.streams)], a.new)
+                        for _ in range(a.runs)]
+                row = next((c for c in out["concurrent"]
+                            if c["shape"] == shape and c["threads"] == t), None)
+                if row is None:
+                    row = {"shape": shape, "threads": t}
+                    out["concurrent"].append(row)
+                row.update({"streams": a.streams, "zenith_tokens_s": statistics.median(many),
+                            "zenith_batch1_tokens_s": statistics.median(solo)})
+                capacity = row["zenith_tokens_s"] / a.new  # requests/s the streams sustain
+                for i, frac in enumerate((0.25, 0.5, 1.0)):
+                    log(f"serve {shape}: Poisson rate {capacity * frac:.2f}/s")
+                    r = poisson(server, capacity * frac, a.requests, a.new, seed=i)
+                    r.update({"shape": shape, "threads": t, "rate_of_capacity": frac})
+                    out["poisson"].append(r)
+                time.sleep(1)
+                out["memory"].append({
+                    "shape": shape, "threads": t, "rss_start_bytes": rss_start,
+                    "rss_after_bytes": server.rss_bytes(),
+                    "weight_bytes": os.path.getsize(os.path.join(model, "model.safetensors")),
+                    "kv_cache_bytes": kv_bytes(a.kv_cache_memory)})
+            finally:
+                server.stop()
+        out["load_average_end"] = load_average()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print_tables(out)
+
+
+def kv_bytes(text):
+    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+    for u, m in units.items():
+        if text.endswith(u):
+            return int(float(text[:-2]) * m)
+    return int(text)
+
+
+def print_tables(out):
+    bw = ", ".join(f"{v:.1f} GB/s at {k} thread(s)" for k, v in out["read_bandwidth_gbs"].items())
+    print(f"ISA {out['isa']}, sgemm peak {out['sgemm_peak_gflops']:.1f} GFLOP/s, read bandwidth "
+          f"{bw}, load average {out['load_average_start']:.2f} .. {out['load_average_end']:.2f}")
+    print("decode, batch 1 (tok/s: median of runs)")
+    for d in out["decode"]:
+        print(f"  {d['shape']:>6} {d['dtype']:>5} {d['threads']}t  zenith "
+              f"{d['zenith_tokens_s']:7.1f}  llama.cpp {d['llamacpp_tokens_s']:7.1f}  ratio "
+              f"{d['zenith_tokens_s'] / d['llamacpp_tokens_s']:.2f}")
+    print(f"{out['streams']} concurrent streams (aggregate output tok/s)")
+    for c in out["concurrent"]:
+        ll = c.get("llamacpp_tokens_s")
+        if "zenith_tokens_s" not in c:
+            continue
+        print(f"  {c['shape']:>6} {c['threads']}t  zenith {c['zenith_tokens_s']:7.1f}  batch-1 "
+              f"{c['zenith_batch1_tokens_s']:7.1f}  llama.cpp {ll or 0:7.1f}")
+    print("Poisson arrivals (ms: p50 / p99)")
+    for r in out["poisson"]:
+        print(f"  {r['shape']:>6} {r['rate']:6.2f} req/s  out {r['output_tokens_s']:7.1f} tok/s"
+              + "".join(f"  {k[:-3]} {r[k]['p50']:.1f}/{r[k]['p99']:.1f}"
+                        for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")))
+    for m in out["memory"]:
+        print(f"  RSS {m['shape']}: {m['rss_start_bytes'] / 2**20:.0f} MiB at start, "
+              f"{m['rss_after_bytes'] / 2**20:.0f} after; weights {m['weight_bytes'] / 2**20:.0f}"
+              f" + KV pool {m['kv_cache_bytes'] / 2**20:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

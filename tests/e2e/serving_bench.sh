@@ -1,0 +1,40 @@
+#!/bin/bash
+# Smoke run of the serving bench (bench/serving.py; its figures are in docs/performance.md):
+# examples/llm/fortunes-llama at f32, 1 thread, 8 new tokens, 4 streams, 4 requests a Poisson
+# rate, against llama.cpp through node-llama-cpp (CTest fixture npm.install). Checks that every
+# section of its --json is there with positive figures. About 10 s. $1 is the zenith binary.
+set -u
+ZENITH=$(realpath "$1")
+here=$(realpath "$(dirname "${BASH_SOURCE[0]}")")
+[ -f "$here/../npm/node_modules/node-llama-cpp/package.json" ] || {
+  echo "FAIL: tests/npm/node_modules is missing: run tests/npm/install.sh (fixture npm.install)"
+  exit 1
+}
+[ -x "$(dirname "$ZENITH")/bench/llm_quant" ] || { echo "FAIL: build bench/llm_quant"; exit 1; }
+source "$here/../support/e2e_work.bash"
+e2e_work serving_bench
+TMPDIR="$work" python3 "$here/../../bench/serving.py" --zenith "$ZENITH" \
+  --model-dir "$here/../../examples/llm/fortunes-llama" --dtypes f32 --threads 1 --new 8 \
+  --runs 1 --streams 4 --requests 4 --kv-cache-memory 16Mi --json > "$work/out.json" \
+  2> "$work/err.log" || { echo "FAIL: bench/serving.py"; tail -20 "$work/err.log"; exit 1; }
+python3 - "$work/out.json" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+for key in ("isa", "sgemm_peak_gflops", "threads", "read_bandwidth_gbs", "engine",
+            "load_average_start", "load_average_end"):
+    assert key in r, f"no '{key}' in the bench's JSON"
+(d,) = r["decode"]
+assert d["dtype"] == "f32" and d["threads"] == 1, d
+assert d["zenith_tokens_s"] > 0 and d["llamacpp_tokens_s"] > 0, d
+(c,) = r["concurrent"]
+assert c["streams"] == 4 and c["zenith_tokens_s"] > 0 and c["llamacpp_tokens_s"] > 0, c
+assert c["zenith_batch1_tokens_s"] > 0, c
+assert len(r["poisson"]) == 3, r["poisson"]
+for p in r["poisson"]:
+    assert p["requests"] == 4 and p["output_tokens"] > 0, p
+    for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        assert 0 <= p[k]["p50"] <= p[k]["p99"] and p[k]["p99"] > 0, (k, p[k])
+(m,) = r["memory"]
+assert m["rss_start_bytes"] > m["weight_bytes"] > 0 and m["kv_cache_bytes"] == 16 << 20, m
+print("serving bench smoke run: ok")
+PY
