@@ -142,20 +142,34 @@ void ZeroOptimizer::reduce_pending() {
   reduced_ = true;
 }
 
-double ZeroOptimizer::grad_norm() {
+double ZeroOptimizer::grad_norm(const ModelParallelNorm& model_parallel) {
   reduce_pending();
-  double sum = 0;
-  for (const auto& s : shards_) {
+  const bool split = !model_parallel.split.empty();
+  ZENITH_CHECK(!split || model_parallel.split.size() == shards_.size(),
+               "[zero] grad_norm: ", model_parallel.split.size(), " split flags for ",
+               shards_.size(), " parameters");
+  // [0]: parameters whole on every rank of the model-parallel group, [1]: split over it.
+  Tensor sums = Tensor::zeros({2}, DType::f64);
+  double local[2] = {0, 0};
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const auto& s = shards_[i];
     if (!s.grad.defined() || s.grad.numel() == 0) continue;
-    for (double v : s.grad.to_double_vector()) sum += v * v;
+    for (double v : s.grad.to_double_vector()) local[split && model_parallel.split[i]] += v * v;
   }
-  Tensor total = Tensor::scalar(sum, DType::f64).reshape({1});
-  comm::all_reduce(total, comm::ReduceOp::SUM, options_.group);
-  return std::sqrt(total.to_double_vector()[0]);
+  sums.copy_(Tensor::from_vector(std::vector<double>{local[0], local[1]}, {2}, DType::f64));
+  comm::all_reduce(sums, comm::ReduceOp::SUM, options_.group);
+  if (split) {
+    // Split parameters' squares add up over the model-parallel group; whole ones count once.
+    Tensor part = sums.narrow(0, 1, 1).contiguous();
+    comm::all_reduce(part, comm::ReduceOp::SUM, model_parallel.group);
+    sums.narrow(0, 1, 1).copy_(part);
+  }
+  const auto v = sums.to_double_vector();
+  return std::sqrt(v[0] + v[1]);
 }
 
-double ZeroOptimizer::clip_grad_norm(double max_norm) {
-  const double norm = grad_norm();
+double ZeroOptimizer::clip_grad_norm(double max_norm, const ModelParallelNorm& model_parallel) {
+  const double norm = grad_norm(model_parallel);
   const double scale = max_norm / (norm + 1e-6);
   if (scale < 1) {
     NoGradGuard no_grad;

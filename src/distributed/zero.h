@@ -51,6 +51,14 @@ struct ZeroOptions {
   bool reduce_in_backward = true;
 };
 
+// For the gradient norm of a model that is also split over a tensor (model-parallel) group:
+// which parameters are split over it (their squares add up over the group) and which are whole
+// on every rank of it (counted once). Empty `split`: no model parallelism.
+struct ModelParallelNorm {
+  communication::Group group{};
+  std::vector<bool> split;  // one per ZeRO parameter, in order
+};
+
 // Builds the inner optimizer over this rank's shards (called once, with the non-empty shards).
 using OptimizerFactory = std::function<nn::OptimizerPtr(std::vector<Tensor> params)>;
 
@@ -88,10 +96,10 @@ class ZeroOptimizer {
   void zero_grad();
   // The norm of the averaged gradient over every parameter, each element counted once
   // (squares of this rank's rows, summed over the group). Collective.
-  double grad_norm();
+  double grad_norm(const ModelParallelNorm& model_parallel = {});
   // Scales the gradient shards so that their global norm is at most max_norm; returns the norm
   // before clipping. Collective.
-  double clip_grad_norm(double max_norm);
+  double clip_grad_norm(double max_norm, const ModelParallelNorm& model_parallel = {});
 
   int stage() const { return options_.stage; }
   int group_rank() const { return rank_; }

@@ -121,7 +121,8 @@ TEST(ZeroLlama, StageThreeOnTwoRanksMatchesOneProcess) {
 
 // ZeRO over the data dimension of a data 2 x tensor 2 mesh, on a tensor-parallel model: each
 // rank's tensor shards are split again by rows over its data group. 3 AdamW steps of stages 1
-// and 2 equal one process with the combined batch.
+// and 2, clipped to norm 1 (the norm over both dimensions equal to one process's), equal one
+// process with the combined batch.
 TEST(ZeroLlama, DataTimesTensorParallelWithZeroOneAndTwoMatchesOneProcess) {
   TempDir dir("zero_tp");
   auto config = tiny_config();
@@ -133,10 +134,12 @@ TEST(ZeroLlama, DataTimesTensorParallelWithZeroOneAndTwoMatchesOneProcess) {
     manual_seed(11);
     models::Llama single(config);
     auto opt = nn::AdamW(single.trainable_params(), 1e-2);
+    std::vector<double> single_norms;  // before clipping to 1
     for (int s = 0; s < 3; ++s) {
       Tensor ids = ids_for(s, 0, 1);
       opt->zero_grad();
       models::causal_lm_loss(single.forward({.input_ids = ids}), ids).backward();
+      single_norms.push_back(nn::clip_grad_norm(single.trainable_params(), 1.0));
       opt->step();
     }
     for (int stage : {1, 2}) {
@@ -147,11 +150,19 @@ TEST(ZeroLlama, DataTimesTensorParallelWithZeroOneAndTwoMatchesOneProcess) {
           model.trainable_params(),
           [](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-2); },
           distributed::ZeroOptions{.stage = stage, .group = mesh.data_group()});
+      // The norm over both dimensions: tensor shards' squares summed over the tensor group.
+      distributed::ModelParallelNorm split{.group = mesh.tensor_group()};
+      for (const auto& [name, p] : model.named_parameters())
+        split.split.push_back(plan.sharded.count(name) > 0);
       for (int s = 0; s < 3; ++s) {
         Tensor ids = ids_for(s, mesh.data_rank(), 2);
         zero->zero_grad();
         distributed::tensor_parallel_lm_loss(model, plan, {.input_ids = ids}, ids).backward();
         plan.sync_gradients(model);
+        const double norm = zero->clip_grad_norm(1.0, split);
+        expect(std::fabs(norm - single_norms[size_t(s)]) < 1e-5 * single_norms[size_t(s)], "ZeRO-",
+               stage, " step ", s, " gradient norm ", norm, ", one process ",
+               single_norms[size_t(s)]);
         zero->step();
       }
       auto full = distributed::tensor_parallel_full_state(model, plan);
