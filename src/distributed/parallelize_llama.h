@@ -6,8 +6,11 @@
 //   auto tp = distributed::parallelize_llama(*model, {.group = mesh.tensor_group()});
 //   Tensor loss = distributed::tensor_parallel_lm_loss(*model, tp, input, labels);
 //   loss.backward();
-//   double norm = tp.clip_grad_norm(1.0);                             // each shard once
+//   tp.sync_gradients(*model);                   // partial sums: LoRA factors, sequence parallel
+//   double norm = tp.clip_grad_norm(*model, 1.0);                     // each shard once
 //   opt->step();
+//
+// ParallelLlama (parallelize_llama_train.h) combines this with pipeline and data parallelism.
 //
 // After it, on tensor rank r of degree n: q/k/v, gate and up are column-parallel (rows r of n:
 // heads r * H / n ..., key/value heads likewise, so grouped-query sharing stays local), o and
