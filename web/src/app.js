@@ -232,6 +232,7 @@ function route() {
   document.getElementById("logout").hidden = false;
   if (parts[0] === "jobs" && parts[1]) return jobPage(parts[1]);
   if (parts[0] === "cluster") return clusterPage();
+  if (parts[0] === "services" && parts[1]) return servicePage(decodeURIComponent(parts[1]));
   if (parts[0] === "services") return servicesPage();
   return jobsPage(params);
 }

@@ -90,7 +90,8 @@ function fmtRate(v, unit) {
   return `${v.toLocaleString(undefined, { maximumFractionDigits: digits })} ${unit}`;
 }
 const SERVICE_COLUMNS = [
-  ["Service", (s) => `<b>${esc(s.name)}</b> <span class="muted">v${fmtInt(s.version)}</span>`],
+  ["Service", (s) => `<a href="#/services/${encodeURIComponent(s.name)}"><b>${esc(s.name)}</b></a> ` +
+    `<span class="muted">v${fmtInt(s.version)}</span>`],
   ["State", (s) => badge(s.state) + (s.reason ? `<div class="muted wrap">${esc(s.reason)}</div>` : "")],
   ["URL", (s) => (s.url ? `<a href="${esc(s.url)}">${esc(s.url)}</a>` : "–") +
     (s.ca_cert ? `<div class="muted">CA certificate: <code>${esc(s.ca_cert)}</code></div>` : "")],
@@ -135,4 +136,59 @@ function servicesPage() {
   };
   load().catch(showError);
   every(POLL_MS * 2.5, () => load().catch(() => {}));
+}
+
+// One service: its facts and, for an LLM service, live charts of what the platform samples from
+// its /metrics each second (/api/v1/services/NAME/series: TTFT, inter-token latency, tokens/s,
+// requests running and waiting, KV cache use; the last 10 minutes).
+function servicePage(rawName) {
+  const name = encodeURIComponent(rawName);
+  const view = document.getElementById("view");
+  view.innerHTML = `
+    <h1 id="service-title">Service ${esc(rawName)}</h1>
+    <div id="service-facts" class="facts"></div>
+    <p id="service-no-series" class="muted" hidden></p>
+    <div class="grid" id="service-charts">
+      <div class="card chart" id="chart-llm-ttft"></div>
+      <div class="card chart" id="chart-llm-itl"></div>
+      <div class="card chart" id="chart-llm-tokens"></div>
+      <div class="card chart" id="chart-llm-requests"></div>
+      <div class="card chart" id="chart-llm-kv"></div>
+    </div>`;
+  const me = viewId;
+  const load = async () => {
+    const s = await api(`/api/v1/services/${name}`);
+    if (me !== viewId) return;
+    document.getElementById("service-facts").innerHTML = [
+      ["Version", `v${fmtInt(s.version)}`], ["State", badge(s.state)],
+      ["URL", s.url ? `<a href="${esc(s.url)}">${esc(s.url)}</a>` : "–"],
+      ["Requests", fmtInt(s.requests_total)], ["Rate", fmtRate(s.requests_per_s, "req/s")],
+      ["Latency", fmtRate(s.latency_ms, "ms")]].map(([k, v]) =>
+      `<div><span class="muted">${k}</span> ${v}</div>`).join("");
+    let series;
+    try {
+      series = await api(`/api/v1/services/${name}/series`);
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      series = null;
+    }
+    if (me !== viewId) return;
+    const note = document.getElementById("service-no-series");
+    note.hidden = !!series;
+    note.textContent = series ? "" : "No LLM series: this service is not an LLM, or not sampled yet.";
+    document.getElementById("service-charts").hidden = !series;
+    if (!series) return;
+    const x = series.time;
+    const line = (label, y) => ({ label, x, y });
+    const opts = { time: true, empty: "no samples yet (taken every second)" };
+    lineChart("chart-llm-ttft", "Time to first token (ms)", [line("TTFT", series.ttft_ms)], opts);
+    lineChart("chart-llm-itl", "Inter-token latency (ms)", [line("ITL", series.itl_ms)], opts);
+    lineChart("chart-llm-tokens", "Generated tokens/s", [line("tokens/s", series.tokens_per_s)], opts);
+    lineChart("chart-llm-requests", "Requests", [line("running", series.running),
+                                                 line("waiting", series.waiting)], opts);
+    lineChart("chart-llm-kv", "KV cache use (%)",
+              [line("KV cache", series.kv_cache_usage.map((v) => v * 100))], opts);
+  };
+  load().catch(showError);
+  every(POLL_MS / 2, () => load().catch(() => {}));
 }

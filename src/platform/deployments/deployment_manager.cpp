@@ -369,6 +369,13 @@ std::optional<DeploymentView> DeploymentManager::get(const std::string& name) {
   return std::nullopt;
 }
 
+nlohmann::json DeploymentManager::llm_series(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  auto it = children_.find(name);
+  return it == children_.end() || it->second.llm.empty() ? nlohmann::json()
+                                                         : it->second.llm.to_json();
+}
+
 void DeploymentManager::monitor() {
   double sampled_at = 0;
   while (!stop_) {
@@ -474,6 +481,7 @@ void DeploymentManager::monitor() {
       c.last_total = total;
       c.last_sample_at = now;
       c.total = total;
+      c.llm.add(now, res->body);
       const double lat_sum = metric_value(res->body, "zenith_serve_request_seconds_sum");
       const double lat_count = metric_value(res->body, "zenith_serve_request_seconds_count");
       if (c.last_latency_count >= 0 && lat_count > c.last_latency_count)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "platform/deployments/deployment_store.h"
+#include "platform/deployments/llm_series.h"
 #include "platform/jobs/backoff.h"
 
 namespace zenith::platform {
@@ -74,6 +75,9 @@ class DeploymentManager {
   DeploymentRecord rollback(const std::string& name, int version = 0);
   std::vector<DeploymentView> list();
   std::optional<DeploymentView> get(const std::string& name);
+  // An LLM service's live series (LlmSeries::to_json), or null when it has none (a CNN service,
+  // or not sampled yet).
+  nlohmann::json llm_series(const std::string& name);
   DeploymentStore& store() { return store_; }
   const std::string& cert_path() const { return cert_path_; }
 
@@ -91,6 +95,7 @@ class DeploymentManager {
     double last_latency_sum = 0;  // zenith_serve_request_seconds_sum at the last sample
     double last_latency_count = -1;
     double latency_ms = 0;
+    LlmSeries llm;  // an LLM service's zenith: series, sampled with the rate
   };
   // Starts `zenith serve` for `record` and waits until it has bound its port (up to 120 s),
   // releasing `lock` (on mutex_) meanwhile so that reads and other services go on. Throws

@@ -115,6 +115,18 @@ void DeploymentRoutes::add_to(httplib::Server& server) {
                  out["versions"].push_back(model_json(mv));
                reply_json(res, 200, out);
              }));
+  // An LLM service's live series for the dashboard (404 for a service that has none).
+  server.Get(R"(/api/v1/services/([^/]+)/series)", guarded([&m](const auto& req, auto& res) {
+               const std::string name = req.matches[1].str();
+               if (!m.get(name))
+                 throw DeploymentError(404, "[api] no service named '" + name + "'");
+               json series = m.llm_series(name);
+               if (series.is_null())
+                 throw DeploymentError(404, "[api] service '" + name +
+                                                "' has no LLM series (not an LLM service, or "
+                                                "not sampled yet)");
+               reply_json(res, 200, series);
+             }));
   server.Post(
       R"(/api/v1/services/([^/]+)/undeploy)", guarded([&m](const auto& req, auto& res) {
         reply_json(res, 200, service_json({m.undeploy(req.matches[1].str()), 0, 0}, m.cert_path()));
