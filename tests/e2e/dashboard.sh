@@ -2,7 +2,8 @@
 # The dashboard in a real browser (Debian chromium, headless, driven by playwright-core from the
 # build's npm dir): a server on loopback runs a short 2-rank training job, a job that fails, a
 # job that logs 100k points and a short zenith finetune job; dashboard_browser.js checks the
-# pages (deploying the training job's checkpoint for the services page), counts its checks and
+# pages (deploying the training job's checkpoint for the services page, and
+# examples/llm/fortunes-llama for an LLM service's live charts), counts its checks and
 # saves screenshots under <build>/test-artifacts/dashboard/. $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")

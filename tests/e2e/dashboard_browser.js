@@ -1,18 +1,19 @@
 // Drives the dashboard in headless Chromium (playwright-core) for tests/e2e/dashboard.sh.
 // Environment: ZENITH_URL, ZENITH_TOKEN, TRAIN_ID, FAIL_ID, BIG_ID, FINETUNE_ID, ARTIFACTS,
-// CHROMIUM, ZENITH_BIN (to deploy the training job's checkpoint), TRAIN_WORK (its working dir, the
-// folder of its YAML).
+// CHROMIUM, ZENITH_BIN (to deploy the training job's checkpoint and examples/llm/fortunes-llama),
+// TRAIN_WORK (its working dir, the folder of its YAML).
 "use strict";
 const { chromium } = require("playwright-core");
 const { execFileSync } = require("child_process");
 const fs = require("fs");
+const https = require("https");
 const path = require("path");
 
 const url = process.env.ZENITH_URL;
 const token = process.env.ZENITH_TOKEN;
 const { TRAIN_ID, FAIL_ID, BIG_ID, FINETUNE_ID, ARTIFACTS, CHROMIUM, ZENITH_BIN, TRAIN_WORK } = process.env;
 // Every ok() below runs on every pass: the test fails when fewer (or more) checks ran.
-const EXPECTED_CHECKS = 19;
+const EXPECTED_CHECKS = 20;
 let checks = 0;
 
 function ok(message) {
@@ -36,6 +37,25 @@ async function waitFor(what, fn, timeoutMs) {
   }
 }
 const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points || 0)).catch(() => 0);
+
+// A chat completion from an LLM service over HTTPS, trusting the platform's CA certificate.
+function chat(service, serviceToken, content) {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ model: service.name, messages: [{ role: "user", content }],
+                                  max_tokens: 48, temperature: 0 });
+    const req = https.request(`${service.url}/v1/chat/completions`, {
+      method: "POST", ca: fs.readFileSync(service.ca_cert),
+      headers: { authorization: `Bearer ${serviceToken}`, "content-type": "application/json" },
+    }, (res) => {
+      let text = "";
+      res.on("data", (c) => (text += c));
+      res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(text))
+                                                   : reject(new Error(`chat: ${res.statusCode} ${text}`))));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
 
 (async () => {
   // --- the API behind the pages.
@@ -293,6 +313,46 @@ const points = (page, id) => page.$eval(`#${id}`, (e) => Number(e.dataset.points
     await shot("services.png");
     ok(`services page: ${row.cells.service} at ${row.link}, updated ${row.cells.updated}, ` +
        `counts as integers, rate and latency with units`);
+
+    // --- an LLM service's page: live TTFT, inter-token latency, tokens/s, requests running and
+    // waiting and KV cache use, sampled by the platform from the service's /metrics each second.
+    const llmStarted = Date.now();
+    const llmDir = path.join(__dirname, "..", "..", "examples", "llm", "fortunes-llama");
+    const deployed = execFileSync(ZENITH_BIN, ["deploy", "--model", llmDir, "--name", "fortunes"],
+                                  { encoding: "utf8", timeout: 120000 });
+    const llmToken = (/^\s*token:\s+(\S+)/m.exec(deployed) || [])[1];
+    assert(llmToken, `no token in: ${deployed}`);
+    const llm = await waitFor("the LLM service running", async () =>
+      JSON.parse((await get("/api/v1/services")).body).find((s) => s.name === "fortunes" &&
+                                                               s.state === "running"), 60000);
+    await page.goto(`${url}/#/services`);
+    await page.click('#services-table tr[data-service="fortunes"] a[href="#/services/fortunes"]');
+    await page.waitForSelector("#service-title");
+    // Four clients chat for 4 s: every 1-second sample sees requests in flight.
+    let answers = 0;
+    const until = Date.now() + 4000;
+    await Promise.all([0, 1, 2, 3].map(async (i) => {
+      while (Date.now() < until) {
+        const r = await chat(llm, llmToken, `Tell me fortune number ${i}.`);
+        assert(r.choices[0].message.content.length > 0, `empty answer: ${JSON.stringify(r)}`);
+        answers++;
+      }
+    }));
+    const LLM_CHARTS = ["chart-llm-ttft", "chart-llm-itl", "chart-llm-tokens", "chart-llm-requests",
+                        "chart-llm-kv"];
+    // Each chart holds a point above zero (uPlot's data: [x, ...series]).
+    const positive = () => page.evaluate((ids) => ids.filter((id) => !(charts[id] &&
+      charts[id].plot.data.slice(1).some((ys) => ys.some((v) => v > 0)))), LLM_CHARTS);
+    let empty = [];
+    await waitFor("every LLM chart to show a point above zero", async () =>
+      (empty = await positive()).length === 0, 15000).catch((e) => {
+      throw new Error(`${e.message}; still without one: ${empty.join(", ")}`);
+    });
+    const drawn = await page.evaluate((ids) => ids.map((id) => charts[id].plot.data[1].length), LLM_CHARTS);
+    await shot("service-llm.png");
+    execFileSync(ZENITH_BIN, ["services", "undeploy", "fortunes"], { encoding: "utf8", timeout: 60000 });
+    ok(`LLM service page: ${answers} chats, TTFT, ITL, tokens/s, running/waiting and KV cache ` +
+       `charts above zero (${drawn.join(", ")} samples) in ${((Date.now() - llmStarted) / 1000).toFixed(1)} s`);
 
     // --- jobs list filtered by state.
     await page.goto(`${url}/#/jobs?state=failed`);
