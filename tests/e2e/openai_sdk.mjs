@@ -28,6 +28,7 @@ await step('models list: the base and the adapter with its parent', async () => 
   for await (const m of client.models.list()) ids[m.id] = m;
   check(ids[model] && ids[model].parent === null, `base ${JSON.stringify(ids)}`);
   check(ids[adapter] && ids[adapter].parent === model, `adapter ${JSON.stringify(ids)}`);
+  check((await client.models.retrieve(adapter)).parent === model, 'retrieve');
 });
 
 let reference;

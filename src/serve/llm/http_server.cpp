@@ -85,7 +85,7 @@ std::optional<platform::GateRefusal> LlmServer::Impl::authorize(const httplib::R
   return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
 }
 
-void LlmServer::Impl::models(httplib::Response& res) {
+void LlmServer::Impl::models(httplib::Response& res, const std::string& only) {
   json data = json::array();
   data.push_back({{"id", options.name},
                   {"object", "model"},
@@ -103,7 +103,10 @@ void LlmServer::Impl::models(httplib::Response& res) {
                     {"root", dir},
                     {"parent", options.name},
                     {"max_model_len", engine->max_model_len()}});
-  platform::reply_json(res, 200, {{"object", "list"}, {"data", data}});
+  if (only.empty()) return platform::reply_json(res, 200, {{"object", "list"}, {"data", data}});
+  for (const auto& m : data)
+    if (m["id"] == only) return platform::reply_json(res, 200, m);
+  throw ApiError{404, "The model '" + only + "' does not exist", "model", "model_not_found"};
 }
 
 void LlmServer::Impl::load_adapter(const httplib::Request& req, httplib::Response& res) {
@@ -202,6 +205,8 @@ void LlmServer::Impl::routes() {
           platform::reply_json(res, 200, {{"status", "ok"}});
         }));
   s.Get("/v1/models", handle("models", [this](auto&, auto& res) { models(res); }));
+  s.Get("/v1/models/([^/]+)",
+        handle("models", [this](auto& req, auto& res) { models(res, req.matches[1].str()); }));
   s.Post("/v1/chat/completions",
          handle("chat_completions", [this](auto& req, auto& res) { complete(req, res, true); }));
   s.Post("/v1/completions",

@@ -4,7 +4,7 @@
 //
 //   GET  /health                     open: {"status": "ok"}
 //   GET  /metrics                    open: Prometheus text, vLLM's names under zenith:
-//   GET  /v1/models                  the base model and its adapters (with "parent")
+//   GET  /v1/models[/ID]             the base model and its adapters (with "parent"), or one
 //   POST /v1/chat/completions        OpenAI's chat API (stream: server-sent events)
 //   POST /v1/completions             OpenAI's legacy completions API
 //   POST /v1/load_lora_adapter       {"lora_name", "lora_path"}: platform admin tokens only

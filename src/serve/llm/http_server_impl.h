@@ -47,7 +47,7 @@ struct LlmServer::Impl {
 
   std::optional<platform::GateRefusal> authorize(const httplib::Request& req);
   void routes();
-  void models(httplib::Response& res);
+  void models(httplib::Response& res, const std::string& only = "");  // only: one model's
   void load_adapter(const httplib::Request& req, httplib::Response& res);
   void unload_adapter(const httplib::Request& req, httplib::Response& res);
   std::string metrics_text();
