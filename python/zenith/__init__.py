@@ -46,6 +46,10 @@ from zenith import _ms_prims2  # noqa: E402
 _ms_prims2.install()
 from zenith import _ms_functions2  # noqa: E402
 _ms_functions2.install()
+from zenith import _ms_math, _ms_prims3, _ms_scatter  # noqa: E402
+_ms_math.install()
+_ms_scatter.install()
+_ms_prims3.install()
 _ms_tensor.install()
 __getattr__ = _unsupported(__name__)
 
