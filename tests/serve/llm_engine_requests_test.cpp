@@ -12,6 +12,7 @@
 #include "serve/llm_test_util.h"
 #include "support/temp_dir.h"
 #include "zenith/autograd.h"
+#include "zenith/context.h"
 #include "zenith/hf.h"
 #include "zenith/ops.h"
 #include "zenith/text.h"
@@ -129,6 +130,24 @@ TEST(LlmEngineRequests, ChunkedPrefillNeverSkipsARunningStream) {
   EXPECT_GE(b_first_step, submitted_at + 7);
   for (size_t i = 1; i < a_steps.size(); ++i)
     EXPECT_EQ(a_steps[i], a_steps[i - 1] + 1) << "A missed a step at its token " << i;
+}
+
+TEST(LlmEngineRequests, TheEngineThreadComputesWithItsCreatorsThreadCount) {
+  const int before = context::get_num_threads();
+  context::set_num_threads(1);
+  int seen = 0;
+  {
+    Engine engine(demo_model(), nullptr, {.kv_cache_bytes = 8 << 20});
+    Collected c;
+    auto callback = c.callback();
+    engine.submit(prompt_of(5, 1), greedy(2), [&](const Event& e) {
+      if (e.finished) seen = context::get_num_threads();
+      callback(e);
+    });
+    c.wait();
+  }
+  context::set_num_threads(before);
+  EXPECT_EQ(seen, 1);
 }
 
 TEST(LlmEngineRequests, MultiLoraEqualsMergedModels) {

@@ -7,6 +7,7 @@
 #include "core/batch_invariant.h"
 #include "serve/llm/engine_state.h"
 #include "zenith/autograd.h"
+#include "zenith/context.h"
 #include "zenith/error.h"
 #include "zenith/hf.h"
 #include "zenith/text.h"
@@ -66,7 +67,12 @@ Engine::Engine(std::shared_ptr<models::Llama> model, std::shared_ptr<text::Token
   s.stats.e2e_latency = histogram(kLatencyBuckets);
   s.stats.queue_time = histogram(kLatencyBuckets);
   s.model->set_train(false);
-  s.thread = std::thread([&s] { s.loop(); });
+  // OpenMP's thread count is per thread: the engine's kernels run with its creator's.
+  const int threads = context::get_num_threads();
+  s.thread = std::thread([&s, threads] {
+    context::set_num_threads(threads);
+    s.loop();
+  });
 }
 
 Engine::~Engine() {
