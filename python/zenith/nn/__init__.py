@@ -20,6 +20,8 @@ from zenith.nn import more as _more
 from zenith.nn.more import *  # noqa: F401,F403  (listed in more.__all__)
 from zenith.nn import more2 as _more2
 from zenith.nn.more2 import *  # noqa: F401,F403  (listed in more2.__all__)
+from zenith.nn import recurrent as _recurrent
+from zenith.nn.recurrent import *  # noqa: F401,F403  (listed in recurrent.__all__)
 from zenith.nn.optim import SGD, Adam, AdamW, AdamWeightDecay, Momentum, Optimizer
 from zenith.nn.wrap import DistributedDataParallel, DistributedGradReducer, WithLossCell
 
@@ -37,6 +39,6 @@ __all__ = [
     "Softmax", "LogSoftmax", "Softmin", "LeakyReLU", "ReLU6", "ELU", "CELU", "SeLU", "Softplus",
     "Softsign", "HSigmoid", "HSwish", "Hardtanh", "Mish", "Tanhshrink",
     "L1Loss", "MAELoss", "BCEWithLogitsLoss", "GraphCell",
-] + _more.__all__ + _more2.__all__
+] + _more.__all__ + _more2.__all__ + _recurrent.__all__
 
 __getattr__ = _unsupported(__name__)
