@@ -34,7 +34,7 @@ from zenith._export import export, load
 from zenith._jit import COMPATIBLE, LAX, STRICT, JitConfig, jit, jit_class
 from zenith._ms_tensor import COOTensor, CSRTensor
 from zenith._unsupported import UnsupportedError, unsupported as _unsupported
-from zenith import amp, common, experimental
+from zenith import amp, common, experimental, mindrecord
 from zenith.amp import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager
 
 _ms_ops.install()
