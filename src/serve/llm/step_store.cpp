@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "zenith/autograd.h"
+#include "zenith/context.h"
 #include "zenith/error.h"
 #include "zenith/ops.h"
 
@@ -113,9 +114,8 @@ Tensor StepStore::attend(int64_t layer, const Tensor& q_in, const Tensor& k_in,
   };
   // Rows split over threads by equal work; each row is computed whole by one thread, so the
   // split never changes a result.
-  const int64_t threads =
-      std::min<int64_t>({int64_t(std::max(1u, std::thread::hardware_concurrency())), 8,
-                         work / kParallelWork + 1, int64_t(items.size())});
+  const int64_t threads = std::min<int64_t>(
+      {int64_t(context::get_num_threads()), work / kParallelWork + 1, int64_t(items.size())});
   if (threads <= 1) {
     attend_rows(0, items.size());
     return out;
