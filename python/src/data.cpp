@@ -4,6 +4,7 @@
 #include <random>
 
 #include "bindings.h"
+#include "data/image_codec.h"
 
 namespace zenith::python {
 namespace {
@@ -184,6 +185,16 @@ void bind_data(py::module_& root) {
     return dataset::DistributedSampler(d, shards, id,
                                        {.shuffle = shuffle, .seed = seed, .remainder = remainder});
   });
+  // PNG/JPEG bytes -> HWC uint8 (the image datasets' decode=True), and PNG encoding for tests.
+  m.def(
+      "decode_image",
+      [](py::bytes data, const std::string& name, int channels) {
+        std::string bytes = data;
+        py::gil_scoped_release release;
+        return vision::decode_image(bytes, name, channels);
+      },
+      py::arg("data"), py::arg("name"), py::arg("channels") = 3);
+  m.def("encode_png", [](const Tensor& image) { return py::bytes(vision::encode_png(image)); });
   m.def("default_dir",
         [](const std::string& name) { return dataset::dataset_info(name).default_dir; });
 
