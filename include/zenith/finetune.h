@@ -117,6 +117,16 @@ struct Options {
   // shards AdamW's states, 2 also the gradients (reduce-scattered as backward makes them); 0:
   // off. MindFormers' parallel_config.optimizer_shard: true is stage 1.
   int64_t zero_stage = 0;
+  // Model parallelism over the ranks (src/distributed/parallelize_llama_train.h, Megatron's
+  // pipeline x data x tensor mesh): the data degree is ranks / (tensor_parallel x
+  // pipeline_parallel), batch_size stays per data rank (the ranks of one tensor or pipeline
+  // group see the same rows), micro_batches split each step's batch through the pipeline and
+  // sequence_parallel shards the norms' and residuals' rows over the tensor group. MindFormers'
+  // parallel_config: model_parallel, pipeline_stage, micro_batch_num, use_seq_parallel.
+  int64_t tensor_parallel = 1;
+  int64_t pipeline_parallel = 1;
+  int64_t micro_batches = 1;
+  bool sequence_parallel = false;
   // amp_dtype bf16 or fp16 (DType::f16); fp16 adds dynamic loss scaling (nn::DynamicLossScaler:
   // 2^16, x2 after 2000 clean steps, x0.5 and the step skipped on inf/NaN gradients). On CPUs
   // the low precision is a storage format: values are rounded to it, arithmetic is float32.

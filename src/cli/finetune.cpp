@@ -118,6 +118,15 @@ SettingsSchema finetune_schema(finetune::Options& o, CliSettings& c) {
       .add("zero", o.zero_stage,
            "ZeRO stage over the --nproc ranks with --method full: 1 shards AdamW's states, 2 "
            "also the gradients (0: off)")
+      .add("tensor-parallel", o.tensor_parallel,
+           "tensor-parallel degree over the ranks: attention heads, MLP and vocabulary split "
+           "(Megatron); must divide the heads")
+      .add("pipeline-parallel", o.pipeline_parallel,
+           "pipeline stages of whole decoder layers over the ranks (1F1B schedule)")
+      .add("micro-batches", o.micro_batches,
+           "pipeline micro-batches each step's --batch-size splits into")
+      .add("sequence-parallel", o.sequence_parallel,
+           "with --tensor-parallel: norms and residuals split along the sequence")
       .add("threads", c.threads, "compute threads (0: the default)")
       .add("progress", c.progress, "auto, bar, plain or none (auto: a bar on a terminal)")
       .add("seed", o.seed, "seed of the shuffling, LoRA init and dropout")

@@ -12,6 +12,7 @@
 
 #include "core/format_clock.h"
 #include "core/trace_range.h"
+#include "distributed/parallelize_llama_train.h"
 #include "distributed/zero.h"
 #include "train/finetune_run.h"
 #include "train/finetune_step.h"
@@ -49,7 +50,7 @@ class Trainer {
   void snapshot();
 
   const Options& o_;
-  const Ranks ranks_;  // rank 0 alone logs and writes
+  Ranks ranks_;  // rank 0 alone logs and writes; under model parallelism the data group
   detail::Log log_;
   int64_t max_seq_len_ = 0, pad_to_ = 1, pad_id_ = 0;
   std::optional<detail::TrainerState> resumed_;
@@ -67,6 +68,7 @@ class Trainer {
   int64_t total_steps_ = 0, warmup_ = 0;
   nn::OptimizerPtr optimizer_;  // with --zero, ZeRO's inner optimizer over this rank's rows
   std::shared_ptr<distributed::ZeroOptimizer> zero_;
+  std::unique_ptr<distributed::ParallelLlama> parallel_;  // --tensor/--pipeline-parallel
   // The last good state, for the spike guard's rollback: taken at the start and at each
   // checkpoint.
   struct Snapshot {
@@ -98,6 +100,8 @@ Trainer::Trainer(const Options& o, const Data& train, const Data* eval, const de
   if (!o.resume.empty()) resumed_ = detail::read_trainer_state(o, ranks_.world(), pad_to_);
   manual_seed(uint64_t(o.seed));
   load_model();
+  if (detail::model_parallel(o))
+    parallel_ = detail::make_parallel(o, model_, eval != nullptr, ranks_, params_, log_);
   plan_steps();
   make_optimizer();
   // Graph mode captures one process's step without loss scaling (check_options refuses fp16);
@@ -113,6 +117,7 @@ Trainer::Trainer(const Options& o, const Data& train, const Data* eval, const de
                                 // rows: the same float32 gradients whatever the ranks
                                 .float64_sums = o.method == Method::lora,
                                 .zero = zero_.get()};
+  settings.parallel = parallel_.get();
   if (o.inject_gradients)
     settings.inject_gradients = [this](const std::vector<Tensor>& params) {
       o_.inject_gradients(steps_done_ + 1, params);
@@ -420,6 +425,10 @@ void Trainer::evaluate(int64_t step) {
 }
 
 void Trainer::save(int64_t step, const std::string& dir) {
+  if (parallel_)  // collective: the shards gathered
+    return detail::save_parallel(
+        *parallel_, {*model_, o_, lora_, *optimizer_, nullptr, ranks_.world(), pad_to_}, step, dir,
+        ranks_.writes());
   if (!ranks_.writes()) return;
   detail::save_output({.model = *model_,
                        .o = o_,

@@ -41,7 +41,10 @@ constexpr const char* kTrainerState = "trainer_state.safetensors";
 
 void save_output(const Checkpoint& c, int64_t step, const std::string& dir) {
   if (c.o.method == Method::lora) {
-    models::save_lora(c.model, c.lora, dir);
+    if (c.adapter)
+      io::save_lora_adapter(dir, *c.adapter);
+    else
+      models::save_lora(c.model, c.lora, dir);
   } else {
     c.model.save_pretrained(dir);
     models::copy_model_side_files(c.o.model, dir);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -17,6 +18,10 @@
 #include "zenith/io.h"
 #include "zenith/loss_scaler.h"
 #include "zenith/optim.h"
+
+namespace zenith::distributed {
+class ParallelLlama;
+}
 
 namespace zenith::finetune::detail {
 
@@ -74,6 +79,9 @@ struct Checkpoint {
   const nn::DynamicLossScaler* scaler;
   int ranks;
   int64_t pad_to;
+  // Model parallelism: the adapter gathered from the ranks' shards (c.model is then the whole
+  // model gathered, or unused for LoRA).
+  const io::LoraAdapter* adapter = nullptr;
 };
 // The weights (adapter or model) and trainer_state.safetensors: the optimizer's state, and as
 // metadata the step, the settings and the random generator's state.
@@ -99,5 +107,21 @@ struct RunShape {
 };
 void log_settings(const Options& o, models::Llama& model, const RunShape& shape,
                   const nn::DynamicLossScaler* scaler, const Log& log);
+
+// ---- model parallelism (finetune_parallel.cpp)
+
+// Whether o asks for tensor or pipeline parallelism.
+bool model_parallel(const Options& o);
+// Collective: `model` (LoRA added) rewritten over the job's ranks; `ranks` becomes the mesh's
+// data group, `params` this rank's trainable shards. Errors name the flag that does not fit.
+std::unique_ptr<distributed::ParallelLlama> make_parallel(const Options& o,
+                                                          std::shared_ptr<models::Llama> model,
+                                                          bool has_eval, Ranks& ranks,
+                                                          std::vector<Tensor>& params,
+                                                          const Log& log);
+// Collective: the whole model or adapter gathered from the shards; rank `writes` saves it as
+// save_output does (c.model unused; the optimizer state written is this rank's shards').
+void save_parallel(distributed::ParallelLlama& run, const Checkpoint& c, int64_t step,
+                   const std::string& dir, bool writes);
 
 }  // namespace zenith::finetune::detail

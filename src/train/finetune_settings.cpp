@@ -150,6 +150,42 @@ static void check_zero_options(const Options& o) {
                "and its checkpoints are not written yet");
 }
 
+// Tensor/pipeline parallelism in finetune: ParallelLlama's eager float32 or bf16 step; the
+// head count's divisibility is ParallelLlama's check (it names the degree).
+static void check_model_parallel_options(const Options& o) {
+  ZENITH_CHECK(o.tensor_parallel >= 1 && o.pipeline_parallel >= 1 && o.micro_batches >= 1,
+               "[finetune] --tensor-parallel, --pipeline-parallel and --micro-batches must be "
+               "positive, got ",
+               o.tensor_parallel, ", ", o.pipeline_parallel, ", ", o.micro_batches);
+  ZENITH_CHECK(!o.sequence_parallel || o.tensor_parallel > 1,
+               "[finetune] --sequence-parallel splits within a tensor group: it needs "
+               "--tensor-parallel > 1");
+  ZENITH_CHECK(o.batch_size % o.micro_batches == 0, "[finetune] --batch-size ", o.batch_size,
+               " does not divide into --micro-batches ", o.micro_batches);
+  if (o.tensor_parallel * o.pipeline_parallel == 1) return;
+  ZENITH_CHECK(o.zero_stage == 0, "[finetune] --zero ", o.zero_stage,
+               " with --tensor-parallel/--pipeline-parallel is not supported: ZeRO shards a "
+               "whole model over the data ranks");
+  ZENITH_CHECK(
+      o.mode == Mode::pynative,
+      "[finetune] --tensor-parallel/--pipeline-parallel run in --mode pynative, not graph");
+  ZENITH_CHECK(o.amp == Amp::O0 || o.amp_dtype != DType::f16,
+               "[finetune] --tensor-parallel/--pipeline-parallel with fp16 loss scaling is not "
+               "supported: use --amp-dtype bf16");
+  ZENITH_CHECK(o.accumulate_steps == 1,
+               "[finetune] --accumulate-steps with --tensor-parallel/--pipeline-parallel: use "
+               "--micro-batches to split the batch");
+  ZENITH_CHECK(o.resume.empty() && o.save_every == 0,
+               "[finetune] --resume/--save-every with --tensor-parallel/--pipeline-parallel: "
+               "mid-run checkpoints of a sharded model are not written yet (the end writes the "
+               "whole model)");
+  ZENITH_CHECK(o.method == Method::full || o.pipeline_parallel == 1,
+               "[finetune] --method lora with --pipeline-parallel is not supported: LoRA splits "
+               "with --tensor-parallel");
+  ZENITH_CHECK(!o.activation_checkpointing || o.pipeline_parallel == 1,
+               "[finetune] --activation-checkpointing with --pipeline-parallel is not supported");
+}
+
 void check_options(const Options& o) {
   ZENITH_CHECK(!o.model.empty() || (o.init == Init::random && !o.model_config.empty()),
                "[finetune] --model DIR is required (or --init random --model-config FILE)");
@@ -175,6 +211,7 @@ void check_options(const Options& o) {
                "[finetune] --mode graph has no fp16 loss scaling: use --amp-dtype bf16 or --mode "
                "pynative");
   check_zero_options(o);
+  check_model_parallel_options(o);
 }
 
 }  // namespace detail

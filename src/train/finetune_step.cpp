@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/trace_range.h"
+#include "distributed/parallelize_llama_train.h"
 #include "distributed/zero.h"
 #include "models/llama_loss.h"
 #include "zenith/optim.h"
@@ -47,6 +48,7 @@ Step::Outcome Step::run(const std::vector<Batch>& micro, int64_t targets,
     optimizer_.zero_grad();
   // Each micro-batch's weight in the step's loss: in graph mode an input of the graph, not a
   // constant frozen at capture.
+  if (settings_.parallel) return run_parallel(micro, accept);
   std::vector<Tensor> weights;
   for (const Batch& b : micro)
     if (b.targets > 0) weights.push_back(Tensor::scalar(double(b.targets) / double(targets)));
@@ -98,6 +100,22 @@ graph::StepRun Step::begin(const std::vector<Batch>& micro, const std::vector<Te
     if (b.targets > 0)
       inputs.insert(inputs.end(), {b.input_ids, b.attention_mask, b.labels, weights[w++]});
   return compiler_->begin(inputs, "finetune");
+}
+
+// Model parallelism: the step's one batch of this data rank (check_options refuses
+// accumulation) through ParallelLlama, which splits it into its pipeline micro-batches.
+Step::Outcome Step::run_parallel(const std::vector<Batch>& micro,
+                                 const std::function<bool(double&, double&)>& accept) {
+  ZENITH_CHECK(micro.size() == 1, "[finetune] model parallelism takes one batch a step, got ",
+               micro.size());
+  Outcome out;
+  out.loss = settings_.parallel->forward_backward(micro[0].input_ids, micro[0].labels);
+  core::TraceRange range(core::Range::optimizer);
+  out.grad_norm = settings_.parallel->clip_grad_norm(
+      settings_.clip_grad_norm > 0 ? settings_.clip_grad_norm : 1e300);
+  out.updated = accept(out.loss, out.grad_norm);
+  if (out.updated) optimizer_.step();
+  return out;
 }
 
 // The micro-batch's summed loss over the step's learned labels (over every rank): the gradient

@@ -21,6 +21,7 @@
 
 namespace zenith::distributed {
 class ZeroOptimizer;
+class ParallelLlama;
 }
 
 namespace zenith::finetune::detail {
@@ -43,6 +44,10 @@ struct StepSettings {
   // --zero: the ranks' gradients reduce-scattered, clipped and applied by ZeRO (its inner
   // optimizer is the step's optimizer, over this rank's rows); null: summed as DDP does.
   distributed::ZeroOptimizer* zero = nullptr;
+  // --tensor-parallel/--pipeline-parallel: one batch's forward, backward, gradient sums and
+  // global norm run by ParallelLlama (its loss: the mean over its micro-batches and data ranks,
+  // as one process's when each holds as many learned labels).
+  distributed::ParallelLlama* parallel = nullptr;
 };
 
 class Step {
@@ -70,6 +75,8 @@ class Step {
   void reset_graphs();
 
  private:
+  Outcome run_parallel(const std::vector<Batch>& micro,
+                       const std::function<bool(double&, double&)>& accept);
   graph::StepRun begin(const std::vector<Batch>& micro, const std::vector<Tensor>& weights);
   Tensor forward_loss(const Batch& b, const Tensor& weight, int64_t targets);
   void backward(const Tensor& loss);

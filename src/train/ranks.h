@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "zenith/communication.h"
 #include "zenith/tensor.h"
 
 namespace zenith {
@@ -16,10 +17,13 @@ class Ranks {
  public:
   // The job's ranks when communication::init() has run, else the single process.
   Ranks();
+  // The ranks of `group` (a mesh's data group under model parallelism); rank 0 of the group
+  // writes only when `writes` (the world's rank 0 is in it).
+  Ranks(communication::Group group, bool writes);
   int rank() const { return rank_; }
   int world() const { return world_; }
   // Rank 0 writes the outputs (checkpoints, adapters, metrics, logs).
-  bool writes() const { return rank_ == 0; }
+  bool writes() const { return writes_; }
 
   // This rank's [begin, end) of a global micro-batch [first, first + world * batch) clipped at
   // n: rank r takes the r-th run of `batch` examples (empty when there are too few).
@@ -34,6 +38,8 @@ class Ranks {
 
  private:
   int rank_ = 0, world_ = 1;
+  bool writes_ = true;
+  communication::Group group_;
 };
 
 }  // namespace zenith

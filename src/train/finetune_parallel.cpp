@@ -1,0 +1,78 @@
+// zenith finetune over tensor × pipeline × data ranks (--tensor-parallel, --pipeline-parallel):
+// the model rewritten by distributed::ParallelLlama, the data split over its data group only,
+// and the whole model or adapter gathered back for the outputs.
+#include "distributed/parallelize_llama_train.h"
+#include "train/finetune_run.h"
+#include "zenith/communication.h"
+
+namespace zenith::finetune::detail {
+
+bool model_parallel(const Options& o) { return o.tensor_parallel * o.pipeline_parallel > 1; }
+
+std::unique_ptr<distributed::ParallelLlama> make_parallel(const Options& o,
+                                                          std::shared_ptr<models::Llama> model,
+                                                          bool has_eval, Ranks& ranks,
+                                                          std::vector<Tensor>& params,
+                                                          const Log& log) {
+  ZENITH_CHECK(communication::is_initialized() &&
+                   communication::get_group_size() % (o.tensor_parallel * o.pipeline_parallel) == 0,
+               "[finetune] --tensor-parallel ", o.tensor_parallel, " x --pipeline-parallel ",
+               o.pipeline_parallel, " must divide the ranks (--nproc or the job's npu/nodes), got ",
+               communication::is_initialized() ? communication::get_group_size() : 1);
+  ZENITH_CHECK(!has_eval,
+               "[finetune] evaluation data with --tensor-parallel/--pipeline-parallel is not "
+               "supported yet: drop --eval-data");
+  const models::LlamaConfig& c = model->config();
+  ZENITH_CHECK(c.num_attention_heads % o.tensor_parallel == 0 &&
+                   c.num_key_value_heads % o.tensor_parallel == 0,
+               "[finetune] --tensor-parallel ", o.tensor_parallel, " does not divide the model's ",
+               c.num_attention_heads, " attention heads and ", c.num_key_value_heads,
+               " key/value heads");
+  ZENITH_CHECK(c.num_hidden_layers >= o.pipeline_parallel, "[finetune] --pipeline-parallel ",
+               o.pipeline_parallel, " is more stages than the model's ", c.num_hidden_layers,
+               " layers");
+  auto run = std::make_unique<distributed::ParallelLlama>(
+      std::move(model),
+      distributed::ModelParallelOptions{.tensor = int(o.tensor_parallel),
+                                        .pipeline = int(o.pipeline_parallel),
+                                        .micro_batches = int(o.micro_batches),
+                                        .sequence_parallel = o.sequence_parallel});
+  const distributed::DeviceMesh& mesh = run->mesh();
+  const int world_rank = communication::get_rank();
+  ranks = Ranks(mesh.data_group(), world_rank == 0);
+  params = run->trainable_params();
+  log(
+      format("[finetune] rank %d: tensor %d x pipeline %d x data %d (tensor rank %d, stage %d, "
+             "data rank %d)%s, %d micro-batches",
+             world_rank, mesh.degree(distributed::MeshDim::tensor),
+             mesh.degree(distributed::MeshDim::pipeline), mesh.degree(distributed::MeshDim::data),
+             mesh.coord().tensor, mesh.coord().pipeline, mesh.coord().data,
+             o.sequence_parallel ? ", sequence parallel" : "", int(o.micro_batches)));
+  return run;
+}
+
+void save_parallel(distributed::ParallelLlama& run, const Checkpoint& c, int64_t step,
+                   const std::string& dir, bool writes) {
+  // Collective: every rank gathers, rank 0 writes.
+  if (c.o.method == Method::lora) {
+    const io::LoraAdapter adapter = run.lora_adapter(c.lora);
+    if (!writes) return;
+    Checkpoint whole = c;
+    whole.adapter = &adapter;
+    save_output(whole, step, dir);
+    return;
+  }
+  std::map<std::string, Tensor> state = run.full_state();
+  if (!writes) return;
+  models::Llama model(run.model().config(), std::move(state), "the ranks' shards");
+  Checkpoint whole{.model = model,
+                   .o = c.o,
+                   .lora = c.lora,
+                   .optimizer = c.optimizer,
+                   .scaler = c.scaler,
+                   .ranks = c.ranks,
+                   .pad_to = c.pad_to};
+  save_output(whole, step, dir);
+}
+
+}  // namespace zenith::finetune::detail
