@@ -67,3 +67,35 @@ TEST(GemmBf16, DeclinesWhatItDoesNotCompute) {
   EXPECT_FALSE(cpu::gemm_bf16(false, false, 8, 8, 8, 1.f, f.data(), DType::f32, 8, b.data(),
                               DType::bf16, 8, 0.f, c.data(), 8));
 }
+
+// ZENITH_BF16_COMPUTE=0 (what an AVX2-only CPU gets): bf16 x bf16 products decline bfloat16
+// arithmetic and gemm_lowp computes them in float32, the same values up to the order of the
+// sums. bf16_arithmetic() is read once per process, so the check runs in a fresh child.
+bool float32_path_when_off() {
+  setenv("ZENITH_BF16_COMPUTE", "0", 1);
+  std::mt19937 rng(5);
+  const int64_t m = 64, n = 48, k = 96;
+  const auto a = random_bf16(m * k, rng), b = random_bf16(n * k, rng);
+  std::vector<float> c(size_t(m * n));
+  bool ok = !bf16_arithmetic() && !cpu::gemm_bf16(false, true, m, n, k, 1.f, a.data(), DType::bf16,
+                                                  k, b.data(), DType::bf16, k, 0.f, c.data(), n);
+  cpu::gemm_lowp(false, true, m, n, k, 1.f, a.data(), DType::bf16, k, b.data(), DType::bf16, k, 0.f,
+                 c.data(), n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, scale = 0;
+      for (int64_t e = 0; e < k; ++e) {
+        const double p =
+            double(bf16_to_float(a[size_t(i * k + e)])) * bf16_to_float(b[size_t(j * k + e)]);
+        ref += p;
+        scale += std::abs(p);
+      }
+      ok = ok && std::abs(c[size_t(i * n + j)] - ref) <= 1e-6 * (scale + 1);
+    }
+  return ok;
+}
+
+TEST(GemmBf16, OffTheFloat32PathComputesTheSameProduct) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(float32_path_when_off() ? 0 : 1), ::testing::ExitedWithCode(0), "");
+}
