@@ -383,9 +383,12 @@ from zenith.dataset.corpora import *  # noqa: E402,F401,F403  (listed in corpora
 from zenith.dataset import more2 as _more2  # noqa: E402
 from zenith.dataset import media as _media  # noqa: E402
 from zenith.dataset.media import *  # noqa: E402,F401,F403  (listed in media.__all__)
+from zenith.dataset import media2 as _media2  # noqa: E402
+from zenith.dataset.media2 import *  # noqa: E402,F401,F403  (listed in media2.__all__)
 from zenith.dataset.more2 import *  # noqa: E402,F401,F403  (listed in more2.__all__)
 from zenith._unsupported import unsupported as _unsupported  # noqa: E402
 
-__all__ += _more.__all__ + _corpora.__all__ + _more2.__all__ + _media.__all__
+__all__ += (_more.__all__ + _corpora.__all__ + _more2.__all__ + _media.__all__ +
+            _media2.__all__)
 
 __getattr__ = _unsupported(__name__)
