@@ -134,3 +134,25 @@ def test_tfrecord(tmp_path):
     assert got[2][2].tolist() == [0.5, 2.0]
     only = rows(ds.TFRecordDataset(path, columns_list=["label"], shuffle=False))
     assert [x[0].tolist() for x in only] == [[-1], [0], [1]]
+
+
+def test_wider_face_cityscapes_and_clue(tmp_path):
+    r = str(tmp_path)
+    png(f"{r}/wf/WIDER_val/images/0--Parade/a.jpg", 1)
+    png(f"{r}/wf/WIDER_val/images/0--Parade/b.jpg", 2)
+    text(f"{r}/wf/wider_face_split/wider_face_val_bbx_gt.txt",
+         "0--Parade/a.jpg\n2\n1 2 3 4 2 0 0 0 1 0\n5 6 7 8 0 1 0 0 0 2\n"
+         "0--Parade/b.jpg\n0\n0 0 0 0 0 0 0 0 0 0\n")
+    got = rows(ds.WIDERFaceDataset(f"{r}/wf", "val", shuffle=False))
+    assert got[0][1].tolist() == [[1, 2, 3, 4], [5, 6, 7, 8]] and got[0][2].tolist() == [[2], [0]]
+    assert got[0][6].tolist() == [[0], [2]] and got[1][1].shape == (0, 4)
+    png(f"{r}/cs/leftImg8bit/val/ulm/ulm_000000_000019_leftImg8bit.png", 3)
+    png(f"{r}/cs/gtFine/val/ulm/ulm_000000_000019_gtFine_labelIds.png", 4)
+    image, target = rows(ds.CityscapesDataset(f"{r}/cs", "val", task="semantic",
+                                              decode=True))[0]
+    assert int(image[0, 0, 0]) == 3 and int(target[0, 0, 0]) == 4
+    text(f"{r}/afqmc/train.json", json.dumps({"sentence1": "a", "sentence2": "b",
+                                              "label": "1"}) + "\n")
+    clue = ds.CLUEDataset(f"{r}/afqmc/train.json", "AFQMC", "train")
+    assert clue.get_col_names() == ["sentence1", "sentence2", "label"]
+    assert [str(v) for v in rows(clue)[0]] == ["a", "b", "1"]

@@ -1,5 +1,6 @@
 """More mindspore.dataset corpus readers, from files on disk in each corpus's layout: CelebA,
-Flickr, SBU, Manifest, DIV2K, Places365, COCO (detection), VOC, KITTI, LibriTTS, and
+Flickr, SBU, Manifest, DIV2K, Places365, COCO (detection), VOC, KITTI, LibriTTS, WIDER
+Face, Cityscapes, CLUE (AFQMC, TNEWS, IFLYTEK, CMNLI) and
 TFRecordDataset (tf.train.Example records; CRCs are not verified, compression is not
 supported). Images are the file's bytes unless decode=True; labels are int64."""
 
@@ -16,7 +17,7 @@ from zenith.dataset.media import _image, _wave
 
 __all__ = ["CelebADataset", "FlickrDataset", "SBUDataset", "ManifestDataset", "DIV2KDataset",
            "Places365Dataset", "CocoDataset", "VOCDataset", "KITTIDataset", "LibriTTSDataset",
-           "TFRecordDataset"]
+           "TFRecordDataset", "WIDERFaceDataset", "CityscapesDataset", "CLUEDataset"]
 
 
 def _lines(path):
@@ -314,4 +315,74 @@ def TFRecordDataset(dataset_files, schema=None, columns_list=None, num_samples=N
             at += 16 + size
     names = list(columns_list) if columns_list else sorted(examples[0]) if examples else []
     rows = [tuple(e[n] for n in names) for e in examples]
+    return _rows(rows, names, num_samples, shuffle, num_shards, shard_id)
+
+
+def WIDERFaceDataset(dataset_dir, usage=None, num_samples=None, num_parallel_workers=None,
+                     shuffle=None, decode=False, sampler=None, num_shards=None, shard_id=None,
+                     cache=None):
+    """wider_face_split/wider_face_{train,val}_bbx_gt.txt and WIDER_{train,val}/images/:
+    image, bbox (N x 4) and blur, expression, illumination, occlusion, pose, invalid (N x 1)."""
+    usage = usage or "all"
+    parts = ["train", "val"] if usage == "all" else [usage]
+    rows = []
+    for part in parts:
+        lines = _lines(os.path.join(dataset_dir, "wider_face_split",
+                                    f"wider_face_{part}_bbx_gt.txt"))
+        at = 0
+        while at < len(lines):
+            name, count = lines[at].strip(), int(lines[at + 1])
+            boxes = np.array([[int(x) for x in line.split()[:10]] for line in
+                              lines[at + 2:at + 2 + max(count, 1)]], np.int64).reshape(-1, 10)
+            boxes = boxes[:count]
+            at += 2 + max(count, 1)
+            rows.append((_image(os.path.join(dataset_dir, f"WIDER_{part}", "images", name),
+                                decode), boxes[:, :4],
+                         *(boxes[:, k:k + 1] for k in (4, 5, 6, 8, 9, 7))))
+    return _rows(rows, ["image", "bbox", "blur", "expression", "illumination", "occlusion",
+                        "pose", "invalid"], num_samples, shuffle, num_shards, shard_id)
+
+
+def CityscapesDataset(dataset_dir, usage="train", quality_mode="fine", task="instance",
+                      num_samples=None, num_parallel_workers=None, shuffle=None, decode=False,
+                      sampler=None, num_shards=None, shard_id=None, cache=None):
+    """leftImg8bit/<usage>/<city>/*_leftImg8bit.png with gtFine (or gtCoarse)/<usage>/<city>/
+    *_gt<Mode>_{instanceIds,labelIds,color}.png or _polygons.json (task instance, semantic,
+    color or polygon): image and task."""
+    mode = "gtFine" if quality_mode == "fine" else "gtCoarse"
+    suffix = {"instance": "instanceIds.png", "semantic": "labelIds.png", "color": "color.png",
+              "polygon": "polygons.json"}[task]
+    rows = []
+    for path in sorted(glob.glob(os.path.join(dataset_dir, "leftImg8bit", usage, "*",
+                                              "*_leftImg8bit.png"))):
+        city = os.path.basename(os.path.dirname(path))
+        stem = os.path.basename(path)[:-len("leftImg8bit.png")]
+        target = os.path.join(dataset_dir, mode, usage, city, f"{stem}{mode}_{suffix}")
+        if task == "polygon":
+            with open(target, encoding="utf-8") as f:
+                value = np.array(f.read())
+        else:
+            value = _image(target, decode)
+        rows.append((_image(path, decode), value))
+    return _rows(rows, ["image", "task"], num_samples, shuffle, num_shards, shard_id)
+
+
+_CLUE = {"AFQMC": (["sentence1", "sentence2", "label"], ["id", "sentence1", "sentence2"]),
+         "CMNLI": (["sentence1", "sentence2", "label"], ["id", "sentence1", "sentence2"]),
+         "TNEWS": (["label", "label_des", "sentence", "keywords"],
+                   ["id", "sentence", "keywords"]),
+         "IFLYTEK": (["label", "label_des", "sentence"], ["id", "sentence"])}
+
+
+def CLUEDataset(dataset_files, task="AFQMC", usage="train", num_samples=None,
+                num_parallel_workers=None, shuffle=None, num_shards=None, shard_id=None,
+                cache=None):
+    """JSON-lines files of a CLUE task (AFQMC, CMNLI, TNEWS, IFLYTEK): the task's fields as
+    str columns (test files: id and the inputs)."""
+    if task not in _CLUE:
+        raise ValueError(f"CLUEDataset: task must be one of {sorted(_CLUE)}, got {task!r}")
+    names = _CLUE[task][1 if usage == "test" else 0]
+    files = [dataset_files] if isinstance(dataset_files, str) else list(dataset_files)
+    rows = [tuple(np.array(str(item.get(n, ""))) for n in names)
+            for path in files for item in map(json.loads, _lines(path))]
     return _rows(rows, names, num_samples, shuffle, num_shards, shard_id)
