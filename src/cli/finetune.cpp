@@ -26,6 +26,7 @@
 #include "cli/command.h"
 #include "cli/llm_common.h"
 #include "cli/output_dir.h"
+#include "cli/parallel_config.h"
 #include "cli/profile_flags.h"
 #include "cli/progress.h"
 #include "cli/rank_launcher.h"
@@ -117,7 +118,7 @@ SettingsSchema finetune_schema(finetune::Options& o, CliSettings& c) {
       .add("mode", c.mode, "pynative, or graph: capture each step once and replay it")
       .add("zero", o.zero_stage,
            "ZeRO stage over the --nproc ranks with --method full: 1 shards AdamW's states, 2 "
-           "also the gradients (0: off)")
+           "also the gradients, 3 also the weights (gathered per layer; 0: off)")
       .add("tensor-parallel", o.tensor_parallel,
            "tensor-parallel degree over the ranks: attention heads, MLP and vocabulary split "
            "(Megatron); must divide the heads")
@@ -152,7 +153,11 @@ int run_finetune(int argc, char** argv) {
   const SettingsSchema schema = finetune_schema(o, cli);
   refuse_renamed_eval_flag(argc, argv, "finetune", "--eval-steps");
   std::string config = prescan_flag(argc, argv, "--config");
-  if (!config.empty()) schema.apply_yaml_file(config);
+  int64_t data_parallel = 0;  // MindFormers' parallel_config, then the file's other keys
+  if (!config.empty()) {
+    data_parallel = apply_parallel_config(config, o);
+    schema.apply_yaml_file(config, {kParallelConfigKey});
+  }
   CLI::App app{"Fine-tune a LLaMA-family model (LoRA or full) on JSONL data", "zenith finetune"};
   app.add_option("--config", config, "YAML file of settings (flags override it)");
   RankLauncher launcher("finetune");
@@ -190,6 +195,7 @@ int run_finetune(int argc, char** argv) {
   std::optional<finetune::Data> eval;
   if (!o.eval_data.empty()) eval = finetune::load_data(o.eval_data, tokenizer.get(), data_options);
   const Ranks ranks = join_ranks(world_env, cli.threads);
+  check_data_parallel(data_parallel, o, ranks.world());
   auto progress =
       std::make_shared<StepProgress>(ranks.rank() == 0 ? progress_mode : ProgressMode::kNone);
   o.callbacks.push_back(progress);

@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "zenith/error.h"
@@ -48,7 +49,8 @@ void SettingsSchema::apply_json(const nlohmann::json& j) const {
           setting.value);
 }
 
-void SettingsSchema::apply_yaml_file(const std::string& path) const {
+void SettingsSchema::apply_yaml_file(const std::string& path,
+                                     const std::vector<std::string>& blocks) const {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -62,6 +64,8 @@ void SettingsSchema::apply_yaml_file(const std::string& path) const {
     known += (known.empty() ? "" : ", ") + std::string(setting.name);
   for (const auto& item : root) {
     const std::string key = normalise_key(item.first.as<std::string>());
+    if (std::find(blocks.begin(), blocks.end(), item.first.as<std::string>()) != blocks.end())
+      continue;
     const Setting* setting = nullptr;
     for (const auto& s : settings_)
       if (key == s.name) setting = &s;

@@ -42,7 +42,8 @@ class SettingsSchema {
   // Settings saved by to_json(); keys it does not know are ignored (an older or newer run's).
   void apply_json(const nlohmann::json& j) const;
   // A --config file; unknown keys and bad values are errors naming the key (and the known ones).
-  void apply_yaml_file(const std::string& path) const;
+  // `blocks`: top-level keys the command reads itself (finetune's parallel_config), skipped.
+  void apply_yaml_file(const std::string& path, const std::vector<std::string>& blocks = {}) const;
 
   const std::string& command() const { return command_; }
   const std::vector<Setting>& settings() const { return settings_; }

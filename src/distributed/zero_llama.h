@@ -15,4 +15,12 @@ namespace zenith::distributed {
 Tensor zero3_llama_logits(models::Llama& model, const std::shared_ptr<ZeroOptimizer>& zero,
                           const Tensor& input_ids);
 
+// zenith finetune's micro-batch loss at stage 3: causal_lm_loss of the logits of input_ids
+// [B, T] with its attention_mask (undefined: none), times `weight` (the batch's share of the
+// step's learned labels). A batch with no learned label gives 0 times the logits' sum: every
+// rank must still run each module's gathers, and its gradients are zeros.
+Tensor zero3_llama_loss(models::Llama& model, const std::shared_ptr<ZeroOptimizer>& zero,
+                        const Tensor& input_ids, const Tensor& attention_mask, const Tensor& labels,
+                        double weight, bool has_targets);
+
 }  // namespace zenith::distributed

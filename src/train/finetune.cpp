@@ -16,6 +16,7 @@
 #include "distributed/zero.h"
 #include "train/finetune_run.h"
 #include "train/finetune_step.h"
+#include "train/finetune_zero.h"
 #include "zenith/autograd.h"
 #include "zenith/random.h"
 
@@ -48,6 +49,10 @@ class Trainer {
   void evaluate(int64_t step);
   void save(int64_t step, const std::string& dir);
   void snapshot();
+  bool zero3() const { return zero_ && zero_->stage() == 3; }
+  std::vector<Tensor> held_params() const;
+  void with_full_parameters(const std::function<void()>& fn);
+  void save_gathered(int64_t step, const std::string& dir);
 
   const Options& o_;
   Ranks ranks_;  // rank 0 alone logs and writes; under model parallelism the data group
@@ -97,7 +102,7 @@ Trainer::Trainer(const Options& o, const Data& train, const Data* eval, const de
   // The training batches' padding (graph mode's default follows the sequences' length).
   max_seq_len_ = data_options(o, models::load_llama_config(model_config_path(o))).max_seq_len;
   pad_to_ = pad_multiple(o, max_seq_len_);
-  if (!o.resume.empty()) resumed_ = detail::read_trainer_state(o, ranks_.world(), pad_to_);
+  if (!o.resume.empty()) resumed_ = detail::read_resume_state(o, ranks_.world(), pad_to_);
   manual_seed(uint64_t(o.seed));
   load_model();
   if (detail::model_parallel(o))
@@ -116,7 +121,7 @@ Trainer::Trainer(const Options& o, const Data& train, const Data* eval, const de
                                 // LoRA's adapter gradients summed in float64 over each step's
                                 // rows: the same float32 gradients whatever the ranks
                                 .float64_sums = o.method == Method::lora,
-                                .zero = zero_.get()};
+                                .zero = zero_};
   settings.parallel = parallel_.get();
   if (o.inject_gradients)
     settings.inject_gradients = [this](const std::vector<Tensor>& params) {
@@ -189,16 +194,35 @@ void Trainer::make_optimizer() {
   } else {
     optimizer_ = adamw(params_);
   }
-  if (resumed_) {
+  if (resumed_ && zero_) {  // every rank's rows from the checkpoint's zero/ shards
+    detail::load_zero_state(o_.resume, *zero_, detail::parameter_names(*model_, params_));
+    default_generator().set_state(resumed_->rng);
+  } else if (resumed_) {
     optimizer_->load_state_dict(resumed_->optimizer);
     default_generator().set_state(resumed_->rng);
   }
   snapshot();
 }
 
+// What the spike guard restores: the parameters, or at ZeRO stage 3 this rank's shards of them.
+std::vector<Tensor> Trainer::held_params() const {
+  if (!zero3()) return params_;
+  std::vector<Tensor> shards;
+  for (const auto& s : zero_->shards()) shards.push_back(s.shard);
+  return shards;
+}
+
+// ZeRO-3: every parameter gathered around fn (evaluation, saving), freed after. Collective.
+void Trainer::with_full_parameters(const std::function<void()>& fn) {
+  if (!zero3()) return fn();
+  for (size_t i = 0; i < zero_->shards().size(); ++i) zero_->gather(i);
+  fn();
+  for (size_t i = 0; i < zero_->shards().size(); ++i) zero_->release(i);
+}
+
 void Trainer::snapshot() {
   good_.params.clear();
-  for (const Tensor& p : params_) good_.params.push_back(p.detach().clone());
+  for (const Tensor& p : held_params()) good_.params.push_back(p.detach().clone());
   good_.optimizer.clear();
   for (const auto& [name, t] : optimizer_->state_dict()) good_.optimizer[name] = t.clone();
 }
@@ -223,12 +247,17 @@ void Trainer::announce(const detail::Log& log_fn) {
   if (zero_ && log_fn) {
     // Float32 weights, gradients and AdamW's two moments: 16 bytes a parameter in one process.
     const double psi = double(result_.trainable_parameters), n = ranks_.world(), mib = 1 << 20;
-    const double per_rank = o_.zero_stage == 1 ? 8 * psi + 8 * psi / n : 4 * psi + 12 * psi / n;
+    const double per_rank = o_.zero_stage == 1   ? 8 * psi + 8 * psi / n
+                            : o_.zero_stage == 2 ? 4 * psi + 12 * psi / n
+                                                 : 16 * psi / n;
     log_fn(
         format("[finetune] rank %d: ZeRO stage %d over %d ranks, %s: model state %.1f MiB "
                "per rank at the step (one process: %.1f MiB)",
                ranks_.rank(), int(o_.zero_stage), ranks_.world(),
-               o_.zero_stage == 1 ? "AdamW states sharded" : "AdamW states and gradients sharded",
+               o_.zero_stage == 1   ? "AdamW states sharded"
+               : o_.zero_stage == 2 ? "AdamW states and gradients sharded"
+                                    : "parameters (gathered per layer), gradients and AdamW states "
+                                      "sharded",
                per_rank / mib, 16 * psi / mib));
   }
   if (ranks_.writes()) fs::create_directories(o_.out);
@@ -292,8 +321,16 @@ std::vector<Batch> Trainer::step_batches(const std::vector<size_t>& order, int64
       std::vector<const Example*> part;
       const auto [begin, end] = ranks_.share(m * global_batch_, o_.batch_size, n_);
       for (int64_t i = begin; i < end; ++i) part.push_back(&train_->examples[order[size_t(i)]]);
-      if (part.empty()) continue;  // the epoch's last micro-batch has none for this rank
+      // The epoch's last micro-batch may have none for this rank: skipped, or at ZeRO stage 3
+      // (every rank runs each layer's gathers) a stand-in example that counts for nothing.
+      const bool stand_in = part.empty() && zero3();
+      if (stand_in) part.push_back(&train_->examples[order[0]]);
+      if (part.empty()) continue;
       micro.push_back(collate(part, pad_id_, pad_to_, max_seq_len_));
+      if (stand_in) {
+        micro.back().targets = micro.back().tokens = 0;
+        continue;
+      }
       targets += micro.back().targets;
       tokens += micro.back().tokens;
     }
@@ -375,7 +412,8 @@ void Trainer::report(int64_t epoch, const detail::Step::Outcome& outcome,
 void Trainer::rollback(int64_t epoch) {
   {
     NoGradGuard no_grad;
-    for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(good_.params[i]);
+    std::vector<Tensor> held = held_params();
+    for (size_t i = 0; i < held.size(); ++i) held[i].copy_(good_.params[i]);
   }
   optimizer_->load_state_dict(good_.optimizer);
   step_->reset_graphs();
@@ -412,7 +450,9 @@ void Trainer::log_step(int64_t epoch, const detail::Step::Outcome& outcome, doub
 
 void Trainer::evaluate(int64_t step) {
   if (!eval_) return;
-  EvalRecord r = detail::evaluate_shared(*model_, *eval_, o_.batch_size, pad_id_, &ranks_);
+  EvalRecord r;
+  with_full_parameters(
+      [&] { r = detail::evaluate_shared(*model_, *eval_, o_.batch_size, pad_id_, &ranks_); });
   r.step = step;
   result_.evals.push_back(r);
   eval_log_.push_back(
@@ -425,6 +465,14 @@ void Trainer::evaluate(int64_t step) {
 }
 
 void Trainer::save(int64_t step, const std::string& dir) {
+  with_full_parameters([&] { save_gathered(step, dir); });
+  // A checkpoint of a --zero run: each rank's optimizer rows too (rank 0's trainer state holds
+  // only its own), for --resume on any rank count.
+  if (zero_ && dir != o_.out)
+    detail::save_zero_state(dir, *zero_, detail::parameter_names(*model_, params_));
+}
+
+void Trainer::save_gathered(int64_t step, const std::string& dir) {
   if (parallel_)  // collective: the shards gathered
     return detail::save_parallel(
         *parallel_, {*model_, o_, lora_, *optimizer_, nullptr, ranks_.world(), pad_to_}, step, dir,

@@ -130,24 +130,20 @@ nlohmann::json run_settings(const Options& o, int ranks, int64_t pad_to) {
           {"amp_dtype", amp_dtype_name(o.amp_dtype)}};
 }
 
-// ZeRO in finetune: stages 1 and 2 on full fine-tuning's float32 step; what reads every full
-// gradient (fp16's loss scaler) or the whole optimizer state (resuming) does not take it yet.
+// ZeRO in finetune: stages 1 to 3 on full fine-tuning's step (stage 3 in float32); what reads
+// every full gradient (fp16's loss scaler) does not take it yet.
 static void check_zero_options(const Options& o) {
   if (o.zero_stage == 0) return;
-  ZENITH_CHECK(o.zero_stage == 1 || o.zero_stage == 2, "[finetune] --zero must be 0, 1 or 2, got ",
-               o.zero_stage,
-               o.zero_stage == 3 ? " (stage 3 is distributed::sharded_forward's, not wired into "
-                                   "finetune yet)"
-                                 : "");
+  ZENITH_CHECK(o.zero_stage >= 1 && o.zero_stage <= 3,
+               "[finetune] --zero must be 0, 1, 2 or 3, got ", o.zero_stage);
+  ZENITH_CHECK(o.zero_stage < 3 || o.amp == Amp::O0,
+               "[finetune] --zero 3 trains float32 weights: drop --amp");
   ZENITH_CHECK(o.method == Method::full,
                "[finetune] --zero shards full fine-tuning's state: it needs --method full (LoRA's "
                "adapters and their AdamW state are small)");
   ZENITH_CHECK(o.mode == Mode::pynative, "[finetune] --zero runs in --mode pynative");
   ZENITH_CHECK(o.amp == Amp::O0 || o.amp_dtype != DType::f16,
                "[finetune] --zero with fp16 loss scaling is not supported: use --amp-dtype bf16");
-  ZENITH_CHECK(o.resume.empty(),
-               "[finetune] --resume with --zero: the optimizer state is sharded over the ranks "
-               "and its checkpoints are not written yet");
 }
 
 // Tensor/pipeline parallelism in finetune: ParallelLlama's eager float32 or bf16 step; the

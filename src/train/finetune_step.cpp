@@ -5,6 +5,7 @@
 #include "core/trace_range.h"
 #include "distributed/parallelize_llama_train.h"
 #include "distributed/zero.h"
+#include "distributed/zero_llama.h"
 #include "models/llama_loss.h"
 #include "zenith/optim.h"
 
@@ -55,9 +56,10 @@ Step::Outcome Step::run(const std::vector<Batch>& micro, int64_t targets,
   graph::StepRun run = begin(micro, weights);
   Outcome out;
   size_t w = 0;
+  const bool zero3 = settings_.zero && settings_.zero->stage() == 3;
   for (const Batch& b : micro) {
-    if (b.targets == 0) continue;
-    const Tensor& weight = weights[w++];
+    if (b.targets == 0 && !zero3) continue;
+    const Tensor weight = b.targets > 0 ? weights[w++] : Tensor::scalar(0.0);
     Tensor loss =
         run.phase([&] { return std::vector<Tensor>{forward_loss(b, weight, targets)}; })[0];
     run.phase([&] {
@@ -123,6 +125,10 @@ Step::Outcome Step::run_parallel(const std::vector<Batch>& micro,
 // gradients are summed.
 Tensor Step::forward_loss(const Batch& b, const Tensor& weight, int64_t targets) {
   core::TraceRange range(core::Range::forward);
+  if (settings_.zero && settings_.zero->stage() == 3)
+    return distributed::zero3_llama_loss(
+        model_, settings_.zero, b.input_ids, b.attention_mask, b.labels,
+        targets > 0 ? double(b.targets) / double(targets) : 0.0, b.targets > 0);
   if (settings_.graph)  // the weight is the graph's input: a replay follows each step's targets
     return ops::mul(models::causal_lm_loss(forward(model_, b), b.labels), weight);
   // Eager: the loss in chunks of positions, the [B, T, V] logits never whole

@@ -22,7 +22,7 @@
 namespace zenith::distributed {
 class ZeroOptimizer;
 class ParallelLlama;
-}
+}  // namespace zenith::distributed
 
 namespace zenith::finetune::detail {
 
@@ -42,8 +42,10 @@ struct StepSettings {
   bool float64_sums = false;
   std::function<void(const std::vector<Tensor>& params)> inject_gradients;
   // --zero: the ranks' gradients reduce-scattered, clipped and applied by ZeRO (its inner
-  // optimizer is the step's optimizer, over this rank's rows); null: summed as DDP does.
-  distributed::ZeroOptimizer* zero = nullptr;
+  // optimizer is the step's optimizer, over this rank's rows); null: summed as DDP does. At
+  // stage 3 the forward runs through distributed::zero3_llama_loss and every micro-batch runs,
+  // one without learned labels too (each rank must take part in every gather).
+  std::shared_ptr<distributed::ZeroOptimizer> zero;
   // --tensor-parallel/--pipeline-parallel: one batch's forward, backward, gradient sums and
   // global norm run by ParallelLlama (its loss: the mean over its micro-batches and data ranks,
   // as one process's when each holds as many learned labels).

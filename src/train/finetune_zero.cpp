@@ -1,0 +1,69 @@
+#include "train/finetune_zero.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "distributed/zero_checkpoint.h"
+#include "zenith/error.h"
+#include "zenith/io.h"
+
+namespace zenith::finetune::detail {
+
+namespace fs = std::filesystem;
+
+TrainerState read_resume_state(const Options& o, int ranks, int64_t pad_to) {
+  const std::string zero_dir = o.resume + "/" + kZeroStateDir;
+  const bool sharded = fs::exists(zero_dir + "/" + distributed::kShardedMetadataFile);
+  if (o.zero_stage == 0 || ranks < 2) {
+    ZENITH_CHECK(!fs::exists(zero_dir), "[finetune] --resume ", o.resume,
+                 " was written by a --zero run (its optimizer state is sharded in ", zero_dir,
+                 "): resume it with --zero on 2 or more ranks");
+    return read_trainer_state(o, ranks, pad_to);
+  }
+  ZENITH_CHECK(sharded, "[finetune] --resume ", o.resume, " with --zero: it has no ", zero_dir, "/",
+               distributed::kShardedMetadataFile,
+               " (a checkpoint-<step> directory of a zenith finetune --zero run)");
+  // The checkpoint's rank count and per-rank batch, where their product is this run's.
+  const std::string state = o.resume + "/trainer_state.safetensors";
+  ZENITH_CHECK(fs::exists(state), "[finetune] --resume ", o.resume, " has no ", state);
+  const io::Metadata meta = io::read_safetensors_metadata(state);
+  ZENITH_CHECK(meta.count("settings"), "[finetune] ", state, " lacks the settings metadata");
+  const nlohmann::json saved = nlohmann::json::parse(meta.at("settings"));
+  Options same = o;
+  int saved_ranks = ranks;
+  if (saved.contains("ranks") && saved.contains("batch_size")) {
+    const int r = saved["ranks"].get<int>();
+    const int64_t b = saved["batch_size"].get<int64_t>();
+    if (int64_t(r) * b == int64_t(ranks) * o.batch_size) {
+      saved_ranks = r;
+      same.batch_size = b;
+    }
+  }
+  return read_trainer_state(same, saved_ranks, pad_to);
+}
+
+std::vector<std::string> parameter_names(const models::Llama& model,
+                                         const std::vector<Tensor>& params) {
+  std::vector<std::string> names;
+  const auto named = model.named_parameters();
+  for (const Tensor& p : params) {
+    std::string found;
+    for (const auto& [name, t] : named)
+      if (&t.impl() == &p.impl()) found = name;
+    ZENITH_CHECK(!found.empty(), "[finetune] a trainable parameter has no name in the model");
+    names.push_back(found);
+  }
+  return names;
+}
+
+void save_zero_state(const std::string& dir, const distributed::ZeroOptimizer& zero,
+                     const std::vector<std::string>& names) {
+  distributed::save_zero_checkpoint(dir + "/" + kZeroStateDir, zero, names);
+}
+
+void load_zero_state(const std::string& resume, distributed::ZeroOptimizer& zero,
+                     const std::vector<std::string>& names) {
+  distributed::load_zero_checkpoint(resume + "/" + kZeroStateDir, zero, names);
+}
+
+}  // namespace zenith::finetune::detail

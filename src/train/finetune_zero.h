@@ -1,0 +1,37 @@
+// zenith finetune --zero's checkpoints: each rank's rows of every parameter and AdamW slot in
+// the checkpoint's zero/ directory (distributed/zero_checkpoint.h: global offsets, metadata
+// written last and atomically), beside the unsharded model rank 0 writes as without --zero.
+// A --zero run resumes from it on any number of ranks (2 or more) with the same global batch
+// (ranks x --batch-size: each step then sees the same examples), at any ZeRO stage.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "distributed/zero.h"
+#include "train/finetune_run.h"
+#include "zenith/llama.h"
+
+namespace zenith::finetune::detail {
+
+inline constexpr const char* kZeroStateDir = "zero";
+
+// o.resume's trainer state for a run on `ranks` ranks: read_trainer_state's checks, except
+// that a --zero run may change the rank count and --batch-size when their product stays; a
+// checkpoint of a --zero run is refused without --zero and one without zero/ with it (its
+// optimizer state is one rank's share, or all of it).
+TrainerState read_resume_state(const Options& o, int ranks, int64_t pad_to);
+
+// The model's names of `params`, in their order (ZeRO's parameter order).
+std::vector<std::string> parameter_names(const models::Llama& model,
+                                         const std::vector<Tensor>& params);
+
+// Collective over zero's group: every rank's shards into dir/zero.
+void save_zero_state(const std::string& dir, const distributed::ZeroOptimizer& zero,
+                     const std::vector<std::string>& names);
+// This rank's rows of the parameters and AdamW slots from resume/zero, whatever rank count
+// and stage saved them.
+void load_zero_state(const std::string& resume, distributed::ZeroOptimizer& zero,
+                     const std::vector<std::string>& names);
+
+}  // namespace zenith::finetune::detail
