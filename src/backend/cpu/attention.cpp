@@ -23,13 +23,48 @@ namespace {
 template <typename T>
 struct ForwardScratch {
   std::vector<T> qs, sc, acc, m, l;
-  ForwardScratch(const Geometry& g)
-      : qs(size_t(kRowBlock * g.d)),
-        sc(size_t(kRowBlock * kKeyBlock)),
-        acc(size_t(kRowBlock * g.dv)),
-        m(size_t(kRowBlock)),
-        l(size_t(kRowBlock)) {}
+  // Sized for the rows a block has (one or a few in a decode step).
+  ForwardScratch(const Geometry& g, int64_t rows)
+      : qs(size_t(rows * g.d)),
+        sc(size_t(rows * kKeyBlock)),
+        acc(size_t(rows * g.dv)),
+        m(size_t(rows)),
+        l(size_t(rows)) {}
 };
+
+// A decode step's block has a row or two: sgemm's call and packing cost more than its
+// products, so they run as plain dot products and row updates here.
+constexpr int64_t kDirectRows = 2;
+
+// sc[i, j] = a[i, :] . b[j, :] for nq rows of a and nk rows of b, length d.
+template <typename T>
+void direct_scores(int64_t nq, int64_t nk, int64_t d, const T* a, int64_t lda, const T* b,
+                   int64_t ldb, T* sc, int64_t ldc) {
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t j = 0; j < nk; ++j) {
+      const T* x = a + i * lda;
+      const T* y = b + j * ldb;
+      T sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t e = 0; e < d; ++e) sum += x[e] * y[e];
+      sc[i * ldc + j] = sum;
+    }
+}
+
+// acc[i, :] += sum over j of p[i, j] v[j, :].
+template <typename T>
+void direct_weighted_sum(int64_t nq, int64_t dv, int64_t nk, const T* p, int64_t ldp, const T* v,
+                         int64_t ldv, T* acc, int64_t ldacc) {
+  for (int64_t i = 0; i < nq; ++i) {
+    T* dst = acc + i * ldacc;
+    for (int64_t j = 0; j < nk; ++j) {
+      const T w = p[i * ldp + j];
+      const T* src = v + j * ldv;
+#pragma omp simd
+      for (int64_t e = 0; e < dv; ++e) dst[e] += w * src[e];
+    }
+  }
+}
 
 // One block of rows [r0, r0 + nq) of (b, kv): out rows and their logsumexp.
 template <typename T>
@@ -54,13 +89,19 @@ void forward_block(const Geometry& g, const Operand& q, const Operand& k, const 
   for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, end - j0);
     T* sc = w.sc.data();
-    block_gemm(false, true, nq, nk, d, T(1), w.qs.data(), d, kbase + j0 * k.s2, k.s2, T(0), sc,
-               kKeyBlock);
+    if (nq <= kDirectRows)
+      direct_scores(nq, nk, d, w.qs.data(), d, kbase + j0 * k.s2, k.s2, sc, kKeyBlock);
+    else
+      block_gemm(false, true, nq, nk, d, T(1), w.qs.data(), d, kbase + j0 * k.s2, k.s2, T(0), sc,
+                 kKeyBlock);
     mask_block(g, b, kv, r0, nq, j0, nk, sc, kKeyBlock);
     const bool diagonal = !g.causal_free(r0, r0 + nq, j0 + nk);
     softmax_block(g, r0, nq, j0, nk, diagonal, sc, w.m.data(), w.l.data(), w.acc.data());
-    block_gemm(false, false, nq, dv, nk, T(1), sc, kKeyBlock, vbase + j0 * v.s2, v.s2, T(1),
-               w.acc.data(), dv);
+    if (nq <= kDirectRows)
+      direct_weighted_sum(nq, dv, nk, sc, kKeyBlock, vbase + j0 * v.s2, v.s2, w.acc.data(), dv);
+    else
+      block_gemm(false, false, nq, dv, nk, T(1), sc, kKeyBlock, vbase + j0 * v.s2, v.s2, T(1),
+                 w.acc.data(), dv);
   }
   for (int64_t i = 0; i < nq; ++i) {
     const int64_t r = r0 + i, h = g.head(kv, r), t = r % g.t;
@@ -91,7 +132,8 @@ std::vector<Tensor> attention_kernel(const std::vector<Tensor>& in, const Attent
     using T = decltype(tag);
     T* plse = lse.data<T>();
     for_tasks<T>(
-        g.batch * g.hkv * blocks, g.work(), [&] { return ForwardScratch<T>(g); },
+        g.batch * g.hkv * blocks, g.work(),
+        [&] { return ForwardScratch<T>(g, std::min(kRowBlock, g.rows)); },
         [&](int64_t task, ForwardScratch<T>& w) {
           const int64_t blk = task % blocks, kv = (task / blocks) % g.hkv,
                         b = task / (blocks * g.hkv);
