@@ -195,7 +195,32 @@ def render_llm_quant(r):
     return lines
 
 
+def render_finetune(r):
+    lines = [
+        f"One fine-tuning step (forward, chunked loss, backward, AdamW) at batch {r['batch']} x "
+        f"seq {r['seq']}, random weights and tokens, LoRA r {r['lora']['r']} alpha "
+        f"{num(r['lora']['alpha'], 0)} on {r['lora']['targets']}: median wall and CPU ms per "
+        "step, tokens/s, % of the sgemm peak for the FLOPs the step needs, peak RSS. lora: float32 "
+        "base; lora-bf16-o1: the base in bfloat16 with `--amp O1`, whose linear products run in "
+        "bfloat16 arithmetic (float32 accumulation) where the CPU has AVX512_BF16.", ""]
+    header = ["shape", "case", "step ms", "CPU ms", "tokens/s", "% peak", "peak RSS MB"]
+    rows = [[c["config"], c["case"], num(c["zenith"]["median_ms"]),
+             num(c["zenith"]["median_cpu_ms"]), num(c["zenith_tokens_s"]),
+             num(c["zenith_pct"]), num(c["zenith_peak_mb"], 0)]
+            for c in r["results"] if "zenith" in c]
+    lines += table(header, rows)
+    for config, c in r.get("checks", {}).items():
+        if "bf16_o1_speedup" in c:
+            arith = "bfloat16" if c["bf16_arithmetic"] else "float32"
+            lines += ["", f"{config}: the O1 step ({arith} arithmetic) is "
+                      f"{num(c['bf16_o1_speedup'], 2)}x the float32 step in wall time, "
+                      f"{num(c['bf16_o1_cpu_speedup'], 2)}x in CPU time (target >= 1.5x on an "
+                      "AVX512_BF16 host)."]
+    return lines
+
+
 RENDERERS = {
+    "finetune": render_finetune,
     "llm_quant": render_llm_quant,
     "omp_wait_policy": render_omp_wait_policy,
     "llm_ops": render_llm_ops,
