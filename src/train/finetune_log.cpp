@@ -26,12 +26,14 @@ void log_precision(const Options& o, const nn::DynamicLossScaler* scaler, const 
   }
   // bfloat16 products (two bfloat16 operands, backend/cpu/gemm_bf16.cpp) are real bfloat16
   // arithmetic where the CPU has it; elsewhere the low dtype only rounds values.
+  const bool bf16 = o.amp_dtype == DType::bf16;
   const std::string arithmetic =
-      o.amp_dtype == DType::bf16 && bf16_arithmetic()
-          ? "the linear layers' products run in bfloat16 arithmetic on this CPU (AVX512_BF16, "
-            "float32 accumulation)"
-          : "on this CPU " + std::string(dtype_name(o.amp_dtype)) +
-                " is a storage format (values rounded to it), arithmetic is float32";
+      bf16 && bf16_arithmetic()
+          ? "bf16 arithmetic (avx512_bf16): the linear layers' products run in bfloat16, float32 "
+            "accumulation"
+          : std::string(bf16 ? "float32 arithmetic (no avx512_bf16, or ZENITH_BF16_COMPUTE=0)"
+                             : "float32 arithmetic") +
+                ": " + dtype_name(o.amp_dtype) + " is a storage format (values rounded to it)";
   log(format("[finetune] amp %s: %s in %s, float32 master weights and norms%s; %s", name(o.amp),
              o.amp == Amp::O1 ? "linear layers" : "linear layers, LoRA matmuls and hidden states",
              dtype_name(o.amp_dtype),
