@@ -7,6 +7,13 @@
 //   q4_k 256 elements in 144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit scale/min pairs for the
 //         8 sub-blocks of 32, 128 bytes of nibbles                         x = d sc q - dmin m
 //         (byte 32 c + l holds element 64 c + l low and 64 c + 32 + l high)
+// nf4 is QLoRA's 4-bit NormalFloat with double quantization (bitsandbytes' scheme, zenith's bytes;
+// not a GGML type, so GGUF files cannot hold it): 64 elements per block, x = level[q] absmax,
+// level the 16 NF4 values; the blocks' absmax are stored as int8 codes, absmax = offset + s c,
+// with one f32 s per 256 blocks of a row and one f32 offset (the absmax mean) per row. A row of
+// n elements, nb = n / 64 blocks, G = ceil(nb / 256) groups:
+//   nb bytes of int8 codes, 32 nb bytes of nibbles (byte j: element 2j high, 2j + 1 low), G f32
+//   scales, f32 offset                                  about 4.13 bits per element
 // Quantized weights are u8 tensors of blocks plus a format, not a DType: a type of 4.5 bits per
 // element would change every storage-size computation.
 #pragma once
@@ -18,15 +25,17 @@
 
 namespace zenith {
 
-enum class QuantFormat : uint8_t { q8_0, q4_0, q4_k };
+enum class QuantFormat : uint8_t { q8_0, q4_0, q4_k, nf4 };
 
-int64_t quant_block_elems(QuantFormat f);  // 32, 32, 256
-int64_t quant_block_bytes(QuantFormat f);  // 34, 18, 144
-const char* quant_name(QuantFormat f);     // "q8_0", "q4_0", "q4_k"
+int64_t quant_block_elems(QuantFormat f);  // 32, 32, 256, 64
+int64_t quant_block_bytes(QuantFormat f);  // 34, 18, 144, 33 (nf4: plus a row's tail)
+const char* quant_name(QuantFormat f);     // "q8_0", "q4_0", "q4_k", "nf4"
 // Accepts the names above, case-insensitively ("Q4_K" as GGUF spells it); throws naming them.
 QuantFormat quant_from_name(const std::string& name);
 // Bytes of one row of n elements (n a multiple of the block's elements).
 int64_t quant_row_bytes(QuantFormat f, int64_t n);
+// The 16 NF4 levels of the QLoRA paper (Dettmers et al. 2023, appendix E), ascending.
+extern const float kNf4Levels[16];
 
 // One row of n floats (n a multiple of quant_block_elems) to n / elems blocks, and back.
 void quantize_row(QuantFormat f, const float* x, int64_t n, uint8_t* out);

@@ -1,11 +1,12 @@
-// GGML's q8_0, q4_0 and q4_K blocks (include/zenith/quant.h): scalar reference quantization
-// and dequantization. The kernels of src/backend/cpu/quant_*.cpp read the same bytes.
+// GGML's q8_0, q4_0 and q4_K blocks and QLoRA's nf4 (include/zenith/quant.h): scalar reference
+// quantization and dequantization. The kernels of src/backend/cpu/quant_*.cpp read the same bytes.
 #include "zenith/quant.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "zenith/dtype.h"
 #include "zenith/error.h"
@@ -129,9 +130,91 @@ void dequantize_q4_k(const uint8_t* in, float* y) {
   }
 }
 
+// nf4 (quant.h): a row's tail after the codes and nibbles.
+int64_t nf4_groups(int64_t blocks) { return (blocks + 255) / 256; }
+
+int nf4_nearest(float v) {
+  int best = 0;
+  for (int k = 1; k < 16; ++k)
+    if (std::fabs(v - kNf4Levels[k]) < std::fabs(v - kNf4Levels[best])) best = k;
+  return best;
+}
+
+// The blocks' absmax quantized around their mean (double quantization), then each element to the
+// nearest level of its block's stored absmax, so the nibbles match what is decoded.
+void quantize_nf4(const float* x, int64_t n, uint8_t* out) {
+  const int64_t nb = n / 64, groups = nf4_groups(nb);
+  std::vector<float> absmax(size_t(nb), 0.0f);
+  double mean = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int i = 0; i < 64; ++i) absmax[b] = std::max(absmax[b], std::fabs(x[64 * b + i]));
+    mean += absmax[b];
+  }
+  const float offset = nb ? float(mean / double(nb)) : 0.0f;
+  int8_t* codes = reinterpret_cast<int8_t*>(out);
+  uint8_t* nibbles = out + nb;
+  uint8_t* tail = nibbles + 32 * nb;  // f32s at any alignment: copied with memcpy
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t b0 = 256 * g, b1 = std::min(nb, b0 + 256);
+    float dev = 0;
+    for (int64_t b = b0; b < b1; ++b) dev = std::max(dev, std::fabs(absmax[b] - offset));
+    const float scale = dev / 127.0f, inv = scale > 0 ? 1.0f / scale : 0.0f;
+    std::memcpy(tail + 4 * g, &scale, 4);
+    for (int64_t b = b0; b < b1; ++b) {
+      codes[b] = int8_t(std::lround(std::clamp((absmax[b] - offset) * inv, -127.0f, 127.0f)));
+      const float stored = offset + scale * float(codes[b]);
+      const float to_level = stored > 0 ? 1.0f / stored : 0.0f;
+      for (int j = 0; j < 32; ++j)
+        nibbles[32 * b + j] = uint8_t(nf4_nearest(x[64 * b + 2 * j] * to_level) << 4 |
+                                      nf4_nearest(x[64 * b + 2 * j + 1] * to_level));
+    }
+  }
+  std::memcpy(tail + 4 * groups, &offset, 4);
+}
+
+void dequantize_nf4(const uint8_t* in, int64_t n, float* y) {
+  const int64_t nb = n / 64, groups = nf4_groups(nb);
+  const int8_t* codes = reinterpret_cast<const int8_t*>(in);
+  const uint8_t* nibbles = in + nb;
+  const uint8_t* tail = nibbles + 32 * nb;
+  float offset;
+  std::memcpy(&offset, tail + 4 * groups, 4);
+  for (int64_t g = 0; g < groups; ++g) {
+    float scale;
+    std::memcpy(&scale, tail + 4 * g, 4);
+    for (int64_t b = 256 * g; b < std::min(nb, 256 * g + 256); ++b) {
+      const float absmax = offset + scale * float(codes[b]);
+      for (int j = 0; j < 32; ++j) {
+        const uint8_t v = nibbles[32 * b + j];
+        y[64 * b + 2 * j] = kNf4Levels[v >> 4] * absmax;
+        y[64 * b + 2 * j + 1] = kNf4Levels[v & 15] * absmax;
+      }
+    }
+  }
+}
+
 }  // namespace
 
-int64_t quant_block_elems(QuantFormat f) { return f == QuantFormat::q4_k ? 256 : 32; }
+const float kNf4Levels[16] = {-1.0f,
+                              -0.6961928009986877f,
+                              -0.5250730514526367f,
+                              -0.39491748809814453f,
+                              -0.28444138169288635f,
+                              -0.18477343022823334f,
+                              -0.09105003625154495f,
+                              0.0f,
+                              0.07958029955625534f,
+                              0.16093020141124725f,
+                              0.24611230194568634f,
+                              0.33791524171829224f,
+                              0.44070982933044434f,
+                              0.5626170039176941f,
+                              0.7229568362236023f,
+                              1.0f};
+
+int64_t quant_block_elems(QuantFormat f) {
+  return f == QuantFormat::q4_k ? 256 : f == QuantFormat::nf4 ? 64 : 32;
+}
 
 int64_t quant_block_bytes(QuantFormat f) {
   switch (f) {
@@ -141,6 +224,8 @@ int64_t quant_block_bytes(QuantFormat f) {
       return kQ4Bytes;
     case QuantFormat::q4_k:
       return kQ4kBytes;
+    case QuantFormat::nf4:
+      return 33;
   }
   return 0;
 }
@@ -153,6 +238,8 @@ const char* quant_name(QuantFormat f) {
       return "q4_0";
     case QuantFormat::q4_k:
       return "q4_k";
+    case QuantFormat::nf4:
+      return "nf4";
   }
   return "?";
 }
@@ -160,18 +247,25 @@ const char* quant_name(QuantFormat f) {
 QuantFormat quant_from_name(const std::string& name) {
   std::string lower = name;
   for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
-  for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k})
+  for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k, QuantFormat::nf4})
     if (lower == quant_name(f)) return f;
-  ZENITH_FAIL("[quant] unknown quantized format '", name, "' (expected q8_0, q4_0 or q4_k)");
+  ZENITH_FAIL("[quant] unknown quantized format '", name, "' (expected q8_0, q4_0, q4_k or nf4)");
 }
 
 int64_t quant_row_bytes(QuantFormat f, int64_t n) {
   ZENITH_CHECK(n % quant_block_elems(f) == 0, "[quant] a ", quant_name(f), " row of ", n,
                " elements is not a whole number of ", quant_block_elems(f), "-element blocks");
-  return n / quant_block_elems(f) * quant_block_bytes(f);
+  const int64_t blocks = n / quant_block_elems(f);
+  if (f == QuantFormat::nf4) return blocks * 33 + 4 * nf4_groups(blocks) + 4;
+  return blocks * quant_block_bytes(f);
 }
 
 void quantize_row(QuantFormat f, const float* x, int64_t n, uint8_t* out) {
+  if (f == QuantFormat::nf4) {
+    quant_row_bytes(f, n);  // checks n
+    quantize_nf4(x, n, out);
+    return;
+  }
   const int64_t blocks = quant_row_bytes(f, n) / quant_block_bytes(f);
   const int64_t elems = quant_block_elems(f), bytes = quant_block_bytes(f);
   for (int64_t b = 0; b < blocks; ++b) {
@@ -187,6 +281,11 @@ void quantize_row(QuantFormat f, const float* x, int64_t n, uint8_t* out) {
 }
 
 void dequantize_row(QuantFormat f, const uint8_t* in, int64_t n, float* out) {
+  if (f == QuantFormat::nf4) {
+    quant_row_bytes(f, n);  // checks n
+    dequantize_nf4(in, n, out);
+    return;
+  }
   const int64_t blocks = quant_row_bytes(f, n) / quant_block_bytes(f);
   const int64_t elems = quant_block_elems(f), bytes = quant_block_bytes(f);
   for (int64_t b = 0; b < blocks; ++b) {

@@ -76,7 +76,8 @@ std::vector<QuantIsa> isas() {
 TEST(QuantLinear, DecodeRowsOnEveryIsa) {
   uint32_t seed = 1;
   for (QuantIsa isa : isas())
-    for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k})
+    for (QuantFormat f :
+         {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k, QuantFormat::nf4})
       for (int64_t m : {1, 2, 3, 5, 8}) check_linear(isa, f, {m, 37, 512}, seed++);
 }
 
@@ -84,7 +85,8 @@ TEST(QuantLinear, DecodeRowsOnEveryIsa) {
 TEST(QuantLinear, PrefillThreaded) {
   for (int threads : {1, 2}) {
     ThreadsScope scope(threads);
-    for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k})
+    for (QuantFormat f :
+         {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k, QuantFormat::nf4})
       check_linear(cpu::quant_isa(), f, {13, 301, 768}, 40 + threads);
   }
 }
@@ -96,7 +98,8 @@ TEST(QuantLinear, SimdMatchesScalar) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> dist(-1, 1);
   for (float& v : x) v = dist(rng);
-  for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k}) {
+  for (QuantFormat f :
+       {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k, QuantFormat::nf4}) {
     QuantizedWeight w = quantize_weight(Tensor::randn({out, in}), f);
     std::vector<float> ref(size_t(m * out)), y(size_t(m * out));
     cpu::quant_linear(QuantIsa::scalar, f, x.data(), m, in, w.blocks.data<uint8_t>(), out,

@@ -4,6 +4,7 @@
 #include "zenith/quant.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "support/op_check.h"
@@ -192,4 +193,71 @@ TEST(Quant, WeightsAndErrors) {
   EXPECT_TRUE(
       throws_with([&] { dequantize_weight(q); },
                   "[dequantize] q8_0 blocks of a [3, 32] weight must be [3, 34], got [3, 68]"));
+}
+
+// nf4 (QLoRA's NormalFloat with double quantization): the 16 levels, a row decoded by hand from
+// the layout in quant.h, and the round-trip error on a Gaussian row of two absmax groups.
+TEST(Quant, Nf4LevelsAndKnownRow) {
+  EXPECT_EQ(quant_from_name("NF4"), QuantFormat::nf4);
+  EXPECT_EQ(quant_block_elems(QuantFormat::nf4), 64);
+  EXPECT_EQ(quant_row_bytes(QuantFormat::nf4, 768), 12 * 33 + 4 + 4);
+  EXPECT_EQ(quant_row_bytes(QuantFormat::nf4, 64 * 300), 300 * 33 + 2 * 4 + 4);
+  EXPECT_EQ(kNf4Levels[0], -1.0f);
+  EXPECT_EQ(kNf4Levels[7], 0.0f);
+  EXPECT_EQ(kNf4Levels[15], 1.0f);
+  for (int k = 1; k < 16; ++k) EXPECT_LT(kNf4Levels[k - 1], kNf4Levels[k]);
+  EXPECT_NEAR(kNf4Levels[1], -0.6962, 1e-4);
+  EXPECT_NEAR(kNf4Levels[8], 0.0796, 1e-4);
+  // Two blocks: codes 10 and -4, scale 0.5, offset 3 -> absmax 8 and 1; byte j = 0xF0 | j % 16.
+  std::vector<uint8_t> row(size_t(quant_row_bytes(QuantFormat::nf4, 128)));
+  row[0] = 10, row[1] = uint8_t(int8_t(-4));
+  for (int j = 0; j < 64; ++j) row[2 + j] = uint8_t(0xF0 | (j % 16));
+  const float scale = 0.5f, offset = 3.0f;
+  std::memcpy(row.data() + 66, &scale, 4);
+  std::memcpy(row.data() + 70, &offset, 4);
+  std::vector<float> y(128);
+  dequantize_row(QuantFormat::nf4, row.data(), 128, y.data());
+  for (int j = 0; j < 64; ++j) {
+    const double absmax = j < 32 ? 8.0 : 1.0;
+    EXPECT_EQ(y[2 * j], absmax * 1.0) << j;
+    EXPECT_EQ(y[2 * j + 1], float(absmax * double(kNf4Levels[j % 16]))) << j;
+  }
+}
+
+TEST(Quant, Nf4RoundTripAgainstFloat64) {
+  const int64_t n = 64 * 300;
+  std::vector<float> x = gaussian(n, 13, 0.02f), y(static_cast<size_t>(n));
+  x[70] = 0.4f;  // an outlier in block 1
+  std::vector<uint8_t> row(size_t(quant_row_bytes(QuantFormat::nf4, n)));
+  quantize_row(QuantFormat::nf4, x.data(), n, row.data());
+  dequantize_row(QuantFormat::nf4, row.data(), n, y.data());
+  float offset, scales[2];
+  std::memcpy(scales, row.data() + 300 * 33, 8);
+  std::memcpy(&offset, row.data() + 300 * 33 + 8, 4);
+  double err2 = 0, norm = 0, err2_q4 = 0;
+  std::vector<uint8_t> q4(size_t(quant_row_bytes(QuantFormat::q4_0, n)));
+  std::vector<float> y4(static_cast<size_t>(n));
+  quantize_row(QuantFormat::q4_0, x.data(), n, q4.data());
+  dequantize_row(QuantFormat::q4_0, q4.data(), n, y4.data());
+  for (int64_t b = 0; b < 300; ++b) {
+    const double stored = double(offset) + double(scales[b / 256]) * int8_t(row[size_t(b)]);
+    double amax = 0;
+    for (int i = 0; i < 64; ++i) amax = std::max(amax, std::fabs(double(x[64 * b + i])));
+    // the 8-bit absmax: within half a step of its group's scale
+    ASSERT_NEAR(stored, amax, 0.51 * scales[b / 256] + 1e-7) << "block " << b;
+    for (int i = 0; i < 64; ++i) {
+      const uint8_t byte = row[size_t(300 + 32 * b + i / 2)];
+      const int q = i % 2 ? byte & 15 : byte >> 4;
+      const double ref = double(kNf4Levels[q]) * stored;
+      ASSERT_NEAR(y[64 * b + i], ref, 1e-6 * std::fabs(ref) + 1e-9) << "element " << 64 * b + i;
+      // the widest gap between levels is 1 - 0.6962: half of it, plus the absmax's rounding
+      ASSERT_LE(std::fabs(ref - x[64 * b + i]), 0.152 * stored + std::fabs(stored - amax) + 1e-7);
+      err2 += (ref - x[64 * b + i]) * (ref - x[64 * b + i]),
+          norm += double(x[64 * b + i]) * x[64 * b + i];
+      err2_q4 += std::pow(double(y4[64 * b + i]) - x[64 * b + i], 2);
+    }
+  }
+  // within 10% of q4_0's error (blocks of 32, f16 scales) at 4.13 bits an element, not 4.5
+  EXPECT_LT(std::sqrt(err2 / norm), 0.11);
+  EXPECT_LT(std::sqrt(err2 / norm), 1.1 * std::sqrt(err2_q4 / norm));
 }

@@ -1,5 +1,7 @@
 // The quantized linear layer's CPU kernel (quant_kernels.h): picks the instruction set once,
 // quantizes the activations, and splits the weight's rows over the claiming pool.
+#include <immintrin.h>
+
 #include <vector>
 
 #include "backend/cpu/claim_pool.h"
@@ -49,6 +51,44 @@ std::vector<Tensor> quantized_linear_kernel(const std::vector<Tensor>& in,
 
 ZENITH_REGISTER_KERNEL(quantized_linear, CPU, quantized_linear_kernel);
 
+// nf4 (QLoRA's NormalFloat, quant.h) has no integer dot product: each weight row is decoded to
+// float32 once and multiplied into every activation row with FMA.
+__attribute__((target("avx512f"))) float dot_avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+  return _mm512_reduce_add_ps(acc);
+}
+
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float s = 0;
+  for (float v : lanes) s += v;
+  return s;
+}
+
+float dot_scalar(const float* a, const float* b, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void nf4_rows(QuantIsa isa, const float* x, int64_t m, int64_t in, const uint8_t* w,
+              int64_t row_bytes, int64_t out, float* y, int64_t o0, int64_t o1) {
+  std::vector<float> row(size_t(in), 0.0f);
+  for (int64_t o = o0; o < o1; ++o) {
+    dequantize_row(QuantFormat::nf4, w + o * row_bytes, in, row.data());
+    for (int64_t r = 0; r < m; ++r)
+      y[r * out + o] = isa == QuantIsa::avx512_vnni ? dot_avx512(x + r * in, row.data(), in)
+                       : isa == QuantIsa::avx2      ? dot_avx2(x + r * in, row.data(), in)
+                                                    : dot_scalar(x + r * in, row.data(), in);
+  }
+}
+
 }  // namespace
 
 bool quant_isa_supported(QuantIsa isa) {
@@ -86,6 +126,16 @@ const char* quant_isa_name(QuantIsa isa) {
 void quant_linear(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_t in,
                   const uint8_t* w, int64_t out, float* y) {
   if (m == 0 || out == 0) return;
+  if (f == QuantFormat::nf4) {
+    const int64_t row_bytes = quant_row_bytes(f, in);
+    if (out * row_bytes < kParallelBytes)
+      return nf4_rows(isa, x, m, in, w, row_bytes, out, y, 0, out);
+    const int64_t chunk = std::max<int64_t>(4, kItemBytes / row_bytes / 4 * 4);
+    parallel_claim((out + chunk - 1) / chunk, [&](int64_t i) {
+      nf4_rows(isa, x, m, in, w, row_bytes, out, y, i * chunk, std::min(out, (i + 1) * chunk));
+    });
+    return;
+  }
   const int64_t blocks32 = in / 32, row_bytes = quant_row_bytes(f, in);
   std::vector<ActBlock> a(size_t(m * blocks32));
   for (int64_t r = 0; r < m; ++r) quantize_activations(x + r * in, in, a.data() + r * blocks32);
