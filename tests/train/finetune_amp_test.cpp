@@ -10,6 +10,7 @@
 
 #include "support/finetune_fixtures.h"
 #include "support/temp_dir.h"
+#include "zenith/cpu_features.h"
 
 namespace zenith::testing {
 namespace {
@@ -131,6 +132,25 @@ TEST(FinetuneAmp, BadLevelsAreErrors) {
     EXPECT_NE(std::string(e.what()).find("unknown --amp-dtype 'fp8' (bf16, fp16)"),
               std::string::npos);
   }
+}
+
+// The start banner says whether bf16 is arithmetic (AVX512_BF16: oneDNN's bf16 kernels) or a
+// storage format on this CPU.
+TEST(FinetuneAmp, BannerSaysWhichArithmetic) {
+  TempDir dir("finetune_amp_banner");
+  finetune::Options o = lora_options(dir.str());
+  o.max_steps = 1;
+  o.batch_size = 4;
+  o.amp = finetune::parse_amp("O1");
+  o.amp_dtype = finetune::parse_amp_dtype("bf16");
+  std::string amp_line;
+  finetune::run(o, pattern_data(8, 21), nullptr, [&](const std::string& line) {
+    if (line.starts_with("[finetune] amp O1:")) amp_line = line;
+  });
+  EXPECT_NE(amp_line.find(bf16_arithmetic() ? "; bf16 arithmetic (avx512_bf16)"
+                                            : "; float32 arithmetic (no avx512_bf16"),
+            std::string::npos)
+      << amp_line;
 }
 
 }  // namespace
