@@ -86,6 +86,9 @@ std::string lora_targets(const nn::LoraSettings& lora);
 struct Options {
   std::string model, data, eval_data, out;
   Method method = Method::lora;
+  // QLoRA (--method qlora): "nf4" or "q4_0" quantizes the frozen base's linear layers at load
+  // (zenith/quant.h); the adapter and its optimizer states stay float32. "": LoRA as is.
+  std::string quant;
   Init init = Init::pretrained;
   std::string model_config;
   // LoRA's settings (zenith/lora.h) with the recipe's defaults: r 8, alpha 16, dropout 0.05 on

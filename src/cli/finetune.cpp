@@ -33,6 +33,7 @@
 #include "cli/settings_schema.h"
 #include "zenith/communication.h"
 #include "zenith/context.h"
+#include "zenith/error.h"
 #include "zenith/gguf.h"
 
 namespace zenith::cli {
@@ -41,22 +42,27 @@ namespace {
 // The settings the CLI holds as text (flags, YAML) before they become finetune::Options' typed
 // values, and those of the command itself.
 struct CliSettings {
-  std::string method, init, lora_targets, schedule, amp, amp_dtype, mode;
+  std::string method, init, lora_targets, schedule, amp, amp_dtype, mode, quant;
   std::string progress = "auto";
   int64_t threads = 0;
   bool overwrite_output_dir = false;
 
   explicit CliSettings(const finetune::Options& o)
-      : method(finetune::name(o.method)),
+      : method(o.quant.empty() ? finetune::name(o.method) : "qlora"),
         init(finetune::name(o.init)),
         lora_targets(finetune::lora_targets(o.lora)),
         schedule(finetune::name(o.schedule)),
         amp(finetune::name(o.amp)),
         amp_dtype(finetune::amp_dtype_name(o.amp_dtype)),
-        mode(finetune::name(o.mode)) {}
+        mode(finetune::name(o.mode)),
+        quant(o.quant.empty() ? "nf4" : o.quant) {}
   // Into `o`; unknown names are errors naming the flag and the choices.
   void apply(finetune::Options& o) const {
-    o.method = finetune::parse_method(method);
+    // qlora is LoRA on a base quantized at load (--quant)
+    o.method = finetune::parse_method(method == "qlora" ? "lora" : method);
+    ZENITH_CHECK(method != "qlora" || quant == "nf4" || quant == "q4_0",
+                 "[finetune] --quant must be nf4 or q4_0, got '", quant, "'");
+    o.quant = method == "qlora" ? quant : "";
     o.init = finetune::parse_init(init);
     finetune::set_lora_targets(o.lora, lora_targets);
     o.schedule = finetune::parse_schedule(schedule);
@@ -80,7 +86,8 @@ SettingsSchema finetune_schema(finetune::Options& o, CliSettings& c) {
            "eval_log.json)")
       .add("overwrite-output-dir", c.overwrite_output_dir,
            "replace the run in a non-empty --out (its run files are deleted first)")
-      .add("method", c.method, "lora or full")
+      .add("method", c.method, "lora, qlora (LoRA on a 4-bit base, --quant) or full")
+      .add("quant", c.quant, "qlora's base format: nf4 (QLoRA's NormalFloat) or q4_0")
       .add("init", c.init, "pretrained, or random: train from scratch (with --method full)")
       .add("model-config", o.model_config,
            "config.json of the model --init random creates (default: --model's)")

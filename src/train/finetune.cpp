@@ -18,6 +18,7 @@
 #include "train/finetune_step.h"
 #include "train/finetune_zero.h"
 #include "zenith/autograd.h"
+#include "zenith/quant.h"
 #include "zenith/random.h"
 
 namespace zenith::finetune {
@@ -153,6 +154,7 @@ void Trainer::load_model() {
     adapted_ = models::add_lora(*model_, lora_);
     if (resumed_) models::load_lora(*model_, o_.resume);
     model_->freeze_base();
+    if (!o_.quant.empty()) model_->quantize(quant_from_name(o_.quant));  // QLoRA
   }
   model_->set_activation_checkpointing(o_.activation_checkpointing,
                                        o_.activation_checkpointing_policy);
