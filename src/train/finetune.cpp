@@ -475,19 +475,11 @@ void Trainer::save(int64_t step, const std::string& dir) {
 }
 
 void Trainer::save_gathered(int64_t step, const std::string& dir) {
+  const detail::Checkpoint c{
+      *model_, o_, lora_, *optimizer_, scaler_ ? &*scaler_ : nullptr, ranks_.world(), pad_to_};
   if (parallel_)  // collective: the shards gathered
-    return detail::save_parallel(
-        *parallel_, {*model_, o_, lora_, *optimizer_, nullptr, ranks_.world(), pad_to_}, step, dir,
-        ranks_.writes());
-  if (!ranks_.writes()) return;
-  detail::save_output({.model = *model_,
-                       .o = o_,
-                       .lora = lora_,
-                       .optimizer = *optimizer_,
-                       .scaler = scaler_ ? &*scaler_ : nullptr,
-                       .ranks = ranks_.world(),
-                       .pad_to = pad_to_},
-                      step, dir);
+    return detail::save_parallel(*parallel_, c, step, dir, ranks_.writes());
+  if (ranks_.writes()) detail::save_output(c, step, dir);
 }
 
 }  // namespace
