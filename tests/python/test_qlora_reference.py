@@ -49,8 +49,9 @@ def dequantize_q4_0(blocks):
 def test_qlora_adapter_in_the_pytorch_reference(zenith_binary, tmp_path):
     adapter, base = str(tmp_path / "adapter"), str(tmp_path / "q4_0")
     subprocess.run([zenith_binary, "finetune", "--model", MODEL, "--data", DATA,
-                    "--method", "qlora", "--quant", "q4_0", "--lora-targets", "all-linear", "--lr", "3e-3",
-                    "--max-steps", "4", "--batch-size", "4", "--threads", "1", "--out", adapter],
+                    "--method", "qlora", "--quant", "q4_0", "--lora-targets", "all-linear",
+                    "--lr", "3e-3", "--max-steps", "4", "--batch-size", "4", "--threads", "1",
+                    "--out", adapter],
                    check=True, capture_output=True)
     subprocess.run([zenith_binary, "quantize", "--model", MODEL, "--dtype", "q4_0", "--out", base],
                    check=True, capture_output=True)
