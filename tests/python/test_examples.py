@@ -39,7 +39,7 @@ def test_quickstart(python_env, tmp_path, fashion_mnist):
                str(tmp_path / "model.ckpt")], python_env, cwd=tmp_path)
     assert "Shape of image [N, C, H, W]: (64, 1, 28, 28) Float32" in out
     assert "Shape of label: (64,) Int32" in out
-    assert "Network(" in out and "loss: " in out and "[  0/100]" in out
+    assert "Network<" in out and "loss: " in out and "[  0/100]" in out
     acc = float(re.search(r"Accuracy: ([0-9.]+)%", out).group(1))
     assert acc > 55.0  # one epoch on 6400 images with SGD 0.01 (the full run: see README)
     assert "Done!" in out and "\n[]\n" in out and 'Predicted: "[' in out
