@@ -9,10 +9,10 @@
 
 #include "data/image_codec.h"
 #include "platform/deployments/deployment_store.h"
-#include "platform/deployments/tls_cert.h"
 #include "platform/http/http_guard.h"
 #include "platform/http/reply.h"
 #include "serve/image_header.h"
+#include "serve/listener.h"
 #include "serve/prometheus.h"
 #include "zenith/autograd.h"
 #include "zenith/data.h"
@@ -433,25 +433,13 @@ InferenceServer::InferenceServer(const std::string& package_dir, ServeOptions op
     if (warm) warm->promise.get_future().get();
   }
   m.warmed = true;
-  platform::HttpLimits limits;
-  limits.max_body_bytes = m.options.max_body_bytes;
-  limits.max_threads = size_t(std::max(4, m.options.http_threads));
-  limits.component = "serve";
-  if (m.options.tls) {
-    if (m.options.cert.empty() != m.options.key.empty())
-      ZENITH_FAIL("[serve] give both --cert and --key, or neither (a self-signed pair)");
-    if (m.options.cert.empty()) {
-      ZENITH_CHECK(!m.options.tls_dir.empty(), "[serve] no directory for the self-signed cert");
-      auto files = platform::ensure_self_signed_cert(m.options.tls_dir);
-      m.options.cert = files.cert;
-      m.options.key = files.key;
-    }
-    m.server = std::make_unique<platform::GuardedServer>(limits, m.options.cert, m.options.key);
-    m.cert = m.options.cert;
-  } else {
-    m.server = std::make_unique<platform::GuardedServer>(limits);
-  }
-  m.server->allow_host(m.options.host);
+  ListenerOptions listener{m.options.host,   m.options.max_body_bytes, m.options.http_threads,
+                           m.options.tls,    m.options.cert,           m.options.key,
+                           m.options.tls_dir};
+  m.server = make_listener(listener);
+  m.options.cert = listener.cert;
+  m.options.key = listener.key;
+  if (m.options.tls) m.cert = listener.cert;
   m.routes();
 }
 

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <random>
 
-#include "platform/deployments/tls_cert.h"
 #include "platform/http/api_token.h"
 #include "platform/http/reply.h"
+#include "serve/listener.h"
 #include "serve/llm/http_server_impl.h"
 #include "serve/llm/openai_response.h"
 #include "zenith/gguf.h"
@@ -245,25 +245,13 @@ LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
     m.engine->add_adapter(name, dir);
     m.adapter_dirs[name] = dir;
   }
-  platform::HttpLimits limits;
-  limits.max_body_bytes = m.options.max_body_bytes;
-  limits.max_threads = size_t(std::max(4, m.options.http_threads));
-  limits.component = "serve";
-  if (m.options.tls) {
-    if (m.options.cert.empty() != m.options.key.empty())
-      ZENITH_FAIL("[serve] give both --cert and --key, or neither (a self-signed pair)");
-    if (m.options.cert.empty()) {
-      ZENITH_CHECK(!m.options.tls_dir.empty(), "[serve] no directory for the self-signed cert");
-      auto files = platform::ensure_self_signed_cert(m.options.tls_dir);
-      m.options.cert = files.cert;
-      m.options.key = files.key;
-    }
-    m.server = std::make_unique<platform::GuardedServer>(limits, m.options.cert, m.options.key);
-    m.cert = m.options.cert;
-  } else {
-    m.server = std::make_unique<platform::GuardedServer>(limits);
-  }
-  m.server->allow_host(m.options.host);
+  ListenerOptions listener{m.options.host,   m.options.max_body_bytes, m.options.http_threads,
+                           m.options.tls,    m.options.cert,           m.options.key,
+                           m.options.tls_dir};
+  m.server = make_listener(listener);
+  m.options.cert = listener.cert;
+  m.options.key = listener.key;
+  if (m.options.tls) m.cert = listener.cert;
   m.routes();
 }
 
