@@ -238,8 +238,11 @@ function chat(service, serviceToken, content) {
        `(${await points(page, "chart-eval-step")} points) charted, its loss spike an alert`);
     // It has ended: the panels it never filled (no accuracy, epochs or communication in a
     // one-rank fine-tune, no profile) are hidden and named once; those with data stay.
+    // The profile's 404 arrives on its own poll, after the series: wait for both.
     await page.waitForFunction(() => /succeeded/.test(document.getElementById("job-title").textContent) &&
-                               !document.getElementById("job-unlogged").hidden, null, { timeout: 60000 });
+                               !document.getElementById("job-unlogged").hidden &&
+                               /Profile/.test(document.getElementById("job-unlogged").textContent),
+                               null, { timeout: 60000 });
     const panels = await page.evaluate(() => ({
       hidden: [...document.querySelectorAll("#job-charts .chart")].filter((b) => b.hidden).map((b) => b.id),
       shown: [...document.querySelectorAll("#job-charts .chart")].filter((b) => !b.hidden)
