@@ -2,6 +2,9 @@
 callback subclasses Callback and overrides on_train_step_end(run_context) etc."""
 
 import os
+import time
+
+import numpy as np
 
 from zenith import _zenith as _C
 from zenith._tensor import Tensor, float32
@@ -15,25 +18,6 @@ class _CppCallback:
 
     def _cpp(self):
         return self._cb
-
-
-class LossMonitor(_CppCallback):
-    """Prints 'epoch: E step: S, loss is L' every per_print_times steps, and each epoch's
-    mean loss."""
-
-    def __init__(self, per_print_times=1):
-        if isinstance(per_print_times, bool) or not isinstance(per_print_times, int) or \
-                per_print_times < 1:
-            raise ValueError(f"LossMonitor: per_print_times must be a positive int, got "
-                             f"{per_print_times!r}")
-        self._cb = _C.train.LossMonitor(per_print_times)
-
-
-class TimeMonitor(_CppCallback):
-    """Prints each epoch's time, time per step and images per second."""
-
-    def __init__(self, data_size=None):
-        self._cb = _C.train.TimeMonitor()
 
 
 class CheckpointConfig:
@@ -209,6 +193,67 @@ class Callback:
         pass
 
 
+class LossMonitor(Callback):
+    """Prints MindSpore's 'epoch: E step: S, loss is L' every per_print_times steps (0: never)
+    and, under Model.fit, 'Eval result: epoch E, metrics: {...}' after each evaluation; raises
+    ValueError on a NaN or infinite loss, as MindSpore's."""
+
+    def __init__(self, per_print_times=1):
+        if isinstance(per_print_times, bool) or not isinstance(per_print_times, int) or \
+                per_print_times < 0:
+            raise ValueError(f"LossMonitor: per_print_times must be an int >= 0, got "
+                             f"{per_print_times!r}")
+        self._per_print_times = per_print_times
+        self._last_print_time = 0
+        self._steps = 0  # this run's steps (MindSpore's cur_step_num; zenith's counts on)
+
+    def on_train_begin(self, run_context):
+        self._last_print_time = self._steps = 0
+
+    def on_train_step_end(self, run_context):
+        p = run_context.original_args()
+        self._steps += 1
+        loss = float(np.float32(p._data.loss))  # a float32 loss printed as MindSpore's float()
+        step = p.cur_step_in_epoch
+        if not np.isfinite(loss):
+            raise ValueError(f"In epoch: {p.cur_epoch_num} step: {step}, loss is NAN or INF, "
+                             f"training process cannot continue, terminating training.")
+        every = self._per_print_times
+        if every != 0 and self._steps - self._last_print_time >= every:
+            self._last_print_time = self._steps
+            print(f"epoch: {p.cur_epoch_num} step: {step}, loss is {loss}", flush=True)
+
+    def on_eval_end(self, run_context):
+        p = run_context.original_args()
+        names = getattr(p._model, "_metrics", None)
+        metrics = {k: v for k, v in p.eval_results.items() if not names or k in names}
+        if metrics:
+            print(f"Eval result: epoch {p.cur_epoch_num}, metrics: {metrics}", flush=True)
+
+
+class TimeMonitor(Callback):
+    """Prints MindSpore's 'Train epoch time: T ms, per step time: S ms' after each epoch
+    (per step: over the epoch's steps, else data_size)."""
+
+    def __init__(self, data_size=None, data_time=False):
+        if data_time:
+            raise ValueError("TimeMonitor: data_time=True is not supported by zenith yet")
+        self.data_size = data_size
+        self.epoch_time = time.time()
+
+    def on_train_epoch_begin(self, run_context):
+        self.epoch_time = time.time()
+
+    def on_train_epoch_end(self, run_context):
+        epoch_ms = (time.time() - self.epoch_time) * 1000
+        batch_num = run_context.original_args().batch_num
+        steps = batch_num if isinstance(batch_num, int) and batch_num > 0 else self.data_size
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"TimeMonitor: the step count must be a positive int, got {steps!r}")
+        print(f"Train epoch time: {epoch_ms:5.3f} ms, per step time: {epoch_ms / steps:5.3f} ms",
+              flush=True)
+
+
 _EVENTS = ("on_train_begin", "on_train_epoch_begin", "on_train_step_begin", "on_train_step_end",
            "on_train_epoch_end", "on_train_end", "on_eval_end")
 _LEGACY = {"on_train_begin": "begin", "on_train_epoch_begin": "epoch_begin",
@@ -254,17 +299,8 @@ def cpp_callbacks(callbacks, model):
 
 
 def _mindspore_lines(cb, model):
-    """What MindSpore's built-in callbacks do beyond zenith's C++ ones: LossMonitor prints
-    'Eval result: epoch E, metrics: {...}' after Model.fit's evaluations; ModelCheckpoint
-    saves <prefix>-<epoch>_<step>.ckpt at the end of training."""
-    if isinstance(cb, LossMonitor):
-        def dispatch(event, data):
-            p = RunContext(data, model).original_args()
-            names = getattr(model, "_metrics", None)
-            metrics = {k: v for k, v in p.eval_results.items() if not names or k in names}
-            print(f"Eval result: epoch {p.cur_epoch_num}, metrics: {metrics}",
-                  flush=True)
-        return _C.train.PyCallback(dispatch, {"on_eval_end"})
+    """What MindSpore's built-in callbacks do beyond zenith's C++ ones: ModelCheckpoint saves
+    <prefix>-<epoch>_<step>.ckpt at the end of training."""
     if isinstance(cb, ModelCheckpoint):
         def dispatch(event, data):
             cb._on_train_end(RunContext(data, model))
