@@ -1,13 +1,17 @@
 // models::Llama with quantized linear layers (GGML's blocks, include/zenith/quant.h): quantizing
 // at load, installing blocks read from a file, and the safetensors directory `zenith quantize`
-// writes (blocks as U8 tensors, config.json's quantization_config naming each layer's format).
+// writes (blocks as U8 tensors, config.json's quantization_config naming each layer's format),
+// and QLoRA's base quantized weight by weight as the file is read (models/llama_quant.h).
+#include "models/llama_quant.h"
+
+#include <malloc.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <optional>
 
 #include "core/allocator.h"
+#include "zenith/gguf.h"
 #include "zenith/hf.h"
-#include "zenith/llama.h"
 
 namespace zenith::models {
 namespace {
@@ -40,7 +44,79 @@ std::map<std::string, QuantFormat> quantized_layers(const LlamaConfig& config,
   return out;
 }
 
+// A quantized layer's weight until its blocks replace it: the float shape, allocated and never
+// written, so none of its pages becomes resident (a broadcast stand-in would be made contiguous,
+// and so written, by the model's constructor).
+Tensor stand_in(const Shape& shape) { return Tensor::empty(shape, DType::f32); }
+
+// The module path of a linear layer's weight ("model.layers.0.mlp.up_proj" of
+// "model.layers.0.mlp.up_proj.weight"; "lm_head"), or "" for any other tensor.
+std::string linear_path(const io::TensorInfo& info) {
+  static const std::string suffix = ".weight";
+  const std::string& n = info.name;
+  if (info.shape.size() != 2 || n == "model.embed_tokens.weight" || n.size() <= suffix.size() ||
+      n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return "";
+  return n.substr(0, n.size() - suffix.size());
+}
+
+std::shared_ptr<Llama> with_blocks(LlamaConfig config, std::map<std::string, Tensor> weights,
+                                   std::map<std::string, QuantizedWeight> blocks,
+                                   const std::string& dir) {
+  auto model = std::make_shared<Llama>(std::move(config), std::move(weights), dir);
+  for (auto& [path, w] : blocks) model->set_quantized_weight(path, std::move(w));
+  release_free_memory();  // the stand-ins' address space
+  return model;
+}
+
 }  // namespace
+
+void release_free_memory() {
+  core::empty_allocator_cache();
+  ::malloc_trim(0);
+}
+
+std::shared_ptr<Llama> load_quantizing(const std::string& dir, const std::string& format_name,
+                                       std::optional<DType> dtype) {
+  if (format_name.empty()) return Llama::from_pretrained(dir, dtype);
+  const QuantFormat format = quant_from_name(format_name);
+  if (is_gguf_file(dir)) {
+    auto model = Llama::from_pretrained(dir, dtype);
+    model->quantize(format);
+    return model;
+  }
+  ZENITH_CHECK(!dtype || is_floating(*dtype), "[llama] weights must be floating point, got ",
+               dtype_name(*dtype));
+  LlamaConfig config = load_llama_config(dir);
+  const std::vector<io::TensorInfo> listing = io::list_hf_state(dir);
+  check_llama_state(config, listing, dir);  // a wrong file fails before any data is read
+  // The stand-ins first, while the address space they take is fresh (mmap'd by glibc, never
+  // touched); a stand-in placed after a float weight is freed could reuse its resident pages.
+  core::empty_allocator_cache();
+  std::map<std::string, Tensor> weights;
+  std::map<std::string, QuantFormat> formats;
+  for (const io::TensorInfo& info : listing) {
+    const std::string path = linear_path(info);
+    if (path.empty()) continue;
+    if (std::optional<QuantFormat> f = layer_format(format, info.shape[1])) {
+      formats.emplace(path, *f);
+      weights.emplace(info.name, stand_in(info.shape));
+    }
+  }
+  std::map<std::string, QuantizedWeight> blocks;
+  for (const io::TensorInfo& info : listing) {
+    Tensor w = io::read_tensor(info);
+    auto f = formats.find(linear_path(info));
+    if (f != formats.end()) {
+      blocks[f->first] = quantize_weight(w, f->second);
+      w = Tensor();
+      core::empty_allocator_cache();  // the float weight goes back to the system
+    } else {
+      weights.emplace(info.name, dtype && w.dtype() != *dtype ? w.to(*dtype) : w);
+    }
+  }
+  return with_blocks(std::move(config), std::move(weights), std::move(blocks), dir);
+}
 
 std::map<std::string, QuantFormat> Llama::quantize(QuantFormat format) {
   std::map<std::string, QuantFormat> out;
@@ -50,7 +126,7 @@ std::map<std::string, QuantFormat> Llama::quantize(QuantFormat format) {
       out.emplace(path, *f);
     }
   }
-  core::empty_allocator_cache();  // the float weights' blocks go back to the system
+  release_free_memory();  // the float weights go back to the system
   return out;
 }
 
@@ -71,8 +147,8 @@ std::shared_ptr<Llama> load_quantized(const std::string& dir) {
   LlamaConfig config = load_llama_config(dir);
   const std::map<std::string, QuantFormat> formats = quantized_layers(config, dir);
   std::map<std::string, Tensor> weights = io::load_hf_state(dir);
-  // Each quantized layer's weight name gets a stand-in of the float shape that holds no memory
-  // (a broadcast zero) until its blocks replace it.
+  // Each quantized layer's weight name gets a stand-in of the float shape until its blocks
+  // replace it.
   std::map<std::string, QuantizedWeight> blocks;
   for (const auto& [path, format] : formats) {
     auto it = weights.find(path + ".weight");
@@ -86,11 +162,9 @@ std::shared_ptr<Llama> load_quantized(const std::string& dir) {
         shape_str(b.shape()));
     const int64_t in = b.size(1) / quant_block_bytes(format) * quant_block_elems(format);
     blocks[path] = {b, format, b.size(0), in};
-    it->second = Tensor::zeros({1, 1}).expand({b.size(0), in});
+    it->second = stand_in({b.size(0), in});
   }
-  auto model = std::make_shared<Llama>(std::move(config), std::move(weights), dir);
-  for (auto& [path, w] : blocks) model->set_quantized_weight(path, std::move(w));
-  return model;
+  return with_blocks(std::move(config), std::move(weights), std::move(blocks), dir);
 }
 
 void save_quantized(const Llama& model, const std::string& dir) {

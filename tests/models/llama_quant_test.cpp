@@ -1,7 +1,10 @@
 // models::Llama with quantized linear layers (src/models/llama_quant.cpp): logits follow the
 // float model within each format's error, q4_k's fallback, blocks kept bit for bit through
-// save_quantized / load_quantized (the perplexity bounds are checked through the command line,
-// tests/cli/quantize_cli_test.cpp).
+// save_quantized / load_quantized, and load_quantizing (QLoRA's base quantized weight by weight
+// as it is read) equal to loading whole and quantizing (the perplexity bounds are checked through
+// the command line, tests/cli/quantize_cli_test.cpp).
+#include "models/llama_quant.h"
+
 #include <gtest/gtest.h>
 
 #include "support/op_check.h"
@@ -86,6 +89,43 @@ TEST(LlamaQuant, SavedBlocksLoadUnchanged) {
   }
   Tensor ids = Tensor::randint(0, 96, {1, 7});
   EXPECT_TRUE(all_close(back->forward(ids), model.forward(ids), 0, 0));
+}
+
+// Quantizing each weight as it is read gives the blocks quantizing the whole model gives, the
+// other tensors in the asked dtype; nf4 leaves a layer whose inputs are no multiple of 64.
+TEST(LlamaQuant, QuantizingWhileReadingEqualsQuantizingAfter) {
+  TempDir tmp("llama_quantizing");
+  Llama(small_config(96, 256), DType::bf16).save_pretrained(tmp.str());
+  for (const char* format : {"nf4", "q4_0"}) {
+    auto whole = Llama::from_pretrained(tmp.str(), DType::f32);
+    const std::map<std::string, QuantFormat> layers = whole->quantize(quant_from_name(format));
+    auto streamed = models::load_quantizing(tmp.str(), format, DType::f32);
+    EXPECT_EQ(streamed->weight_dtype(), DType::f32);
+    auto a = whole->linear_layers(), b = streamed->linear_layers();
+    ASSERT_EQ(a.size(), b.size());
+    size_t quantized = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const QuantizedWeight *qa = a[i].second->quantized_weight(),
+                            *qb = b[i].second->quantized_weight();
+      ASSERT_EQ(qa == nullptr, qb == nullptr) << format << " " << a[i].first;
+      if (!qa) continue;
+      ++quantized;
+      EXPECT_EQ(qa->format, qb->format);
+      EXPECT_TRUE(all_close(qa->blocks.to(DType::f32), qb->blocks.to(DType::f32), 0, 0))
+          << format << " " << a[i].first;
+    }
+    EXPECT_EQ(quantized, layers.size()) << format;
+    // nf4: only down_proj (256 inputs) of each layer; the others take 96, no multiple of 64
+    EXPECT_EQ(quantized, std::string(format) == "nf4" ? 2u : 15u);
+    whole->eval();
+    streamed->eval();
+    Tensor ids = Tensor::randint(0, 96, {1, 7});
+    EXPECT_TRUE(all_close(streamed->forward(ids), whole->forward(ids), 0, 0)) << format;
+  }
+  EXPECT_EQ(models::load_quantizing(tmp.str(), "q8_0")->weight_dtype(), DType::bf16);
+  EXPECT_TRUE(
+      models::load_quantizing(tmp.str(), "")->linear_layers()[0].second->quantized_weight() ==
+      nullptr);
 }
 
 }  // namespace
