@@ -243,7 +243,8 @@ await step('an aborted stream leaves nothing running', async () => {
   let running = -1;
   for (let i = 0; i < 50 && running !== 0; i++) {
     await new Promise((r) => setTimeout(r, 100));
-    const text = await (await fetch(`${url}/metrics`)).text();
+    const headers = { authorization: `Bearer ${token}` };  // /metrics needs the token too
+    const text = await (await fetch(`${url}/metrics`, { headers })).text();
     running = Number(/^zenith:num_requests_running\{[^}]*\} (\S+)$/m.exec(text)[1]);
   }
   check(running === 0, `${running} still running`);

@@ -166,7 +166,15 @@ TEST(OpenAiRequest, ResponseFormatAndTools) {
                    {"json_schema", {{"name", "p"}, {"schema", {{"type", "object"}}}}}}}}),
       true);
   EXPECT_EQ(r.response_format, "json_schema");
-  EXPECT_EQ(r.json_schema, json({{"type", "object"}}));
+  EXPECT_EQ(r.json_schema.dump(), R"({"type":"object"})");
+  // The schema's properties stay in the order the request gave them, not sorted.
+  r = parse_request(
+      R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], "response_format":
+          {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object",
+          "properties": {"z": {"type": "integer"}, "a": {"type": "string"}}}}}})",
+      true);
+  EXPECT_EQ(r.json_schema["properties"].dump(),
+            R"({"z":{"type":"integer"},"a":{"type":"string"}})");
   EXPECT_EQ(error_of(chat_with({{"response_format", {{"type", "yaml"}}}})).param,
             "response_format.type");
   const json tools = {

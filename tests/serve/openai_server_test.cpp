@@ -142,6 +142,8 @@ TEST_F(OpenAiServerTest, HealthIsOpenAndEverythingElseNeedsTheServiceToken) {
   EXPECT_EQ(health->status, 200);
   EXPECT_FALSE(health->get_header_value("x-request-id").empty());
   expect_error(client("")->Get("/v1/models"), 401, "");
+  expect_error(client("")->Get("/metrics"), 401, "");
+  expect_error(client(other_token_)->Get("/metrics"), 403, "");
   expect_error(client(other_token_)->Get("/v1/models"), 403, "");
   expect_error(client("zt_nonsense")->Get("/v1/models"), 401, "");
   expect_error(post("/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", "/x"}}), 403, "");
@@ -376,7 +378,7 @@ TEST_F(OpenAiServerTest, AClientThatGoesAwayIsCancelled) {
   const std::string labels = "{model_name=\"fortunes\"}";
   std::string t;
   for (int i = 0; i < 100; ++i) {
-    t = client("")->Get("/metrics")->body;
+    t = client(token_)->Get("/metrics")->body;
     if (metric(t,
                "zenith:request_success_total{model_name=\"fortunes\",finished_reason=\"abort\"}") ==
         1)
@@ -413,7 +415,7 @@ TEST_F(OpenAiServerTest, MetricsCountWhatWasSent) {
               u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
     generated += u["completion_tokens"].get<int64_t>();
   }
-  auto m = client("")->Get("/metrics");  // open, as the KServe service's
+  auto m = client(token_)->Get("/metrics");
   ASSERT_TRUE(m);
   ASSERT_EQ(m->status, 200);
   const std::string& t = m->body;
@@ -437,6 +439,103 @@ TEST_F(OpenAiServerTest, MetricsCountWhatWasSent) {
                    "zenith_serve_requests_total{model=\"fortunes\",endpoint=\"completions\","
                    "status=\"200\"}"),
             3.0);
+}
+
+}  // namespace
+}  // namespace zenith::serve::llm
+
+namespace zenith::serve::llm {
+namespace {
+
+// /metrics answers the service's tokens and the platform's own (its monitor scrapes it with
+// DATA/token), nobody else.
+TEST_F(OpenAiServerTest, MetricsNeedTheServiceTokenOrThePlatforms) {
+  LlmServeOptions o = options();
+  o.admin_token = "zt_the_platforms_own_token";
+  start(o);
+  expect_error(client("")->Get("/metrics"), 401, "");
+  expect_error(client("zt_nonsense")->Get("/metrics"), 401, "");
+  expect_error(client(other_token_)->Get("/metrics"), 403, "");
+  for (const std::string& token : {token_, o.admin_token}) {
+    auto m = client(token)->Get("/metrics");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->status, 200) << m->body;
+    EXPECT_NE(m->body.find("zenith:num_requests_running"), std::string::npos);
+  }
+  // The platform's token opens /metrics only, not the completions.
+  expect_error(client(o.admin_token)->Get("/v1/models"), 401, "");
+}
+
+// A non-streaming request writes nothing until it is done, so only its socket says that its
+// client left: the route polls it and cancels. The client leaves while its request runs (the
+// engine held mid-run meanwhile); it ends as "abort" with fewer tokens than its solo run made,
+// and no more tokens come.
+TEST_F(OpenAiServerTest, ANonStreamingClientThatGoesAwayIsCancelled) {
+  start();
+  Engine& engine = server_->engine();
+  const json request = {{"model", "fortunes"},
+                        {"prompt", "You"},
+                        {"max_tokens", 240},
+                        {"temperature", 1},
+                        {"seed", 11}};
+  auto solo = post("/v1/completions", request);
+  ASSERT_TRUE(solo);
+  ASSERT_EQ(solo->status, 200) << solo->body;
+  const uint64_t solo_tokens = json::parse(solo->body)["usage"]["completion_tokens"];
+  ASSERT_GE(solo_tokens, 100u) << "the test needs a long request: " << solo->body;
+  const uint64_t before = engine.stats().generation_tokens;
+  {
+    auto c = std::make_unique<zenith::testing::RawConnection>(port_, server_->cert_path());
+    ASSERT_TRUE(c->connected());
+    const std::string body = request.dump();
+    c->send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token_ +
+            "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\n\r\n" + body);
+    for (int i = 0; i < 4000 && engine.stats().running == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(engine.stats().running, 1);
+    EngineHold hold(engine);  // the engine stops in the middle of the request
+    c.reset();                // the client leaves; its route notices within its 10 ms poll
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }  // the engine goes on
+  auto aborted = [&] {
+    auto f = engine.stats().finished;
+    return f.count("abort") ? f["abort"] : 0;
+  };
+  for (int i = 0; i < 400 && aborted() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::string t = client(token_)->Get("/metrics")->body;
+  EXPECT_EQ(
+      metric(t, "zenith:request_success_total{model_name=\"fortunes\",finished_reason=\"abort\"}"),
+      1.0)
+      << t;
+  EXPECT_EQ(metric(t, "zenith:num_requests_running{model_name=\"fortunes\"}"), 0.0) << t;
+  // Its tokens and the held request's (at most 4): fewer than the solo run's.
+  const uint64_t after = engine.stats().generation_tokens;
+  EXPECT_LT(after - before, solo_tokens + 4 - 1) << t;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(engine.stats().generation_tokens, after) << "tokens still generated";
+}
+
+// response_format's schema is read in the request's order: {"z", "a"} comes out z first.
+TEST_F(OpenAiServerTest, JsonSchemaPropertiesComeInTheSchemasOrder) {
+  start();
+  const std::string body = R"({"model": "fortunes", "max_tokens": 60, "temperature": 0,
+      "messages": [{"role": "user", "content": "Tell me a fortune"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "za", "strict": true,
+        "schema": {"type": "object", "properties": {"z": {"type": "integer"},
+          "a": {"type": "boolean"}}, "required": ["z", "a"]}}}})";
+  auto r = client(token_)->Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json answer = json::parse(r->body);
+  ASSERT_EQ(answer["choices"][0]["finish_reason"], "stop") << r->body;
+  const std::string text = answer["choices"][0]["message"]["content"];
+  const auto out = nlohmann::ordered_json::parse(text);
+  ASSERT_EQ(out.size(), 2u) << text;
+  EXPECT_EQ(out.begin().key(), "z") << text;
+  EXPECT_TRUE(out["z"].is_number_integer()) << text;
+  EXPECT_TRUE(out["a"].is_boolean()) << text;
 }
 
 }  // namespace

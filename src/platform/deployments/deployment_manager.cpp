@@ -18,6 +18,7 @@
 
 #include "core/atomic_file.h"
 #include "platform/deployments/tls_cert.h"
+#include "platform/http/api_token.h"
 #include "platform/jobs/quantity.h"
 
 extern char** environ;
@@ -461,9 +462,11 @@ void DeploymentManager::monitor() {
           endpoints.emplace_back(name, r->url);
     }
     // Request rates from each service's /metrics (outside the lock: a slow service must not
-    // hold up deploys).
+    // hold up deploys), with the server's own token: an LLM service's /metrics needs one.
+    const std::string token = endpoints.empty() ? std::string() : read_token(data_dir_);
     for (const auto& [name, url] : endpoints) {
       httplib::Client client(url);
+      if (!token.empty()) client.set_bearer_token_auth(token);
       client.enable_server_certificate_verification(true);
       client.set_ca_cert_path(cert_path_.c_str());
       client.set_connection_timeout(1);

@@ -23,6 +23,7 @@ namespace {
 using Clock = ConnectionState::Clock;
 
 thread_local ConnectionState* t_connection = nullptr;
+thread_local int t_socket = -1;  // the connection this thread serves, for client_gone()
 
 std::string lower(std::string s) {
   for (auto& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
@@ -224,6 +225,12 @@ void GuardedServer::install_hooks() {
       });
 }
 
+bool client_gone() {
+  if (t_socket < 0) return false;
+  pollfd p{t_socket, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
 bool GuardedServer::process_and_close_socket(socket_t sock) {
   const int read_ms = int(read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000);
   const int write_ms = int(write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000);
@@ -248,6 +255,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     ConnectionState state;
     state.limits = &limits_;
     t_connection = &state;
+    t_socket = int(sock);
     std::size_t count = keep_alive_max_count_;
     while (svr_sock_ != INVALID_SOCKET && count > 0 &&
            ((ssl && SSL_pending(ssl) > 0) ||
@@ -261,6 +269,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     }
     linger = state.close_after;
     t_connection = nullptr;
+    t_socket = -1;
   }
   if (ssl) {
     SSL_shutdown(ssl);

@@ -79,6 +79,11 @@ class GuardedServer : public httplib::Server {
 // "localhost", or one of `names` (case-insensitive).
 bool host_allowed(const std::string& host_header, const std::vector<std::string>& names);
 
+// Whether the client of the request this thread serves has gone: it closed or reset its end of
+// the connection (a half-close counts). A route that answers only when its work is done polls
+// this to stop that work. False on a thread that serves no connection.
+bool client_gone();
+
 // The role a request's token was given by the gate ("admin", "viewer"); "" when none.
 void set_request_role(const httplib::Request& req, const std::string& role);
 std::string request_role(const httplib::Request& req);

@@ -53,7 +53,7 @@ void LlmServer::Impl::count(const std::string& endpoint, int status, double seco
 }
 
 std::optional<platform::GateRefusal> LlmServer::Impl::authorize(const httplib::Request& req) {
-  if (req.path == "/health" || req.path == "/metrics") return std::nullopt;
+  if (req.path == "/health") return std::nullopt;
   const std::string h = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   if (h.empty())
@@ -62,9 +62,12 @@ std::optional<platform::GateRefusal> LlmServer::Impl::authorize(const httplib::R
                                  "`zenith token create --service " +
                                      options.name + "`)"};
   const std::string secret = h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : "";
+  const bool platform_admin =
+      !options.admin_token.empty() && platform::token_equals(secret, options.admin_token);
+  // The platform's monitor scrapes /metrics with the server's own token (DATA/token).
+  if (req.path == "/metrics" && platform_admin) return std::nullopt;
   if (admin_path(req.path)) {
-    if (!options.admin_token.empty() && platform::token_equals(secret, options.admin_token))
-      return std::nullopt;
+    if (platform_admin) return std::nullopt;
     auto record = tokens->find(secret);
     if (!record) return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
     if (record->role != "admin")

@@ -3,7 +3,8 @@
 // listener (platform/http/http_guard.h) and hashed service tokens as the KServe service.
 //
 //   GET  /health                     open: {"status": "ok"}
-//   GET  /metrics                    open: Prometheus text, vLLM's names under zenith:
+//   GET  /metrics                    Prometheus text, vLLM's names under zenith: with a token
+//                                    of the service or the platform's own (its monitor's)
 //   GET  /v1/models[/ID]             the base model and its adapters (with "parent"), or one
 //   POST /v1/chat/completions        OpenAI's chat API (stream: server-sent events)
 //   POST /v1/completions             OpenAI's legacy completions API

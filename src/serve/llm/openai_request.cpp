@@ -270,8 +270,7 @@ void parse_response_format(const Fields& f, Request& r) {
     if (!schema)
       throw bad("response_format.json_schema.schema",
                 "'response_format.json_schema.schema' is required");
-    r.json_schema = *schema;
-    jf.boolean("strict");
+    jf.boolean("strict");  // the schema itself is read in its order by parse_request
   } else if (r.response_format != "text" && r.response_format != "json_object") {
     throw bad("response_format.type",
               "'response_format.type' must be text, json_object or "
@@ -396,6 +395,8 @@ Request parse_request(const std::string& body, bool chat) {
     r.include_usage = Fields{*so, "stream_options."}.boolean("include_usage").value_or(false);
   }
   r.user = f.str("user").value_or("");
+  if (r.response_format == "json_schema")  // again, keeping the order of its properties
+    r.json_schema = nlohmann::ordered_json::parse(body)["response_format"]["json_schema"]["schema"];
   return r;
 }
 

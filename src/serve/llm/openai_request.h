@@ -65,7 +65,7 @@ struct Request {
   int top_logprobs = 0;
   bool stream = false, include_usage = false;
   std::string response_format = "text";  // text, json_object, json_schema
-  nlohmann::json json_schema;            // json_schema: its "schema"
+  nlohmann::ordered_json json_schema;    // json_schema: its "schema", properties in order
   std::string json_schema_name;
   std::vector<ToolFunction> tools;
   std::string tool_choice = "none";  // none, auto, required, or "function" (tool_name)

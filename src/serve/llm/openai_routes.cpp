@@ -5,6 +5,7 @@
 #include <deque>
 #include <random>
 
+#include "platform/http/http_guard.h"
 #include "platform/http/reply.h"
 #include "serve/llm/constraint.h"
 #include "serve/llm/http_server_impl.h"
@@ -132,10 +133,14 @@ void LlmServer::Impl::complete(const httplib::Request& req, httplib::Response& r
   }
 
   if (!q.stream) {
+    // Nothing is written until the answer is whole, so the socket itself says when its client
+    // went away: then its sequences stop within a step or two, as a stream's do.
     std::unique_lock lock(pending->mutex);
-    while (!pending->ready.wait_for(lock, std::chrono::milliseconds(200),
+    bool cancelled = false;
+    while (!pending->ready.wait_for(lock, std::chrono::milliseconds(10),
                                     [&] { return pending->unfinished == 0; }))
-      if (stopping) {
+      if (!cancelled && (stopping || platform::client_gone())) {
+        cancelled = true;
         const auto ids = pending->ids;
         lock.unlock();
         for (uint64_t id : ids) engine->cancel(id);
