@@ -14,11 +14,11 @@
 #include "core/trace_range.h"
 #include "distributed/parallelize_llama_train.h"
 #include "distributed/zero.h"
+#include "models/llama_quant.h"
 #include "train/finetune_run.h"
 #include "train/finetune_step.h"
 #include "train/finetune_zero.h"
 #include "zenith/autograd.h"
-#include "zenith/quant.h"
 #include "zenith/random.h"
 
 namespace zenith::finetune {
@@ -120,8 +120,8 @@ Trainer::Trainer(const Options& o, const Data& train, const Data* eval, const de
                                 .ranks = &ranks_,
                                 .scaler = scaler_ ? &*scaler_ : nullptr,
                                 // LoRA's adapter gradients summed in float64 over each step's
-                                // rows: the same float32 gradients whatever the ranks
-                                .float64_sums = o.method == Method::lora,
+                                // rows: equal whatever the ranks (ZeRO reduces float32 ones)
+                                .float64_sums = o.method == Method::lora && !zero_,
                                 .zero = zero_};
   settings.parallel = parallel_.get();
   if (o.inject_gradients)
@@ -136,9 +136,9 @@ Trainer::Trainer(const Options& o, const Data& train, const Data* eval, const de
 // full fine-tuning trains float32 weights.
 void Trainer::load_model() {
   const bool lora = o_.method == Method::lora, amp = o_.amp != Amp::O0;
-  if (lora)
-    model_ = amp ? models::Llama::from_pretrained(o_.model, o_.amp_dtype)
-                 : models::Llama::from_pretrained(o_.model);
+  if (lora)  // QLoRA (--quant): each base weight quantized as it is read
+    model_ = models::load_quantizing(o_.model, o_.quant,
+                                     amp ? std::optional(o_.amp_dtype) : std::nullopt);
   else if (resumed_)
     model_ = models::Llama::from_pretrained(o_.resume, DType::f32);
   else if (o_.init == Init::random)  // pretraining from scratch: transformers' initialisation
@@ -154,7 +154,6 @@ void Trainer::load_model() {
     adapted_ = models::add_lora(*model_, lora_);
     if (resumed_) models::load_lora(*model_, o_.resume);
     model_->freeze_base();
-    if (!o_.quant.empty()) model_->quantize(quant_from_name(o_.quant));  // QLoRA
   }
   model_->set_activation_checkpointing(o_.activation_checkpointing,
                                        o_.activation_checkpointing_policy);

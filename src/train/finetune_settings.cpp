@@ -130,17 +130,21 @@ nlohmann::json run_settings(const Options& o, int ranks, int64_t pad_to) {
           {"amp_dtype", amp_dtype_name(o.amp_dtype)}};
 }
 
-// ZeRO in finetune: stages 1 to 3 on full fine-tuning's step (stage 3 in float32); what reads
-// every full gradient (fp16's loss scaler) does not take it yet.
+// ZeRO in finetune: stages 1 to 3 on full fine-tuning's or LoRA's step (stage 3 in float32);
+// what reads every full gradient (fp16's loss scaler) does not take it yet.
 static void check_zero_options(const Options& o) {
   if (o.zero_stage == 0) return;
   ZENITH_CHECK(o.zero_stage >= 1 && o.zero_stage <= 3,
                "[finetune] --zero must be 0, 1, 2 or 3, got ", o.zero_stage);
   ZENITH_CHECK(o.zero_stage < 3 || o.amp == Amp::O0,
                "[finetune] --zero 3 trains float32 weights: drop --amp");
-  ZENITH_CHECK(o.method == Method::full,
-               "[finetune] --zero shards full fine-tuning's state: it needs --method full (LoRA's "
-               "adapters and their AdamW state are small)");
+  // LoRA: the adapters and their AdamW state are sharded, the frozen base stays whole on every
+  // rank. Stage 3 recomputes each layer's forward in backward: a dropout mask drawn anew there
+  // would differ from the forward's.
+  ZENITH_CHECK(o.zero_stage < 3 || o.method != Method::lora || o.lora.lora_dropout == 0,
+               "[finetune] --zero 3 with --method lora recomputes each layer in backward: it "
+               "needs --lora-dropout 0, got ",
+               o.lora.lora_dropout);
   ZENITH_CHECK(o.mode == Mode::pynative, "[finetune] --zero runs in --mode pynative");
   ZENITH_CHECK(o.amp == Amp::O0 || o.amp_dtype != DType::f16,
                "[finetune] --zero with fp16 loss scaling is not supported: use --amp-dtype bf16");

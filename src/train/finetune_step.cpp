@@ -7,6 +7,7 @@
 #include "distributed/zero.h"
 #include "distributed/zero_llama.h"
 #include "models/llama_loss.h"
+#include "train/finetune_zero_lora.h"
 #include "zenith/optim.h"
 
 namespace zenith::finetune::detail {
@@ -125,8 +126,8 @@ Step::Outcome Step::run_parallel(const std::vector<Batch>& micro,
 // gradients are summed.
 Tensor Step::forward_loss(const Batch& b, const Tensor& weight, int64_t targets) {
   core::TraceRange range(core::Range::forward);
-  if (settings_.zero && settings_.zero->stage() == 3)
-    return distributed::zero3_llama_loss(
+  if (settings_.zero && settings_.zero->stage() == 3)  // LoRA: the frozen base whole everywhere
+    return (has_frozen_parameters(model_) ? zero3_lora_loss : distributed::zero3_llama_loss)(
         model_, settings_.zero, b.input_ids, b.attention_mask, b.labels,
         targets > 0 ? double(b.targets) / double(targets) : 0.0, b.targets > 0);
   if (settings_.graph)  // the weight is the graph's input: a replay follows each step's targets

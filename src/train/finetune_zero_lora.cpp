@@ -1,0 +1,81 @@
+#include "train/finetune_zero_lora.h"
+
+#include "models/llama_layers.h"
+#include "models/llama_loss.h"
+#include "zenith/error.h"
+
+namespace zenith::finetune::detail {
+namespace {
+
+// The ZeRO parameters of `module`: its trainable ones (the frozen ones are whole everywhere).
+std::vector<size_t> trainable_indices(const distributed::ZeroOptimizer& zero,
+                                      const nn::Cell& module) {
+  std::vector<size_t> out;
+  for (const auto& [name, p] : module.named_parameters()) {
+    if (!p.requires_grad()) continue;
+    const int i = zero.index_of(p);
+    ZENITH_CHECK(i >= 0, "[finetune] parameter '", name, "' of ", module.type_name(),
+                 " is trainable but not among the ZeRO optimizer's parameters");
+    out.push_back(size_t(i));
+  }
+  return out;
+}
+
+// fn(x), through ZeRO-3 when `module` has trainable parameters; a frozen module runs as is.
+Tensor through(const std::shared_ptr<distributed::ZeroOptimizer>& zero, const nn::Cell& module,
+               std::function<Tensor(const Tensor&)> fn, const Tensor& x) {
+  std::vector<size_t> params = trainable_indices(*zero, module);
+  if (params.empty()) return fn(x);
+  return distributed::sharded_forward(zero, std::move(params), std::move(fn), x);
+}
+
+}  // namespace
+
+bool has_frozen_parameters(const models::Llama& model) {
+  for (const auto& [name, p] : model.named_parameters())
+    if (!p.requires_grad()) return true;
+  return false;
+}
+
+Tensor zero3_lora_loss(models::Llama& model,
+                       const std::shared_ptr<distributed::ZeroOptimizer>& zero,
+                       const Tensor& input_ids, const Tensor& attention_mask, const Tensor& labels,
+                       double weight, bool has_targets) {
+  const models::LlamaConfig& c = model.config();
+  ZENITH_CHECK(c.rope_scaling.type == models::RopeScaling::Type::none,
+               "[finetune] --zero 3 with --method lora: rope scaling is not supported");
+  std::shared_ptr<models::detail::DecoderCell> decoder;
+  for (const auto& [name, cell] : model.named_children())
+    if (name == "model") decoder = std::dynamic_pointer_cast<models::detail::DecoderCell>(cell);
+  ZENITH_CHECK(decoder, "[finetune] the model has no LlamaModel under 'model'");
+  auto embed = decoder->embed_tokens;
+  Tensor x = through(
+      zero, *embed, [embed](const Tensor& t) { return embed->forward(t); }, input_ids);
+  models::detail::LayerContext ctx;
+  ops::RopeOptions rope;
+  rope.theta = c.rope_theta;
+  const int64_t t = input_ids.size(1);
+  std::tie(ctx.cos, ctx.sin) =
+      ops::rope_cos_sin(ops::rope_inv_freq(c.head_dim, rope), Tensor::arange(t).view({1, t}));
+  ctx.key_padding_mask = attention_mask;
+  for (const auto& layer : decoder->layers)
+    x = through(
+        zero, *layer, [layer, ctx](const Tensor& h) { return layer->forward(h, ctx); }, x);
+  auto norm = decoder->norm;
+  x = through(
+      zero, *norm, [norm](const Tensor& h) { return norm->forward(h); }, x);
+  // The output layer: under LoRA frozen (an adapter on lm_head is trained through ZeRO too).
+  models::Llama* m = &model;
+  auto head = [m, labels, weight, has_targets](const Tensor& h) {
+    Tensor logits = m->head(h);
+    return has_targets ? ops::mul(models::causal_lm_loss(logits, labels), weight)
+                       : ops::mul(ops::sum(logits), 0.0);
+  };
+  std::vector<size_t> head_params;
+  for (const auto& [name, cell] : model.named_children())
+    if (name == "lm_head") head_params = trainable_indices(*zero, *cell);
+  if (head_params.empty()) return head(x);
+  return distributed::sharded_forward(zero, std::move(head_params), head, x);
+}
+
+}  // namespace zenith::finetune::detail

@@ -1,0 +1,103 @@
+// The combinations of `zenith finetune`'s parallel modes with LoRA, evaluation data and --resume,
+// as a user runs them, each against one process with the same global batch: the same losses,
+// gradient norms and eval losses (1e-5 relative), and the same PEFT adapter or model at the end.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "support/checkpoint_compare.h"
+#include "support/run_zenith.h"
+#include "support/temp_dir.h"
+
+namespace zenith::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sequences whose later tokens follow from the first (id + 1), the first two not learned;
+// `ragged`: of lengths 6 to 14 (the ranks' micro-batches pad differently), else all 12 long.
+void write_data(const fs::path& path, int count, uint64_t seed, bool ragged) {
+  std::ofstream out(path);
+  uint64_t s = seed;
+  for (int i = 0; i < count; ++i) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int len = ragged ? 6 + int((s >> 33) % 9) : 12;
+    nlohmann::json ids = nlohmann::json::array(), labels = nlohmann::json::array();
+    for (int t = 0, id = 3 + int((s >> 20) % 500); t < len; ++t, ++id) {
+      ids.push_back(id);
+      labels.push_back(t < 2 ? -100 : id);
+    }
+    out << nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
+  }
+}
+
+std::map<std::string, std::map<int64_t, double>> read_metrics(const fs::path& file) {
+  std::map<std::string, std::map<int64_t, double>> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    out[j["name"]][j["step"].get<int64_t>()] = j["value"].get<double>();
+  }
+  return out;
+}
+
+class FinetuneHybrid : public ::testing::Test {
+ protected:
+  void SetUp() override { ::setenv("ZENITH_DATA", (root_ / "platform").c_str(), 1); }
+  // A run of `steps` steps on train.jsonl with eval.jsonl, writing to root_/out.
+  std::string args(const std::string& method, const std::string& out, int steps = 3) const {
+    return "finetune --model " + std::string(ZENITH_SOURCE_DIR) +
+           "/examples/llm/demo-llama --data " + (root_ / "train.jsonl").string() + " --eval-data " +
+           (root_ / "eval.jsonl").string() + " --method " + method +
+           " --lora-targets all-linear --lora-dropout 0 --lr 1e-3 --warmup-steps 0 "
+           "--schedule constant --max-steps " +
+           std::to_string(steps) + " --out " + (root_ / out).string();
+  }
+  // `got`'s losses, gradient norms and eval losses within 1e-5 of `want`'s (`steps` of them), and
+  // its output file within `tolerance` (AdamW's first steps turn float32 sums in another order
+  // into 1e-5 relative).
+  void expect_as(const std::string& want, const std::string& got, const std::string& file,
+                 double tolerance, int tensors, size_t steps = 3) {
+    auto a = read_metrics(root_ / want / "metrics.jsonl");
+    auto b = read_metrics(root_ / got / "metrics.jsonl");
+    ASSERT_EQ(b["loss"].size(), steps) << got;
+    ASSERT_FALSE(a["eval/loss"].empty()) << want;
+    for (const char* name : {"loss", "grad_norm", "eval/loss"})
+      for (const auto& [step, value] : a[name])
+        EXPECT_NEAR(b[name][step], value, 1e-5 * std::abs(value))
+            << got << " " << name << " step " << step;
+    EXPECT_TRUE(same_parameters((root_ / want / file).string(), (root_ / got / file).string(),
+                                tolerance, tensors))
+        << got;
+  }
+  TempDir dir_{"finetune_hybrid"};
+  fs::path root_ = dir_.path();
+};
+
+// LoRA under --zero 1, 2 and 3 on 2 ranks of 2 examples trains as one process of 4: the
+// adapters' AdamW states (and at stages 2 and 3 their gradients, at 3 the adapters themselves)
+// sharded, the frozen base whole on every rank; the same PEFT adapter files written at the end.
+TEST_F(FinetuneHybrid, LoraUnderZeroMatchesOneProcess) {
+  write_data(root_ / "train.jsonl", 12, 7, true);
+  write_data(root_ / "eval.jsonl", 5, 8, true);
+  CliResult single = run_zenith(args("lora", "single") + " --batch-size 4");
+  ASSERT_EQ(single.code, 0) << single.output;
+  const nlohmann::json config =
+      nlohmann::json::parse(std::ifstream(root_ / "single/adapter_config.json"));
+  for (const char* stage : {"1", "2", "3"}) {
+    const std::string out = std::string("zero") + stage;
+    CliResult zero = run_zenith(args("lora", out) + " --batch-size 2 --nproc 2 --zero " + stage);
+    ASSERT_EQ(zero.code, 0) << zero.output;
+    EXPECT_NE(zero.output.find(std::string("rank 1: ZeRO stage ") + stage), std::string::npos)
+        << zero.output;
+    expect_as("single", out, "adapter_model.safetensors", 1e-4, 28);
+    EXPECT_EQ(nlohmann::json::parse(std::ifstream(root_ / out / "adapter_config.json")), config)
+        << out;
+  }
+}
+
+}  // namespace
+}  // namespace zenith::testing
