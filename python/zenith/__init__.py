@@ -33,6 +33,7 @@ from zenith import _ms_ops, _ms_tensor
 from zenith._export import export, load
 from zenith._jit import COMPATIBLE, LAX, STRICT, JitConfig, jit, jit_class
 from zenith._ms_tensor import COOTensor, CSRTensor
+from zenith._uint32 import uint32
 from zenith._unsupported import UnsupportedError, unsupported as _unsupported
 from zenith import amp, common, experimental, mindrecord
 from zenith.amp import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager
@@ -51,13 +52,15 @@ _ms_math.install()
 _ms_scatter.install()
 _ms_prims3.install()
 _ms_tensor.install()
+from zenith import _uint32  # noqa: E402
+_uint32.install()
 __getattr__ = _unsupported(__name__)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Error", "Tensor", "Parameter", "ParameterTuple", "dtype", "float16", "float32", "float64",
-    "bfloat16", "int32", "int64", "uint8", "bool_",
+    "bfloat16", "int32", "int64", "uint8", "uint32", "bool_",
     "PYNATIVE_MODE", "GRAPH_MODE", "set_context", "get_context", "set_seed", "get_seed",
     "ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
     "reset_auto_parallel_context",

@@ -106,7 +106,7 @@ def _getitem(self, index):
                     raise IndexError("a boolean index must be 1-d")
                 import numpy as np
                 idx = _as_tensor(np.nonzero(idx.asnumpy())[0].astype(np.int64))
-            elif idx.dtype not in (int32, int64):
+            elif idx.dtype not in (int32, int64) and idx.dtype.name != "uint32":
                 raise IndexError(f"tensors used as indices must be integer or bool, got {idx.dtype}")
             if idx.ndim == 0:
                 out = out._select(dim, int(idx.item()))

@@ -21,9 +21,9 @@ def test_fashion_mnist_reads_debians_files(fashion_mnist):
     assert train.get_col_names() == ["image", "label"]
     image, label = next(iter(train))
     assert image.shape == (28, 28, 1) and image.dtype == zenith.uint8
-    assert label.dtype == zenith.int64 and label.item() == 9  # the first training item: boot
+    assert label.dtype == zenith.uint32 and label.item() == 9  # the first training item: boot
     assert train.output_shapes() == [[28, 28, 1], []]
-    assert train.output_types() == [zenith.uint8, zenith.int64]
+    assert train.output_types() == [zenith.uint8, zenith.uint32]
     assert ds.FashionMnistDataset(fashion_mnist).get_dataset_size() == 70000
     assert ds.MnistDataset(fashion_mnist, usage="test", num_samples=5).get_dataset_size() == 5
 

@@ -12,8 +12,10 @@ are called on those threads with the GIL taken for the call only.
 import atexit
 import weakref
 
+import numpy as np
+
 from zenith import _zenith as _C
-from zenith._tensor import Tensor
+from zenith._tensor import Tensor, int64
 from zenith.dataset import config, text, transforms, vision
 
 __all__ = [
@@ -70,6 +72,9 @@ class Dataset:
         self._ds = cpp
         self._parent = parent
         self._epoch = 0
+        # Columns of zenith.uint32 (MindSpore's UInt32 labels): int64 in the C++ pipeline,
+        # uint32 where they come out (iterators, output_types).
+        self._uint32 = parent._uint32 if parent is not None else frozenset()
 
     # ---- building
     def _derive(self, cpp):
@@ -84,7 +89,13 @@ class Dataset:
         if output_columns is not None and _column(output_columns, "output_columns") != column:
             raise ValueError("map: output_columns must equal input_columns")
         workers = 0 if num_parallel_workers is None else int(num_parallel_workers)
-        return self._derive(self._ds.map(_operations(operations), column, workers))
+        out = self._derive(self._ds.map(_operations(operations), column, workers))
+        if column is None:
+            column = self.get_col_names()[0]
+        ops = operations if isinstance(operations, (list, tuple)) else [operations]
+        to_uint32 = bool(ops) and getattr(ops[-1], "_to_uint32", False)
+        out._uint32 = (self._uint32 | {column}) if to_uint32 else (self._uint32 - {column})
+        return out
 
     def shuffle(self, buffer_size):
         """A new permutation of the whole dataset every epoch (from the seed and the epoch;
@@ -134,7 +145,14 @@ class Dataset:
 
     def output_types(self):
         """The dtypes of the first item's columns."""
-        return [t.dtype for t in self._ds.get(0, 0)]
+        from zenith._uint32 import uint32
+        return [uint32 if name in self._uint32 else t.dtype
+                for name, t in zip(self.get_col_names(), self._ds.get(0, 0))]
+
+    def _with_uint32(self, columns):
+        """self, its columns named in columns coming out as zenith.uint32."""
+        self._uint32 = self._uint32 | frozenset(columns)
+        return self
 
     def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False,
                               do_copy=True):
@@ -164,6 +182,7 @@ class _Iterator:
         names = dataset.get_col_names()
         self._names = names
         self._select = None
+        self._uint32 = [i for i, name in enumerate(names) if name in dataset._uint32]
         if columns is not None:
             unknown = [c for c in columns if c not in names]
             if unknown:
@@ -191,6 +210,11 @@ class _Iterator:
         if row is None:
             self.close()
             raise StopIteration
+        if self._uint32:
+            from zenith._uint32 import to_uint32
+            row = list(row)
+            for i in self._uint32:
+                row[i] = to_uint32(row[i])
         if self._select is not None:
             row = [row[i] for i in self._select]
         if self._numpy:
@@ -251,12 +275,14 @@ def _usage(usage):
 
 class MnistDataset(Dataset):
     """MNIST IDX files (gzipped or not) in dataset_dir: columns image (uint8 HWC, 28x28x1) and
-    label (int64). usage 'train', 'test' or 'all' (default); shuffled unless shuffle=False."""
+    label (zenith.uint32, as MindSpore's). usage 'train', 'test' or 'all' (default); shuffled
+    unless shuffle=False."""
 
     def __init__(self, dataset_dir, usage=None, num_samples=None, num_parallel_workers=None,
                  shuffle=None, sampler=None, num_shards=None, shard_id=None, cache=None):
         super().__init__(_source(_C.data.MnistDataset(str(dataset_dir), _usage(usage)),
                                  num_samples, shuffle, num_shards, shard_id, sampler))
+        self._with_uint32(["label"])
 
 
 class FashionMnistDataset(Dataset):
@@ -269,16 +295,18 @@ class FashionMnistDataset(Dataset):
             dataset_dir = _C.data.default_dir("fashion-mnist")
         super().__init__(_source(_C.data.FashionMnistDataset(str(dataset_dir), _usage(usage)),
                                  num_samples, shuffle, num_shards, shard_id, sampler))
+        self._with_uint32(["label"])
 
 
 class Cifar10Dataset(Dataset):
     """CIFAR-10 binary files (cifar-10-batches-bin: data_batch_1..5.bin, test_batch.bin):
-    image (uint8 32x32x3), label (int64)."""
+    image (uint8 32x32x3), label (zenith.uint32, as MindSpore's)."""
 
     def __init__(self, dataset_dir, usage=None, num_samples=None, num_parallel_workers=None,
                  shuffle=None, sampler=None, num_shards=None, shard_id=None, cache=None):
         super().__init__(_source(_C.data.Cifar10Dataset(str(dataset_dir), _usage(usage)),
                                  num_samples, shuffle, num_shards, shard_id, sampler))
+        self._with_uint32(["label"])
 
 
 class ImageFolderDataset(Dataset):
@@ -338,15 +366,58 @@ class GeneratorDataset(Dataset):
             default_shuffle = False
         else:
             default_shuffle = True
+        from zenith._uint32 import uint32
+        first = _first_row(source, len(names))
+        wide = {name for name, column in zip(names, first) if _holds_uint32(column)}
+        if wide:
+            source = _Int64Columns(source, [i for i, c in enumerate(first) if _holds_uint32(c)])
         cpp = _C.data.GeneratorDataset(source, len(source), names)
         if num_parallel_workers and num_parallel_workers > 1:
             cpp = cpp.map([], "", int(num_parallel_workers))
         if column_types is not None:
             for name, t in zip(names, column_types):
-                cpp = cpp.map([_C.data.TypeCast(t)], name, 0)
+                wide = wide | {name} if t is uint32 else wide - {name}
+                cpp = cpp.map([_C.data.TypeCast(int64 if t is uint32 else t)], name, 0)
         super().__init__(_source(cpp, num_samples, shuffle, num_shards, shard_id, sampler,
                                  default_shuffle))
+        self._with_uint32(wide)
         self._source_ref = source
+
+
+def _holds_uint32(value):
+    """Whether value is a numpy uint32 array or scalar, or a zenith.uint32 tensor."""
+    from zenith._uint32 import uint32
+    dtype = getattr(value, "dtype", None)
+    return dtype is uint32 or (isinstance(dtype, np.dtype) and dtype == np.uint32)
+
+
+class _Int64Columns:
+    """source's items with their uint32 columns (indices) as int64, which the pipeline
+    carries them in."""
+
+    def __init__(self, source, indices):
+        self._source, self._indices = source, indices
+
+    def __len__(self):
+        return len(self._source)
+
+    def __getitem__(self, i):
+        row = self._source[i]
+        if not isinstance(row, tuple):
+            return np.asarray(row).astype(np.int64)
+        row = list(row)
+        for k in self._indices:
+            row[k] = np.asarray(row[k]).astype(np.int64)
+        return tuple(row)
+
+
+def _first_row(source, columns):
+    """The columns of the first item of a list or tuple source (what says a column is
+    uint32); [] for other sources, which are read on the pipeline's threads only."""
+    if not isinstance(source, (list, tuple)) or len(source) == 0:
+        return []
+    row = source[0]
+    return row if isinstance(row, tuple) and len(row) == columns else [row]
 
 
 class NumpySlicesDataset(Dataset):
@@ -375,6 +446,7 @@ class NumpySlicesDataset(Dataset):
             raise ValueError("NumpySlicesDataset: every column needs the same first dimension")
         super().__init__(_source(_C.data.TensorDataset(tensors, names), num_samples, shuffle,
                                  num_shards, shard_id, sampler))
+        self._with_uint32(name for name, c in zip(names, columns) if _holds_uint32(c))
 
 from zenith.dataset import more as _more  # noqa: E402
 from zenith.dataset.more import *  # noqa: E402,F401,F403  (listed in more.__all__)

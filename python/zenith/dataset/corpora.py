@@ -4,7 +4,7 @@ Sogou News, Yahoo Answers, Yelp Review), IMDB, SST-2, Penn Treebank, WikiText, E
 CoNLL-2000, UD POS, Multi30k, and the image sets EMNIST, QMNIST, Semeion and USPS.
 
 String columns come out as numpy str arrays (zenith's pipeline carries no String tensors); the
-image sets' labels are int64 as MnistDataset's (MindSpore: uint32, which zenith's tensors lack)."""
+image sets' labels are int64 (MindSpore: uint32, as zenith's MnistDataset gives them)."""
 
 import bz2
 import csv
