@@ -200,6 +200,16 @@ struct QuantizedLinearAttrs {
   }
 };
 
+// paged_attention: scores = q k^T scale over each token's own sequence (causal within it).
+struct PagedAttentionAttrs {
+  double scale = 1.0;
+  bool operator==(const PagedAttentionAttrs&) const = default;
+  template <typename F>
+  void fields(F&& f) const {
+    f("scale", scale);
+  }
+};
+
 // softmax / log_softmax (and gradients) over one non-negative dim.
 struct SoftmaxAttrs {
   int64_t dim = 0;

@@ -304,6 +304,20 @@ void add_transformer(std::vector<OpCase>& cases) {
                    Check::kGradient,
                    2e-2,
                    2e-2});
+  // Inference only (no gradient): 2 sequences over shuffled blocks of 3 positions, GQA 4 / 2.
+  auto i32 = [](std::vector<int64_t> v, const Shape& shape) {
+    return Tensor::from_vector(v, shape).to(DType::i32);
+  };
+  const Tensor table = i32({5, 0, 3, 2, 4, 1}, {2, 3});
+  const Tensor seq = i32({0, 1, 1, 0}, {4}), pos = i32({7, 2, 3, 8}, {4});
+  cases.push_back({"paged_attention gqa, 2 sequences",
+                   {OpId::paged_attention},
+                   [table, seq, pos](const std::vector<Tensor>& x) {
+                     return ops::paged_attention(x[0], x[1], x[2], table, seq, pos);
+                   },
+                   {random_input({1, 4, 4, 5}, DType::f64, true), random_input({6, 3, 2, 5}),
+                    random_input({6, 3, 2, 5})},
+                   Check::kForward});
 }
 
 void add_softmax_and_losses(std::vector<OpCase>& cases) {
