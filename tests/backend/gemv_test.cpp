@@ -1,12 +1,13 @@
 // The decode GEMV (src/backend/cpu/gemv.cpp) against a float64 reference on float32, bfloat16
-// and float16 weights, 1-4 rows, tails, row strides, alpha/beta, one and two threads; and the
-// claiming loop under it (claim_pool.cpp): every item once, from several callers at a time and
-// nested.
+// and float16 weights, 1-4 rows, tails, row strides, alpha/beta, one and two threads, on every
+// row kernel this CPU runs (AVX2 forced as well as AVX-512); and the claiming loop under it
+// (claim_pool.cpp): every item once, from several callers at a time and nested.
 #include <atomic>
 #include <thread>
 
 #include "backend/cpu/claim_pool.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/gemv_kernels.h"
 #include "support/op_check.h"
 
 using namespace zenith;
@@ -46,35 +47,42 @@ std::vector<double> reference(const Case& c, const std::vector<float>& a,
 }  // namespace
 
 TEST(Gemv, EqualsFloat64ReferenceForEveryWeightDtype) {
-  // Small (one thread), tails in k and n, a row stride above k, and sizes over the threaded
-  // threshold (128 KiB of weights) with a partial last block.
-  const Case cases[] = {{1, 1, 1, 1, 1.f, 0.f},          {1, 96, 288, 288, 1.f, 0.f},
-                        {3, 29, 37, 37, 0.5f, 0.f},      {4, 13, 45, 64, 1.f, 1.f},
-                        {2, 1001, 1100, 1100, 1.f, 0.f}, {1, 4099, 288, 300, 2.f, 0.5f},
-                        {4, 770, 768, 768, 1.f, 1.f}};
-  for (int threads : {1, 2}) {
-    ThreadsScope scope(threads);
-    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-      for (const Case& c : cases) {
-        SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
-                     " ldb " + std::to_string(c.ldb) + " " + dtype_name(dtype) + ", " +
-                     std::to_string(threads) + " threads");
-        Tensor a = random_input({c.m, c.k}, DType::f32);
-        Tensor b = random_input({c.n, c.ldb}, DType::f32).to(dtype);  // stored dtype
-        Tensor c0 = random_input({c.m, c.n}, DType::f32);
-        const std::vector<float> av = a.to_float_vector(), c0v = c0.to_float_vector();
-        const std::vector<float> bv = b.to_float_vector();  // the stored values, exactly
-        std::vector<float> out = c0v;
-        cpu::gemv(c.m, c.n, c.k, c.alpha, av.data(), b.raw_data(), dtype, c.ldb, c.beta, out.data(),
-                  c.n);
-        const std::vector<double> want = reference(c, av, bv, c0v);
-        double worst = 0;
-        for (size_t i = 0; i < want.size(); ++i)
-          worst = std::max(worst, std::abs(double(out[i]) - want[i]) / (1.0 + std::abs(want[i])));
-        EXPECT_LT(worst, 1e-5);
+  // Small (one thread), tails in k (below one vector, between one and two, above two) and in
+  // n, a row stride above k, and sizes over the threaded threshold (128 KiB of weights) with a
+  // partial last block.
+  const Case cases[] = {
+      {1, 1, 1, 1, 1.f, 0.f},          {1, 96, 288, 288, 1.f, 0.f},    {3, 29, 37, 37, 0.5f, 0.f},
+      {4, 13, 45, 64, 1.f, 1.f},       {2, 7, 15, 15, 1.f, 0.f},       {1, 5, 17, 20, 1.f, 0.f},
+      {3, 3, 31, 31, 1.f, 0.f},        {4, 9, 33, 40, 1.f, 0.5f},      {1, 11, 63, 63, 1.f, 0.f},
+      {2, 1001, 1100, 1100, 1.f, 0.f}, {1, 4099, 288, 300, 2.f, 0.5f}, {4, 770, 768, 768, 1.f, 1.f},
+      {1, 2053, 768, 768, 1.f, 0.f}};
+  std::vector<cpu::GemvIsa> isas = {cpu::GemvIsa::avx2};
+  if (cpu::gemv_isa_supported(cpu::GemvIsa::avx512)) isas.push_back(cpu::GemvIsa::avx512);
+  for (cpu::GemvIsa isa : isas)
+    for (int threads : {1, 2}) {
+      ThreadsScope scope(threads);
+      for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+        for (const Case& c : cases) {
+          SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                       " ldb " + std::to_string(c.ldb) + " " + dtype_name(dtype) + ", " +
+                       std::to_string(threads) + " threads, " +
+                       (isa == cpu::GemvIsa::avx2 ? "avx2" : "avx512"));
+          Tensor a = random_input({c.m, c.k}, DType::f32);
+          Tensor b = random_input({c.n, c.ldb}, DType::f32).to(dtype);  // stored dtype
+          Tensor c0 = random_input({c.m, c.n}, DType::f32);
+          const std::vector<float> av = a.to_float_vector(), c0v = c0.to_float_vector();
+          const std::vector<float> bv = b.to_float_vector();  // the stored values, exactly
+          std::vector<float> out = c0v;
+          cpu::gemv_on(isa, c.m, c.n, c.k, c.alpha, av.data(), b.raw_data(), dtype, c.ldb, c.beta,
+                       out.data(), c.n);
+          const std::vector<double> want = reference(c, av, bv, c0v);
+          double worst = 0;
+          for (size_t i = 0; i < want.size(); ++i)
+            worst = std::max(worst, std::abs(double(out[i]) - want[i]) / (1.0 + std::abs(want[i])));
+          EXPECT_LT(worst, 1e-5);
+        }
       }
     }
-  }
 }
 
 TEST(Gemv, LinearDecodeStepTakesItAndMatchesTheGemm) {
