@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/allocator.h"
 #include "zenith/error.h"
 #include "zenith/ops.h"
 
@@ -38,13 +39,18 @@ ZeroOptimizer::ZeroOptimizer(std::vector<Tensor> params, const OptimizerFactory&
   rank_ = options_.group.rank();
   size_ = options_.group.size();
   ZENITH_CHECK(rank_ >= 0, "[zero] this rank is not a member of the data-parallel group");
+  ZENITH_CHECK(!options_.rows_of || options_.stage == 3,
+               "[zero] rows_of (parameters built without data) needs stage 3, got stage ",
+               options_.stage);
   NoGradGuard no_grad;
   std::vector<Tensor> inner_params;
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor& p = params[i];
     ZENITH_CHECK(p.defined() && is_floating(p.dtype()) && p.is_contiguous() && !p.has_layout(),
                  "[zero] parameter ", i, " must be a contiguous floating-point tensor");
-    if (options_.broadcast_initial) comm::broadcast(p, options_.group.ranks()[0], options_.group);
+    const bool given = bool(options_.rows_of);
+    if (options_.broadcast_initial && !given)
+      comm::broadcast(p, options_.group.ranks()[0], options_.group);
     ZeroShard s;
     s.param = p;
     s.global_shape = p.shape();
@@ -53,9 +59,19 @@ ZeroOptimizer::ZeroOptimizer(std::vector<Tensor> params, const OptimizerFactory&
     s.row_numel = p.numel() / rows;
     s.rows = chunk_of(rows, size_, rank_);
     s.chunk_rows = (rows + size_ - 1) / size_;
-    Tensor view = p.detach().reshape({rows, s.row_numel}).narrow(0, s.rows.offset, s.rows.length);
-    s.shard = view.reshape(local_shape(s));
-    if (options_.stage == 3) s.shard = s.shard.clone();
+    if (given) {
+      s.shard = options_.rows_of(i, s.rows);
+      ZENITH_CHECK(
+          s.shard.defined() && s.shard.shape() == local_shape(s) && s.shard.dtype() == p.dtype(),
+          "[zero] rows_of gave parameter ", i, " ",
+          s.shard.defined() ? shape_str(s.shard.shape()) : "nothing", ", expected ",
+          shape_str(local_shape(s)), " ", dtype_name(p.dtype()));
+      s.shard = s.shard.contiguous();
+    } else {
+      Tensor view = p.detach().reshape({rows, s.row_numel}).narrow(0, s.rows.offset, s.rows.length);
+      s.shard = view.reshape(local_shape(s));
+      if (options_.stage == 3) s.shard = s.shard.clone();
+    }
     shards_.push_back(std::move(s));
     if (shards_.back().rows.length > 0) {
       inner_params.push_back(shards_.back().shard);
@@ -63,8 +79,12 @@ ZeroOptimizer::ZeroOptimizer(std::vector<Tensor> params, const OptimizerFactory&
     }
   }
   inner_ = make(inner_params);
-  if (options_.stage == 3)
+  if (options_.stage == 3) {
     for (size_t i = 0; i < shards_.size(); ++i) release(i);
+    // The whole parameters' blocks go back to the system, not to the allocator's cache, where
+    // they would stay resident beside the shards.
+    core::empty_allocator_cache();
+  }
   if (options_.stage == 2 && options_.reduce_in_backward) {
     // Each gradient is reduce-scattered as soon as backward has summed it, then dropped: a
     // rank never holds more than the gradients in flight in full.

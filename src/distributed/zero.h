@@ -49,6 +49,11 @@ struct ZeroOptions {
   // parameter after another, each full gradient dropped once reduced (false: for loops whose
   // ranks may run different numbers of backward passes, such as zenith finetune's).
   bool reduce_in_backward = true;
+  // Stage 3 over parameters built without data (shape only, as hollow_llama builds them, so no
+  // rank ever holds the whole model): this rank's rows of parameter `index`, [rows.length, ...]
+  // in the parameter's dtype (an empty chunk: 0 rows). Nothing is broadcast then: each rank's
+  // rows are its own. Unset: the rows are cut from the parameters' data.
+  std::function<Tensor(size_t index, Chunk rows)> rows_of;
 };
 
 // For the gradient norm of a model that is also split over a tensor (model-parallel) group:

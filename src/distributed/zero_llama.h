@@ -1,9 +1,21 @@
 // ZeRO-3 over a models::Llama without changing it: each module's parameters (embedding, each
 // decoder layer, final norm, output layer) are gathered only around its own computation, through
 // distributed::sharded_forward. Stages 1 and 2 need nothing of the model: Llama::forward as is.
+//
+// So that no rank ever holds the whole model, build it shape-only and give ZeRO each rank's rows:
+//
+//   auto model = distributed::hollow_llama(config);               // no parameter data
+//   auto rows = distributed::llama_initial_rows(config, rank, n); // or llama_pretrained_rows(dir)
+//   auto zero = std::make_shared<ZeroOptimizer>(model->trainable_params(), make_adamw,
+//       ZeroOptions{.stage = 3, .rows_of = distributed::llama_rows_of(*model, std::move(rows))});
+//
+// Peak memory per rank is then ZeRO-3's model state, 16Ψ/N with AdamW, plus one module gathered
+// and the activations: never the 4Ψ of the whole weights.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "distributed/zero.h"
 #include "zenith/llama.h"
@@ -22,5 +34,25 @@ Tensor zero3_llama_logits(models::Llama& model, const std::shared_ptr<ZeroOptimi
 Tensor zero3_llama_loss(models::Llama& model, const std::shared_ptr<ZeroOptimizer>& zero,
                         const Tensor& input_ids, const Tensor& attention_mask, const Tensor& labels,
                         double weight, bool has_targets);
+
+// A Llama with the cells, names and shapes Llama(config) builds (float32), every parameter
+// shape-only: its storage holds no bytes. Only ZeRO-3 with ZeroOptions::rows_of gives it data
+// (a module's parameters while it is gathered); anything else that reads a weight fails.
+std::shared_ptr<models::Llama> hollow_llama(const models::LlamaConfig& config);
+
+// This rank's rows (dim 0, chunk_of(rows, ranks, rank)) of every parameter, by Hugging Face name.
+using LlamaRows = std::map<std::string, Tensor>;
+// The rows Llama(config) would initialise from the default generator now, bit for bit: each
+// parameter's draws are made in the constructor's order, this rank keeping its rows and skipping
+// the others' (two engine draws per normal value), so a rank never holds a whole parameter. The
+// generator ends where Llama(config) leaves it.
+LlamaRows llama_initial_rows(const models::LlamaConfig& config, int rank, int ranks);
+// The rows of a Hugging Face directory's weights (safetensors), each rank reading only its byte
+// ranges of the files, converted to `dtype`. The listing is checked against config.json first.
+LlamaRows llama_pretrained_rows(const std::string& dir, int rank, int ranks,
+                                DType dtype = DType::f32);
+// ZeroOptions::rows_of over model.trainable_params() (ZeRO's parameter order) from `rows`; each
+// parameter's rows are handed over once (the map's copy is dropped).
+std::function<Tensor(size_t, Chunk)> llama_rows_of(const models::Llama& model, LlamaRows rows);
 
 }  // namespace zenith::distributed
