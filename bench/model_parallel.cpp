@@ -1,37 +1,36 @@
-// Tensor, sequence and pipeline parallelism on a small LLaMA (distributed::ParallelLlama): per
-// mode, the step time and tokens/s of 2 ranks x 1 thread against one process x 2 threads, each
-// rank's model-state bytes (weights, gradients, AdamW's two moments) against 16Ψ/degree, its
-// allocator peak, the bytes it sent per step in each mesh group and the seconds its collectives
-// took, and the pipeline's ideal bubble (p-1)/(m+p-1). ZeRO's modes: bench/zero. On one host the
-// ranks share the cores: these modes buy memory per rank, not speed.
+// Tensor, sequence and pipeline parallelism on a small LLaMA (distributed::ParallelLlama), on
+// ranks forked on this host. Two tables:
+//
+//   modes     per mode, the step time and tokens/s of 2 ranks x 1 thread against one process x 2
+//             threads and 2-rank DDP on the same global batch; each rank's model-state bytes
+//             (weights, gradients, AdamW's two moments) against 16Ψ/degree, its allocator peak,
+//             the bytes it sent per step in each mesh group against what the implementation's
+//             collectives must move, and the seconds its collectives took (the slowest rank's
+//             step, the largest rank's memory, rank 0's traffic).
+//   pipeline  GPipe and 1F1B over 2 stages at m = 4 and 8 micro-batches: each stage's measured
+//             bubble (1 - its forward/backward seconds, timed from clock readings around each
+//             micro-batch's work, / the step's seconds) beside (p-1)/(m+p-1), its activation
+//             peak and micro-batches in flight.
+//
+// ZeRO's modes: bench/zero. On one host the ranks share the cores: these modes buy memory per
+// rank, not speed. --json prints the JSON that scripts/perf_report.py renders.
 //
 //   model_parallel [--hidden 256] [--layers 4] [--vocab 2048] [--batch 4] [--seq 64]
-//                  [--steps 3] [--json FILE]
-#include <sys/wait.h>
-#include <unistd.h>
-
+//                  [--steps 3] [--json]
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <string>
+#include <optional>
 
+#include "bench_ranks.h"
 #include "core/allocator.h"
 #include "distributed/parallelize_llama_train.h"
-#include "zenith/zenith.h"
 
-namespace comm = zenith::communication;
 using Clock = std::chrono::steady_clock;
 using namespace zenith;
+using bench::RankArgs;
+using distributed::MeshDim;
 
 namespace {
-
-struct Args {
-  int64_t hidden = 256, layers = 4, vocab = 2048, batch = 4, seq = 64;
-  int steps = 3;
-  std::string json;
-};
 
 struct Mode {
   const char* name;
@@ -39,25 +38,39 @@ struct Mode {
   bool sp;
 };
 
-models::LlamaConfig config_of(const Args& a) {
-  models::LlamaConfig c;
-  c.vocab_size = a.vocab;
-  c.hidden_size = a.hidden;
-  c.intermediate_size = a.hidden * 8 / 3;
-  c.num_hidden_layers = a.layers;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 4;
-  c.head_dim = a.hidden / 4;
-  c.max_position_embeddings = a.seq;
-  return c;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-nlohmann::json run(const Args& a, const Mode& m) {
+// What the implementation's collectives move per step on one rank of the tensor group, bytes:
+// act is one [B, T, H] float32 activation, a ring moves (n-1)/n of a block per all-gather or
+// reduce-scatter, twice that per all-reduce. Without sequence parallel, per layer: the forward
+// all-reduces of o and down, the backward all-reduce of each column-parallel input (q, k, v,
+// gate, up); the vocab-parallel embedding's forward and the output layer's backward all-reduce;
+// cross-entropy's three all-reduces of a float per token. With it, per layer: the forward
+// all-gathers of the two gathered inputs and reduce-scatters of o and down, and in backward each
+// column-parallel linear gathers its input again and reduce-scatters its input gradient, each
+// row-parallel one gathers; the embedding and the output layer one of each; the norms' weight
+// gradients all-reduced.
+double tensor_sent_formula(const RankArgs& a, const Mode& m) {
+  if (m.tensor == 1) return 0;
+  const double n = m.tensor, f = (n - 1) / n;
+  const double act = double(a.batch * a.seq * a.hidden) * 4, tokens = double(a.batch * a.seq);
+  const double ce = 3 * 2 * f * tokens * 4;
+  if (!m.sp) return double(a.layers) * 7 * 2 * f * act + 2 * 2 * f * act + ce;
+  const double norms = 2 * f * double(2 * a.layers + 1) * double(a.hidden) * 4;
+  return double(a.layers) * 16 * f * act + 4 * f * act + ce + norms;
+}
+
+nlohmann::json run_mode(const RankArgs& a, const Mode& m, int rank) {
   context::set_num_threads(m.ranks == 1 ? 2 : 1);
   manual_seed(1);
-  auto model = std::make_shared<models::Llama>(config_of(a));
+  auto model = std::make_shared<models::Llama>(bench::small_llama(a));
   const double psi = double(model->num_parameters(true));
   Tensor ids = Tensor::randint(0, a.vocab, {a.batch, a.seq});
+  // Data parallel: each rank its half of the batch.
+  const bool data = m.ranks > 1 && m.tensor * m.pipeline == 1;
+  if (data) ids = ids.slice(0, rank * (a.batch / 2), (rank + 1) * (a.batch / 2)).contiguous();
   std::optional<distributed::ParallelLlama> run;
   std::vector<Tensor> params = model->trainable_params();
   if (m.ranks > 1) {
@@ -77,26 +90,30 @@ nlohmann::json run(const Args& a, const Mode& m) {
     opt->step();
   };
   step();  // warm-up: AdamW's states, the allocator's cache
-  using distributed::MeshDim;
   auto traffic = [&](MeshDim d) {
     return run ? run->mesh().traffic(d) : distributed::GroupTraffic{};
   };
-  const auto t0 = traffic(MeshDim::tensor), p0 = traffic(MeshDim::pipeline);
+  const auto t0 = traffic(MeshDim::tensor), p0 = traffic(MeshDim::pipeline),
+             d0 = traffic(MeshDim::data);
   double seconds = 0;
   size_t peak = 0;
   for (int s = 0; s < a.steps; ++s) {
     core::reset_peak_live_bytes();
     const auto start = Clock::now();
     step();
-    seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    seconds += seconds_since(start);
     peak = std::max(peak, core::allocator_stats().peak_live_bytes);
   }
-  const auto t1 = traffic(MeshDim::tensor), p1 = traffic(MeshDim::pipeline);
+  const auto t1 = traffic(MeshDim::tensor), p1 = traffic(MeshDim::pipeline),
+             d1 = traffic(MeshDim::data);
   uint64_t held = 0;
   for (const auto& p : params) held += p.nbytes() + (p.grad().defined() ? p.grad().nbytes() : 0);
   for (const auto& [name, t] : opt->state_dict())
     if (name != "step") held += t.nbytes();
-  const double degree = double(m.tensor * m.pipeline);
+  const double degree = double(m.tensor * m.pipeline), steps = a.steps;
+  // Stage 0 sends each micro-batch's activation forward: one [B, T, H] float32 per step.
+  const double pp_formula = m.pipeline > 1 ? double(a.batch * a.seq * a.hidden) * 4 : 0;
+  const double dp_formula = data ? 4 * psi : 0;  // a 2-rank all-reduce of every gradient
   return {{"mode", m.name},
           {"ranks", m.ranks},
           {"threads_per_rank", m.ranks == 1 ? 2 : 1},
@@ -105,104 +122,112 @@ nlohmann::json run(const Args& a, const Mode& m) {
           {"model_state_formula", 16 * psi / degree},
           {"model_state_vs_one_process", double(held) / (16 * psi)},
           {"peak_live_bytes", peak},
-          {"tensor_sent_bytes_per_step", double(t1.bytes_sent - t0.bytes_sent) / a.steps},
-          {"pipeline_sent_bytes_per_step", double(p1.bytes_sent - p0.bytes_sent) / a.steps},
+          {"tensor_sent_bytes_per_step", double(t1.bytes_sent - t0.bytes_sent) / steps},
+          {"tensor_sent_formula", tensor_sent_formula(a, m)},
+          {"pipeline_sent_bytes_per_step", double(p1.bytes_sent - p0.bytes_sent) / steps},
+          {"pipeline_sent_formula", pp_formula},
+          {"data_sent_bytes_per_step", double(d1.bytes_sent - d0.bytes_sent) / steps},
+          {"data_sent_formula", dp_formula},
           {"communication_seconds_per_step",
-           (t1.seconds - t0.seconds + p1.seconds - p0.seconds) / a.steps},
-          {"ideal_bubble", m.pipeline > 1 ? distributed::ideal_bubble(m.pipeline, m.micro) : 0.0},
-          {"step_seconds", seconds / a.steps},
-          {"tokens_per_second", double(a.batch * a.seq) / (seconds / a.steps)}};
+           (t1.seconds - t0.seconds + p1.seconds - p0.seconds + d1.seconds - d0.seconds) / steps},
+          {"step_seconds", seconds / steps},
+          {"tokens_per_second", double(a.batch * a.seq) / (seconds / steps)}};
 }
 
-nlohmann::json fork_ranks(const Args& a, const Mode& m, int index, const std::string& dir) {
-  const std::string store = "file://" + dir + "/store" + std::to_string(index);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < m.ranks; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        if (m.ranks > 1) {
-          comm::Options o;
-          o.rank = r;
-          o.size = m.ranks;
-          o.store = store;
-          o.prefix = "bench_mp";
-          o.address = "127.0.0.1";
-          o.timeout = std::chrono::seconds(300);
-          comm::init(o);
-        }
-        auto j = run(a, m);
-        if (r == 0) std::ofstream(dir + "/out" + std::to_string(index)) << j.dump();
-        if (m.ranks > 1) comm::release();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      _exit(code);
-    }
-    pids.push_back(pid);
+// One stage of a 2-stage pipeline of the whole model, `micro` micro-batches of one batch of 8.
+nlohmann::json run_pipeline(const RankArgs& a, distributed::PipelineSchedule schedule, int micro) {
+  context::set_num_threads(1);
+  manual_seed(1);
+  models::Llama model(bench::small_llama(a));
+  Tensor ids = Tensor::randint(0, a.vocab, {8, a.seq});
+  auto mesh = distributed::DeviceMesh::create({.pipeline = 2});
+  distributed::LlamaPipeline pipe(model, mesh, {.micro_batches = micro, .schedule = schedule});
+  pipe.step(ids, ids);  // warm the allocator's cache
+  double compute = 0, total = 0;
+  int64_t peak = 0;
+  int in_flight = 0;
+  for (int s = 0; s < a.steps; ++s) {
+    for (auto& p : pipe.parameters()) p.zero_grad();
+    const distributed::PipelineStepStats st = pipe.step(ids, ids);
+    compute += st.compute_seconds;
+    total += st.step_seconds;
+    peak = std::max(peak, st.peak_activation_bytes);
+    in_flight = std::max(in_flight, st.max_in_flight);
   }
-  bool ok = true;
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (!ok) throw std::runtime_error("a rank failed");
-  return nlohmann::json::parse(std::ifstream(dir + "/out" + std::to_string(index)));
+  return {{"stage", pipe.stage()},
+          {"bubble", 1 - compute / total},
+          {"compute_seconds_per_step", compute / a.steps},
+          {"step_seconds", total / a.steps},
+          {"peak_activation_bytes", peak},
+          {"max_in_flight", in_flight}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--hidden")
-      a.hidden = std::stoll(v);
-    else if (k == "--layers")
-      a.layers = std::stoll(v);
-    else if (k == "--vocab")
-      a.vocab = std::stoll(v);
-    else if (k == "--batch")
-      a.batch = std::stoll(v);
-    else if (k == "--seq")
-      a.seq = std::stoll(v);
-    else if (k == "--steps")
-      a.steps = std::stoi(v);
-    else if (k == "--json")
-      a.json = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      return 2;
-    }
-  }
+  const RankArgs a = bench::parse_rank_args(argc, argv, false);
+  const double load_start = bench::load_average();
   const Mode modes[] = {{"one process", 1, 1, 1, 1, false},
+                        {"data 2 (DDP)", 2, 1, 1, 1, false},
                         {"tensor 2", 2, 2, 1, 1, false},
                         {"tensor 2 + SP", 2, 2, 1, 1, true},
-                        {"pipeline 2 (m 4)", 2, 1, 2, 4, false}};
+                        {"pipeline 2 (1F1B, m 4)", 2, 1, 2, 4, false}};
   const auto dir =
       std::filesystem::temp_directory_path() / ("bench_mp_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  nlohmann::json rows = nlohmann::json::array();
-  std::printf("%-17s %5s %12s %12s %7s %12s %12s %12s %8s %7s %8s %9s\n", "mode", "ranks",
-              "state bytes", "16Ψ/degree", "vs one", "peak live", "tp sent", "pp sent", "comm s",
-              "bubble", "step s", "tokens/s");
+  nlohmann::json rows = nlohmann::json::array(), bubbles = nlohmann::json::array();
+  if (!a.json)
+    std::printf("%-23s %5s %12s %12s %7s %12s %11s %11s %11s %11s %8s %8s %9s\n", "mode", "ranks",
+                "state bytes", "16Ψ/degree", "vs one", "peak live", "tp sent", "tp formula",
+                "pp sent", "dp sent", "comm s", "step s", "tokens/s");
   int index = 0;
   for (const Mode& m : modes) {
-    auto j = fork_ranks(a, m, index++, dir.string());
-    std::printf("%-17s %5d %12.0f %12.0f %7.3f %12.0f %12.0f %12.0f %8.4f %7.3f %8.4f %9.0f\n",
-                m.name, m.ranks, j["model_state_bytes"].get<double>(),
-                j["model_state_formula"].get<double>(),
-                j["model_state_vs_one_process"].get<double>(), j["peak_live_bytes"].get<double>(),
-                j["tensor_sent_bytes_per_step"].get<double>(),
-                j["pipeline_sent_bytes_per_step"].get<double>(),
-                j["communication_seconds_per_step"].get<double>(), j["ideal_bubble"].get<double>(),
-                j["step_seconds"].get<double>(), j["tokens_per_second"].get<double>());
+    const auto ranks = bench::fork_ranks(m.ranks, dir, "mode" + std::to_string(index++),
+                                         [&](int rank) { return run_mode(a, m, rank); });
+    auto j = ranks[0];  // traffic: rank 0's; time and memory: the slowest and the largest rank's
+    for (const char* key : {"step_seconds", "model_state_bytes", "peak_live_bytes"})
+      for (const auto& r : ranks) j[key] = std::max(j[key].get<double>(), r[key].get<double>());
+    j["model_state_vs_one_process"] =
+        j["model_state_bytes"].get<double>() / (16 * j["parameters"].get<double>());
+    j["tokens_per_second"] = double(a.batch * a.seq) / j["step_seconds"].get<double>();
+    if (!a.json)
+      std::printf(
+          "%-23s %5d %12.0f %12.0f %7.3f %12.0f %11.0f %11.0f %11.0f %11.0f %8.4f %8.4f %9.0f\n",
+          m.name, m.ranks, j["model_state_bytes"].get<double>(),
+          j["model_state_formula"].get<double>(), j["model_state_vs_one_process"].get<double>(),
+          j["peak_live_bytes"].get<double>(), j["tensor_sent_bytes_per_step"].get<double>(),
+          j["tensor_sent_formula"].get<double>(), j["pipeline_sent_bytes_per_step"].get<double>(),
+          j["data_sent_bytes_per_step"].get<double>(),
+          j["communication_seconds_per_step"].get<double>(), j["step_seconds"].get<double>(),
+          j["tokens_per_second"].get<double>());
     rows.push_back(j);
   }
+  if (!a.json)
+    std::printf("\n%-9s %3s %3s %13s %13s %8s %8s %14s %14s\n", "schedule", "p", "m",
+                "stage 0 idle", "stage 1 idle", "ideal", "step s", "stage 0 act B", "in flight");
+  for (auto schedule :
+       {distributed::PipelineSchedule::gpipe, distributed::PipelineSchedule::one_f_one_b})
+    for (int micro : {4, 8}) {
+      const std::string tag =
+          std::string("pipe_") + distributed::schedule_name(schedule) + std::to_string(micro);
+      auto stages =
+          bench::fork_ranks(2, dir, tag, [&](int) { return run_pipeline(a, schedule, micro); });
+      nlohmann::json j = {{"schedule", distributed::schedule_name(schedule)},
+                          {"stages", 2},
+                          {"micro_batches", micro},
+                          {"batch", 8},
+                          {"ideal_bubble", distributed::ideal_bubble(2, micro)},
+                          {"per_stage", stages}};
+      if (!a.json)
+        std::printf("%-9s %3d %3d %13.3f %13.3f %8.3f %8.4f %14.0f %14d\n",
+                    distributed::schedule_name(schedule), 2, micro,
+                    stages[0]["bubble"].get<double>(), stages[1]["bubble"].get<double>(),
+                    distributed::ideal_bubble(2, micro), stages[0]["step_seconds"].get<double>(),
+                    stages[0]["peak_activation_bytes"].get<double>(),
+                    stages[0]["max_in_flight"].get<int>());
+      bubbles.push_back(j);
+    }
   std::filesystem::remove_all(dir);
-  if (!a.json.empty()) std::ofstream(a.json) << rows.dump(1) << "\n";
+  bench::print_result(a, 2, load_start, {{"modes", rows}, {"pipeline", bubbles}});
   return 0;
 }

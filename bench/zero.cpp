@@ -5,53 +5,26 @@
 // ring's, and the step time. On one host ranks share the cores: ZeRO buys memory, not speed.
 //
 //   zero [--ranks 2] [--hidden 256] [--layers 4] [--vocab 2048] [--batch 4] [--seq 64]
-//        [--steps 3] [--json FILE]
-#include <sys/wait.h>
-#include <unistd.h>
-
+//        [--steps 3] [--json]
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <string>
 
+#include "bench_ranks.h"
 #include "core/allocator.h"
 #include "distributed/mesh.h"
 #include "distributed/zero_llama.h"
-#include "zenith/zenith.h"
 
-namespace comm = zenith::communication;
 using Clock = std::chrono::steady_clock;
 using namespace zenith;
+using bench::RankArgs;
 
 namespace {
 
-struct Args {
-  int ranks = 2;
-  int64_t hidden = 256, layers = 4, vocab = 2048, batch = 4, seq = 64;
-  int steps = 3;
-  std::string json;
-};
-
-models::LlamaConfig config_of(const Args& a) {
-  models::LlamaConfig c;
-  c.vocab_size = a.vocab;
-  c.hidden_size = a.hidden;
-  c.intermediate_size = a.hidden * 8 / 3;
-  c.num_hidden_layers = a.layers;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 4;
-  c.head_dim = a.hidden / 4;
-  c.max_position_embeddings = a.seq;
-  return c;
-}
-
 // One configuration on this rank: stage -1 one process, 0 DDP, 1-3 ZeRO.
-nlohmann::json run(const Args& a, int stage, int rank, int world) {
+nlohmann::json run(const RankArgs& a, int stage, int world) {
   context::set_num_threads(1);
   manual_seed(1);
-  models::Llama model(config_of(a));
+  models::Llama model(bench::small_llama(a));
   const double psi = double(model.num_parameters(true));
   const int64_t rows = world > 1 ? a.batch / world : a.batch;
   Tensor ids = Tensor::randint(0, a.vocab, {rows, a.seq});
@@ -122,90 +95,32 @@ nlohmann::json run(const Args& a, int stage, int rank, int world) {
           {"tokens_per_second", double(a.batch * a.seq) / (seconds / a.steps)}};
 }
 
-// Forks `world` ranks of configuration `stage`; returns rank 0's figures.
-nlohmann::json fork_ranks(const Args& a, int stage, int world, const std::string& dir) {
-  const std::string store = "file://" + dir + "/store" + std::to_string(stage);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        if (world > 1) {
-          comm::Options o;
-          o.rank = r;
-          o.size = world;
-          o.store = store;
-          o.prefix = "bench_zero";
-          o.address = "127.0.0.1";
-          o.timeout = std::chrono::seconds(300);
-          comm::init(o);
-        }
-        auto j = run(a, stage, r, world);
-        if (r == 0) std::ofstream(dir + "/out" + std::to_string(stage)) << j.dump();
-        if (world > 1) comm::release();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  bool ok = true;
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (!ok) throw std::runtime_error("a rank failed");
-  return nlohmann::json::parse(std::ifstream(dir + "/out" + std::to_string(stage)));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--ranks")
-      a.ranks = std::stoi(v);
-    else if (k == "--hidden")
-      a.hidden = std::stoll(v);
-    else if (k == "--layers")
-      a.layers = std::stoll(v);
-    else if (k == "--vocab")
-      a.vocab = std::stoll(v);
-    else if (k == "--batch")
-      a.batch = std::stoll(v);
-    else if (k == "--seq")
-      a.seq = std::stoll(v);
-    else if (k == "--steps")
-      a.steps = std::stoi(v);
-    else if (k == "--json")
-      a.json = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      return 2;
-    }
-  }
+  const RankArgs a = bench::parse_rank_args(argc, argv, true);
+  const double load_start = bench::load_average();
   const auto dir =
       std::filesystem::temp_directory_path() / ("bench_zero_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("%-12s %5s %14s %14s %8s %14s %14s %14s %9s\n", "mode", "ranks", "state bytes",
-              "formula", "vs one", "peak live", "sent/step", "ring formula", "step s");
+  if (!a.json)
+    std::printf("%-12s %5s %14s %14s %8s %14s %14s %14s %9s\n", "mode", "ranks", "state bytes",
+                "formula", "vs one", "peak live", "sent/step", "ring formula", "step s");
   for (int stage = -1; stage <= 3; ++stage) {
-    auto j = fork_ranks(a, stage, stage < 0 ? 1 : a.ranks, dir.string());
-    std::printf("%-12s %5d %14.0f %14.0f %8.3f %14.0f %14.0f %14.0f %9.3f\n",
-                j["mode"].get<std::string>().c_str(), j["ranks"].get<int>(),
-                j["model_state_bytes"].get<double>(), j["model_state_formula"].get<double>(),
-                j["model_state_vs_one_process"].get<double>(), j["peak_live_bytes"].get<double>(),
-                j["sent_bytes_per_step"].get<double>(), j["sent_formula"].get<double>(),
-                j["step_seconds"].get<double>());
+    const int world = stage < 0 ? 1 : a.ranks;
+    auto j = bench::fork_ranks(world, dir, "stage" + std::to_string(stage + 1),
+                               [&](int) { return run(a, stage, world); })[0];
+    if (!a.json)
+      std::printf("%-12s %5d %14.0f %14.0f %8.3f %14.0f %14.0f %14.0f %9.3f\n",
+                  j["mode"].get<std::string>().c_str(), j["ranks"].get<int>(),
+                  j["model_state_bytes"].get<double>(), j["model_state_formula"].get<double>(),
+                  j["model_state_vs_one_process"].get<double>(), j["peak_live_bytes"].get<double>(),
+                  j["sent_bytes_per_step"].get<double>(), j["sent_formula"].get<double>(),
+                  j["step_seconds"].get<double>());
     rows.push_back(j);
   }
   std::filesystem::remove_all(dir);
-  if (!a.json.empty()) std::ofstream(a.json) << rows.dump(1) << "\n";
+  bench::print_result(a, 1, load_start, {{"modes", rows}});
   return 0;
 }

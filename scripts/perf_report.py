@@ -219,6 +219,87 @@ def render_finetune(r):
     return lines
 
 
+def one_process(r):
+    """bench/model_parallel's and bench/zero's one-process row."""
+    return next(m for m in r["modes"] if m["ranks"] == 1)
+
+
+def render_model_parallel(r):
+    c, mib, one = r["config"], 1 << 20, one_process(r)
+    lines = [
+        f"A LLaMA of hidden {c['hidden']}, {c['layers']} layers, vocabulary {c['vocab']} "
+        f"(Ψ = {num(one['parameters'] / 1e6, 2)}M), global batch {c['batch']} x {c['seq']} "
+        f"tokens, AdamW, mean of {c['steps']} steps after a warm-up; ranks forked on this host "
+        "(Gloo over 127.0.0.1), 1 thread each, against one process at 2 threads. Step time: the "
+        "slowest rank's; memory: the larger rank's; bytes sent: rank 0's in each mesh group, "
+        "beside what the implementation's collectives must move (tensor: the all-reduces, "
+        "all-gathers and reduce-scatters its layers issue, see bench/model_parallel.cpp; "
+        "pipeline: stage 0's activations; data: a ring all-reduce of every gradient). Model "
+        "state: weights + gradients + AdamW's two moments, against 16Ψ/(tensor x pipeline). "
+        f"Load average {num(r['load_average_start'], 2)} at the start, "
+        f"{num(r['load_average_end'], 2)} at the end.", ""]
+    header = ["mode", "ranks x threads", "step s", "tokens/s", "vs one process",
+              "model state MiB", "16Ψ/degree MiB", "vs one", "peak live MiB",
+              "sent KiB (formula): tensor", "pipeline", "data", "comm s"]
+
+    def sent(m, group):
+        got, want = m[group + "_sent_bytes_per_step"], m[group + "_sent_formula"]
+        return f"{num(got / 1024, 0)} ({num(want / 1024, 0)})" if got or want else ""
+    rows = [[m["mode"], f"{m['ranks']} x {m['threads_per_rank']}", num(m["step_seconds"], 3),
+             num(m["tokens_per_second"], 0),
+             num(m["tokens_per_second"] / one["tokens_per_second"], 2),
+             num(m["model_state_bytes"] / mib), num(m["model_state_formula"] / mib),
+             num(m["model_state_vs_one_process"], 3), num(m["peak_live_bytes"] / mib),
+             sent(m, "tensor"), sent(m, "pipeline"), sent(m, "data"),
+             num(m["communication_seconds_per_step"], 3)] for m in r["modes"]]
+    lines += table(header, rows)
+    lines += ["", "The pipeline's bubble: two stages of the same model (stage 0: the embedding "
+              "and the first half of the layers; stage 1: the rest, the norm, the output layer "
+              "and the loss), one batch of 8 x " f"{c['seq']} in m micro-batches. A stage's "
+              "idle fraction is 1 - (its forward and backward seconds, from clock readings "
+              "around each micro-batch's work) / (the step's seconds), summed over the steps; "
+              "ideal: (p-1)/(m+p-1), equal stages and free communication; at these stages' times: "
+              "stage 0 / stage 1 idle if the step took m+p-1 slots of the slower stage's "
+              "micro-batch time and communication were free.", ""]
+    header = ["schedule", "m", "ideal", "stage 0 idle", "stage 1 idle",
+              "ideal at these stages' times", "stage 0 busy s", "stage 1 busy s", "step s",
+              "stage 0 activations MiB", "in flight"]
+
+    def uneven(b):  # each stage's idle fraction if the step took (m+p-1) of the slowest slots
+        busy = [s["compute_seconds_per_step"] for s in b["per_stage"]]
+        m, p = b["micro_batches"], b["stages"]
+        step = (m + p - 1) * max(busy) / m
+        return " / ".join(num(1 - c / step, 3) for c in busy)
+    rows = [[b["schedule"], b["micro_batches"], num(b["ideal_bubble"], 3),
+             num(b["per_stage"][0]["bubble"], 3), num(b["per_stage"][1]["bubble"], 3), uneven(b),
+             num(b["per_stage"][0]["compute_seconds_per_step"], 3),
+             num(b["per_stage"][1]["compute_seconds_per_step"], 3),
+             num(b["per_stage"][0]["step_seconds"], 3),
+             num(b["per_stage"][0]["peak_activation_bytes"] / mib, 2),
+             b["per_stage"][0]["max_in_flight"]] for b in r["pipeline"]]
+    return lines + table(header, rows)
+
+
+def render_zero(r):
+    c, mib = r["config"], 1 << 20
+    lines = [
+        f"The same LLaMA (Ψ = {num(one_process(r)['parameters'] / 1e6, 2)}M), global batch "
+        f"{c['batch']} x {c['seq']}, AdamW, mean of {c['steps']} steps; one process against {c['ranks']} forked "
+        "ranks, every process at 1 thread. Model state after a step (weights, gradients, AdamW's "
+        "moments) against ZeRO's formulas (one process and DDP 16Ψ, ZeRO-1 8Ψ + 8Ψ/N, ZeRO-2 "
+        "4Ψ + 12Ψ/N, ZeRO-3 16Ψ/N); bytes rank 0 sent per step against a ring's (2 x 4Ψ(N-1)/N, "
+        f"ZeRO-3 3 x). Load average {num(r['load_average_start'], 2)} at the start, "
+        f"{num(r['load_average_end'], 2)} at the end.", ""]
+    header = ["mode", "ranks", "step s", "model state MiB", "formula MiB", "vs one process",
+              "peak live MiB", "sent MiB/step", "ring formula MiB"]
+    rows = [[m["mode"], m["ranks"], num(m["step_seconds"], 3),
+             num(m["model_state_bytes"] / mib), num(m["model_state_formula"] / mib),
+             num(m["model_state_vs_one_process"], 3), num(m["peak_live_bytes"] / mib),
+             num(m["sent_bytes_per_step"] / mib, 2), num(m["sent_formula"] / mib, 2)]
+            for m in r["modes"]]
+    return lines + table(header, rows)
+
+
 RENDERERS = {
     "finetune": render_finetune,
     "llm_quant": render_llm_quant,
@@ -228,6 +309,8 @@ RENDERERS = {
     "conv_ops": render_conv_ops,
     "lm_head": render_lm_head,
     "serving": render_serving,
+    "model_parallel": render_model_parallel,
+    "zero": render_zero,
 }
 
 
