@@ -21,6 +21,7 @@
 #include "serve/llm/http_server.h"
 #include "serve/llm_package.h"
 #include "zenith/context.h"
+#include "zenith/gguf.h"
 
 namespace zenith::cli {
 namespace {
@@ -133,8 +134,8 @@ int run_serve(int argc, char** argv) {
   bool insecure = false, managed = false;
   o.port = 8443;
   app.add_option("package", package,
-                 "model package dir (from `zenith deploy`), a checkpoint, or a Hugging Face "
-                 "LLaMA directory")
+                 "model package dir (from `zenith deploy`), a checkpoint, a Hugging Face "
+                 "LLaMA directory or a GGUF file")
       ->required();
   app.add_option("--name", o.name, "model name in URLs (default: the package's)");
   app.add_option("--version", o.version, "registry version reported in responses")
@@ -194,6 +195,8 @@ int run_serve(int argc, char** argv) {
   if (fs::is_directory(package) &&
       (serve::is_hf_model_dir(package) || serve::is_llm_package(package) ||
        fs::is_regular_file(package + "/adapter_config.json")))
+    return serve_llm(package, o, llm, managed, port_file, data_dir);
+  if (fs::is_regular_file(package) && models::is_gguf_file(package))  // llama.cpp's format
     return serve_llm(package, o, llm, managed, port_file, data_dir);
 
   if (fs::is_regular_file(package)) {

@@ -16,6 +16,7 @@
 #include "support/raw_http.h"
 #include "support/temp_dir.h"
 #include "zenith/autograd.h"
+#include "zenith/gguf.h"
 #include "zenith/llama.h"
 #include "zenith/text.h"
 
@@ -515,6 +516,34 @@ TEST_F(OpenAiServerTest, ANonStreamingClientThatGoesAwayIsCancelled) {
   EXPECT_LT(after - before, solo_tokens + 4 - 1) << t;
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(engine.stats().generation_tokens, after) << "tokens still generated";
+}
+
+// `zenith serve X.gguf`: a llama.cpp file (weights and vocabulary) answers as the Hugging Face
+// directory it was exported from, token for token.
+TEST_F(OpenAiServerTest, AGgufFileServesAsItsModelDirectory) {
+  const std::string gguf = dir_->str() + "/fortunes.gguf";
+  {
+    auto model = models::Llama::from_pretrained(kModel);
+    auto tokenizer = text::Tokenizer::find_in_dir(kModel);
+    models::save_gguf(*model, tokenizer.get(), gguf);
+  }
+  const json body = {
+      {"model", "fortunes"}, {"prompt", "Once upon"}, {"max_tokens", 12}, {"temperature", 0}};
+  start();
+  auto expected = post("/v1/completions", body);
+  ASSERT_TRUE(expected);
+  ASSERT_EQ(expected->status, 200) << expected->body;
+  TearDown();
+  server_ = std::make_unique<LlmServer>(gguf, options());
+  port_ = server_->bind();
+  thread_ = std::thread([this] { server_->serve(); });
+  EXPECT_EQ(server_->options().name, "fortunes");
+  auto r = post("/v1/completions", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"],
+            json::parse(expected->body)["choices"][0]["text"]);
+  EXPECT_EQ(json::parse(r->body)["usage"], json::parse(expected->body)["usage"]);
 }
 
 // response_format's schema is read in the request's order: {"z", "a"} comes out z first.

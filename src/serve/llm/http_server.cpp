@@ -228,12 +228,15 @@ LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
   Impl& m = *impl_;
   m.model_dir = model_dir;
   m.options = std::move(options);
-  if (m.options.name.empty()) m.options.name = fs::path(model_dir).lexically_normal().filename();
+  const bool gguf = models::is_gguf_file(model_dir);  // a llama.cpp file: name.gguf -> "name"
+  if (m.options.name.empty())
+    m.options.name =
+        gguf ? fs::path(model_dir).stem() : fs::path(model_dir).lexically_normal().filename();
   if (m.options.name.empty()) m.options.name = fs::path(model_dir).parent_path().filename();
   ZENITH_CHECK(!m.options.token_db.empty(), "[serve] no token store given");
   m.tokens = std::make_unique<platform::TokenVerifier>(m.options.token_db, m.options.name);
   m.created = int64_t(std::time(nullptr));
-  auto model = models::Llama::from_pretrained(model_dir);
+  auto model = gguf ? models::load_gguf(model_dir) : models::Llama::from_pretrained(model_dir);
   model->eval();
   m.tokenizer = models::find_model_tokenizer(model_dir);
   ZENITH_CHECK(

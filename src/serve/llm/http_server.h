@@ -42,7 +42,8 @@ struct LlmServeOptions {
 
 class LlmServer {
  public:
-  // Loads the HF model directory (config.json, safetensors, tokenizer) and the adapters.
+  // Loads the HF model directory (config.json, safetensors, tokenizer), or a GGUF file (llama
+  // architecture, with its vocabulary), and the adapters.
   LlmServer(const std::string& model_dir, LlmServeOptions options);
   ~LlmServer();
   LlmServer(const LlmServer&) = delete;
