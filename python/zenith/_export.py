@@ -3,13 +3,14 @@ and interpreter (src/onnx).
 
 export(net, input, file_name=..., file_format='ONNX') traces net's inference forward on the
 example input and writes <file_name>.onnx, a standard ONNX file (opset 17) that onnxruntime
-and MindSpore Lite read. file_format='MINDIR' writes <file_name>.mindir holding the same ONNX
-graph: zenith cannot write MindSpore's MindIR protobuf, so the file round-trips through
-zenith.load but MindSpore cannot read it, and zenith.load refuses MindIR files that MindSpore
-wrote. load(path) returns the graph, which nn.GraphCell(graph) runs as an inference cell.
+and MindSpore Lite read. file_format='MINDIR' writes <file_name>.mindir, MindSpore's protobuf
+mind_ir.ModelProto of the same graph with MindSpore's primitive names (zenith._mindir says
+what it holds and what it lacks). load(path) returns the graph of either file, which
+nn.GraphCell(graph) runs as an inference cell.
 """
 
 import os
+import tempfile
 
 from zenith import _zenith as _C
 from zenith._tensor import _as_tensor
@@ -34,36 +35,70 @@ def export(net, *inputs, file_name, file_format="MINDIR", **kwargs):
         raise ValueError(f"export: the input needs a batch dimension, got shape {x.shape}")
     ext = _EXTENSIONS[file_format]
     path = str(file_name) if str(file_name).endswith(ext) else f"{file_name}{ext}"
-    _C.onnx.export(net, list(x.shape[1:]), os.path.abspath(path),
-                   {_FORMAT_KEY: file_format, "zenith.network": type(net).__name__},
-                   type(net).__name__)
+    metadata = {_FORMAT_KEY: file_format, "zenith.network": type(net).__name__}
+    if file_format == "ONNX":
+        _C.onnx.export(net, list(x.shape[1:]), os.path.abspath(path), metadata,
+                       type(net).__name__)
+        return path
+    import onnx
+    import zenith
+    from zenith import _mindir
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx_path = os.path.join(tmp, "graph.onnx")
+        _C.onnx.export(net, list(x.shape[1:]), onnx_path, metadata, type(net).__name__)
+        model = _mindir.onnx_to_mindir(onnx.load(onnx_path), zenith.__version__)
+    _write_atomically(os.path.abspath(path), model.SerializeToString())
     return path
 
 
-class Graph:
-    """A loaded graph (what mindspore.load returns): nn.GraphCell(graph) runs it."""
+def _write_atomically(path, data):
+    fd, tmp = tempfile.mkstemp(prefix=".export-", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
-    def __init__(self, path, metadata):
-        self.path, self.metadata = path, metadata
+
+class Graph:
+    """A loaded graph (what mindspore.load returns): nn.GraphCell(graph) runs it. A MindIR
+    file's graph is held as the ONNX model it converts to (onnx_model)."""
+
+    def __init__(self, path, metadata, onnx_model=None):
+        self.path, self.metadata, self.onnx_model = path, metadata, onnx_model
+
+    def _cell(self):
+        if self.onnx_model is None:
+            return _C.onnx.load_cell(self.path)
+        with tempfile.TemporaryDirectory() as tmp:
+            onnx_path = os.path.join(tmp, "graph.onnx")
+            with open(onnx_path, "wb") as f:
+                f.write(self.onnx_model.SerializeToString())
+            return _C.onnx.load_cell(onnx_path)  # read whole: the file may go
 
     def __repr__(self):
         return f"Graph({self.path!r})"
 
 
 def load(file_name, **kwargs):
-    """The graph in file_name (an .onnx file, or a .mindir that zenith.export wrote)."""
+    """The graph in file_name: a .mindir file (MindIR of the ops zenith's writer maps) or an
+    ONNX file."""
     path = os.path.abspath(str(file_name))
     if not os.path.isfile(path):
         raise FileNotFoundError(f"load: {file_name} does not exist")
-    try:
-        metadata = dict(_C.onnx.metadata(path))
-    except _C.Error as e:
-        if path.endswith(".mindir"):
-            raise UnsupportedError(
-                f"mindspore.load: {file_name} is not a MindIR file zenith wrote; reading "
-                f"MindSpore's MindIR is not supported by zenith yet ({e})") from None
-        raise
-    return Graph(path, metadata)
+    if path.endswith(".mindir"):
+        from zenith import _mindir
+        try:
+            model = _mindir.read(path)
+        except ValueError as e:
+            raise UnsupportedError(f"mindspore.load: {e}") from None
+        onnx_model = _mindir.mindir_to_onnx(model)
+        return Graph(path, {p.key: p.value for p in onnx_model.metadata_props}, onnx_model)
+    return Graph(path, dict(_C.onnx.metadata(path)))
 
 
 def _graph_cell_class():
@@ -81,7 +116,7 @@ def _graph_cell_class():
             if not isinstance(graph, Graph):
                 raise TypeError(f"GraphCell takes what zenith.load returns, got "
                                 f"{type(graph).__name__}")
-            return _make(cls, _C.onnx.load_cell(graph.path), graph=graph)
+            return _make(cls, graph._cell(), graph=graph)
 
     return GraphCell
 

@@ -371,7 +371,8 @@ def test_export_onnx_and_graph_cell_match_the_network(tmp_path, rng):
     batch = t(rng.normal(size=(3, 1, 28, 28)))  # any batch size
     np.testing.assert_allclose(graph_cell(batch).asnumpy(), net(batch).asnumpy(), rtol=1e-5,
                                atol=1e-6)
-    # MINDIR: the same graph under .mindir, read back by zenith.load.
+    # MINDIR: the same graph as MindSpore's protobuf, read back by zenith.load (more in
+    # test_mindspore_mindir.py).
     mindir = zenith.export(net, x, file_name=str(tmp_path / "net"), file_format="MINDIR")
     assert mindir.endswith("net.mindir")
     graph = zenith.load(mindir)
@@ -386,7 +387,7 @@ def test_export_and_load_refusals(tmp_path):
         zenith.export(net, t(np.ones((1, 4))), file_name=str(tmp_path / "n"), file_format="AIR")
     foreign = tmp_path / "mindspore.mindir"
     foreign.write_bytes(b"\x0a\x05hello not a zenith graph")
-    with pytest.raises(zenith.UnsupportedError, match="reading MindSpore's MindIR"):
+    with pytest.raises(zenith.UnsupportedError, match="is not a MindIR file"):
         zenith.load(str(foreign))
     with pytest.raises(FileNotFoundError):
         zenith.load(str(tmp_path / "missing.onnx"))
