@@ -79,6 +79,11 @@ TEST(QuantLinear, DecodeRowsOnEveryIsa) {
     for (QuantFormat f :
          {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k, QuantFormat::nf4})
       for (int64_t m : {1, 2, 3, 5, 8}) check_linear(isa, f, {m, 37, 512}, seed++);
+  // Odd counts of blocks of 32 (the kernels take two blocks a step, then a last one).
+  for (QuantIsa isa : isas())
+    for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0})
+      for (int64_t in : {32, 96, 224})
+        for (int64_t m : {1, 4}) check_linear(isa, f, {m, 7, in}, seed++);
 }
 
 // Large enough to be split over the pool (more than 64 KiB of blocks), odd counts of rows.

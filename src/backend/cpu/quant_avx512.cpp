@@ -1,5 +1,6 @@
 // The AVX-512 VNNI path of the quantized linear kernels (quant_simd.inc): vpdpbusd sums four
-// byte products into each int32 lane in one instruction, on 256-bit registers (AVX512VL).
+// byte products into each int32 lane in one instruction, on 256-bit registers (AVX512VL); a
+// q4_0 block unpacks in three instructions (vpsrlvw, AVX512BW).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -13,8 +14,16 @@
 namespace zenith::cpu {
 namespace avx512 {
 
-inline __m256i dot_u8s8(__m256i u, __m256i s) {
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_dpbusd_epi32(acc, u, s);
+}
+
+// The 16 bytes in both halves, the upper half shifted right by 4 (vpsrlvw), then masked.
+inline __m256i unpack_q4_0(const uint8_t* qs) {
+  const __m256i v =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i shift = _mm256_set_epi64x(0x0004000400040004, 0x0004000400040004, 0, 0);
+  return _mm256_and_si256(_mm256_srlv_epi16(v, shift), _mm256_set1_epi8(0x0F));
 }
 
 #include "backend/cpu/quant_simd.inc"

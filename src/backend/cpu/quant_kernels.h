@@ -19,10 +19,13 @@ QuantIsa quant_isa();
 bool quant_isa_supported(QuantIsa isa);
 const char* quant_isa_name(QuantIsa isa);  // "scalar", "avx2", "avx512_vnni"
 
-// 32 activations as int8 q with x ~ d q; dsum = d * sum(q) (the 4-bit formats' offset term).
+// 32 activations as int8 q with x ~ d q; dsum = d * sum(q) (q4_K's offset term); off[l] =
+// -8 (q[4l] + ... + q[4l + 3]), q4_0's offset (its weights are nibbles n with w = d (n - 8)) in
+// the lanes of a byte dot product, which starts from it instead of zero.
 struct ActBlock {
   float d, dsum;
   int8_t q[32];
+  int32_t off[8];
 };
 void quantize_activations(const float* x, int64_t n, ActBlock* out);  // n % 32 == 0
 

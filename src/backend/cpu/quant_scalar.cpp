@@ -32,7 +32,9 @@ float row_dot(QuantFormat f, const uint8_t* w, const ActBlock* a, int64_t blocks
     uint8_t nib[32];
     for (int64_t b = 0; b < blocks32; ++b, w += 18) {
       for (int j = 0; j < 16; ++j) nib[j] = w[2 + j] & 0xF, nib[j + 16] = w[2 + j] >> 4;
-      sum += half_at(w) * (a[b].d * float(dot32(nib, a[b].q, false)) - 8 * a[b].dsum);
+      int offset = 0;
+      for (int l = 0; l < 8; ++l) offset += a[b].off[l];
+      sum += half_at(w) * a[b].d * float(dot32(nib, a[b].q, false) + offset);
     }
   } else {
     uint8_t nib[32];
@@ -63,6 +65,9 @@ void quantize_activations(const float* x, int64_t n, ActBlock* out) {
       out[b].q[i] = int8_t(std::nearbyint(x[i] * id));
       sum += out[b].q[i];
     }
+    for (int l = 0; l < 8; ++l)
+      out[b].off[l] =
+          -8 * (out[b].q[4 * l] + out[b].q[4 * l + 1] + out[b].q[4 * l + 2] + out[b].q[4 * l + 3]);
     out[b].d = d, out[b].dsum = d * float(sum);
   }
 }
