@@ -94,13 +94,14 @@ inline double load_average() {
   return one;
 }
 
-// Forks `world` processes; each (world > 1: after communication::init over a file store in
-// `dir`, named by `tag`) runs body(rank) and writes its JSON. Returns the ranks' JSON in rank
-// order; a rank that fails (its error on stderr) makes this throw. The parent never starts
-// OpenMP threads here, so each child's pool is its own.
+// Forks `world` processes; each (world > 1 and `join`: after communication::init over a file
+// store in `dir`, named by `tag`; else the body joins itself) runs body(rank) and writes its
+// JSON. Returns the ranks' JSON in rank order; a rank that fails (its error on stderr) makes
+// this throw. Call it before the parent starts OpenMP threads, so each child's pool is its own.
 inline std::vector<nlohmann::json> fork_ranks(int world, const std::filesystem::path& dir,
                                               const std::string& tag,
-                                              const std::function<nlohmann::json(int)>& body) {
+                                              const std::function<nlohmann::json(int)>& body,
+                                              bool join = true) {
   namespace comm = communication;
   auto out_of = [&](int r) { return dir / (tag + ".rank" + std::to_string(r) + ".json"); };
   std::vector<pid_t> pids;
@@ -109,7 +110,7 @@ inline std::vector<nlohmann::json> fork_ranks(int world, const std::filesystem::
     if (pid == 0) {
       int code = 0;
       try {
-        if (world > 1) {
+        if (world > 1 && join) {
           comm::Options o;
           o.rank = r;
           o.size = world;
@@ -121,7 +122,7 @@ inline std::vector<nlohmann::json> fork_ranks(int world, const std::filesystem::
         }
         const nlohmann::json j = body(r);
         std::ofstream(out_of(r)) << j.dump();
-        if (world > 1) comm::release();
+        if (world > 1 && join) comm::release();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "%s rank %d: %s\n", tag.c_str(), r, e.what());
         code = 1;

@@ -9,7 +9,6 @@
 //               [--resnet-batch 64] [--steps 8] [--warmup 2] [--repeats 3] [--bucket-mb 25]
 //               [--pin 1] [--json FILE]
 #include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_ranks.h"
 #include "zenith/zenith.h"
 
 namespace comm = zenith::communication;
@@ -166,7 +166,7 @@ struct Result {
   double wait_fraction = 0;  // median over ranks of sum(wait) / sum(step)
 };
 
-// Forks `world` ranks and gathers their times through files.
+// Forks `world` ranks (bench::fork_ranks) and gathers their step and wait times.
 Result run_config(const Args& a, const std::string& model, int64_t global_batch, int world,
                   int threads) {
   char tmpl[] = "/tmp/zenith_ddp_scaling_XXXXXX";
@@ -175,40 +175,26 @@ Result run_config(const Args& a, const std::string& model, int64_t global_batch,
     std::exit(1);
   }
   std::string dir = tmpl;
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        RankTimes t = run_rank(a, model, global_batch, r, world, threads, "file://" + dir);
-        std::ofstream out(dir + "/rank" + std::to_string(r));
-        for (size_t i = 0; i < t.step.size(); ++i) out << t.step[i] << " " << t.wait[i] << "\n";
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "[ddp_scaling] rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  bool ok = true;
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (!ok) {
+  std::vector<nlohmann::json> ranks;
+  try {
+    ranks = bench::fork_ranks(
+        world, dir, "ddp_scaling",
+        [&](int r) {
+          RankTimes t = run_rank(a, model, global_batch, r, world, threads, "file://" + dir);
+          return nlohmann::json{{"step", t.step}, {"wait", t.wait}};
+        },
+        /*join=*/false);  // run_rank pins the rank to its core before it joins
+  } catch (const std::exception&) {
     std::fprintf(stderr, "[ddp_scaling] %s with %d rank(s) failed\n", model.c_str(), world);
     std::exit(1);
   }
   Result res;
   std::vector<double> fractions;
-  for (int r = 0; r < world; ++r) {
-    std::ifstream in(dir + "/rank" + std::to_string(r));
-    std::vector<double> step;
-    double s, w, sum_s = 0, sum_w = 0;
-    while (in >> s >> w) step.push_back(s), sum_s += s, sum_w += w;
+  for (const auto& rank : ranks) {
+    const auto step = rank["step"].get<std::vector<double>>();
+    const auto wait = rank["wait"].get<std::vector<double>>();
+    double sum_s = 0, sum_w = 0;
+    for (size_t i = 0; i < step.size(); ++i) sum_s += step[i], sum_w += wait[i];
     res.step_seconds = std::max(res.step_seconds, median(step));
     fractions.push_back(sum_s > 0 ? sum_w / sum_s : 0);
   }
