@@ -92,6 +92,8 @@ int serve_llm(const std::string& dir, const serve::ServeOptions& o, const LlmFla
     source = spec.source + " (package sha256 " + spec.sha256.substr(0, 12) + ")";
   }
   for (const auto& a : flags.adapters) lo.adapters.push_back(serve::parse_adapter_flag(a));
+  if (managed && !lo.name.empty())  // a platform service keeps the adapters added at run time
+    lo.adapters_file = data_dir + "/services/" + lo.name + "/adapters.json";
   if (!serve::is_llm_package(dir)) source = model_dir = serve::resolve_llm_model(dir, lo.adapters);
   serve::llm::LlmServer server(fs::absolute(model_dir).string(), lo);
   const int port = server.bind();

@@ -2,8 +2,8 @@
 # An LLM deployed as a platform service (issue 38): `zenith deploy --model DIR --adapter
 # NAME=DIR --name NAME` on a loopback `zenith server`, then the OpenAI API over HTTPS with the
 # printed token (models with parent, chat with the base and the adapter), `zenith services
-# adapter rm|add` on the running service, a second version and a rollback, and a LoRA
-# fine-tune's --out deployed as it is. $1 is the zenith binary.
+# adapter rm|add` on the running service, a second version and a rollback (the adapter added at
+# run time kept by both), and a LoRA fine-tune's --out deployed as it is. $1 is the zenith binary.
 set -u
 ZENITH=$(realpath "$1")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -64,10 +64,13 @@ chat fun2 | grep -q '"model":"fun2"' || fail "chat with the added adapter: $(cha
 grep -q "version 2" deploy2.log || fail "second deploy: $(cat deploy2.log)"
 url=$(sed -n 's/^  url: *//p' deploy2.log)
 api "$url/v1/models" | grep -q '"id":"fun"' && fail "version 2 has no adapter, but lists one"
+# fun2, added at run time, is the service's: kept in DATA/services/fortunes/adapters.json.
+api "$url/v1/models" | grep -q '"id":"fun2"' || fail "version 2 lost the adapter added at run time"
 "$ZENITH" services rollback fortunes > rollback.log 2>&1 || fail "rollback: $(cat rollback.log)"
 grep -q "version 1" rollback.log || fail "rollback: $(cat rollback.log)"
 url=$(sed -n 's/.* at \(https[^ ]*\) .*/\1/p' rollback.log)
 api "$url/v1/models" | grep -q '"id":"fun"' || fail "version 1 after rollback lists no adapter"
+chat fun2 | grep -q '"model":"fun2"' || fail "rollback lost the adapter added at run time"
 
 # A LoRA fine-tune's --out deploys as it is: its base model plus the adapter named after it.
 (cd "$repo" && "$ZENITH" deploy --model "$work/lora" --name tuned) > deploy3.log 2>&1 \

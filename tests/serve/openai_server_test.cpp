@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -17,7 +18,9 @@
 #include "support/temp_dir.h"
 #include "zenith/autograd.h"
 #include "zenith/gguf.h"
+#include "zenith/hf.h"
 #include "zenith/llama.h"
+#include "zenith/ops.h"
 #include "zenith/text.h"
 
 namespace zenith::serve::llm {
@@ -25,6 +28,7 @@ namespace {
 
 using nlohmann::json;
 using zenith::testing::TempDir;
+namespace fs = std::filesystem;
 
 const std::string kModel = ZENITH_SOURCE_DIR "/examples/llm/fortunes-llama";
 
@@ -544,6 +548,61 @@ TEST_F(OpenAiServerTest, AGgufFileServesAsItsModelDirectory) {
   EXPECT_EQ(json::parse(r->body)["choices"][0]["text"],
             json::parse(expected->body)["choices"][0]["text"]);
   EXPECT_EQ(json::parse(r->body)["usage"], json::parse(expected->body)["usage"]);
+}
+
+// An adapter loaded at run time is kept in LlmServeOptions::adapters_file (a platform service's
+// DATA/services/NAME/adapters.json) and loaded again when the service starts again (a restart,
+// a rollback, a new version); one unloaded is forgotten.
+TEST_F(OpenAiServerTest, AdaptersLoadedAtRunTimeSurviveARestart) {
+  const std::string adapter = dir_->str() + "/kept-adapter";
+  {
+    auto base = models::Llama::from_pretrained(kModel);
+    io::LoraAdapter a;
+    a.config.r = 2;
+    a.config.lora_alpha = 4;
+    a.config.target_modules = {"q_proj", "v_proj"};
+    for (const auto& [path, layer] : base->linear_layers()) {
+      if (!a.config.targets(path)) continue;
+      a.modules[path] = {ops::mul(Tensor::randn({2, layer->in_features()}), 0.1),
+                         ops::mul(Tensor::randn({layer->out_features(), 2}), 0.1)};
+    }
+    io::save_lora_adapter(adapter, a);
+  }
+  LlmServeOptions o = options();
+  o.adapters_file = dir_->str() + "/services/fortunes/adapters.json";
+  auto ids = [&] {
+    std::vector<std::string> out;
+    const json list = json::parse(client(token_)->Get("/v1/models")->body);
+    for (const auto& m : list["data"]) out.push_back(m["id"]);
+    return out;
+  };
+  start(o);
+  auto r =
+      post("/v1/load_lora_adapter", {{"lora_name", "kept"}, {"lora_path", adapter}}, admin_token_);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  r = post("/v1/load_lora_adapter", {{"lora_name", "dropped"}, {"lora_path", adapter}},
+           admin_token_);
+  ASSERT_EQ(r->status, 200) << r->body;
+  r = post("/v1/unload_lora_adapter", {{"lora_name", "dropped"}}, admin_token_);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto answer = post("/v1/completions",
+                     {{"model", "kept"}, {"prompt", "You"}, {"max_tokens", 6}, {"temperature", 0}});
+  ASSERT_EQ(answer->status, 200) << answer->body;
+  TearDown();
+
+  start(o);
+  EXPECT_EQ(ids(), (std::vector<std::string>{"fortunes", "kept"}));
+  auto again = post("/v1/completions",
+                    {{"model", "kept"}, {"prompt", "You"}, {"max_tokens", 6}, {"temperature", 0}});
+  ASSERT_EQ(again->status, 200) << again->body;
+  EXPECT_EQ(json::parse(again->body)["choices"][0]["text"],
+            json::parse(answer->body)["choices"][0]["text"]);
+  // Its directory gone, the service still starts, without it.
+  fs::remove_all(adapter);
+  TearDown();
+  start(o);
+  EXPECT_EQ(ids(), std::vector<std::string>{"fortunes"});
 }
 
 // response_format's schema is read in the request's order: {"z", "a"} comes out z first.

@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
+#include "core/atomic_file.h"
 #include "platform/http/api_token.h"
 #include "platform/http/reply.h"
 #include "serve/listener.h"
@@ -130,6 +132,8 @@ void LlmServer::Impl::load_adapter(const httplib::Request& req, httplib::Respons
   {
     std::lock_guard lock(adapters_mutex);
     adapter_dirs[name] = path;
+    runtime_adapters[name] = path;
+    save_runtime_adapters();
   }
   platform::reply_json(res, 200, {{"status", "ok"}, {"lora_name", name}, {"lora_path", path}});
 }
@@ -145,8 +149,36 @@ void LlmServer::Impl::unload_adapter(const httplib::Request& req, httplib::Respo
   {
     std::lock_guard lock(adapters_mutex);
     adapter_dirs.erase(name);
+    if (runtime_adapters.erase(name)) save_runtime_adapters();
   }
   platform::reply_json(res, 200, {{"status", "ok"}, {"lora_name", name}});
+}
+
+void LlmServer::Impl::save_runtime_adapters() {
+  if (options.adapters_file.empty()) return;
+  fs::create_directories(fs::path(options.adapters_file).parent_path());
+  core::write_file_atomic(options.adapters_file, json(runtime_adapters).dump(2) + "\n", 0600);
+}
+
+void LlmServer::Impl::load_runtime_adapters() {
+  if (options.adapters_file.empty() || !fs::exists(options.adapters_file)) return;
+  std::ifstream in(options.adapters_file);
+  const json kept = json::parse(in, nullptr, false);
+  if (!kept.is_object()) {
+    std::fprintf(stderr, "[serve] %s is not a JSON object of adapters; ignored\n",
+                 options.adapters_file.c_str());
+    return;
+  }
+  for (const auto& [name, dir] : kept.items()) {
+    if (!dir.is_string() || name == options.name || adapter_dirs.count(name)) continue;
+    try {  // one that no longer loads (its directory gone, another base model) is left out
+      engine->add_adapter(name, dir.get<std::string>());
+      adapter_dirs[name] = runtime_adapters[name] = dir.get<std::string>();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[serve] adapter %s (loaded at run time before) left out: %s\n",
+                   name.c_str(), e.what());
+    }
+  }
 }
 
 std::string LlmServer::Impl::metrics_text() {
@@ -251,6 +283,7 @@ LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
     m.engine->add_adapter(name, dir);
     m.adapter_dirs[name] = dir;
   }
+  m.load_runtime_adapters();
   ListenerOptions listener{m.options.host,   m.options.max_body_bytes, m.options.http_threads,
                            m.options.tls,    m.options.cert,           m.options.key,
                            m.options.tls_dir};

@@ -38,6 +38,10 @@ struct LlmServeOptions {
   std::string chat_template;    // a built-in template's name; "": the tokenizer's
   EngineOptions engine;
   std::vector<std::pair<std::string, std::string>> adapters;  // name, PEFT directory
+  // Adapters loaded at run time (/v1/load_lora_adapter) are kept in this file ({"name": dir})
+  // and loaded again at start, so that they survive a restart, a rollback and a new version;
+  // "": not kept (a platform service keeps them in DATA/services/NAME/adapters.json).
+  std::string adapters_file;
 };
 
 class LlmServer {

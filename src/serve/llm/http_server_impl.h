@@ -37,7 +37,10 @@ struct LlmServer::Impl {
   std::atomic<bool> stopping{false};  // stop(): waiting requests are cancelled
 
   std::mutex adapters_mutex;
-  std::map<std::string, std::string> adapter_dirs;  // name -> directory
+  std::map<std::string, std::string> adapter_dirs;      // name -> directory
+  std::map<std::string, std::string> runtime_adapters;  // those loaded at run time (kept)
+  void save_runtime_adapters();                         // to options.adapters_file; locked
+  void load_runtime_adapters();                         // at start
 
   // Answers by endpoint and status, and their latency (zenith_serve_* as the KServe service,
   // which `zenith services` reads).
