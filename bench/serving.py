@@ -15,6 +15,14 @@ fortunes tokenizer) exported to GGUF with `zenith export`, greedy decoding, floa
             and all of the streams' measured capacity in requests/s): TTFT, TPOT = (e2e - TTFT)
             / (output tokens - 1), ITL (gaps between streamed chunks), e2e latency (mean, p50,
             p99) and output tokens/s, each request a 32-token random prompt
+  prefix    TTFT of a request whose 512-token system prompt is in the prefix cache against the
+            same request uncached (a fresh system prompt each run, then the same one with
+            another question): the issue asks for the cached one at least 3x lower; the ratio
+            uncached / cached is printed (shorter on a model whose context is under 600)
+  longprompt  the inter-token latency of a running stream while a prompt of 8x the engine's
+            token budget (--max-batched-tokens) arrives: the largest gap from its arrival to its
+            first token over the stream's median gap (the issue asks for at most 3), at the
+            default budget 64 and at 16
   memory    `zenith serve`'s resident memory at rest (after start, and after the traffic) beside
             its weights (model.safetensors) and KV pool (--kv-cache-memory)
 
@@ -77,14 +85,15 @@ def percentiles(values):
 class Server:
     """`zenith serve DIR` in the foreground on a free loopback port, plain HTTP."""
 
-    def __init__(self, zenith, model, threads, kv, work):
+    def __init__(self, zenith, model, threads, kv, work, extra=()):
         self.work = tempfile.mkdtemp(dir=work)
         port_file = os.path.join(self.work, "port")
         self.log = open(os.path.join(self.work, "serve.log"), "w+")
         self.proc = subprocess.Popen(
             [zenith, "serve", model, "--name", "m", "--port", "0", "--port-file", port_file,
              "--data", os.path.join(self.work, "data"), "--insecure-http", "--threads",
-             str(threads), "--kv-cache-memory", kv], stdout=self.log, stderr=subprocess.STDOUT)
+             str(threads), "--kv-cache-memory", kv, *extra], stdout=self.log,
+            stderr=subprocess.STDOUT)
         for _ in range(600):
             if os.path.exists(port_file) and os.path.getsize(port_file) > 0:
                 break
@@ -106,8 +115,9 @@ class Server:
                     return int(line.split()[1]) * 1024
         return 0
 
-    def complete(self, prompt, max_tokens, t_send=None):
-        """One streamed /v1/completions request; returns its timings (perf_counter seconds)."""
+    def complete(self, prompt, max_tokens, t_send=None, chunks=None):
+        """One streamed /v1/completions request; returns its timings (perf_counter seconds).
+        `chunks`, when given, gets each text chunk's arrival time as it comes."""
         body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": max_tokens,
                            "temperature": 0, "stream": True,
                            "stream_options": {"include_usage": True}})
@@ -119,7 +129,8 @@ class Server:
         resp = conn.getresponse()
         if resp.status != 200:
             raise SystemExit(f"/v1/completions answered {resp.status}: {resp.read()[:500]}")
-        chunks, tokens = [], 0
+        chunks = [] if chunks is None else chunks
+        tokens, cached = 0, 0
         while True:
             line = resp.readline()
             if not line:
@@ -132,8 +143,10 @@ class Server:
                 chunks.append(time.perf_counter())
             if event.get("usage"):
                 tokens = event["usage"]["completion_tokens"]
+                cached = (event["usage"].get("prompt_tokens_details") or {}).get(
+                    "cached_tokens", 0)
         conn.close()
-        return {"start": start, "chunks": chunks, "tokens": tokens}
+        return {"start": start, "chunks": chunks, "tokens": tokens, "cached": cached}
 
     def stop(self):
         self.proc.terminate()
@@ -193,6 +206,63 @@ def poisson(server, rate, requests, max_tokens, seed):
             "e2e_ms": percentiles(e2e)}
 
 
+def prefix_cache(server, vocab, context, runs):
+    """TTFT with a system prompt seen before (in the prefix cache) against one not seen: each run
+    a fresh system prompt (512 tokens, whole 16-token blocks) with one question, then the same
+    system prompt with another question."""
+    length = min(512, (context - 48) // 16 * 16)
+    rng = random.Random(5)
+    uncached, cached, hits = [], [], []
+    for _ in range(max(3, runs)):
+        system = [1] + [rng.randrange(3, vocab) for _ in range(length - 1)]
+        first = server.complete(system + [rng.randrange(3, vocab) for _ in range(16)], 4)
+        again = server.complete(system + [rng.randrange(3, vocab) for _ in range(16)], 4)
+        if not first["chunks"] or not again["chunks"]:
+            continue
+        uncached.append((first["chunks"][0] - first["start"]) * 1e3)
+        cached.append((again["chunks"][0] - again["start"]) * 1e3)
+        hits.append(again["cached"])
+    u, c = statistics.median(uncached), statistics.median(cached)
+    return {"system_prompt_tokens": length, "runs": len(cached), "uncached_ttft_ms": u,
+            "cached_ttft_ms": c, "cached_tokens": min(hits), "uncached_over_cached": u / c}
+
+
+def long_prompt(server, vocab, context, budget, runs):
+    """A stream's inter-token gaps while a prompt of 8x the token budget arrives: the largest
+    gap that ends between its arrival and its first token (+ one gap), over the stream's median
+    gap. Each run a new stream of up to 96 tokens, the long prompt sent after its 12th token."""
+    long_len = min(8 * budget, context - 16)
+    new = min(96, context - 17)
+    rng = random.Random(9)
+    ratios, medians, worst = [], [], []
+    for _ in range(max(3, runs)):
+        chunks = []
+        short = [1] + [rng.randrange(3, vocab) for _ in range(15)]
+        stream = threading.Thread(target=server.complete, args=(short, new),
+                                  kwargs={"chunks": chunks})
+        stream.start()
+        while len(chunks) < 12 and stream.is_alive():
+            time.sleep(0.001)
+        arrive = time.perf_counter()
+        r = server.complete([1] + [rng.randrange(3, vocab) for _ in range(long_len - 1)], 2)
+        stream.join()
+        gaps = [(b, (b - a) * 1e3) for a, b in zip(chunks, chunks[1:])]
+        if not r["chunks"] or len(gaps) < 4:
+            continue
+        median = statistics.median(g for _, g in gaps)
+        until = next((i for i, (t, _) in enumerate(gaps) if t > r["chunks"][0]), len(gaps))
+        during = [g for t, g in gaps[:until + 1] if t >= arrive]
+        if not during:
+            continue
+        medians.append(median)
+        worst.append(max(during))
+        ratios.append(max(during) / median)
+    return {"budget": budget, "prompt_tokens": long_len, "stream_tokens": new,
+            "runs": len(ratios), "median_itl_ms": statistics.median(medians),
+            "max_itl_during_ms": statistics.median(worst),
+            "max_over_median": statistics.median(ratios), "worst_max_over_median": max(ratios)}
+
+
 def llamacpp(gguf, threads, new, runs, streams):
     out = run(["node", os.path.join(HERE, "serving_llamacpp.mjs"), gguf, "--threads",
                str(threads), "--new", str(new), "--runs", str(runs), "--streams", str(streams),
@@ -232,7 +302,7 @@ def main():
         out.update({"load_average_start": load_average(), "engine": LLAMACPP, "new_tokens": a.new,
                     "prompt": PROMPT, "runs": a.runs, "streams": a.streams,
                     "kv_cache_memory": a.kv_cache_memory, "decode": [], "concurrent": [],
-                    "poisson": [], "memory": []})
+                    "poisson": [], "prefix_cache": [], "long_prompt": [], "memory": []})
         models = {}
         if a.model_dir:
             models[os.path.basename(os.path.normpath(a.model_dir))] = os.path.abspath(a.model_dir)
@@ -306,6 +376,26 @@ def main():
                     "kv_cache_bytes": kv_bytes(a.kv_cache_memory)})
             finally:
                 server.stop()
+            context = json.load(open(os.path.join(model, "config.json")))[
+                "max_position_embeddings"]
+            budgets = sorted({min(64, context // 16), min(16, context // 16)}, reverse=True)
+            for budget in budgets:
+                server = Server(zenith, model, t, a.kv_cache_memory, work,
+                                ["--max-batched-tokens", str(budget)])
+                try:
+                    server.complete(PROMPT, 8)  # warm-up
+                    if budget == budgets[0]:
+                        log(f"serve {shape}: TTFT with a cached system prompt")
+                        row = prefix_cache(server, vocab, context, a.runs)
+                        row.update({"shape": shape, "threads": t, "budget": budget})
+                        out["prefix_cache"].append(row)
+                    log(f"serve {shape}: a stream's ITL while a long prompt arrives, budget "
+                        f"{budget}")
+                    row = long_prompt(server, vocab, context, budget, a.runs)
+                    row.update({"shape": shape, "threads": t})
+                    out["long_prompt"].append(row)
+                finally:
+                    server.stop()
         out["load_average_end"] = load_average()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -344,6 +434,17 @@ def print_tables(out):
         print(f"  {r['shape']:>6} {r['rate']:6.2f} req/s  out {r['output_tokens_s']:7.1f} tok/s"
               + "".join(f"  {k[:-3]} {r[k]['p50']:.1f}/{r[k]['p99']:.1f}"
                         for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")))
+    print("prefix cache: TTFT (ms, median) of a request whose system prompt is cached")
+    for c in out["prefix_cache"]:
+        print(f"  {c['shape']:>6} {c['threads']}t  {c['system_prompt_tokens']}-token system "
+              f"prompt: uncached {c['uncached_ttft_ms']:.1f}  cached {c['cached_ttft_ms']:.1f} "
+              f"({c['cached_tokens']} cached tokens)  ratio {c['uncached_over_cached']:.2f}")
+    print("a stream's ITL while a prompt of 8x the token budget arrives (ms)")
+    for c in out["long_prompt"]:
+        print(f"  {c['shape']:>6} {c['threads']}t  budget {c['budget']}: {c['prompt_tokens']}-"
+              f"token prompt; median ITL {c['median_itl_ms']:.1f}, largest during "
+              f"{c['max_itl_during_ms']:.1f}  ratio {c['max_over_median']:.2f} (worst "
+              f"{c['worst_max_over_median']:.2f})")
     for m in out["memory"]:
         print(f"  RSS {m['shape']}: {m['rss_start_bytes'] / 2**20:.0f} MiB at start, "
               f"{m['rss_after_bytes'] / 2**20:.0f} after; weights {m['weight_bytes'] / 2**20:.0f}"

@@ -133,6 +133,27 @@ def render_serving(r):
                    [[p["shape"], p["threads"], num(p["rate"], 2), p["requests"],
                      num(p["output_tokens_s"]), pc(p["ttft_ms"]), pc(p["tpot_ms"]),
                      pc(p["itl_ms"]), pc(p["e2e_ms"])] for p in r["poisson"]])
+    if r.get("prefix_cache"):
+        lines += ["", "The issue's two latency ratios, timed through `zenith serve` (medians of "
+                  "the runs): TTFT of a request whose system prompt is in the prefix cache "
+                  "against the same request with a system prompt not seen before (the issue: "
+                  "at least 3x lower), and the largest inter-token gap of a running stream "
+                  "while a prompt of 8x the engine's token budget (`--max-batched-tokens`) "
+                  "arrives, over the stream's median gap (the issue: within 3x). Taken on the "
+                  "shared host under the load above:", ""]
+        lines += table(["shape", "threads", "system prompt tokens", "cached tokens",
+                        "TTFT uncached ms", "TTFT cached ms", "uncached / cached"],
+                       [[c["shape"], c["threads"], c["system_prompt_tokens"], c["cached_tokens"],
+                         num(c["uncached_ttft_ms"]), num(c["cached_ttft_ms"]),
+                         num(c["uncached_over_cached"], 2)] for c in r["prefix_cache"]])
+        lines += [""]
+        lines += table(["shape", "threads", "token budget", "long prompt tokens",
+                        "median ITL ms", "largest ITL during ms", "largest / median",
+                        "worst run"],
+                       [[c["shape"], c["threads"], c["budget"], c["prompt_tokens"],
+                         num(c["median_itl_ms"]), num(c["max_itl_during_ms"]),
+                         num(c["max_over_median"], 2), num(c["worst_max_over_median"], 2)]
+                        for c in r["long_prompt"]])
     lines += ["", "`zenith serve`'s resident memory (VmRSS) at rest, after start and after the "
               "traffic above, beside its weights and its KV pool (`--kv-cache-memory`):", ""]
     mib = 1 << 20
