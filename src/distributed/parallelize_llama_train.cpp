@@ -46,6 +46,14 @@ double ParallelLlama::forward_backward(const Tensor& input_ids, const Tensor& la
   return loss.item();
 }
 
+double ParallelLlama::eval_loss(const Tensor& input_ids, const Tensor& labels) {
+  const bool was_training = model_->training();
+  model_->eval();
+  const double loss = pipeline_->eval_loss(input_ids, labels);
+  model_->train(was_training);
+  return loss;
+}
+
 double ParallelLlama::clip_grad_norm(double max_norm) {
   return pipeline_->clip_grad_norm(max_norm);
 }
@@ -55,6 +63,24 @@ std::vector<Tensor> ParallelLlama::trainable_params() const {
   for (const Tensor& p : pipeline_->parameters())
     if (p.requires_grad()) out.push_back(p);
   return out;
+}
+
+// `whole` (defined on the stage that owns it, in float32) on every stage of the pipeline group.
+Tensor ParallelLlama::from_stage(Tensor whole, int owner) const {
+  if (mesh_.degree(MeshDim::pipeline) == 1) return whole;
+  MeshCoord root = mesh_.coord();
+  root.pipeline = owner;
+  const int root_rank = mesh_.layout().rank_of(root);
+  Tensor shape = Tensor::zeros({2}, DType::i64);
+  if (whole.defined())
+    shape = Tensor::from_vector(
+        std::vector<int64_t>{whole.size(0), whole.dim() > 1 ? whole.size(1) : -1}, {2});
+  comm::broadcast(shape, root_rank, mesh_.pipeline_group());
+  const std::vector<int64_t> dims = shape.to_int_vector();
+  if (!whole.defined())
+    whole = Tensor::empty(dims[1] < 0 ? Shape{dims[0]} : Shape{dims[0], dims[1]});
+  comm::broadcast(whole, root_rank, mesh_.pipeline_group());
+  return whole;
 }
 
 std::map<std::string, Tensor> ParallelLlama::full_state() const {
@@ -72,29 +98,97 @@ std::map<std::string, Tensor> ParallelLlama::full_state() const {
                   ? p.to(DType::f32).contiguous()
                   : all_gather_along(p.to(DType::f32).contiguous(), it->second, plan_.tp.group);
     }
-    if (stages > 1) {
-      MeshCoord root = mesh_.coord();
-      root.pipeline = owner;
-      const int root_rank = mesh_.layout().rank_of(root);
-      Tensor shape = Tensor::zeros({2}, DType::i64);
-      if (whole.defined())
-        shape = Tensor::from_vector(
-            std::vector<int64_t>{whole.size(0), whole.dim() > 1 ? whole.size(1) : -1}, {2});
-      comm::broadcast(shape, root_rank, mesh_.pipeline_group());
-      const std::vector<int64_t> dims = shape.to_int_vector();
-      if (!whole.defined())
-        whole = Tensor::empty(dims[1] < 0 ? Shape{dims[0]} : Shape{dims[0], dims[1]});
-      comm::broadcast(whole, root_rank, mesh_.pipeline_group());
-    }
-    out.emplace(name, whole.to(p.dtype()));
+    out.emplace(name, from_stage(whole, owner).to(p.dtype()));
   }
   return out;
 }
 
 io::LoraAdapter ParallelLlama::lora_adapter(const io::LoraConfig& config) const {
-  ZENITH_CHECK(mesh_.degree(MeshDim::pipeline) == 1,
-               "[model parallel] saving a LoRA adapter from pipeline stages is not supported yet");
-  return tensor_parallel_lora_adapter(*model_, plan_, config);
+  NoGradGuard no_grad;
+  const int stages = mesh_.degree(MeshDim::pipeline);
+  if (stages == 1) return tensor_parallel_lora_adapter(*model_, plan_, config);
+  // Each layer's factors from the stage that holds it (the others hold them empty), gathered
+  // over its tensor group there.
+  io::LoraAdapter adapter = models::lora_adapter(*model_, config);
+  for (auto& [path, w] : adapter.modules) {
+    const int owner =
+        owner_stage(path + ".lora_A.weight", model_->config().num_hidden_layers, stages);
+    Tensor a, b;
+    if (owner == mesh_.pipeline_rank()) {
+      a = w.A.to(DType::f32).contiguous();
+      b = w.B.to(DType::f32).contiguous();
+      if (plan_.sharded.count(path + ".lora_A.weight")) a = all_gather_along(a, 1, plan_.tp.group);
+      if (plan_.sharded.count(path + ".lora_B.weight")) b = all_gather_along(b, 0, plan_.tp.group);
+    }
+    w.A = from_stage(a, owner).to(w.A.dtype());
+    w.B = from_stage(b, owner).to(w.B.dtype());
+  }
+  return adapter;
+}
+
+std::vector<ShardedTensor> ParallelLlama::trainable_blocks() const {
+  std::vector<ShardedTensor> out;
+  for (const auto& [name, p] : pipeline_->named_parameters()) {
+    if (!p.requires_grad()) continue;
+    ShardedTensor t{
+        .name = name, .global_shape = p.shape(), .offset = Shape(p.dim(), 0), .local = p};
+    auto it = plan_.sharded.find(name);
+    if (it != plan_.sharded.end()) {
+      const size_t d = size_t(it->second);
+      t.offset[d] = p.shape()[d] * plan_.rank();
+      t.global_shape[d] = p.shape()[d] * plan_.degree();
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Optimizer state names are "<slot>.<parameter index>"; false for the others ("step").
+static bool split_slot(const std::string& key, std::string* slot, size_t* index) {
+  const auto dot = key.rfind('.');
+  if (dot == std::string::npos) return false;
+  *slot = key.substr(0, dot);
+  *index = size_t(std::stoul(key.substr(dot + 1)));
+  return true;
+}
+
+std::vector<ShardedTensor> ParallelLlama::optimizer_pieces(const nn::Optimizer& optimizer) const {
+  const std::vector<ShardedTensor> blocks = trainable_blocks();
+  std::vector<ShardedTensor> out;
+  for (const auto& [key, t] : optimizer.state_dict()) {
+    std::string slot;
+    size_t i = 0;
+    if (key == "step") {
+      out.push_back({"optimizer.step", {1}, {0}, t.reshape({1})});
+    } else if (split_slot(key, &slot, &i)) {
+      ZENITH_CHECK(i < blocks.size(), "[model parallel] optimizer state '", key, "' of ",
+                   blocks.size(), " parameters");
+      const ShardedTensor& b = blocks[i];
+      out.push_back({b.name + "." + slot, b.global_shape, b.offset, t.reshape(b.local.shape())});
+    }
+  }
+  return out;
+}
+
+void ParallelLlama::load_optimizer(const ShardedCheckpointReader& reader,
+                                   nn::Optimizer& optimizer) const {
+  const std::vector<ShardedTensor> blocks = trainable_blocks();
+  nn::StateDict state;
+  for (const auto& [key, t] : optimizer.state_dict()) {
+    std::string slot;
+    size_t i = 0;
+    if (key == "step") {
+      state[key] = reader.read_full("optimizer.step").reshape(t.shape());
+    } else if (split_slot(key, &slot, &i)) {
+      const ShardedTensor& b = blocks.at(i);
+      const std::string name = b.name + "." + slot;
+      ZENITH_CHECK(reader.contains(name) && reader.global_shape(name) == b.global_shape,
+                   "[model parallel] the checkpoint has no optimizer state '", name, "' of shape ",
+                   shape_str(b.global_shape));
+      state[key] = reader.read(name, {b.local.shape(), b.offset}).reshape(t.shape());
+    }
+  }
+  optimizer.load_state_dict(state);
 }
 
 }  // namespace zenith::distributed

@@ -28,6 +28,8 @@
 #include "distributed/mesh.h"
 #include "distributed/parallelize_llama.h"
 #include "distributed/pipeline.h"
+#include "distributed/sharded_checkpoint.h"
+#include "zenith/optim.h"
 
 namespace zenith::distributed {
 
@@ -50,6 +52,9 @@ class ParallelLlama {
   // Forward and backward of this data rank's batch ids, labels [B, T]; returns the loss averaged
   // over the data ranks. Gradients are complete (synced) when it returns.
   double forward_backward(const Tensor& input_ids, const Tensor& labels);
+  // Forward only of this data rank's batch: its mean loss over the learned labels (every rank of
+  // its tensor and pipeline groups gets it; no data-group sum).
+  double eval_loss(const Tensor& input_ids, const Tensor& labels);
   // The global gradient norm (each parameter once over the mesh); max_norm > 0 also clips.
   double clip_grad_norm(double max_norm);
   // The parameters this rank holds and trains (its stage, its shards).
@@ -57,14 +62,26 @@ class ParallelLlama {
   // The whole model under HF's names (no adapters), gathered over tensor and pipeline groups
   // onto every rank: models::Llama(config, state, ...).save_pretrained on one rank.
   std::map<std::string, Tensor> full_state() const;
-  // The LoRA adapter as one process would save it (tensor-gathered; pipeline 1 only).
+  // The LoRA adapter as one process would save it (gathered over tensor and pipeline groups
+  // onto every rank).
   io::LoraAdapter lora_adapter(const io::LoraConfig& config) const;
+
+  // The state of `optimizer` (built over trainable_params(), in order) as pieces of a sharded
+  // checkpoint (sharded_checkpoint.h): "<name>.<slot>" with each tensor shard's global offsets,
+  // "optimizer.step". Every rank's pieces together are the whole state (replicas listed once).
+  std::vector<ShardedTensor> optimizer_pieces(const nn::Optimizer& optimizer) const;
+  // This rank's blocks of those from a checkpoint, whatever tensor x pipeline x data layout
+  // saved it, into `optimizer`. No communication.
+  void load_optimizer(const ShardedCheckpointReader& reader, nn::Optimizer& optimizer) const;
 
   const DeviceMesh& mesh() const { return mesh_; }
   const TensorParallelPlan& plan() const { return plan_; }
   models::Llama& model() { return *model_; }
 
  private:
+  Tensor from_stage(Tensor whole, int owner) const;
+  // trainable_params()' names and their global shapes and offsets.
+  std::vector<ShardedTensor> trainable_blocks() const;
   std::shared_ptr<models::Llama> model_;
   ModelParallelOptions options_;
   DeviceMesh mesh_;

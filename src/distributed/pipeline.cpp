@@ -239,6 +239,21 @@ PipelineStepStats LlamaPipeline::step(const Tensor& input_ids, const Tensor& lab
   return stats;
 }
 
+double LlamaPipeline::eval_loss(const Tensor& input_ids, const Tensor& labels) {
+  NoGradGuard no_grad;
+  const int p = stages();
+  MicroBatch mb;
+  forward(mb, input_ids.contiguous(), labels.contiguous());
+  for (auto& w : sends_) w.wait();
+  sends_.clear();
+  sent_.clear();
+  Tensor loss = Tensor::from_vector(std::vector<double>{mb.loss}, {1});
+  MeshCoord last = mesh_.coord();
+  last.pipeline = p - 1;
+  if (p > 1) comm::broadcast(loss, mesh_.layout().rank_of(last), mesh_.pipeline_group());
+  return loss.item();
+}
+
 double LlamaPipeline::clip_grad_norm(double max_norm) const {
   NoGradGuard no_grad;
   std::vector<Tensor> sharded, replicated;

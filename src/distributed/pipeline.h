@@ -73,6 +73,10 @@ class LlamaPipeline {
   // every stage of the pipeline group calls it with the same batch.
   PipelineStepStats step(const Tensor& input_ids, const Tensor& labels);
 
+  // Forward only, without grad, of the batch ids, labels [B, T] as one micro-batch: its mean loss
+  // over the learned labels, on every stage (evaluation). Every stage calls it with the batch.
+  double eval_loss(const Tensor& input_ids, const Tensor& labels);
+
   int stage() const { return mesh_.pipeline_rank(); }
   int stages() const { return mesh_.degree(MeshDim::pipeline); }
   std::pair<int64_t, int64_t> layers() const { return layers_; }

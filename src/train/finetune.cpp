@@ -107,7 +107,7 @@ Trainer::Trainer(const Options& o, const Data& train, const Data* eval, const de
   manual_seed(uint64_t(o.seed));
   load_model();
   if (detail::model_parallel(o))
-    parallel_ = detail::make_parallel(o, model_, eval != nullptr, ranks_, params_, log_);
+    parallel_ = detail::make_parallel(o, model_, ranks_, params_, log_);
   plan_steps();
   make_optimizer();
   // Graph mode captures one process's step without loss scaling (check_options refuses fp16);
@@ -195,13 +195,11 @@ void Trainer::make_optimizer() {
   } else {
     optimizer_ = adamw(params_);
   }
-  if (resumed_ && zero_) {  // every rank's rows from the checkpoint's zero/ shards
+  if (resumed_ && zero_)  // every rank's rows from the checkpoint's zero/ shards
     detail::load_zero_state(o_.resume, *zero_, detail::parameter_names(*model_, params_));
-    default_generator().set_state(resumed_->rng);
-  } else if (resumed_) {
-    optimizer_->load_state_dict(resumed_->optimizer);
-    default_generator().set_state(resumed_->rng);
-  }
+  else if (resumed_)  // model parallelism: this rank's shards from the checkpoint's parallel/
+    detail::load_optimizer_state(o_.resume, *resumed_, parallel_.get(), *optimizer_);
+  if (resumed_) default_generator().set_state(resumed_->rng);
   snapshot();
 }
 
@@ -452,8 +450,11 @@ void Trainer::log_step(int64_t epoch, const detail::Step::Outcome& outcome, doub
 void Trainer::evaluate(int64_t step) {
   if (!eval_) return;
   EvalRecord r;
-  with_full_parameters(
-      [&] { r = detail::evaluate_shared(*model_, *eval_, o_.batch_size, pad_id_, &ranks_); });
+  with_full_parameters([&] {
+    r = parallel_
+            ? detail::evaluate_parallel(*parallel_, *eval_, o_.batch_size, pad_id_, pad_to_, ranks_)
+            : detail::evaluate_shared(*model_, *eval_, o_.batch_size, pad_id_, &ranks_);
+  });
   r.step = step;
   result_.evals.push_back(r);
   eval_log_.push_back(

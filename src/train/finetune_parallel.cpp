@@ -1,27 +1,29 @@
 // zenith finetune over tensor × pipeline × data ranks (--tensor-parallel, --pipeline-parallel):
 // the model rewritten by distributed::ParallelLlama, the data split over its data group only,
 // and the whole model or adapter gathered back for the outputs.
+#include <cmath>
+#include <filesystem>
+
 #include "distributed/parallelize_llama_train.h"
 #include "train/finetune_run.h"
 #include "zenith/communication.h"
 
 namespace zenith::finetune::detail {
 
+// A checkpoint's optimizer shards under model parallelism.
+inline constexpr const char* kParallelStateDir = "parallel";
+
 bool model_parallel(const Options& o) { return o.tensor_parallel * o.pipeline_parallel > 1; }
 
 std::unique_ptr<distributed::ParallelLlama> make_parallel(const Options& o,
                                                           std::shared_ptr<models::Llama> model,
-                                                          bool has_eval, Ranks& ranks,
-                                                          std::vector<Tensor>& params,
+                                                          Ranks& ranks, std::vector<Tensor>& params,
                                                           const Log& log) {
   ZENITH_CHECK(communication::is_initialized() &&
                    communication::get_group_size() % (o.tensor_parallel * o.pipeline_parallel) == 0,
                "[finetune] --tensor-parallel ", o.tensor_parallel, " x --pipeline-parallel ",
                o.pipeline_parallel, " must divide the ranks (--nproc or the job's npu/nodes), got ",
                communication::is_initialized() ? communication::get_group_size() : 1);
-  ZENITH_CHECK(!has_eval,
-               "[finetune] evaluation data with --tensor-parallel/--pipeline-parallel is not "
-               "supported yet: drop --eval-data");
   const models::LlamaConfig& c = model->config();
   ZENITH_CHECK(c.num_attention_heads % o.tensor_parallel == 0 &&
                    c.num_key_value_heads % o.tensor_parallel == 0,
@@ -51,9 +53,45 @@ std::unique_ptr<distributed::ParallelLlama> make_parallel(const Options& o,
   return run;
 }
 
+EvalRecord evaluate_parallel(distributed::ParallelLlama& run, const Data& data, int64_t batch_size,
+                             int64_t pad_id, int64_t pad_to, const Ranks& ranks) {
+  double total = 0;
+  EvalRecord r;
+  for (size_t i = size_t(ranks.rank() * batch_size); i < data.examples.size();
+       i += size_t(ranks.world() * batch_size)) {
+    std::vector<const Example*> part;
+    for (size_t j = i; j < std::min(data.examples.size(), i + size_t(batch_size)); ++j)
+      part.push_back(&data.examples[j]);
+    // Padded on the right: the causal mask keeps the padding out of the learned positions.
+    const Batch b = collate(part, pad_id, pad_to);
+    if (b.targets == 0) continue;
+    total += run.eval_loss(b.input_ids, b.labels) * double(b.targets);
+    r.targets += b.targets;
+  }
+  const std::vector<double> sums = ranks.sum({total, double(r.targets)});
+  r.targets = int64_t(sums[1]);
+  r.loss = r.targets > 0 ? sums[0] / double(r.targets) : 0;
+  r.perplexity = std::exp(r.loss);
+  return r;
+}
+
+void load_optimizer_state(const std::string& resume, const TrainerState& state,
+                          const distributed::ParallelLlama* run, nn::Optimizer& optimizer) {
+  if (!run) return optimizer.load_state_dict(state.optimizer);
+  const std::string dir = resume + "/" + kParallelStateDir;
+  ZENITH_CHECK(std::filesystem::exists(dir + "/" + distributed::kShardedMetadataFile),
+               "[finetune] --resume ", resume,
+               " with --tensor-parallel/--pipeline-parallel: it has no ", dir, "/",
+               distributed::kShardedMetadataFile,
+               " (a checkpoint-<step> directory of a model-parallel zenith finetune run)");
+  run->load_optimizer(distributed::ShardedCheckpointReader(dir), optimizer);
+}
+
 void save_parallel(distributed::ParallelLlama& run, const Checkpoint& c, int64_t step,
                    const std::string& dir, bool writes) {
-  // Collective: every rank gathers, rank 0 writes.
+  // Collective: every rank's optimizer shards (a checkpoint), every rank gathers, rank 0 writes.
+  if (dir != c.o.out)
+    distributed::save_sharded(dir + "/" + kParallelStateDir, run.optimizer_pieces(c.optimizer));
   if (c.o.method == Method::lora) {
     const io::LoraAdapter adapter = run.lora_adapter(c.lora);
     if (!writes) return;

@@ -116,11 +116,19 @@ bool model_parallel(const Options& o);
 // data group, `params` this rank's trainable shards. Errors name the flag that does not fit.
 std::unique_ptr<distributed::ParallelLlama> make_parallel(const Options& o,
                                                           std::shared_ptr<models::Llama> model,
-                                                          bool has_eval, Ranks& ranks,
-                                                          std::vector<Tensor>& params,
+                                                          Ranks& ranks, std::vector<Tensor>& params,
                                                           const Log& log);
+// o.resume's optimizer state into `optimizer`: with model parallelism (`run`) this rank's
+// shards from the checkpoint's parallel/ pieces (any layout saved them), else `state`'s.
+void load_optimizer_state(const std::string& resume, const TrainerState& state,
+                          const distributed::ParallelLlama* run, nn::Optimizer& optimizer);
+// evaluate_shared through `run` (its tensor and pipeline groups run each batch, padded to a
+// multiple of pad_to); the data ranks take every world-th batch, their sums added.
+EvalRecord evaluate_parallel(distributed::ParallelLlama& run, const Data& data, int64_t batch_size,
+                             int64_t pad_id, int64_t pad_to, const Ranks& ranks);
 // Collective: the whole model or adapter gathered from the shards; rank `writes` saves it as
-// save_output does (c.model unused; the optimizer state written is this rank's shards').
+// save_output does (c.model unused). A checkpoint (dir is not o.out) also gets every rank's
+// optimizer shards in dir/parallel (a sharded checkpoint), for --resume.
 void save_parallel(distributed::ParallelLlama& run, const Checkpoint& c, int64_t step,
                    const std::string& dir, bool writes);
 

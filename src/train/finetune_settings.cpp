@@ -175,13 +175,6 @@ static void check_model_parallel_options(const Options& o) {
   ZENITH_CHECK(o.accumulate_steps == 1,
                "[finetune] --accumulate-steps with --tensor-parallel/--pipeline-parallel: use "
                "--micro-batches to split the batch");
-  ZENITH_CHECK(o.resume.empty() && o.save_every == 0,
-               "[finetune] --resume/--save-every with --tensor-parallel/--pipeline-parallel: "
-               "mid-run checkpoints of a sharded model are not written yet (the end writes the "
-               "whole model)");
-  ZENITH_CHECK(o.method == Method::full || o.pipeline_parallel == 1,
-               "[finetune] --method lora with --pipeline-parallel is not supported: LoRA splits "
-               "with --tensor-parallel");
   ZENITH_CHECK(!o.activation_checkpointing || o.pipeline_parallel == 1,
                "[finetune] --activation-checkpointing with --pipeline-parallel is not supported");
 }

@@ -12,6 +12,8 @@ namespace zenith::finetune::detail {
 namespace fs = std::filesystem;
 
 TrainerState read_resume_state(const Options& o, int ranks, int64_t pad_to) {
+  // Model parallelism: the checkpoint counts the data-parallel ranks.
+  if (model_parallel(o)) ranks /= int(o.tensor_parallel * o.pipeline_parallel);
   const std::string zero_dir = o.resume + "/" + kZeroStateDir;
   const bool sharded = fs::exists(zero_dir + "/" + distributed::kShardedMetadataFile);
   if (o.zero_stage == 0 || ranks < 2) {

@@ -99,5 +99,65 @@ TEST_F(FinetuneHybrid, LoraUnderZeroMatchesOneProcess) {
   }
 }
 
+// LoRA with pipeline stages (and tensor x pipeline on 4 ranks) trains as one process: each stage
+// trains its layers' adapters; the adapter gathered from the stages at the end is one process's.
+// The eval loss runs through the stages (and the vocabulary-parallel loss) too.
+TEST_F(FinetuneHybrid, LoraWithPipelineStagesMatchesOneProcess) {
+  write_data(root_ / "train.jsonl", 16, 5, false);
+  write_data(root_ / "eval.jsonl", 5, 6, false);
+  const std::string base = " --batch-size 4 --micro-batches 2";
+  CliResult single = run_zenith(args("lora", "single") + " --batch-size 4");
+  ASSERT_EQ(single.code, 0) << single.output;
+  CliResult pp = run_zenith(args("lora", "pp") + base + " --pipeline-parallel 2 --nproc 2");
+  ASSERT_EQ(pp.code, 0) << pp.output;
+  expect_as("single", "pp", "adapter_model.safetensors", 1e-4, 28);
+  CliResult tp_pp = run_zenith(args("lora", "tp_pp") + base +
+                               " --tensor-parallel 2 --pipeline-parallel 2 --nproc 4");
+  ASSERT_EQ(tp_pp.code, 0) << tp_pp.output;
+  expect_as("single", "tp_pp", "adapter_model.safetensors", 1e-4, 28);
+  EXPECT_TRUE(fs::exists(root_ / "tp_pp/adapter_config.json"));
+}
+
+// A pipeline run stopped at step 2 (its checkpoint: the whole model, and every rank's AdamW shards
+// with their global offsets in checkpoint-2/parallel) and resumed ends where the uninterrupted
+// run did: the same losses, eval losses and model; resumed under tensor parallel instead (another
+// layout of the same shards) too.
+TEST_F(FinetuneHybrid, ModelParallelRunsResumeWhereTheyLeftOff) {
+  write_data(root_ / "train.jsonl", 16, 5, false);
+  write_data(root_ / "eval.jsonl", 5, 6, false);
+  const std::string pp = " --batch-size 4 --pipeline-parallel 2 --micro-batches 2 --nproc 2";
+  CliResult whole = run_zenith(args("full", "whole", 4) + pp + " --save-every 2 --eval-steps 2");
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  const fs::path checkpoint = root_ / "whole/checkpoint-2";
+  ASSERT_TRUE(fs::exists(checkpoint / "parallel/metadata.json")) << whole.output;
+  auto want = read_metrics(root_ / "whole/metrics.jsonl");
+  ASSERT_EQ(want["loss"].size(), 4u);
+  const std::pair<const char*, std::string> layouts[] = {
+      {"same", pp}, {"tensor", " --batch-size 4 --tensor-parallel 2 --nproc 2"}};
+  for (const auto& [out, flags] : layouts) {
+    CliResult resumed = run_zenith(args("full", out, 4) + flags + " --eval-steps 2 --resume " +
+                                   checkpoint.string());
+    ASSERT_EQ(resumed.code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+    auto got = read_metrics(root_ / out / "metrics.jsonl");
+    ASSERT_EQ(got["loss"].size(), 2u) << out;
+    for (const char* name : {"loss", "grad_norm"})
+      for (int64_t step : {3, 4})
+        EXPECT_NEAR(got[name][step], want[name][step], 1e-5 * std::abs(want[name][step]))
+            << out << " " << name << " step " << step;
+    EXPECT_NEAR(got["eval/loss"][4], want["eval/loss"][4], 1e-5 * want["eval/loss"][4]) << out;
+    EXPECT_TRUE(same_parameters((root_ / "whole/model.safetensors").string(),
+                                (root_ / out / "model.safetensors").string(), 1e-4, 20))
+        << out;
+  }
+  // The run's end (no parallel/ shards) is not a checkpoint to resume a model-parallel run from.
+  CliResult plain =
+      run_zenith(args("full", "plain", 4) + pp + " --resume " + (root_ / "whole").string());
+  EXPECT_NE(plain.code, 0);
+  EXPECT_NE(plain.output.find("parallel/metadata.json (a checkpoint-<step> directory"),
+            std::string::npos)
+      << plain.output;
+}
+
 }  // namespace
 }  // namespace zenith::testing
