@@ -1,6 +1,8 @@
 // Process-wide settings and the ranks of a job as _zenith.context and _zenith.communication:
-// context, seeds, collectives and DistributedDataParallel.
+// context, seeds, collectives, DistributedDataParallel and the autograd collectives of tensor
+// parallelism (what zenith.nn.Dense's shard strategies run on).
 #include "bindings.h"
+#include "distributed/tensor_parallel.h"
 
 namespace zenith::python {
 namespace {
@@ -55,6 +57,16 @@ void bind_distributed(py::module_& root) {
       "all_gather", [](const Tensor& t) { return communication::all_gather(t); }, ReleaseGIL());
   m.def(
       "barrier", [] { communication::barrier(); }, ReleaseGIL());
+
+  // Over the world: identity forward and all-reduce of the gradient backward (Megatron's f),
+  // and its conjugate, all-reduce forward and identity backward (g).
+  m.def(
+      "copy_to_tensor_parallel",
+      [](const Tensor& x) { return distributed::copy_to_tensor_parallel(x, {}); }, ReleaseGIL());
+  m.def(
+      "reduce_from_tensor_parallel",
+      [](const Tensor& x) { return distributed::reduce_from_tensor_parallel(x, {}); },
+      ReleaseGIL());
 
   m.def(
       "DistributedDataParallel",

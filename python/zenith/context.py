@@ -71,7 +71,8 @@ def get_seed():
 
 
 class ParallelMode:
-    """Parallel modes (MindSpore's ParallelMode); zenith runs stand_alone and data_parallel."""
+    """Parallel modes (MindSpore's ParallelMode); zenith runs stand_alone, data_parallel and
+    semi_auto_parallel (Dense shard strategies)."""
     STAND_ALONE = "stand_alone"
     DATA_PARALLEL = "data_parallel"
     SEMI_AUTO_PARALLEL = "semi_auto_parallel"
@@ -81,7 +82,8 @@ class ParallelMode:
 
 _PARALLEL_DEFAULTS = {"parallel_mode": ParallelMode.STAND_ALONE, "gradients_mean": False,
                       "device_num": 1, "global_rank": 0, "parameter_broadcast": False,
-                      "bucket_cap_mb": 25.0}
+                      "bucket_cap_mb": 25.0, "pipeline_stages": 1,
+                      "enable_parallel_optimizer": False}
 _PARALLEL = dict(_PARALLEL_DEFAULTS)
 
 
@@ -89,15 +91,29 @@ def set_auto_parallel_context(**kwargs):
     """parallel_mode='data_parallel' makes Model wrap its network in DistributedDataParallel
     (rank 0's parameters broadcast, gradients averaged across ranks during backward; needs
     gradients_mean=True: zenith averages). device_num and global_rank are checked against the
-    job's group once communication.init() ran. bucket_cap_mb sets DDP's bucket size."""
+    job's group once communication.init() ran. bucket_cap_mb sets DDP's bucket size.
+    parallel_mode='semi_auto_parallel' makes dense.matmul.shard(strategy) split a Dense's weight
+    over the ranks (zenith.nn.shard: row or column tensor parallel); pipeline_stages > 1 and
+    enable_parallel_optimizer=True are refused (zenith.UnsupportedError)."""
     unknown = sorted(set(kwargs) - set(_PARALLEL_DEFAULTS))
     if unknown:
         raise ValueError(f"set_auto_parallel_context: unknown key(s) {unknown}; known: "
                          f"{sorted(_PARALLEL_DEFAULTS)}")
     mode = kwargs.get("parallel_mode", _PARALLEL["parallel_mode"])
-    if mode not in (ParallelMode.STAND_ALONE, ParallelMode.DATA_PARALLEL):
+    if mode not in (ParallelMode.STAND_ALONE, ParallelMode.DATA_PARALLEL,
+                    ParallelMode.SEMI_AUTO_PARALLEL):
         raise ValueError(f"set_auto_parallel_context: parallel_mode {mode!r} is not supported "
-                         "(zenith runs 'stand_alone' and 'data_parallel')")
+                         "(zenith runs 'stand_alone', 'data_parallel' and 'semi_auto_parallel')")
+    from zenith._unsupported import UnsupportedError
+    stages = kwargs.get("pipeline_stages", _PARALLEL["pipeline_stages"])
+    if stages != 1:
+        raise UnsupportedError(f"set_auto_parallel_context: pipeline_stages={stages!r} is not "
+                               "supported from Python (zenith finetune --pipeline-parallel runs "
+                               "pipeline stages of a LLaMA)")
+    if kwargs.get("enable_parallel_optimizer", _PARALLEL["enable_parallel_optimizer"]):
+        raise UnsupportedError("set_auto_parallel_context: enable_parallel_optimizer=True is not "
+                               "supported from Python (zenith finetune --zero 1 shards the "
+                               "optimizer of a LLaMA)")
     _PARALLEL.update(kwargs)
 
 

@@ -60,9 +60,13 @@ def test_auto_parallel_context():
     assert zenith.get_auto_parallel_context("device_num") == 1
     zenith.Model(net)
     with pytest.raises(ValueError, match="not supported"):
-        zenith.set_auto_parallel_context(parallel_mode=zenith.ParallelMode.SEMI_AUTO_PARALLEL)
-    with pytest.raises(ValueError, match="unknown key"):
+        zenith.set_auto_parallel_context(parallel_mode=zenith.ParallelMode.AUTO_PARALLEL)
+    with pytest.raises(zenith.UnsupportedError, match="pipeline_stages=2"):
         zenith.set_auto_parallel_context(pipeline_stages=2)
+    with pytest.raises(zenith.UnsupportedError, match="enable_parallel_optimizer"):
+        zenith.set_auto_parallel_context(enable_parallel_optimizer=True)
+    with pytest.raises(ValueError, match="unknown key"):
+        zenith.set_auto_parallel_context(stages=2)
     with pytest.raises(ValueError):
         zenith.get_auto_parallel_context("stages")
     assert zenith.ParallelMode.AUTO_PARALLEL == "auto_parallel"

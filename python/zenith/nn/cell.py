@@ -233,6 +233,18 @@ def _cells_arg(args):
     return list(args)
 
 
+def _no_strategy(cell, i):
+    """A Dense with a shard strategy runs it from Python; SequentialCell's C++ chain would not."""
+    d = getattr(cell, "__dict__", None)
+    if d is None or not hasattr(type(cell), "matmul"):  # nn.Dense only
+        return
+    if d.get("_tp") is not None:
+        from zenith._unsupported import UnsupportedError
+        raise UnsupportedError(f"SequentialCell: item {i} is a Dense sharded with strategy "
+                               f"{d['_tp']['strategy']}; call it from a Cell's construct")
+    object.__setattr__(cell, "_in_sequential", True)
+
+
 class SequentialCell(Cell):
     """Cells applied in order (MindSpore's nn.SequentialCell): SequentialCell(c1, c2, ...) or
     SequentialCell([c1, c2, ...]); children are named "0", "1", .... The chain runs in C++
@@ -245,6 +257,7 @@ class SequentialCell(Cell):
         for i, c in enumerate(cells):
             if not isinstance(c, Cell):
                 raise TypeError(f"SequentialCell: item {i} is {type(c).__name__}, not a Cell")
+            _no_strategy(c, i)
         seq = _C.nn.SequentialCell(cells)
         seq.__class__ = cls
         object.__setattr__(seq, "_cells", cells)  # keeps the Python cells alive

@@ -159,6 +159,13 @@ class Dense(_Builtin):
         return (f"input_channels={self.in_channels}, output_channels={self.out_channels}, "
                 f"has_bias={self.has_bias}")
 
+    @property
+    def matmul(self):
+        """MindSpore's MatMul inside Dense: dense.matmul.shard(strategy) under semi-auto
+        parallel splits the weight over the ranks (zenith.nn.shard)."""
+        from zenith.nn.shard import MatMulShard
+        return MatMulShard(self)
+
 
 class ReLU(_Builtin):
     """max(x, 0) (mindspore.nn.ReLU)."""
