@@ -1,6 +1,6 @@
 """MindSpore's semi-auto parallel from Python: a Dense stack whose MatMuls carry shard strategies
 (column-parallel, row-parallel, column-parallel again) trains on two ranks with the losses and
-outputs of one process; other strategies and layouts are refused naming them."""
+outputs of one process, by value_and_grad and through Model; other strategies and layouts are refused naming them."""
 
 import json
 import socket
@@ -56,6 +56,15 @@ SCRIPT = textwrap.dedent("""
         losses.append(loss.item())
     out = {"losses": losses, "output": net(x).asnumpy().tolist(),
            "fc1_rows": list(net.fc1.weight.shape), "fc2_cols": list(net.fc2.weight.shape)}
+
+    # Through Model, as MindSpore's semi-auto examples train: every rank the whole batch.
+    import zenith.dataset as ds
+    net = Net()
+    data = ds.NumpySlicesDataset((x.asnumpy(), y.asnumpy()), ["x", "y"], shuffle=False).batch(5)
+    model = zenith.Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                         metrics={"loss"})
+    model.train(2, data)
+    out["model_loss"] = model.eval(data)["loss"]
     if shard:
         out["rank"] = zenith.communication.get_rank()
         zenith.communication.release()
@@ -100,6 +109,7 @@ def test_dense_stack_on_two_ranks_equals_one_process(python_env, tmp_path):
         assert r["fc1_rows"] == [8, 8] and r["fc2_cols"] == [12, 8]  # each rank holds half
         np.testing.assert_allclose(r["losses"], ref["losses"], rtol=1e-5)
         np.testing.assert_allclose(r["output"], ref["output"], rtol=1e-4, atol=1e-6)
+        assert r["model_loss"] == pytest.approx(ref["model_loss"], rel=1e-5)
 
 
 def test_other_strategies_and_layouts_are_refused():
