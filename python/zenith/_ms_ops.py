@@ -91,6 +91,20 @@ class Primitive:
     def __repr__(self):
         return f"Prim[{type(self).__name__}]"
 
+    def shard(self, in_strategy, out_strategy=None):
+        """MindSpore's operator-level strategy: kept and ignored outside semi-auto parallel
+        (as MindSpore does); under it refused (zenith.UnsupportedError) but for nn.Dense's
+        MatMul (dense.matmul.shard, zenith.nn.shard)."""
+        from zenith.context import ParallelMode, get_auto_parallel_context
+        if get_auto_parallel_context("parallel_mode") == ParallelMode.SEMI_AUTO_PARALLEL:
+            from zenith._unsupported import UnsupportedError
+            raise UnsupportedError(
+                f"ops.{type(self).__name__}().shard({in_strategy!r}): zenith runs shard "
+                "strategies only on nn.Dense's MatMul (dense.matmul.shard(...)); a primitive's "
+                "strategy is not supported")
+        self.in_strategy, self.out_strategy = in_strategy, out_strategy
+        return self
+
 
 def _apply_momentum(variable, accumulation, learning_rate, gradient, momentum,
                     use_locking=False, use_nesterov=False):

@@ -116,6 +116,7 @@ def test_other_strategies_and_layouts_are_refused():
     net = nn.Dense(4, 4)
     net.matmul.shard(((2, 1), (1, 1)))  # outside semi-auto parallel: kept, not applied
     assert net.weight.shape == (4, 4)
+    assert zenith.ops.MatMul().shard(((2, 1), (1, 1))).in_strategy == ((2, 1), (1, 1))
     zenith.set_auto_parallel_context(parallel_mode=zenith.ParallelMode.SEMI_AUTO_PARALLEL)
     try:
         with pytest.raises(ValueError, match="communication.init"):
@@ -128,6 +129,8 @@ def test_other_strategies_and_layouts_are_refused():
             nn.Dense(4, 4).matmul.shard("data")
         with pytest.raises(zenith.UnsupportedError, match="out_strategy"):
             nn.Dense(4, 4).matmul.shard(((1, 1), (1, 1)), ((1, 1),))
+        with pytest.raises(zenith.UnsupportedError, match=r"MatMul\(\)\.shard\(\(\(2, 1\)"):
+            zenith.ops.MatMul().shard(((2, 1), (1, 1)))
     finally:
         zenith.reset_auto_parallel_context()
 
