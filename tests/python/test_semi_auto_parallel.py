@@ -149,6 +149,12 @@ def test_unsupported_strategy_names_itself(python_env, tmp_path):
             except zenith.UnsupportedError as e:
                 assert str(s) in str(e), e
                 print("REFUSED", s, flush=True)
+        zenith.set_auto_parallel_context(device_num=4)
+        try:
+            nn.Dense(4, 4).matmul.shard(((1, 1), (2, 1)))
+        except ValueError as e:
+            assert "device_num=4" in str(e) and "2 ranks" in str(e), e
+            print("REFUSED device_num", flush=True)
         zenith.communication.release()
     """))
     port = free_port()
@@ -160,4 +166,4 @@ def test_unsupported_strategy_names_itself(python_env, tmp_path):
     for p in procs:
         stdout, stderr = p.communicate(timeout=120)
         assert p.returncode == 0, stderr + stdout
-        assert stdout.count("REFUSED") == 3, stdout
+        assert stdout.count("REFUSED") == 4, stdout

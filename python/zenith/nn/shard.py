@@ -62,6 +62,11 @@ def shard_dense(dense, strategy):
     if not _C.communication.is_initialized():
         raise ValueError("Dense.matmul.shard: call zenith.communication.init() first")
     n, rank = _C.communication.get_group_size(), _C.communication.get_rank()
+    from zenith.context import get_auto_parallel_context
+    devices = get_auto_parallel_context("device_num")
+    if devices not in (1, n):  # 1: not set
+        raise ValueError(f"Dense.matmul.shard: set_auto_parallel_context(device_num={devices}) "
+                         f"but the job has {n} ranks")
     (batch, k_in), (out, k_w) = s
     if s == ((1, 1), (1, 1)):
         return dense
