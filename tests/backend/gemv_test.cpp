@@ -133,3 +133,49 @@ TEST(ClaimPool, EveryItemOnceFromSeveralCallersAndNested) {
     });
   for (auto& t : callers) t.join();
 }
+
+TEST(ClaimPool, ALaggingHelperLeavesTheNextCallsToTheCaller) {
+  ThreadsScope scope(2);
+  const auto caller = std::this_thread::get_id();
+  // An item that a helper runs takes 5 ms (as if it had been descheduled): the caller, done with
+  // its own 1 us items, waits for it, then runs its next calls alone.
+  auto spin = [] {  // about a microsecond
+    for (volatile int i = 0; i < 500; i = i + 1) {
+    }
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // past an earlier test's lag
+  bool lagged = false;
+  for (int attempt = 0; attempt < 50 && !lagged; ++attempt) {
+    std::atomic<int> on_helper{0};
+    cpu::parallel_claim(256, [&](int64_t) {
+      if (std::this_thread::get_id() == caller) return spin();
+      on_helper.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+    lagged = on_helper.load() > 0;
+  }
+  const auto lag_end = std::chrono::steady_clock::now();
+  ASSERT_TRUE(lagged) << "no helper joined in 50 calls";
+  // (A lag now leaves the caller alone.)
+  std::atomic<int> elsewhere{0}, runs{0};
+  cpu::parallel_claim(64, [&](int64_t) {
+    runs.fetch_add(1);
+    if (std::this_thread::get_id() != caller) elsewhere.fetch_add(1);
+  });
+  EXPECT_EQ(runs.load(), 64);
+  // (Unless this thread was itself descheduled past the 50 ms.)
+  if (std::chrono::steady_clock::now() - lag_end < std::chrono::milliseconds(40))
+    EXPECT_EQ(elsewhere.load(), 0);
+  // After the pause the helpers take items again.
+  bool helped = false;
+  for (int attempt = 0; attempt < 20 && !helped; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    std::atomic<int> on_helper{0};
+    cpu::parallel_claim(256, [&](int64_t) {
+      if (std::this_thread::get_id() != caller) on_helper.fetch_add(1);
+      spin();
+    });
+    helped = on_helper.load() > 0;
+  }
+  EXPECT_TRUE(helped);
+}

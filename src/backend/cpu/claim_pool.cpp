@@ -28,6 +28,12 @@ constexpr auto kSpin = std::chrono::microseconds(100);
 // may have been preempted onto it).
 constexpr auto kWaitBeforeYield = std::chrono::microseconds(100);
 
+// A caller that waited for a helper's item far longer than an item takes (the helper was
+// descheduled mid-item: on a host busier than its cores that costs a time slice per call, and
+// 2 threads ran a 110M decode at half the speed of 1) runs its calls alone for this long, then
+// tries the helpers again.
+constexpr auto kAloneAfterLag = std::chrono::milliseconds(50);
+constexpr auto kLagSlack = std::chrono::microseconds(50);
 // A thread running items of a job (a helper, or the caller inside its own run): a nested
 // parallel_claim on it runs serially, as the items' code expects of a nested call.
 thread_local bool t_in_job = false;
@@ -38,11 +44,14 @@ struct Job {
   int helpers;  // helpers with a smaller index may join
   std::atomic<int64_t> next{0}, done{0};
 
-  void work() {
-    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;) {
+  // Runs items until none is left to claim; returns how many this thread ran.
+  int64_t work() {
+    int64_t ran = 0;
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count; ++ran) {
       (*f)(i);
       done.fetch_add(1, std::memory_order_release);
     }
+    return ran;
   }
 };
 
@@ -60,14 +69,27 @@ class Pool {
       epoch_.fetch_add(1, std::memory_order_release);
     }
     if (sleeping_.load() > 0) cv_.notify_all();
-    job->work();
+    const auto start = SteadyClock::now();
+    const int64_t ran = job->work();
+    if (job->done.load(std::memory_order_acquire) == count) return;
     // Only items a helper claimed are left: it is running them. Yield only after a while: on a
     // loaded machine a yield can hand the core to another process for a whole time slice.
-    const auto patience = SteadyClock::now() + kWaitBeforeYield;
+    const auto waiting = SteadyClock::now(), patience = waiting + kWaitBeforeYield;
     for (int spins = 0; job->done.load(std::memory_order_acquire) < count; ++spins) {
       _mm_pause();
       if (spins % 64 == 63 && SteadyClock::now() > patience) std::this_thread::yield();
     }
+    const auto end = SteadyClock::now();
+    const auto per_item = (waiting - start) / std::max<int64_t>(ran, 1);
+    if (end - waiting > 4 * per_item + kLagSlack)
+      alone_until_.store((end + kAloneAfterLag).time_since_epoch().count(),
+                         std::memory_order_relaxed);
+  }
+
+  // Whether calls run on the caller alone for now (a helper lagged recently).
+  bool alone() const {
+    return SteadyClock::now().time_since_epoch().count() <
+           alone_until_.load(std::memory_order_relaxed);
   }
 
  private:
@@ -111,6 +133,7 @@ class Pool {
   std::atomic<uint64_t> epoch_{0};
   std::atomic<int> sleeping_{0};
   std::atomic<int> started_{0};  // helpers_.size(), read without the lock
+  std::atomic<SteadyClock::rep> alone_until_{0};
 };
 
 }  // namespace
@@ -123,6 +146,10 @@ void parallel_claim(int64_t count, const std::function<void(int64_t)>& f, int th
     return;
   }
   static Pool* pool = new Pool;  // never destroyed: helpers may still poll at exit
+  if (pool->alone()) {
+    for (int64_t i = 0; i < count; ++i) f(i);
+    return;
+  }
   t_in_job = true;
   struct Leave {
     ~Leave() { t_in_job = false; }
