@@ -22,9 +22,10 @@ KvPool::KvPool(const models::LlamaConfig& c, int64_t bytes, int64_t block_size)
   ZENITH_CHECK(num_blocks_ >= 2, "[llm engine] a KV pool of ", bytes, " bytes holds ", num_blocks_,
                " blocks of ", block_size, " positions (", bytes_per_block(c, block_size),
                " bytes each); give it room for at least 2");
-  const size_t per_layer = size_t(num_blocks_ * block_size_ * kv_heads_ * head_dim_);
-  keys_.assign(size_t(c.num_hidden_layers), std::vector<float>(per_layer));
-  values_.assign(size_t(c.num_hidden_layers), std::vector<float>(per_layer));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    keys_.push_back(Tensor::zeros({num_blocks_, block_size_, kv_heads_, head_dim_}));
+    values_.push_back(Tensor::zeros({num_blocks_, block_size_, kv_heads_, head_dim_}));
+  }
   blocks_.resize(size_t(num_blocks_));
   // Popped from the back: block 0 first.
   for (int64_t b = num_blocks_ - 1; b >= 0; --b) free_.push_back(b);

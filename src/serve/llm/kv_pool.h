@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "zenith/llama_config.h"
+#include "zenith/tensor.h"
 
 namespace zenith::serve::llm {
 
@@ -46,11 +47,17 @@ class KvPool {
 
   // Keys (or values) of `layer` at `position` of block `block`: Hkv x D floats.
   float* key(int64_t layer, int64_t block, int64_t slot) {
-    return keys_[size_t(layer)].data() + ((block * block_size_ + slot) * kv_heads_) * head_dim_;
+    return keys_[size_t(layer)].data<float>() +
+           ((block * block_size_ + slot) * kv_heads_) * head_dim_;
   }
   float* value(int64_t layer, int64_t block, int64_t slot) {
-    return values_[size_t(layer)].data() + ((block * block_size_ + slot) * kv_heads_) * head_dim_;
+    return values_[size_t(layer)].data<float>() +
+           ((block * block_size_ + slot) * kv_heads_) * head_dim_;
   }
+  // All of `layer`'s keys (or values), float32 [blocks, block_size, Hkv, D]: what
+  // ops::paged_attention reads.
+  const Tensor& key_cache(int64_t layer) const { return keys_[size_t(layer)]; }
+  const Tensor& value_cache(int64_t layer) const { return values_[size_t(layer)]; }
 
  private:
   struct Block {
@@ -63,7 +70,7 @@ class KvPool {
   void unpublish(int64_t block);
 
   int64_t num_blocks_, block_size_, kv_heads_, head_dim_;
-  std::vector<std::vector<float>> keys_, values_;  // per layer [block, slot, Hkv, D]
+  std::vector<Tensor> keys_, values_;  // per layer [block, slot, Hkv, D]
   std::vector<Block> blocks_;
   std::vector<int64_t> free_;
   std::list<int64_t> lru_;  // cached blocks, least recently released first

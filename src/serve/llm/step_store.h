@@ -35,9 +35,9 @@ struct StepSequence {
 class StepStore : public models::AttentionStore {
  public:
   StepStore(KvPool& pool, std::vector<StepSequence> sequences, int64_t heads);
-  // Writes k, v to each sequence's blocks, then for each row and head: softmax(q k^T / sqrt(D))
-  // v over the row's sequence positions 0 .. its own, keys in position order, each dot product
-  // and sum in one fixed order (so a row's output does not depend on the step's other rows).
+  // Writes k, v to each sequence's blocks, then ops::paged_attention over the pool: each row
+  // attends to its sequence's positions 0 .. its own, reduced in one fixed order (so a row's
+  // output does not depend on the step's other rows).
   Tensor attend(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v) override;
   Tensor after_linear(const std::string& path, const Tensor& x, const Tensor& y) override;
   // The packed rows that get logits (LlamaInput::logit_rows): lm_head sees only these.
@@ -48,6 +48,9 @@ class StepStore : public models::AttentionStore {
   std::vector<StepSequence> sequences_;
   int64_t heads_;
   int64_t total_rows_ = 0;
+  // paged_attention's index operands, the same for every layer of the step: int32 block table
+  // [S, max blocks], each row's sequence and position [N].
+  Tensor block_table_, seq_of_row_, position_of_row_;
   // Rows per adapter (those with modules), for after_linear.
   std::vector<std::pair<const AdapterWeights*, std::vector<int64_t>>> adapter_rows_;
   std::vector<int64_t> logit_rows_;
