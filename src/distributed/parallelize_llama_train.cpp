@@ -34,14 +34,17 @@ ParallelLlama::ParallelLlama(std::shared_ptr<models::Llama> model, ModelParallel
                     &plan_);
 }
 
-double ParallelLlama::forward_backward(const Tensor& input_ids, const Tensor& labels) {
-  const PipelineStepStats stats = pipeline_->step(input_ids, labels);
+double ParallelLlama::forward_backward(const Tensor& input_ids, const Tensor& labels,
+                                       int64_t total_targets) {
+  const PipelineStepStats stats = pipeline_->step(input_ids, labels, total_targets);
   plan_.sync_gradients(*model_);
-  Tensor loss = Tensor::from_vector(std::vector<float>{float(stats.loss)}, {1});
+  Tensor loss = Tensor::from_vector(std::vector<double>{stats.loss}, {1});
+  // Token-weighted: each rank's loss and gradients are already its share of the mean.
+  const comm::ReduceOp op = total_targets > 0 ? comm::ReduceOp::SUM : comm::ReduceOp::AVG;
   if (mesh_.degree(MeshDim::data) > 1) {
     for (const Tensor& p : trainable_params())
-      if (p.grad().defined()) comm::all_reduce(p.grad(), comm::ReduceOp::AVG, mesh_.data_group());
-    comm::all_reduce(loss, comm::ReduceOp::AVG, mesh_.data_group());
+      if (p.grad().defined()) comm::all_reduce(p.grad(), op, mesh_.data_group());
+    comm::all_reduce(loss, op, mesh_.data_group());
   }
   return loss.item();
 }

@@ -50,8 +50,10 @@ class ParallelLlama {
   ParallelLlama& operator=(const ParallelLlama&) = delete;
 
   // Forward and backward of this data rank's batch ids, labels [B, T]; returns the loss averaged
-  // over the data ranks. Gradients are complete (synced) when it returns.
-  double forward_backward(const Tensor& input_ids, const Tensor& labels);
+  // over the data ranks. Gradients are complete (synced) when it returns. total_targets > 0: the
+  // learned labels of every data rank's batch together; the loss is then their mean, token-
+  // weighted (one process's on the concatenated batches, whatever each micro-batch's padding).
+  double forward_backward(const Tensor& input_ids, const Tensor& labels, int64_t total_targets = 0);
   // Forward only of this data rank's batch: its mean loss over the learned labels (every rank of
   // its tensor and pipeline groups gets it; no data-group sum).
   double eval_loss(const Tensor& input_ids, const Tensor& labels);

@@ -125,7 +125,8 @@ std::vector<Tensor> LlamaPipeline::parameters() const {
   return out;
 }
 
-void LlamaPipeline::forward(MicroBatch& mb, const Tensor& ids, const Tensor& labels) {
+void LlamaPipeline::forward(MicroBatch& mb, const Tensor& ids, const Tensor& labels,
+                            double weight) {
   const auto decoder = decoder_of(model_);
   const int64_t b = ids.size(0), t = ids.size(1);
   Tensor x;
@@ -153,8 +154,8 @@ void LlamaPipeline::forward(MicroBatch& mb, const Tensor& ids, const Tensor& lab
     Tensor hidden = decoder->norm->forward(x);
     Tensor loss = tp_ ? tensor_parallel_head_loss(model_, *tp_, hidden, labels)
                       : models::causal_lm_loss(model_.head(hidden), labels);
-    mb.loss = loss.item();
-    mb.output = ops::mul(loss, 1.0 / options_.micro_batches);
+    mb.loss = loss.item() * weight;
+    mb.output = ops::mul(loss, weight);
   } else {
     mb.output = x;
     Tensor out = x.detach().contiguous();
@@ -183,7 +184,17 @@ void LlamaPipeline::backward(MicroBatch& mb) {
   compute_ += seconds_since(start);
 }
 
-PipelineStepStats LlamaPipeline::step(const Tensor& input_ids, const Tensor& labels) {
+// The learned labels of labels [B, T] as the causal-LM loss counts them (shifted: from position 1).
+static int64_t learned_labels(const Tensor& labels) {
+  const std::vector<int64_t> l = labels.to_int_vector();
+  const int64_t t = labels.size(1);
+  int64_t n = 0;
+  for (size_t i = 0; i < l.size(); ++i) n += int64_t(i) % t > 0 && l[i] != -100;
+  return n;
+}
+
+PipelineStepStats LlamaPipeline::step(const Tensor& input_ids, const Tensor& labels,
+                                      int64_t total_targets) {
   const int m = options_.micro_batches, p = stages(), s = stage();
   ZENITH_CHECK(input_ids.dim() == 2 && input_ids.size(0) % m == 0, "[pipeline] batch ",
                shape_str(input_ids.shape()), " does not split into ", m, " micro-batches");
@@ -197,8 +208,10 @@ PipelineStepStats LlamaPipeline::step(const Tensor& input_ids, const Tensor& lab
   int64_t alive = 0;
   int in_flight = 0;
   auto fwd = [&](int i) {
-    forward(mbs[size_t(i)], input_ids.slice(0, i * rows, (i + 1) * rows).contiguous(),
-            labels.slice(0, i * rows, (i + 1) * rows).contiguous());
+    const Tensor l = labels.slice(0, i * rows, (i + 1) * rows).contiguous();
+    const double weight =
+        total_targets > 0 ? double(learned_labels(l)) / double(total_targets) : 1.0 / m;
+    forward(mbs[size_t(i)], input_ids.slice(0, i * rows, (i + 1) * rows).contiguous(), l, weight);
     alive += mbs[size_t(i)].bytes;
     stats.peak_activation_bytes = std::max(stats.peak_activation_bytes, alive);
     stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
@@ -229,7 +242,7 @@ PipelineStepStats LlamaPipeline::step(const Tensor& input_ids, const Tensor& lab
   sent_.clear();
   double total = 0;
   for (const auto& mb : mbs) total += mb.loss;
-  Tensor loss = Tensor::from_vector(std::vector<float>{float(total / m)}, {1});
+  Tensor loss = Tensor::from_vector(std::vector<double>{total}, {1});
   MeshCoord last = mesh_.coord();
   last.pipeline = p - 1;
   if (p > 1) comm::broadcast(loss, mesh_.layout().rank_of(last), mesh_.pipeline_group());
@@ -243,7 +256,7 @@ double LlamaPipeline::eval_loss(const Tensor& input_ids, const Tensor& labels) {
   NoGradGuard no_grad;
   const int p = stages();
   MicroBatch mb;
-  forward(mb, input_ids.contiguous(), labels.contiguous());
+  forward(mb, input_ids.contiguous(), labels.contiguous(), 1.0);
   for (auto& w : sends_) w.wait();
   sends_.clear();
   sent_.clear();

@@ -9,8 +9,9 @@
 //            forward and one backward in turn: at most p - s micro-batches alive on stage s
 //
 // Both idle a stage for (p - 1) of the m + p - 1 slots of a step (the bubble). Gradients
-// accumulate as one process's on the whole batch would (each micro-batch's loss scaled by 1/m;
-// micro-batches of equal size, with labels that are all counted (no -100), give the same mean).
+// accumulate as one process's on the whole batch would: each micro-batch's mean loss scaled by
+// its learned labels over the step's (step's total_targets), or by 1/m (the same mean when the
+// micro-batches hold as many learned labels).
 //
 //   auto mesh = distributed::DeviceMesh::create({.pipeline = 2});
 //   distributed::LlamaPipeline pipe(*model, mesh, {.micro_batches = 8});
@@ -70,8 +71,11 @@ class LlamaPipeline {
                 const TensorParallelPlan* tensor_parallel = nullptr);
 
   // One forward and backward of the batch ids, labels [B, T] (B divisible by micro_batches);
-  // every stage of the pipeline group calls it with the same batch.
-  PipelineStepStats step(const Tensor& input_ids, const Tensor& labels);
+  // every stage of the pipeline group calls it with the same batch. total_targets > 0: each
+  // micro-batch's mean loss is weighted by its learned labels over total_targets (token-weighted,
+  // as one process's mean over the labels of a step whose labels, over every data rank, number
+  // total_targets; stats.loss is then this batch's share of that mean); 0: each by 1/m.
+  PipelineStepStats step(const Tensor& input_ids, const Tensor& labels, int64_t total_targets = 0);
 
   // Forward only, without grad, of the batch ids, labels [B, T] as one micro-batch: its mean loss
   // over the learned labels, on every stage (evaluation). Every stage calls it with the batch.
@@ -90,7 +94,7 @@ class LlamaPipeline {
 
  private:
   struct MicroBatch;
-  void forward(MicroBatch& mb, const Tensor& ids, const Tensor& labels);
+  void forward(MicroBatch& mb, const Tensor& ids, const Tensor& labels, double weight);
   void backward(MicroBatch& mb);
 
   models::Llama& model_;

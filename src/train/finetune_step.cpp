@@ -50,7 +50,7 @@ Step::Outcome Step::run(const std::vector<Batch>& micro, int64_t targets,
     optimizer_.zero_grad();
   // Each micro-batch's weight in the step's loss: in graph mode an input of the graph, not a
   // constant frozen at capture.
-  if (settings_.parallel) return run_parallel(micro, accept);
+  if (settings_.parallel) return run_parallel(micro, targets, accept);
   std::vector<Tensor> weights;
   for (const Batch& b : micro)
     if (b.targets > 0) weights.push_back(Tensor::scalar(double(b.targets) / double(targets)));
@@ -106,13 +106,14 @@ graph::StepRun Step::begin(const std::vector<Batch>& micro, const std::vector<Te
 }
 
 // Model parallelism: the step's one batch of this data rank (check_options refuses
-// accumulation) through ParallelLlama, which splits it into its pipeline micro-batches.
-Step::Outcome Step::run_parallel(const std::vector<Batch>& micro,
+// accumulation) through ParallelLlama, which splits it into its pipeline micro-batches, each
+// weighted by its share of the step's `targets` (the learned labels over every data rank).
+Step::Outcome Step::run_parallel(const std::vector<Batch>& micro, int64_t targets,
                                  const std::function<bool(double&, double&)>& accept) {
   ZENITH_CHECK(micro.size() == 1, "[finetune] model parallelism takes one batch a step, got ",
                micro.size());
   Outcome out;
-  out.loss = settings_.parallel->forward_backward(micro[0].input_ids, micro[0].labels);
+  out.loss = settings_.parallel->forward_backward(micro[0].input_ids, micro[0].labels, targets);
   core::TraceRange range(core::Range::optimizer);
   out.grad_norm = settings_.parallel->clip_grad_norm(
       settings_.clip_grad_norm > 0 ? settings_.clip_grad_norm : 1e300);

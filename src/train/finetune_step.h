@@ -47,8 +47,8 @@ struct StepSettings {
   // one without learned labels too (each rank must take part in every gather).
   std::shared_ptr<distributed::ZeroOptimizer> zero;
   // --tensor-parallel/--pipeline-parallel: one batch's forward, backward, gradient sums and
-  // global norm run by ParallelLlama (its loss: the mean over its micro-batches and data ranks,
-  // as one process's when each holds as many learned labels).
+  // global norm run by ParallelLlama (its loss token-weighted over the micro-batches and data
+  // ranks: one process's mean over the step's learned labels).
   distributed::ParallelLlama* parallel = nullptr;
 };
 
@@ -77,7 +77,7 @@ class Step {
   void reset_graphs();
 
  private:
-  Outcome run_parallel(const std::vector<Batch>& micro,
+  Outcome run_parallel(const std::vector<Batch>& micro, int64_t targets,
                        const std::function<bool(double&, double&)>& accept);
   graph::StepRun begin(const std::vector<Batch>& micro, const std::vector<Tensor>& weights);
   Tensor forward_loss(const Batch& b, const Tensor& weight, int64_t targets);
