@@ -232,7 +232,7 @@ TEST(Constraint, ToolCallsNamedAndRequired) {
     size_t i = call.name == "get_weather" ? 0 : call.name == "get_time" ? 1 : 2;
     ASSERT_EQ(functions[i].name, call.name);
     json schema = i == 2 ? json::parse(R"({"type":"object","additionalProperties":false})")
-                         : functions[i].parameters;
+                         : json(functions[i].parameters);
     expect_valid(call.arguments, schema);
   }
   EXPECT_GE(names.size(), 2u);
@@ -243,6 +243,24 @@ TEST(Constraint, ToolCallsNamedAndRequired) {
     ADD_FAILURE() << "no SchemaError";
   } catch (const SchemaError& e) {
     EXPECT_EQ(e.pointer, "/tools/1/function/parameters/properties/z/format");
+  }
+}
+
+// A function's arguments come in its schema's property order (not sorted), named or required.
+TEST(Constraint, ToolArgumentsInTheSchemasOrder) {
+  const std::vector<FunctionSpec> functions = {
+      {"f", nlohmann::ordered_json::parse(R"({"type":"object","properties":{"z":{"type":
+          "integer"},"a":{"type":"boolean"}},"required":["z","a"]})")}};
+  const Vocab& v = gpt2();
+  for (const std::string choice : {"f", "required"}) {
+    auto c = tool_call_constraint(functions, choice, v.bytes, v.eos);
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      std::string out = sample(*c->clone(), v, seed);
+      if (choice == "required") out = parse_tool_call_output(out).arguments;
+      const auto args = nlohmann::ordered_json::parse(out);
+      ASSERT_EQ(args.size(), 2u) << out;
+      EXPECT_EQ(args.begin().key(), "z") << out;
+    }
   }
 }
 

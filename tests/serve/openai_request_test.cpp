@@ -193,6 +193,15 @@ TEST(OpenAiRequest, ResponseFormatAndTools) {
                 .param,
             "tool_choice");
   EXPECT_EQ(error_of(chat_with({{"tool_choice", "required"}})).param, "tool_choice");
+  // A function's parameters keep the request's property order too.
+  r = parse_request(
+      R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], "tools": [{"type":
+          "function", "function": {"name": "f", "parameters": {"type": "object", "properties":
+          {"z": {"type": "integer"}, "a": {"type": "string"}}}}}]})",
+      true);
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].parameters["properties"].dump(),
+            R"({"z":{"type":"integer"},"a":{"type":"string"}})");
 }
 
 TEST(OpenAiRequest, CompletionPrompts) {

@@ -75,10 +75,10 @@ std::shared_ptr<TokenConstraint> json_object_constraint(std::shared_ptr<const To
                                                         std::vector<int64_t> eos_ids);
 
 // A tool the request offers: its function's name and `parameters` schema (null or absent: an
-// object with no properties).
+// object with no properties). Ordered: the arguments' keys come in the schema's order.
 struct FunctionSpec {
   std::string name;
-  nlohmann::json parameters;
+  nlohmann::ordered_json parameters;
 };
 
 // tool_choice "required" or a named function ({"type":"function","function":{"name":N}} -> N);

@@ -395,8 +395,17 @@ Request parse_request(const std::string& body, bool chat) {
     r.include_usage = Fields{*so, "stream_options."}.boolean("include_usage").value_or(false);
   }
   r.user = f.str("user").value_or("");
-  if (r.response_format == "json_schema")  // again, keeping the order of its properties
-    r.json_schema = nlohmann::ordered_json::parse(body)["response_format"]["json_schema"]["schema"];
+  // The schemas again, keeping the order of their properties (json sorts keys).
+  if (r.response_format == "json_schema" || !r.tools.empty()) {
+    const auto ordered = nlohmann::ordered_json::parse(body);
+    if (r.response_format == "json_schema")
+      r.json_schema = ordered["response_format"]["json_schema"]["schema"];
+    for (size_t i = 0; i < r.tools.size(); ++i) {
+      const auto& fn = ordered["tools"][i]["function"];
+      if (fn.contains("parameters") && fn["parameters"].is_object())
+        r.tools[i].parameters = fn["parameters"];
+    }
+  }
   return r;
 }
 

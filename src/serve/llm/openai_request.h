@@ -43,7 +43,7 @@ struct Message {
 
 struct ToolFunction {
   std::string name, description;
-  nlohmann::json parameters = nlohmann::json::object();  // a JSON schema
+  nlohmann::ordered_json parameters = nlohmann::ordered_json::object();  // in the request's order
 };
 
 struct Request {
