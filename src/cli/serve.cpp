@@ -194,6 +194,7 @@ int run_serve(int argc, char** argv) {
   fs::create_directories(data_dir);
   o.tls_dir = data_dir + "/tls";
   o.token_db = data_dir + "/zenith.db";
+  o.admin_token = platform::read_token(data_dir);
   if (fs::is_directory(package) &&
       (serve::is_hf_model_dir(package) || serve::is_llm_package(package) ||
        fs::is_regular_file(package + "/adapter_config.json")))

@@ -9,6 +9,7 @@
 
 #include "data/image_codec.h"
 #include "platform/deployments/deployment_store.h"
+#include "platform/http/api_token.h"
 #include "platform/http/http_guard.h"
 #include "platform/http/reply.h"
 #include "serve/image_header.h"
@@ -97,9 +98,9 @@ struct InferenceServer::Impl {
     return std::vector<float>(p, p + y.numel());
   }
 
-  // The token check for model endpoints, before a body is read (the server's gate).
+  // The token check, before a body is read (the server's gate): only /v2/health/* is open.
   std::optional<platform::GateRefusal> authorize(const httplib::Request& req) {
-    if (req.path.rfind("/v2/models/", 0) != 0) return std::nullopt;
+    if (req.path.rfind("/v2/health/", 0) == 0) return std::nullopt;
     const std::string h = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (h.empty())
@@ -108,6 +109,10 @@ struct InferenceServer::Impl {
                                    "with `zenith token create --service " +
                                        options.name + "`)"};
     const std::string secret = h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : "";
+    // The platform's monitor scrapes /metrics with the server's own token (DATA/token).
+    if (req.path == "/metrics" && !options.admin_token.empty() &&
+        platform::token_equals(secret, options.admin_token))
+      return std::nullopt;
     switch (tokens->check(secret)) {
       case platform::TokenCheck::kOk:
         return std::nullopt;

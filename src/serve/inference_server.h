@@ -35,7 +35,8 @@ struct ServeOptions {
   bool tls = true;        // plain HTTP only when false
   std::string cert, key;  // PEM files; empty: a self-signed pair in tls_dir
   std::string tls_dir;
-  std::string token_db;  // SQLite store holding the service's tokens (required)
+  std::string token_db;     // SQLite store holding the service's tokens (required)
+  std::string admin_token;  // the platform's own token (DATA/token): /metrics too; "" if none
   BatchOptions batch;
   double timeout_s = 30;  // per request, queue wait plus run
   size_t max_body_bytes = 8 << 20;

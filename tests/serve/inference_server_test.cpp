@@ -110,7 +110,18 @@ TEST_F(InferenceServerTest, HealthNeedsNoTokenAndTlsIsVerified) {
 }
 
 TEST_F(InferenceServerTest, TokenSemantics401And403) {
-  RunningServer s(package(), options());
+  ServeOptions o = options();
+  o.admin_token = "zt_platform_" + std::string(52, '7');
+  RunningServer s(package(), o);
+  // Only /v2/health/* is open: /metrics and /v2 need the service's token, or for /metrics the
+  // platform's own (its monitor scrapes with DATA/token).
+  expect_error(s.client()->Get("/metrics"), 401);
+  expect_error(s.client(other_token_)->Get("/metrics"), 403);
+  expect_error(s.client()->Get("/v2"), 401);
+  expect_error(s.client(o.admin_token)->Get("/v2"), 401);
+  EXPECT_EQ(s.client(token_)->Get("/metrics")->status, 200);
+  EXPECT_EQ(s.client(o.admin_token)->Get("/metrics")->status, 200);
+  EXPECT_EQ(s.client(token_)->Get("/v2")->status, 200);
   const std::string body = infer_body(random_input(1, 1), 1).dump();
   expect_error(s.client()->Post("/v2/models/fmnist/infer", body, "application/json"), 401);
   expect_error(s.client("zt_" + std::string(64, '0'))
@@ -316,7 +327,7 @@ TEST_F(InferenceServerTest, ConcurrentRequestsAreBatchedAndCounted) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 64);
   EXPECT_GT(batched.load(), 0);
-  auto m = s.client()->Get("/metrics");
+  auto m = s.client(token_)->Get("/metrics");
   ASSERT_EQ(m->status, 200);
   EXPECT_NE(m->body.find("zenith_serve_requests_total{model=\"fmnist\",endpoint=\"infer\","
                          "status=\"200\"} 64"),

@@ -462,7 +462,7 @@ void DeploymentManager::monitor() {
           endpoints.emplace_back(name, r->url);
     }
     // Request rates from each service's /metrics (outside the lock: a slow service must not
-    // hold up deploys), with the server's own token: an LLM service's /metrics needs one.
+    // hold up deploys), with the server's own token: every service's /metrics needs one.
     const std::string token = endpoints.empty() ? std::string() : read_token(data_dir_);
     for (const auto& [name, url] : endpoints) {
       httplib::Client client(url);
