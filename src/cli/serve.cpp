@@ -177,6 +177,10 @@ int run_serve(int argc, char** argv) {
   app.add_option("--max-batched-tokens", llm.engine.max_batched_tokens,
                  "LLM: tokens per engine step (long prompts are prefilled in chunks of it)")
       ->capture_default_str();
+  app.add_option("--max-step-cost", llm.engine.max_step_cost,
+                 "LLM: while streams decode, prefill at most what keeps a step within this "
+                 "many decode steps (0: the whole budget)")
+      ->capture_default_str();
   app.add_option("--chat-template", llm.chat_template,
                  "LLM: llama-2, llama-3, chatml or alpaca (default: tokenizer_config.json's)");
   app.add_option("--threads", llm.threads, "LLM: compute threads (0: the default)");

@@ -132,6 +132,62 @@ TEST(LlmEngineRequests, ChunkedPrefillNeverSkipsARunningStream) {
     EXPECT_EQ(a_steps[i], a_steps[i - 1] + 1) << "A missed a step at its token " << i;
 }
 
+// max_step_cost 1: while a stream decodes, a step prefills at most one prompt token (the cost
+// cap's floor), so the stream's steps stay decode-sized; alone, a prompt takes the whole budget.
+TEST(LlmEngineRequests, WhileAStreamDecodesPrefillIsCappedByTheStepCost) {
+  const EngineOptions options = {
+      .kv_cache_bytes = 8 << 20, .block_size = 8, .max_batched_tokens = 16, .max_step_cost = 1};
+  auto model = demo_model();
+  const std::vector<int64_t> prompt = prompt_of(12, 2);
+  std::vector<int64_t> solo;
+  {
+    Engine engine(model, nullptr, options);
+    uint64_t first_step = ~0ull;
+    Collected b;
+    auto b_callback = b.callback();
+    engine.submit(prompt, greedy(4), [&](const Event& e) {
+      if (first_step == ~0ull) first_step = engine.stats().steps;
+      b_callback(e);
+    });
+    b.wait();
+    EXPECT_EQ(first_step, 0u) << "a lone prompt within the budget is prefilled in one step";
+    solo = b.tokens;
+  }
+  Engine engine(model, nullptr, options);
+  std::mutex mutex;
+  std::vector<uint64_t> a_steps;
+  uint64_t b_first_step = 0;
+  SamplingParams pa = greedy(40);
+  pa.ignore_eos = true;
+  Collected a, b;
+  auto a_callback = a.callback();
+  engine.submit(prompt_of(4, 1), pa, [&](const Event& e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      a_steps.push_back(engine.stats().steps);
+    }
+    a_callback(e);
+  });
+  while (engine.stats().generation_tokens < 3)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t submitted_at = engine.stats().steps;
+  auto b_callback = b.callback();
+  engine.submit(prompt, greedy(4), [&](const Event& e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (b_first_step == 0) b_first_step = engine.stats().steps;
+    }
+    b_callback(e);
+  });
+  a.wait();
+  b.wait();
+  ASSERT_GT(a_steps.back(), b_first_step) << "A ran through B's prefill";
+  EXPECT_GE(b_first_step, submitted_at + 11);  // 12 prompt tokens, one a step
+  for (size_t i = 1; i < a_steps.size(); ++i)
+    EXPECT_EQ(a_steps[i], a_steps[i - 1] + 1) << "A missed a step at its token " << i;
+  EXPECT_EQ(b.tokens, solo);  // batch invariance: prefilled a token at a time, the same output
+}
+
 TEST(LlmEngineRequests, TheEngineThreadComputesWithItsCreatorsThreadCount) {
   const int before = context::get_num_threads();
   context::set_num_threads(1);

@@ -53,6 +53,9 @@ Engine::Engine(std::shared_ptr<models::Llama> model, std::shared_ptr<text::Token
   ZENITH_CHECK(
       s.options.max_batched_tokens > 0 && s.options.max_running > 0 && s.options.max_waiting >= 0,
       "[llm engine] max_batched_tokens and max_running must be positive");
+  ZENITH_CHECK(s.options.max_step_cost == 0 || s.options.max_step_cost >= 1,
+               "[llm engine] max_step_cost must be 0 (off) or at least 1, got ",
+               s.options.max_step_cost);
   s.max_model_len = s.options.max_model_len > 0
                         ? std::min(s.options.max_model_len, c.max_position_embeddings)
                         : c.max_position_embeddings;

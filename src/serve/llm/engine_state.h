@@ -59,6 +59,13 @@ struct Engine::State {
   bool stopping = false;
   EngineStats stats;
 
+  // Owned by the engine thread only: the step cost model behind options.max_step_cost
+  // (exponential moving averages; 0: not measured yet).
+  double decode_step_s = 0;     // a step that only decodes
+  double prefill_token_s = 0;   // one prefill token's time on top of a step's decodes
+  int64_t prefill_cap() const;  // prefill tokens a step may take while sequences decode
+  void observe_step(double seconds, int64_t decodes, int64_t prefill_tokens);
+
   // Owned by the engine thread only.
   std::deque<std::unique_ptr<Sequence>> waiting;   // oldest first
   std::vector<std::unique_ptr<Sequence>> running;  // oldest first

@@ -1,6 +1,7 @@
 // One engine iteration: take in submissions and cancellations, schedule (running sequences
 // first, oldest first, then waiting ones while the token budget lasts; a prompt that does not
-// fit the budget is prefilled in chunks over several steps), make room in the KV pool by
+// fit the budget is prefilled in chunks over several steps; while sequences decode, a step's
+// prefill tokens are capped by the measured step cost), make room in the KV pool by
 // preempting the youngest sequences, run one packed forward pass, publish full blocks to the
 // prefix cache, sample and stream.
 #include <algorithm>
@@ -20,6 +21,32 @@ struct Chunk {
 };
 
 }  // namespace
+
+int64_t Engine::State::prefill_cap() const {
+  const int64_t budget = options.max_batched_tokens;
+  if (options.max_step_cost <= 0) return budget;
+  const double extra = options.max_step_cost - 1;  // decode steps' worth of prefill
+  // Until a step with prefill was timed: a prefill token taken as an eighth of the budget's
+  // worth of a decode step, which the first such step corrects.
+  const double tokens = decode_step_s <= 0 || prefill_token_s <= 0
+                            ? extra * double(budget) / 8
+                            : extra * decode_step_s / prefill_token_s;
+  return std::clamp<int64_t>(int64_t(tokens), 1, budget);
+}
+
+void Engine::State::observe_step(double s, int64_t decodes, int64_t prefill_tokens) {
+  constexpr double kWeight = 0.25;  // of the newest sample in each moving average
+  auto average = [](double& into, double sample) {
+    into = into <= 0 ? sample : (1 - kWeight) * into + kWeight * sample;
+  };
+  if (prefill_tokens == 0 && decodes > 0) {
+    average(decode_step_s, s);
+  } else if (prefill_tokens > 0 && decode_step_s > 0) {
+    // The step's time beyond a decode step's, per prefill token (a prefill-only step too: its
+    // fixed cost, reading every weight once, is what a decode step costs).
+    average(prefill_token_s, std::max(s - decode_step_s, 0.0) / double(prefill_tokens) + 1e-9);
+  }
+}
 
 void Engine::State::free_blocks(Sequence& r) {
   for (int64_t b : r.blocks) pool->release(b);
@@ -61,6 +88,7 @@ void Engine::State::finish(Sequence& r, const std::string& reason, const std::st
 
 bool Engine::State::step() {
   const int64_t bs = pool->block_size();
+  const auto began = Clock::now();
   // ---- intake
   std::set<uint64_t> cancels;
   {
@@ -88,6 +116,12 @@ bool Engine::State::step() {
 
   // ---- schedule
   int64_t budget = options.max_batched_tokens;
+  // Prompt tokens this step may prefill: while a sequence decodes, as many as keep the step
+  // within max_step_cost decode steps (its stream's next token waits for the whole step).
+  const bool decoding = std::any_of(running.begin(), running.end(), [](const auto& r) {
+    return int64_t(r->tokens.size()) - r->computed == 1;
+  });
+  int64_t prefill_left = decoding ? std::min(budget, prefill_cap()) : budget;
   std::vector<Chunk> chunks;
   auto grow = [&](Sequence& r, int64_t end) {
     while (int64_t(r.blocks.size()) * bs < end) {
@@ -112,7 +146,10 @@ bool Engine::State::step() {
   };
   for (size_t i = 0; i < running.size() && budget > 0; ++i) {
     Sequence& r = *running[i];
-    const int64_t take = std::min(int64_t(r.tokens.size()) - r.computed, budget);
+    const int64_t left = int64_t(r.tokens.size()) - r.computed;
+    const int64_t take = std::min(left, left > 1 ? std::min(budget, prefill_left) : budget);
+    if (take == 0) continue;  // a prompt in chunks, over this step's prefill share
+    if (left > 1) prefill_left -= take;
     bool fits = true;
     while (!(fits = grow(r, r.computed + take)) && i + 1 < running.size()) preempt_youngest();
     if (!fits) {  // r is the youngest left: it waits (the oldest always fits: see submit)
@@ -122,8 +159,8 @@ bool Engine::State::step() {
     chunks.push_back({&r, r.computed, take, r.computed + take == int64_t(r.tokens.size())});
     budget -= take;
   }
-  while (!waiting.empty() && budget > 0 && int64_t(running.size()) < options.max_running &&
-         preempted == 0) {
+  while (!waiting.empty() && budget > 0 && prefill_left > 0 &&
+         int64_t(running.size()) < options.max_running && preempted == 0) {
     Sequence& r = *waiting.front();
     const auto length = int64_t(r.tokens.size());
     if (r.blocks.empty() &&
@@ -144,13 +181,14 @@ bool Engine::State::step() {
       stats.prefix_cache_hits += uint64_t(r.computed);
     }
     if (r.cached_tokens < 0) r.cached_tokens = r.computed;
-    const int64_t take = std::min(length - r.computed, budget);
+    const int64_t take = std::min({length - r.computed, budget, prefill_left});
     if (!grow(r, r.computed + take)) {
       free_blocks(r);
       break;
     }
     chunks.push_back({&r, r.computed, take, r.computed + take == length});
     budget -= take;
+    prefill_left -= take;
     if (!r.was_scheduled) {
       r.was_scheduled = true;
       std::lock_guard<std::mutex> lock(mutex);
@@ -170,6 +208,10 @@ bool Engine::State::step() {
     update_gauges();
     return false;
   }
+
+  int64_t decodes = 0, prefill_tokens = 0;  // for the step cost model
+  for (const Chunk& c : chunks)
+    (c.count == 1 && c.start >= c.request->prompt_tokens ? decodes : prefill_tokens) += c.count;
 
   // ---- one packed forward pass
   std::vector<int64_t> ids, positions, rows;
@@ -230,6 +272,7 @@ bool Engine::State::step() {
     }
   }
   std::erase_if(running, [&](const auto& r) { return done.count(r.get()) > 0; });
+  observe_step(seconds(Clock::now() - began), decodes, prefill_tokens);
   {
     std::lock_guard<std::mutex> lock(mutex);
     stats.generation_tokens += generated;
