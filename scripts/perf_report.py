@@ -321,7 +321,30 @@ def render_zero(r):
     return lines + table(header, rows)
 
 
+def render_zero_memory(r):
+    mib = 1 << 20
+    lines = [
+        f"Full fine-tuning with AdamW of a LLaMA of Ψ = {num(r['parameters'] / 1e6, 1)}M "
+        f"parameters, {r['steps']} steps, {r['seq']} tokens per rank: one process against "
+        f"{r['ranks']} forked ranks, every process at 1 thread. Peak RSS is each process's VmHWM "
+        "(reset when it starts; the largest over the ranks); the allocator's live peak is its "
+        "tensors' bytes at their most; growth is the peak RSS less the RSS the process started "
+        "with (the libraries and the forking parent's pages). The formulas: "
+        "one process 16Ψ, ZeRO-1 8Ψ + 8Ψ/N, ZeRO-2 4Ψ + 12Ψ/N, ZeRO-3 16Ψ/N. ZeRO-3 built "
+        "whole then sharded holds the whole model (4Ψ) while it builds; built shape-only "
+        "(distributed::hollow_llama, each rank drawing only its rows) it never does.", ""]
+    header = ["mode", "processes", "model state MiB", "formula MiB", "allocator live peak MiB",
+              "peak RSS MiB", "growth MiB", "growth / formula", "step s"]
+    rows = [[m["mode"], m["processes"], num(m["model_state_bytes"] / mib),
+             num(m["formula_bytes"] / mib), num(m["allocator_peak_live_bytes"] / mib),
+             num(m["peak_rss_bytes"] / mib), num(m["peak_rss_growth_bytes"] / mib),
+             num(m["peak_rss_growth_bytes"] / m["formula_bytes"], 2), num(m["step_seconds"], 2)]
+            for m in r["modes"]]
+    return lines + table(header, rows)
+
+
 RENDERERS = {
+    "zero_memory": render_zero_memory,
     "finetune": render_finetune,
     "llm_quant": render_llm_quant,
     "omp_wait_policy": render_omp_wait_policy,

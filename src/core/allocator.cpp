@@ -1,7 +1,10 @@
 #include "core/allocator.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #if defined(__GLIBC__)
@@ -105,6 +108,20 @@ void* from_plan(size_t nbytes) {
   return plan.base + offset;
 }
 
+// What was asked, what this process holds in tensors and the limit it ran into, if any.
+[[noreturn]] void out_of_memory(size_t nbytes) {
+  const double mib = 1 << 20;
+  const AllocatorStats s = allocator_stats();
+  std::string limit;
+  rlimit rl{};
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    limit = detail::concat("; its address-space limit (RLIMIT_AS) is ",
+                           std::llround(double(rl.rlim_cur) / mib), " MiB");
+  ZENITH_FAIL("[storage] out of memory allocating ", nbytes, " bytes (",
+              std::llround(double(nbytes) / mib), " MiB) for a tensor: this process holds ",
+              std::llround(double(s.live_bytes) / mib), " MiB of tensors", limit);
+}
+
 void* cache_allocate(size_t nbytes) {
   size_t cls = size_class(nbytes);
   Cache& c = cache();
@@ -127,7 +144,13 @@ void* cache_allocate(size_t nbytes) {
     empty_allocator_cache();
     p = std::aligned_alloc(kAlign, cls);
   }
-  ZENITH_CHECK(p != nullptr, "[storage] out of memory allocating ", nbytes, " bytes");
+  if (!p) {
+    if (kCacheEnabled) {  // it was counted as live when it was asked for
+      std::lock_guard<std::mutex> lock(c.mu);
+      c.live -= std::min(c.live, cls);
+    }
+    out_of_memory(nbytes);
+  }
   return p;
 }
 
