@@ -208,9 +208,18 @@ TEST(Pipeline, TiedEmbeddingWithSequenceParallelMatchesOneProcess) {
 }
 
 // ParallelLlama, the one entry point a fine-tuning command calls, on four ranks: tensor 2 x
-// pipeline 2 with sequence parallelism, and data 2 x pipeline 2 with a tied embedding. 3 SGD
+// pipeline 2 with sequence parallelism, and data 2 x pipeline 2 with a tied embedding. 3 AdamW
 // steps with clipping against one process on the whole batch: the loss and the norm each step,
 // the gathered model at the end.
+//
+// The model's tolerance is relative to one process's own rounding: AdamW divides each gradient
+// by its root mean square, so on an element whose gradient is near zero (|g| ~ eps) a float32
+// rounding difference becomes an update difference of order lr. One process summing the same
+// batch in the mesh's order (data ranks x micro-batches, each piece's mean weighted by its
+// share) moves the same tensors by the same amount: data 2 x pipeline 2 at lr 1e-3 differs from
+// one process by 2.8e-5 in layers.3.mlp.gate_proj, one process from itself reordered by 2.7e-5
+// (SGD: 1e-7 in both). So each gathered tensor must be within 1e-5, or within 4x of what the
+// reordering alone does to it.
 TEST(Pipeline, ParallelLlamaMatchesOneProcessOnEveryMesh) {
   struct Case {
     distributed::ModelParallelOptions options;
@@ -228,29 +237,41 @@ TEST(Pipeline, ParallelLlamaMatchesOneProcessOnEveryMesh) {
       distributed::ParallelLlama run(model, c.options);
       const int data = run.mesh().degree(distributed::MeshDim::data);
       const int64_t rows = 4 / data, first = run.mesh().data_rank() * rows;
-      auto opt_ref = nn::SGD(ref.trainable_params(), 0.1);
-      auto opt = nn::SGD(run.trainable_params(), 0.1);
+      auto reordered = copy_of(ref);
+      auto opt_ref = nn::AdamW(ref.trainable_params(), 1e-3);
+      auto opt_reordered = nn::AdamW(reordered->trainable_params(), 1e-3);
+      auto opt = nn::AdamW(run.trainable_params(), 1e-3);
+      const int64_t pieces = data * c.options.micro_batches;
       for (int step = 0; step < 3; ++step) {
         Tensor ids = tokens(4, 8, 600 + uint64_t(step));
         Tensor loss_ref = models::causal_lm_loss(ref.forward(ids), ids);
         loss_ref.backward();
+        for (int64_t q = 0; q < pieces; ++q) {
+          Tensor piece = ids.slice(0, q * 4 / pieces, (q + 1) * 4 / pieces).contiguous();
+          (models::causal_lm_loss(reordered->forward(piece), piece) * (1.0 / double(pieces)))
+              .backward();
+        }
         Tensor mine = ids.slice(0, first, first + rows).contiguous();
         const double loss = run.forward_backward(mine, mine);
         expect(std::fabs(loss - loss_ref.item()) < 1e-4 * loss_ref.item(), "step ", step, ": loss ",
                loss, " vs ", loss_ref.item());
         const double n_ref = nn::clip_grad_norm(ref.parameters(), 1.0);
         const double n = run.clip_grad_norm(1.0);
+        nn::clip_grad_norm(reordered->parameters(), 1.0);
         expect(std::fabs(n - n_ref) < 1e-4 * n_ref, "step ", step, ": norm ", n, " vs ", n_ref);
-        opt_ref->step();
-        opt->step();
-        opt_ref->zero_grad();
-        opt->zero_grad();
+        for (auto& opt_i : {opt_ref, opt_reordered, opt}) {
+          opt_i->step();
+          opt_i->zero_grad();
+        }
       }
       const auto state = run.full_state();
+      const auto own = reordered->hf_state();
       for (auto& [name, t] : ref.hf_state()) {
         expect(state.count(name) && state.at(name).shape() == t.shape(), name, " not gathered");
-        expect(relative(state.at(name), t) < 1e-5, "tensor ", c.options.tensor, ": ", name,
-               " differs by ", relative(state.at(name), t));
+        const double err = relative(state.at(name), t),
+                     bound = std::max(1e-5, 4 * relative(own.at(name), t));
+        expect(err < bound, "tensor ", c.options.tensor, " data ", data, ": ", name, " differs by ",
+               err, " (one process reordered: ", relative(own.at(name), t), ")");
       }
     });
   }
