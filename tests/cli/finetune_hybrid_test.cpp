@@ -79,7 +79,8 @@ class FinetuneHybrid : public ::testing::Test {
 
 // LoRA under --zero 1, 2 and 3 on 2 ranks of 2 examples trains as one process of 4: the
 // adapters' AdamW states (and at stages 2 and 3 their gradients, at 3 the adapters themselves)
-// sharded, the frozen base whole on every rank; the same PEFT adapter files written at the end.
+// sharded, the frozen base whole on every rank; the same PEFT adapter files written at the end,
+// and a checkpoint that resumes at another stage.
 TEST_F(FinetuneHybrid, LoraUnderZeroMatchesOneProcess) {
   write_data(root_ / "train.jsonl", 12, 7, true);
   write_data(root_ / "eval.jsonl", 5, 8, true);
@@ -89,7 +90,8 @@ TEST_F(FinetuneHybrid, LoraUnderZeroMatchesOneProcess) {
       nlohmann::json::parse(std::ifstream(root_ / "single/adapter_config.json"));
   for (const char* stage : {"1", "2", "3"}) {
     const std::string out = std::string("zero") + stage;
-    CliResult zero = run_zenith(args("lora", out) + " --batch-size 2 --nproc 2 --zero " + stage);
+    CliResult zero = run_zenith(args("lora", out) + " --batch-size 2 --nproc 2 --save-every 2" +
+                                " --zero " + stage);
     ASSERT_EQ(zero.code, 0) << zero.output;
     EXPECT_NE(zero.output.find(std::string("rank 1: ZeRO stage ") + stage), std::string::npos)
         << zero.output;
@@ -97,6 +99,16 @@ TEST_F(FinetuneHybrid, LoraUnderZeroMatchesOneProcess) {
     EXPECT_EQ(nlohmann::json::parse(std::ifstream(root_ / out / "adapter_config.json")), config)
         << out;
   }
+  // Stage 3's checkpoint (its zero/ shards of the adapters and their AdamW slots) resumed at
+  // stage 1 ends where the uninterrupted run did.
+  CliResult resumed = run_zenith(args("lora", "resumed") + " --batch-size 2 --nproc 2 --zero 1" +
+                                 " --resume " + (root_ / "zero3/checkpoint-2").string());
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  auto want = read_metrics(root_ / "zero3/metrics.jsonl");
+  auto got = read_metrics(root_ / "resumed/metrics.jsonl");
+  EXPECT_NEAR(got["loss"][3], want["loss"][3], 1e-6 * want["loss"][3]);
+  EXPECT_TRUE(same_parameters((root_ / "zero3/adapter_model.safetensors").string(),
+                              (root_ / "resumed/adapter_model.safetensors").string(), 1e-5, 28));
 }
 
 // LoRA with pipeline stages (and tensor x pipeline on 4 ranks) trains as one process: each stage
