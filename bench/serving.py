@@ -22,14 +22,21 @@ fortunes tokenizer) exported to GGUF with `zenith export`, greedy decoding, floa
   longprompt  the inter-token latency of a running stream while a prompt of 8x the engine's
             token budget (--max-batched-tokens) arrives: the largest gap from its arrival to its
             first token over the stream's median gap (the issue asks for at most 3), at the
-            default budget 64 and at 16
+            default budget 64 and at 16; and the long prompt's own TTFT (the price: while
+            streams decode, the engine prefills only what keeps a step within --max-step-cost
+            decode steps)
   memory    `zenith serve`'s resident memory at rest (after start, and after the traffic) beside
             its weights (model.safetensors) and KV pool (--kv-cache-memory)
 
   bench/serving.py [--zenith build/release/zenith] [--shapes 15m,110m] [--dtypes f32,f16,bf16]
                    [--threads 1,2] [--new 64] [--runs 3] [--streams 8] [--requests 16]
                    [--kv-cache-memory 128Mi] [--model-dir DIR] [--json]
+                   [--latency-only] [--max-step-cost X]
 
+--llamacpp-latency adds llama.cpp's side of those two (bench/serving_llamacpp.mjs --latency: a
+reused context sequence for the cached system prompt, its batch size as the budget).
+--latency-only runs only the prefix and longprompt sections; --max-step-cost X passes that to
+their servers (0: the engine's behaviour before the cap, for a before/after).
 --model-dir DIR times that model directory (with a tokenizer) instead of the random shapes (the
 ctest smoke test uses examples/llm/fortunes-llama). The machine fields (ISA, sgemm peak, read
 bandwidth) are bench/llm_quant's. Client, servers and llama.cpp share the host's cores.
@@ -234,7 +241,7 @@ def long_prompt(server, vocab, context, budget, runs):
     long_len = min(8 * budget, context - 16)
     new = min(96, context - 17)
     rng = random.Random(9)
-    ratios, medians, worst = [], [], []
+    ratios, medians, worst, ttft = [], [], [], []
     for _ in range(max(3, runs)):
         chunks = []
         short = [1] + [rng.randrange(3, vocab) for _ in range(15)]
@@ -256,11 +263,13 @@ def long_prompt(server, vocab, context, budget, runs):
             continue
         medians.append(median)
         worst.append(max(during))
+        ttft.append((r["chunks"][0] - r["start"]) * 1e3)
         ratios.append(max(during) / median)
     return {"budget": budget, "prompt_tokens": long_len, "stream_tokens": new,
             "runs": len(ratios), "median_itl_ms": statistics.median(medians),
             "max_itl_during_ms": statistics.median(worst),
-            "max_over_median": statistics.median(ratios), "worst_max_over_median": max(ratios)}
+            "max_over_median": statistics.median(ratios), "worst_max_over_median": max(ratios),
+            "long_prompt_ttft_ms": statistics.median(ttft)}
 
 
 def llamacpp(gguf, threads, new, runs, streams):
@@ -291,6 +300,12 @@ def main():
     p.add_argument("--kv-cache-memory", default="128Mi")
     p.add_argument("--model-dir", help="time this model directory instead of the shapes")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--latency-only", action="store_true",
+                   help="only the prefix and longprompt sections (no llama.cpp)")
+    p.add_argument("--max-step-cost", help="zenith serve --max-step-cost for those sections "
+                   "(default: the server's)")
+    p.add_argument("--llamacpp-latency", action="store_true",
+                   help="llama.cpp's side of the prefix and longprompt sections too")
     a = p.parse_args()
     zenith = os.path.abspath(a.zenith)
     build = os.path.dirname(zenith)
@@ -314,74 +329,78 @@ def main():
                 models[shape] = d
         for shape, model in models.items():
             vocab = json.load(open(os.path.join(model, "config.json")))["vocab_size"]
-            ggufs = {}
-            for dtype in dtypes:
-                ggufs[dtype] = os.path.join(work, f"{shape}-{dtype}.gguf")
-                run([zenith, "export", "--format", "gguf", "--model", model, "--dtype", dtype,
-                     "--out", ggufs[dtype]])
-            log(f"decode {shape}: zenith")
-            z = zenith_decode(build, list(ggufs.values()), threads, a.new, a.runs)
-            for k in ("isa", "onednn_isa", "avx2_fast_paths", "sgemm_peak_gflops", "threads",
-                      "read_bandwidth_gbs"):
-                out.setdefault(k, z[k])
-            zenith_rows = {(r["shape"], r["threads"]): r for r in z["results"]}
-            for dtype, gguf in ggufs.items():
-                for t in threads:
-                    log(f"decode {shape} {dtype} {t} thread(s): llama.cpp")
-                    ll = llamacpp(gguf, t, a.new, a.runs, a.streams if dtype == "f32" else 0)
-                    zr = zenith_rows[(gguf, t)]
-                    out["decode"].append({
-                        "shape": shape, "dtype": dtype, "threads": t,
-                        "zenith_tokens_s": zr["tokens_s"],
-                        "zenith_best_tokens_s": zr["best_tokens_s"],
-                        "llamacpp_tokens_s": ll["decode"]["tokens_s"],
-                        "llamacpp_best_tokens_s": ll["decode"]["best_tokens_s"]})
-                    if dtype == "f32" and a.streams > 0:
-                        out["concurrent"].append({"shape": shape, "threads": t,
-                                                  "llamacpp_tokens_s": ll["streams"]["tokens_s"]})
-            # The server: f32 weights as saved, at the most threads.
-            t = max(threads)
-            server = Server(zenith, model, t, a.kv_cache_memory, work)
-            server.vocab = vocab
-            try:
-                time.sleep(1)
-                rss_start = server.rss_bytes()
-                log(f"serve {shape}: batch 1 and {a.streams} streams")
-                server.complete(PROMPT, 8)  # warm-up
-                solo = []
-                for _ in range(a.runs):
-                    r = server.complete(PROMPT, a.new)
-                    solo.append(r["tokens"] / (r["chunks"][-1] - r["start"]))
-                many = [concurrent(server, [[PROMPT[0]] + [x + i for x in PROMPT[1:]]
-                                            for i in range(a.streams)], a.new)
-                        for _ in range(a.runs)]
-                row = next((c for c in out["concurrent"]
-                            if c["shape"] == shape and c["threads"] == t), None)
-                if row is None:
-                    row = {"shape": shape, "threads": t}
-                    out["concurrent"].append(row)
-                row.update({"streams": a.streams, "zenith_tokens_s": statistics.median(many),
-                            "zenith_batch1_tokens_s": statistics.median(solo)})
-                capacity = row["zenith_tokens_s"] / a.new  # requests/s the streams sustain
-                for i, frac in enumerate((0.25, 0.5, 1.0)):
-                    log(f"serve {shape}: Poisson rate {capacity * frac:.2f}/s")
-                    r = poisson(server, capacity * frac, a.requests, a.new, seed=i)
-                    r.update({"shape": shape, "threads": t, "rate_of_capacity": frac})
-                    out["poisson"].append(r)
-                time.sleep(1)
-                out["memory"].append({
-                    "shape": shape, "threads": t, "rss_start_bytes": rss_start,
-                    "rss_after_bytes": server.rss_bytes(),
-                    "weight_bytes": os.path.getsize(os.path.join(model, "model.safetensors")),
-                    "kv_cache_bytes": kv_bytes(a.kv_cache_memory)})
-            finally:
-                server.stop()
+            if not a.latency_only:
+                ggufs = {}
+                for dtype in dtypes:
+                    ggufs[dtype] = os.path.join(work, f"{shape}-{dtype}.gguf")
+                    run([zenith, "export", "--format", "gguf", "--model", model, "--dtype", dtype,
+                         "--out", ggufs[dtype]])
+                log(f"decode {shape}: zenith")
+                z = zenith_decode(build, list(ggufs.values()), threads, a.new, a.runs)
+                for k in ("isa", "onednn_isa", "avx2_fast_paths", "sgemm_peak_gflops", "threads",
+                          "read_bandwidth_gbs"):
+                    out.setdefault(k, z[k])
+                zenith_rows = {(r["shape"], r["threads"]): r for r in z["results"]}
+                for dtype, gguf in ggufs.items():
+                    for t in threads:
+                        log(f"decode {shape} {dtype} {t} thread(s): llama.cpp")
+                        ll = llamacpp(gguf, t, a.new, a.runs, a.streams if dtype == "f32" else 0)
+                        zr = zenith_rows[(gguf, t)]
+                        out["decode"].append({
+                            "shape": shape, "dtype": dtype, "threads": t,
+                            "zenith_tokens_s": zr["tokens_s"],
+                            "zenith_best_tokens_s": zr["best_tokens_s"],
+                            "llamacpp_tokens_s": ll["decode"]["tokens_s"],
+                            "llamacpp_best_tokens_s": ll["decode"]["best_tokens_s"]})
+                        if dtype == "f32" and a.streams > 0:
+                            out["concurrent"].append({"shape": shape, "threads": t,
+                                                      "llamacpp_tokens_s": ll["streams"]["tokens_s"]})
+                # The server: f32 weights as saved, at the most threads.
+                t = max(threads)
+                server = Server(zenith, model, t, a.kv_cache_memory, work)
+                server.vocab = vocab
+                try:
+                    time.sleep(1)
+                    rss_start = server.rss_bytes()
+                    log(f"serve {shape}: batch 1 and {a.streams} streams")
+                    server.complete(PROMPT, 8)  # warm-up
+                    solo = []
+                    for _ in range(a.runs):
+                        r = server.complete(PROMPT, a.new)
+                        solo.append(r["tokens"] / (r["chunks"][-1] - r["start"]))
+                    many = [concurrent(server, [[PROMPT[0]] + [x + i for x in PROMPT[1:]]
+                                                for i in range(a.streams)], a.new)
+                            for _ in range(a.runs)]
+                    row = next((c for c in out["concurrent"]
+                                if c["shape"] == shape and c["threads"] == t), None)
+                    if row is None:
+                        row = {"shape": shape, "threads": t}
+                        out["concurrent"].append(row)
+                    row.update({"streams": a.streams, "zenith_tokens_s": statistics.median(many),
+                                "zenith_batch1_tokens_s": statistics.median(solo)})
+                    capacity = row["zenith_tokens_s"] / a.new  # requests/s the streams sustain
+                    for i, frac in enumerate((0.25, 0.5, 1.0)):
+                        log(f"serve {shape}: Poisson rate {capacity * frac:.2f}/s")
+                        r = poisson(server, capacity * frac, a.requests, a.new, seed=i)
+                        r.update({"shape": shape, "threads": t, "rate_of_capacity": frac})
+                        out["poisson"].append(r)
+                    time.sleep(1)
+                    out["memory"].append({
+                        "shape": shape, "threads": t, "rss_start_bytes": rss_start,
+                        "rss_after_bytes": server.rss_bytes(),
+                        "weight_bytes": os.path.getsize(os.path.join(model, "model.safetensors")),
+                        "kv_cache_bytes": kv_bytes(a.kv_cache_memory)})
+                finally:
+                    server.stop()
+            t = max(threads)  # the server's threads, as above
             context = json.load(open(os.path.join(model, "config.json")))[
                 "max_position_embeddings"]
             budgets = sorted({min(64, context // 16), min(16, context // 16)}, reverse=True)
             for budget in budgets:
-                server = Server(zenith, model, t, a.kv_cache_memory, work,
-                                ["--max-batched-tokens", str(budget)])
+                extra = ["--max-batched-tokens", str(budget)]
+                if a.max_step_cost is not None:
+                    extra += ["--max-step-cost", a.max_step_cost]
+                server = Server(zenith, model, t, a.kv_cache_memory, work, extra)
                 try:
                     server.complete(PROMPT, 8)  # warm-up
                     if budget == budgets[0]:
@@ -396,6 +415,21 @@ def main():
                     out["long_prompt"].append(row)
                 finally:
                     server.stop()
+            if a.llamacpp_latency:
+                log(f"llama.cpp {shape}: TTFT with a cached system prompt, ITL under a long "
+                    "prompt")
+                gguf = os.path.join(work, f"{shape}-f32.gguf")
+                if not os.path.exists(gguf):
+                    run([zenith, "export", "--format", "gguf", "--model", model, "--dtype",
+                         "f32", "--out", gguf])
+                ll = json.loads(run(
+                    ["node", os.path.join(HERE, "serving_llamacpp.mjs"), gguf, "--threads",
+                     str(t), "--new", "8", "--runs", str(a.runs), "--streams", "0", "--latency",
+                     ",".join(map(str, budgets)), "--vocab", str(vocab)]).strip().splitlines()[-1])
+                out.setdefault("llamacpp_prefix_cache", []).append(
+                    dict(ll["prefix_cache"], shape=shape, threads=t))
+                out.setdefault("llamacpp_long_prompt", []).extend(
+                    dict(c, shape=shape, threads=t) for c in ll["long_prompt"])
         out["load_average_end"] = load_average()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -414,9 +448,11 @@ def kv_bytes(text):
 
 
 def print_tables(out):
-    bw = ", ".join(f"{v:.1f} GB/s at {k} thread(s)" for k, v in out["read_bandwidth_gbs"].items())
-    print(f"ISA {out['isa']}, sgemm peak {out['sgemm_peak_gflops']:.1f} GFLOP/s, read bandwidth "
-          f"{bw}, load average {out['load_average_start']:.2f} .. {out['load_average_end']:.2f}")
+    bw = ", ".join(f"{v:.1f} GB/s at {k} thread(s)"
+                   for k, v in out.get("read_bandwidth_gbs", {}).items())
+    print(f"ISA {out.get('isa', '?')}, sgemm peak {out.get('sgemm_peak_gflops', 0):.1f} GFLOP/s, "
+          f"read bandwidth {bw}, load average {out['load_average_start']:.2f} .. "
+          f"{out['load_average_end']:.2f}")
     print("decode, batch 1 (tok/s: median of runs)")
     for d in out["decode"]:
         print(f"  {d['shape']:>6} {d['dtype']:>5} {d['threads']}t  zenith "
@@ -444,7 +480,17 @@ def print_tables(out):
         print(f"  {c['shape']:>6} {c['threads']}t  budget {c['budget']}: {c['prompt_tokens']}-"
               f"token prompt; median ITL {c['median_itl_ms']:.1f}, largest during "
               f"{c['max_itl_during_ms']:.1f}  ratio {c['max_over_median']:.2f} (worst "
-              f"{c['worst_max_over_median']:.2f})")
+              f"{c['worst_max_over_median']:.2f}); its TTFT "
+              f"{c.get('long_prompt_ttft_ms', 0):.0f}")
+    for c in out.get("llamacpp_prefix_cache", []):
+        print(f"  llama.cpp {c['shape']:>6} {c['threads']}t  prefix: {c['system_prompt_tokens']}-"
+              f"token system prompt: uncached {c['uncached_ttft_ms']:.1f}  cached "
+              f"{c['cached_ttft_ms']:.1f}  ratio {c['uncached_over_cached']:.2f}")
+    for c in out.get("llamacpp_long_prompt", []):
+        print(f"  llama.cpp {c['shape']:>6} {c['threads']}t  batch size {c['budget']}: "
+              f"{c['prompt_tokens']}-token prompt; median ITL {c['median_itl_ms']:.1f}, largest "
+              f"during {c['max_itl_during_ms']:.1f}  ratio {c['max_over_median']:.2f}; its TTFT "
+              f"{c['long_prompt_ttft_ms']:.0f}")
     for m in out["memory"]:
         print(f"  RSS {m['shape']}: {m['rss_start_bytes'] / 2**20:.0f} MiB at start, "
               f"{m['rss_after_bytes'] / 2**20:.0f} after; weights {m['weight_bytes'] / 2**20:.0f}"

@@ -146,14 +146,37 @@ def render_serving(r):
                        [[c["shape"], c["threads"], c["system_prompt_tokens"], c["cached_tokens"],
                          num(c["uncached_ttft_ms"]), num(c["cached_ttft_ms"]),
                          num(c["uncached_over_cached"], 2)] for c in r["prefix_cache"]])
-        lines += [""]
-        lines += table(["shape", "threads", "token budget", "long prompt tokens",
-                        "median ITL ms", "largest ITL during ms", "largest / median",
-                        "worst run"],
-                       [[c["shape"], c["threads"], c["budget"], c["prompt_tokens"],
-                         num(c["median_itl_ms"]), num(c["max_itl_during_ms"]),
-                         num(c["max_over_median"], 2), num(c["worst_max_over_median"], 2)]
-                        for c in r["long_prompt"]])
+
+        def long_rows(rows):
+            return table(["shape", "threads", "token budget", "long prompt tokens",
+                          "median ITL ms", "largest ITL during ms", "largest / median",
+                          "worst run", "long prompt TTFT ms"],
+                         [[c["shape"], c["threads"], c["budget"], c["prompt_tokens"],
+                           num(c["median_itl_ms"]), num(c["max_itl_during_ms"]),
+                           num(c["max_over_median"], 2), num(c["worst_max_over_median"], 2),
+                           num(c["long_prompt_ttft_ms"]) if "long_prompt_ttft_ms" in c else ""]
+                          for c in rows])
+        lines += [""] + long_rows(r["long_prompt"])
+        if r.get("long_prompt_uncapped"):
+            lines += ["", "The same without the prefill cap (`zenith serve --max-step-cost 0`: "
+                      "every step takes the whole budget, as before the cap), "
+                      f"{r.get('uncapped_note', '')}:", ""]
+            lines += long_rows(r["long_prompt_uncapped"])
+        for key, what in (("llamacpp_prefix_cache", "prefix"), ("llamacpp_long_prompt", "long")):
+            if not r.get(key):
+                continue
+            if what == "prefix":
+                lines += ["", f"{r['engine']}'s side (bench/serving_llamacpp.mjs --latency, "
+                          "same threads and prompt lengths): the cached system prompt kept in "
+                          "a reused context sequence (only the question evaluated), and its "
+                          "batch size as the token budget:", ""]
+                lines += table(["shape", "threads", "system prompt tokens", "TTFT uncached ms",
+                                "TTFT cached ms", "uncached / cached"],
+                               [[c["shape"], c["threads"], c["system_prompt_tokens"],
+                                 num(c["uncached_ttft_ms"]), num(c["cached_ttft_ms"]),
+                                 num(c["uncached_over_cached"], 2)] for c in r[key]])
+            else:
+                lines += [""] + long_rows(r[key])
     lines += ["", "`zenith serve`'s resident memory (VmRSS) at rest, after start and after the "
               "traffic above, beside its weights and its KV pool (`--kv-cache-memory`):", ""]
     mib = 1 << 20
