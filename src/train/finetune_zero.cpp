@@ -44,6 +44,14 @@ TrainerState read_resume_state(const Options& o, int ranks, int64_t pad_to) {
   return read_trainer_state(same, saved_ranks, pad_to);
 }
 
+std::shared_ptr<models::Llama> shape_only_model(const Options& o, const std::string& dir, int rank,
+                                                int ranks, distributed::LlamaRows& rows) {
+  const models::LlamaConfig config = models::load_llama_config(model_config_path(o));
+  rows = dir.empty() ? distributed::llama_initial_rows(config, rank, ranks)
+                     : distributed::llama_pretrained_rows(dir, rank, ranks);
+  return distributed::hollow_llama(config);
+}
+
 std::vector<std::string> parameter_names(const models::Llama& model,
                                          const std::vector<Tensor>& params) {
   std::vector<std::string> names;

@@ -9,12 +9,21 @@
 #include <vector>
 
 #include "distributed/zero.h"
+#include "distributed/zero_llama.h"
 #include "train/finetune_run.h"
 #include "zenith/llama.h"
 
 namespace zenith::finetune::detail {
 
 inline constexpr const char* kZeroStateDir = "zero";
+
+// --zero 3 of full fine-tuning on several ranks: the model built shape-only
+// (distributed::hollow_llama) and `rows` filled with this rank's rows of its weights, read from
+// `dir` (o.resume or o.model, a Hugging Face directory) or, with --init random (dir empty),
+// drawn as Llama(config) would draw them: no rank holds the whole model before its first
+// gather. Hand `rows` to ZeroOptions::rows_of through distributed::llama_rows_of.
+std::shared_ptr<models::Llama> shape_only_model(const Options& o, const std::string& dir, int rank,
+                                                int ranks, distributed::LlamaRows& rows);
 
 // o.resume's trainer state for a run on `ranks` ranks: read_trainer_state's checks, except
 // that a --zero run may change the rank count and --batch-size when their product stays; a
