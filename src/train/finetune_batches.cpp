@@ -43,6 +43,8 @@ int64_t graph_pad_multiple(int64_t max_seq_len) {
 
 int64_t pad_multiple(const Options& o, int64_t max_seq_len) {
   if (o.pad_to_multiple_of > 0) return o.pad_to_multiple_of;
+  // Sequence parallelism splits the positions over the tensor group.
+  if (o.sequence_parallel) return o.tensor_parallel;
   return o.mode == Mode::graph ? graph_pad_multiple(max_seq_len) : 1;
 }
 

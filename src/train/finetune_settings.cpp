@@ -160,6 +160,11 @@ static void check_model_parallel_options(const Options& o) {
   ZENITH_CHECK(!o.sequence_parallel || o.tensor_parallel > 1,
                "[finetune] --sequence-parallel splits within a tensor group: it needs "
                "--tensor-parallel > 1");
+  ZENITH_CHECK(!o.sequence_parallel || o.pad_to_multiple_of % o.tensor_parallel == 0,
+               "[finetune] --sequence-parallel splits the positions over the tensor group: "
+               "--pad-to-multiple-of ",
+               o.pad_to_multiple_of, " must be a multiple of --tensor-parallel ",
+               o.tensor_parallel);
   ZENITH_CHECK(o.batch_size % o.micro_batches == 0, "[finetune] --batch-size ", o.batch_size,
                " does not divide into --micro-batches ", o.micro_batches);
   if (o.tensor_parallel * o.pipeline_parallel == 1) return;

@@ -132,7 +132,8 @@ TEST_F(FinetuneHybrid, LoraWithPipelineStagesMatchesOneProcess) {
 
 // With ragged padding the micro-batches hold different numbers of learned labels: the pipeline
 // weights each micro-batch's mean loss by its labels over the step's (every data rank's), so
-// pipeline 2 and pipeline 2 x data 2 still equal one process's token mean (losses, norms, eval
+// pipeline 2, pipeline 2 x data 2 and tensor 2 + sequence parallel still equal one process's
+// token mean (losses, norms, eval
 // losses within 1e-5). The weights within 5e-4: on ragged data AdamW carries float32 rounding of
 // near-zero gradients (layer 1's up_proj) to 1.5e-4 here, 2.4e-4 with data 2, as much with one
 // micro-batch (weight 1) and 2.2e-4 with tensor 2: not the weighting.
@@ -150,6 +151,11 @@ TEST_F(FinetuneHybrid, PipelineLossIsTokenWeightedWithRaggedPadding) {
   ASSERT_EQ(dp_pp.code, 0) << dp_pp.output;
   EXPECT_NE(dp_pp.output.find("tensor 1 x pipeline 2 x data 2"), std::string::npos) << dp_pp.output;
   expect_as("single", "dp_pp", "model.safetensors", 5e-4, 20);
+  // Sequence parallel splits the positions: the batches pad to a multiple of the tensor degree.
+  CliResult sp = run_zenith(args("full", "sp") +
+                            " --batch-size 4 --tensor-parallel 2 --sequence-parallel --nproc 2");
+  ASSERT_EQ(sp.code, 0) << sp.output;
+  expect_as("single", "sp", "model.safetensors", 5e-4, 20);
 }
 
 // A pipeline run stopped at step 2 (its checkpoint: the whole model, and every rank's AdamW shards
