@@ -40,7 +40,9 @@ void Engine::State::observe_step(double s, int64_t decodes, int64_t prefill_toke
     into = into <= 0 ? sample : (1 - kWeight) * into + kWeight * sample;
   };
   if (prefill_tokens == 0 && decodes > 0) {
-    average(decode_step_s, s);
+    // A step the host descheduled counts as at most twice the average: an inflated decode
+    // time would let the next steps prefill too much.
+    average(decode_step_s, decode_step_s > 0 ? std::min(s, 2 * decode_step_s) : s);
   } else if (prefill_tokens > 0 && decode_step_s > 0) {
     // The step's time beyond a decode step's, per prefill token (a prefill-only step too: its
     // fixed cost, reading every weight once, is what a decode step costs).
