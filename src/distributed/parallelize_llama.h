@@ -64,7 +64,7 @@ void check_tensor_parallel(const models::LlamaConfig& config, int degree);
 // Rewrites `model` for tensor parallelism over tp.group (every rank of the group calls it with
 // the same full model, e.g. the same checkpoint). LoRA adapters already on the model (add_lora,
 // load_lora: before, as one process would) are split with their base layer; lm_head may not
-// carry one. The KV cache is not supported on a rewritten model.
+// carry one. Decoding with a KV cache: tensor_parallel_generate (parallelize_llama_generate.h).
 TensorParallelPlan parallelize_llama(models::Llama& model, TensorParallelGroup tp);
 
 // HF's causal-LM loss (shifted labels, -100 ignored, mean) with the output layer and cross
