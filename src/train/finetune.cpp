@@ -51,13 +51,6 @@ class Trainer {
   void save(int64_t step, const std::string& dir);
   void snapshot();
   bool zero3() const { return zero_ && zero_->stage() == 3; }
-  // ZeRO-3 over several ranks of full fine-tuning from a Hugging Face directory or --init random:
-  // the model is built shape-only, each rank reading or drawing only its rows.
-  bool zero3_shape_only() const {
-    const std::string dir = !o_.resume.empty() ? o_.resume : o_.model;
-    return o_.zero_stage == 3 && ranks_.world() > 1 && o_.method == Method::full &&
-           !detail::model_parallel(o_) && (o_.init == Init::random || fs::is_directory(dir));
-  }
   std::vector<Tensor> held_params() const;
   void with_full_parameters(const std::function<void()>& fn);
   void save_gathered(int64_t step, const std::string& dir);
@@ -81,7 +74,7 @@ class Trainer {
   int64_t total_steps_ = 0, warmup_ = 0;
   nn::OptimizerPtr optimizer_;  // with --zero, ZeRO's inner optimizer over this rank's rows
   std::shared_ptr<distributed::ZeroOptimizer> zero_;
-  distributed::LlamaRows zero_rows_;  // zero3_shape_only(): this rank's rows until ZeRO takes them
+  distributed::LlamaRows zero_rows_;  // shape_only_model's rows until ZeRO takes them
   std::unique_ptr<distributed::ParallelLlama> parallel_;  // --tensor/--pipeline-parallel
   // The last good state, for the spike guard's rollback: taken at the start and at each
   // checkpoint.
@@ -147,12 +140,8 @@ void Trainer::load_model() {
   if (lora)  // QLoRA (--quant): each base weight quantized as it is read
     model_ = models::load_quantizing(o_.model, o_.quant,
                                      amp ? std::optional(o_.amp_dtype) : std::nullopt);
-  else if (zero3_shape_only())  // only this rank's rows of the weights, for ZeroOptions::rows_of
-    model_ = detail::shape_only_model(o_,
-                                      resumed_                  ? o_.resume
-                                      : o_.init == Init::random ? ""
-                                                                : o_.model,
-                                      ranks_.rank(), ranks_.world(), zero_rows_);
+  else if (detail::zero3_shape_only(o_, ranks_.world()))  // only this rank's rows of the weights
+    model_ = detail::shape_only_model(o_, ranks_.rank(), ranks_.world(), zero_rows_);
   else if (resumed_)
     model_ = models::Llama::from_pretrained(o_.resume, DType::f32);
   else if (o_.init == Init::random)  // pretraining from scratch: transformers' initialisation
@@ -202,13 +191,10 @@ void Trainer::make_optimizer() {
     // The step's losses are weighted by each rank's share of the tokens: gradients are summed.
     zero_ = std::make_shared<distributed::ZeroOptimizer>(
         params_, adamw,
-        distributed::ZeroOptions{
-            .stage = int(o_.zero_stage),
-            .reduce = communication::ReduceOp::SUM,
-            .reduce_in_backward = false,
-            .rows_of = zero3_shape_only()
-                           ? distributed::llama_rows_of(*model_, std::move(zero_rows_))
-                           : distributed::ZeroOptions().rows_of});
+        distributed::ZeroOptions{.stage = int(o_.zero_stage),
+                                 .reduce = communication::ReduceOp::SUM,
+                                 .reduce_in_backward = false,
+                                 .rows_of = detail::zero_rows_of(*model_, zero_rows_)});
     optimizer_ = zero_->inner_ptr();
   } else {
     optimizer_ = adamw(params_);

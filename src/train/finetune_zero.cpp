@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "distributed/zero_checkpoint.h"
 #include "zenith/error.h"
@@ -44,12 +45,28 @@ TrainerState read_resume_state(const Options& o, int ranks, int64_t pad_to) {
   return read_trainer_state(same, saved_ranks, pad_to);
 }
 
-std::shared_ptr<models::Llama> shape_only_model(const Options& o, const std::string& dir, int rank,
-                                                int ranks, distributed::LlamaRows& rows) {
+bool zero3_shape_only(const Options& o, int ranks) {
+  const std::string dir = !o.resume.empty() ? o.resume : o.model;
+  return o.zero_stage == 3 && ranks > 1 && o.method == Method::full && !model_parallel(o) &&
+         (o.init == Init::random || fs::is_directory(dir));
+}
+
+std::shared_ptr<models::Llama> shape_only_model(const Options& o, int rank, int ranks,
+                                                distributed::LlamaRows& rows) {
   const models::LlamaConfig config = models::load_llama_config(model_config_path(o));
-  rows = dir.empty() ? distributed::llama_initial_rows(config, rank, ranks)
-                     : distributed::llama_pretrained_rows(dir, rank, ranks);
+  if (!o.resume.empty())
+    rows = distributed::llama_pretrained_rows(o.resume, rank, ranks);
+  else if (o.init == Init::random)
+    rows = distributed::llama_initial_rows(config, rank, ranks);
+  else
+    rows = distributed::llama_pretrained_rows(o.model, rank, ranks);
   return distributed::hollow_llama(config);
+}
+
+std::function<Tensor(size_t, distributed::Chunk)> zero_rows_of(const models::Llama& model,
+                                                               distributed::LlamaRows& rows) {
+  if (rows.empty()) return {};
+  return distributed::llama_rows_of(model, std::exchange(rows, {}));
 }
 
 std::vector<std::string> parameter_names(const models::Llama& model,

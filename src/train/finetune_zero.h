@@ -17,13 +17,19 @@ namespace zenith::finetune::detail {
 
 inline constexpr const char* kZeroStateDir = "zero";
 
-// --zero 3 of full fine-tuning on several ranks: the model built shape-only
-// (distributed::hollow_llama) and `rows` filled with this rank's rows of its weights, read from
-// `dir` (o.resume or o.model, a Hugging Face directory) or, with --init random (dir empty),
-// drawn as Llama(config) would draw them: no rank holds the whole model before its first
-// gather. Hand `rows` to ZeroOptions::rows_of through distributed::llama_rows_of.
-std::shared_ptr<models::Llama> shape_only_model(const Options& o, const std::string& dir, int rank,
-                                                int ranks, distributed::LlamaRows& rows);
+// Whether a run builds its model shape-only: --zero 3 of full fine-tuning on several ranks,
+// without model parallelism, from a Hugging Face directory (--resume's or --model) or --init
+// random.
+bool zero3_shape_only(const Options& o, int ranks);
+// The model built shape-only (distributed::hollow_llama) and `rows` filled with this rank's rows
+// of its weights, read from --resume's or --model's safetensors or, with --init random, drawn as
+// Llama(config) would draw them: no rank holds the whole model before its first gather. Hand
+// `rows` to ZeroOptions::rows_of through distributed::llama_rows_of.
+std::shared_ptr<models::Llama> shape_only_model(const Options& o, int rank, int ranks,
+                                                distributed::LlamaRows& rows);
+// ZeroOptions::rows_of from shape_only_model's rows (taken from `rows`); unset when it is empty.
+std::function<Tensor(size_t, distributed::Chunk)> zero_rows_of(const models::Llama& model,
+                                                               distributed::LlamaRows& rows);
 
 // o.resume's trainer state for a run on `ranks` ranks: read_trainer_state's checks, except
 // that a --zero run may change the rank count and --batch-size when their product stays; a
