@@ -366,7 +366,33 @@ def render_zero_memory(r):
     return lines + table(header, rows)
 
 
+def render_qlora_memory(r):
+    sh = r["shape"]
+    lines = [
+        f"`zenith finetune` at the 110M shape (dim {sh['hidden_size']}, {sh['num_hidden_layers']} "
+        f"layers, MLP {sh['intermediate_size']}, vocabulary {r['vocab_size']}, random weights), "
+        f"LoRA r {r['lora']['r']} on all linear layers, {r['steps']} steps at {r['threads']} "
+        "threads on examples/llm/finetune/train.jsonl: peak RSS (/usr/bin/time's maximum "
+        "resident set) and wall time of the whole run, load and build included. QLoRA keeps the "
+        "frozen weights 4-bit; its ratios to LoRA's peak are below the table (targets: "
+        f"{r['targets']['of_lora_f32']} of LoRA on a float32 base, {r['targets']['of_lora_bf16']} "
+        "of LoRA on a bfloat16 base).", ""]
+    recipes = list(dict.fromkeys(x["recipe"] for x in r["results"]))
+    runs = list(dict.fromkeys(x["run"] for x in r["results"]))
+    cell = {(x["recipe"], x["run"]): x for x in r["results"]}
+    header = ["run"] + [f"{rc}: MiB (s)" for rc in recipes]
+    rows = [[run] + [f"{num(cell[rc, run]['peak_rss_mib'])} ({num(cell[rc, run]['wall_s'])})"
+                     for rc in recipes] for run in runs]
+    ratios = {(x["recipe"], x["run"]): x for x in r["ratios"]}
+    qruns = list(dict.fromkeys(x["run"] for x in r["ratios"]))
+    rows += [[f"{run} / LoRA f32, / LoRA bf16"] +
+             [f"{num(ratios[rc, run]['of_lora_f32'], 3)}, {num(ratios[rc, run]['of_lora_bf16'], 3)}"
+              for rc in recipes] for run in qruns]
+    return lines + table(header, rows)
+
+
 RENDERERS = {
+    "qlora_memory": render_qlora_memory,
     "zero_memory": render_zero_memory,
     "finetune": render_finetune,
     "llm_quant": render_llm_quant,

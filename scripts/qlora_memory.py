@@ -9,7 +9,8 @@ The model: dim 768, 12 layers, 12 heads, MLP 2048, vocabulary 2048 (the fortunes
 untied head, random weights (normal, std 0.02), written once as float32 and as bfloat16
 safetensors into a temporary folder. Each run fine-tunes all linear layers (r 8) on
 examples/llm/finetune/train.jsonl (sequences up to 256 tokens) for --steps steps with 2 threads;
-its peak RSS is /usr/bin/time's maximum resident set (Debian's time). Needs python3-numpy.
+its peak RSS is /usr/bin/time's maximum resident set (Debian's time). The machine fields (ISA,
+sgemm peak) come from a one-token bench/llm_quant run beside it. Needs python3-numpy.
 """
 import argparse
 import json
@@ -102,6 +103,17 @@ def peak_rss_mib(cmd):
     return kb / 1024, time.time() - start
 
 
+def machine_fields(zenith):
+    # bench_machine.h's fields (ISA, oneDNN's ISA, sgemm peak at 2 threads) from the smallest
+    # llm_quant run: one token of the 15M shape.
+    bench = os.path.join(os.path.dirname(os.path.abspath(zenith)), "bench", "llm_quant")
+    p = subprocess.run([bench, "--only", "15m", "--dtypes", "f32", "--threads", "2", "--vocab",
+                        "2048", "--gen-tokens", "1", "--runs", "1", "--json"],
+                       capture_output=True, text=True, check=True)
+    out = json.loads(p.stdout)
+    return {k: out[k] for k in ("isa", "onednn_isa", "avx2_fast_paths", "sgemm_peak_gflops")}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--zenith", default=os.path.join(ROOT, "build", "release", "zenith"))
@@ -111,6 +123,7 @@ def main():
     flags = open("/proc/cpuinfo").read().split("flags", 2)[1].split("\n")[0].split()
     isa = "+".join(f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni") if f in flags)
     load_before = os.getloadavg()[0]
+    machine = machine_fields(args.zenith)
     results = []
     with tempfile.TemporaryDirectory(prefix="qlora_memory_") as tmp:
         for dtype in ("f32", "bf16"):
@@ -134,7 +147,7 @@ def main():
                            "of_lora_f32": round(rss[run] / rss["LoRA, f32 base"], 3),
                            "of_lora_bf16": round(rss[run] / rss["LoRA, bf16 base"], 3)})
     doc = {"shape": SHAPE, "vocab_size": 2048, "lora": {"r": 8, "targets": "all-linear"},
-           "steps": args.steps, "threads": 2, "isa": isa,
+           "steps": args.steps, "threads": 2, "cpu_flags": isa, **machine,
            "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
            "targets": {"of_lora_f32": 0.45, "of_lora_bf16": 0.7},
            "results": results, "ratios": ratios}
