@@ -4,97 +4,21 @@
 // only its rows of each parameter (llama_initial_rows: the one-process initialisation, bit for
 // bit), so no rank ever holds the whole model. The limit is RLIMIT_AS, the address space a
 // process may add to what it had when forked (the platform's fallback for a job's `memory`).
+// The pieces are in zero_memory_demo.h; slurm_zero_memory_test.cpp runs the same over 2 nodes.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
-#include <fstream>
 
-#include "distributed/mesh.h"
-#include "distributed/zero_llama.h"
 #include "rank_runner.h"
-#include "support/peak_rss.h"
 #include "support/temp_dir.h"
-#include "zenith/zenith.h"
+#include "zero_memory_demo.h"
 
 namespace zenith {
 namespace {
 
-namespace comm = communication;
-using distributed::ZeroOptimizer;
-using test::expect;
-using zenith::testing::proc_status_bytes;
+using namespace zero_memory;
 using zenith::testing::TempDir;
-
-constexpr int kRanks = 4, kSteps = 2;
-constexpr int64_t kLength = 16;
-
-// 33.5M parameters: 16Ψ = 536 MB of training state in one process, 134 MB per rank at ZeRO-3.
-models::LlamaConfig demo_config() {
-  models::LlamaConfig c;
-  c.vocab_size = 8000;
-  c.hidden_size = 512;
-  c.intermediate_size = 1376;
-  c.num_hidden_layers = 8;
-  c.num_attention_heads = 8;
-  c.num_key_value_heads = 8;
-  c.head_dim = 64;
-  c.max_position_embeddings = 64;
-  return c;
-}
-
-// The address space a rank may add to its forked parent's: above ZeRO-3's 16Ψ/4 (134 MB) with
-// a gathered module, activations and the communication threads, below one process's 16Ψ.
-constexpr int64_t kBudget = int64_t(320) << 20;
-
-// Sequences [kRanks, kLength] of step `step`; rank r of n takes its rows.
-Tensor ids_for(int step, int rank, int ranks, int64_t vocab) {
-  std::vector<int64_t> ids;
-  for (int64_t i = 0; i < kRanks * kLength; ++i)
-    ids.push_back((i * 7919 + step * 131 + i / 5) % vocab);
-  Tensor all = Tensor::from_vector(ids, {kRanks, kLength});
-  const int64_t rows = kRanks / ranks;
-  return all.narrow(0, rank * rows, rows).contiguous();
-}
-
-void limit_address_space(int64_t budget) {
-  const int64_t now = proc_status_bytes("VmSize:");
-  expect(now > 0, "no VmSize in /proc/self/status");
-  rlimit rl{rlim_t(now + budget), rlim_t(now + budget)};
-  expect(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit(RLIMIT_AS) failed");
-}
-
-void write_numbers(const std::string& path, const std::vector<double>& values) {
-  std::ofstream f(path);
-  f.precision(17);
-  for (double v : values) f << v << "\n";
-}
-
-std::vector<double> read_numbers(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<double> out;
-  for (double v; f >> v;) out.push_back(v);
-  return out;
-}
-
-// One process: the whole model, the whole batch, AdamW. Writes its losses and peak RSS.
-void train_one_process(const std::string& out) {
-  context::set_num_threads(1);
-  manual_seed(7);
-  models::Llama model(demo_config());
-  auto opt = nn::AdamW(model.trainable_params(), 1e-3);
-  std::vector<double> losses;
-  for (int s = 0; s < kSteps; ++s) {
-    Tensor ids = ids_for(s, 0, 1, model.config().vocab_size);
-    opt->zero_grad();
-    Tensor loss = models::causal_lm_loss(model.forward({.input_ids = ids}), ids);
-    losses.push_back(loss.item());
-    loss.backward();
-    opt->step();
-  }
-  losses.push_back(double(proc_status_bytes("VmHWM:")));
-  write_numbers(out, losses);
-}
 
 TEST(ZeroMemory, ShapeOnlyRowsEqualTheOneProcessInitialisation) {
   auto config = demo_config();
@@ -164,34 +88,7 @@ TEST(ZeroMemory, ModelOneProcessCannotHoldTrainsOnFourRanksAtStageThree) {
       kRanks,
       [&](int rank) {
         limit_address_space(kBudget);
-        context::set_num_threads(1);
-        comm::init(test::rank_options(rank, kRanks, "file://" + dir.str()));
-        const models::LlamaConfig config = demo_config();
-        manual_seed(7);
-        auto model = distributed::hollow_llama(config);
-        auto rows = distributed::llama_initial_rows(config, rank, kRanks);
-        auto zero = std::make_shared<ZeroOptimizer>(
-            model->trainable_params(),
-            [](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-3); },
-            distributed::ZeroOptions{
-                .stage = 3, .rows_of = distributed::llama_rows_of(*model, std::move(rows))});
-        std::vector<double> losses;
-        for (int s = 0; s < kSteps; ++s) {
-          Tensor ids = ids_for(s, rank, kRanks, config.vocab_size);
-          zero->zero_grad();
-          Tensor loss =
-              models::causal_lm_loss(distributed::zero3_llama_logits(*model, zero, ids), ids);
-          Tensor global = loss.detach().reshape({1}).clone();
-          comm::all_reduce(global, comm::ReduceOp::AVG);
-          losses.push_back(global.to_double_vector()[0]);
-          loss.backward();
-          zero->step();
-        }
-        const auto state = zero->model_state_bytes();
-        losses.push_back(double(proc_status_bytes("VmHWM:")));
-        losses.push_back(double(state.total()));
-        write_numbers(dir.str() + "/rank" + std::to_string(rank) + ".txt", losses);
-        comm::release();
+        train_zero3_rank(test::rank_options(rank, kRanks, "file://" + dir.str()), dir.str());
       },
       180);
   ASSERT_TRUE(std::all_of(ranks.begin(), ranks.end(), [](auto& r) { return r.ok(); }))
