@@ -60,10 +60,12 @@ int64_t save_gguf_adapter(const io::LoraAdapter& adapter, const LlamaConfig& bas
 bool is_gguf_file(const std::string& path);
 // The model in a GGUF file of architecture llama: Q/K rows back in Hugging Face's order, each
 // tensor in its file dtype (f32, f16, bf16; f32 norms take the matrices' dtype, so a round trip
-// is bit for bit) unless `dtype` is given. Errors name the file and the unsupported architecture
-// or tensor type, a missing key or tensor, a shape that does not fit the metadata.
-std::shared_ptr<Llama> load_gguf(const std::string& path,
-                                 std::optional<DType> dtype = std::nullopt);
+// is bit for bit) unless `dtype` is given. GGML blocks (q8_0, q4_0, q4_K) stay blocks in their
+// linear layers unless `dequantize`: then every weight is widened to float (`dtype`, else f32),
+// as full fine-tuning needs. Errors name the file and the unsupported architecture or tensor
+// type, a missing key or tensor, a shape that does not fit the metadata.
+std::shared_ptr<Llama> load_gguf(const std::string& path, std::optional<DType> dtype = std::nullopt,
+                                 bool dequantize = false);
 // The config the file's metadata describes.
 LlamaConfig gguf_llama_config(const std::string& path);
 // Writes the files zenith's tokenizers read (tokenizer.model for llama, tokenizer.json for gpt2,

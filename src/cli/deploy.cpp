@@ -2,9 +2,11 @@
 // spec and preprocessing, labels, content hash), registers it with the running `zenith server`
 // as the next version of NAME, starts the HTTPS service and prints its URL and a first token.
 // `zenith deploy --model HF_DIR [--adapter NAME=DIR ...] --name NAME` does the same for an LLM
-// (model, tokenizer, chat template and adapters: serve/llm_package.h), served with OpenAI's API.
+// (model, tokenizer, chat template and adapters: serve/llm_package.h), served with OpenAI's API;
+// `--model X.gguf` packages a llama.cpp file, `--dtype` quantizes at the service's load.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -12,6 +14,7 @@
 #include "cli/command.h"
 #include "serve/llm_package.h"
 #include "serve/package.h"
+#include "zenith/gguf.h"
 
 namespace zenith::cli {
 namespace {
@@ -29,15 +32,18 @@ int run_deploy(int argc, char** argv) {
   double max_delay_ms = -1, timeout = 0;
   bool insecure = false;
   app.add_option("--model", checkpoint,
-                 "checkpoint (.safetensors) from `zenith train`, or a Hugging Face LLaMA "
-                 "directory (a fine-tune's --out)")
+                 "checkpoint (.safetensors) from `zenith train`, a Hugging Face LLaMA "
+                 "directory (a fine-tune's --out) or a GGUF file")
       ->required();
   std::vector<std::string> adapters;
-  std::string kv_cache_memory;
+  std::string kv_cache_memory, dtype;
   app.add_option("--adapter", adapters,
                  "LLM: a PEFT adapter served as model NAME (NAME=DIR; repeatable)");
   app.add_option("--kv-cache-memory", kv_cache_memory,
                  "LLM: the KV cache pool's size (default 256Mi)");
+  app.add_option("--dtype", dtype,
+                 "LLM: weights at load: f32, bf16, f16, or q8_0, q4_0, q4_k (GGML blocks for the "
+                 "linear layers; default: the file's)");
   app.add_option("--name", name, "service name: lowercase letters, digits, '-'")->required();
   app.add_option("--arch", package_options.arch, "zoo model (default: the checkpoint's)");
   app.add_option("--dataset", package_options.dataset,
@@ -68,7 +74,7 @@ int run_deploy(int argc, char** argv) {
       fs::remove_all(dir, ec);
     }
   } cleanup{tmpl};
-  const bool llm = fs::is_directory(checkpoint);
+  const bool llm = fs::is_directory(checkpoint) || models::is_gguf_file(checkpoint);
   std::string what;
   if (llm) {
     std::vector<std::pair<std::string, std::string>> adapter_dirs;
@@ -78,9 +84,9 @@ int run_deploy(int argc, char** argv) {
     what = "LLM from " + model_dir + ", " + std::to_string(adapter_dirs.size()) +
            " adapter(s), sha256 " + spec.sha256.substr(0, 16);
   } else {
-    ZENITH_CHECK(adapters.empty() && kv_cache_memory.empty(),
-                 "[deploy] --adapter and --kv-cache-memory are for an LLM directory, not a "
-                 "checkpoint");
+    ZENITH_CHECK(adapters.empty() && kv_cache_memory.empty() && dtype.empty(),
+                 "[deploy] --adapter, --kv-cache-memory and --dtype are for an LLM (a directory "
+                 "or a GGUF file), not a checkpoint");
     auto spec = serve::write_package(checkpoint, staging, name, package_options);
     what = spec.arch + ", sha256 " + spec.sha256.substr(0, 16);
   }
@@ -95,6 +101,13 @@ int run_deploy(int argc, char** argv) {
   if (!host.empty()) options["host"] = host;
   if (insecure) options["insecure-http"] = true;
   if (!kv_cache_memory.empty()) options["kv-cache-memory"] = kv_cache_memory;
+  if (!dtype.empty()) {  // checked here: the service would fail at its start
+    static const std::vector<std::string> kDtypes = {"f32", "bf16", "f16", "q8_0", "q4_0", "q4_k"};
+    ZENITH_CHECK(std::find(kDtypes.begin(), kDtypes.end(), dtype) != kDtypes.end(),
+                 "[deploy] --dtype: expected f32, bf16, f16, q8_0, q4_0 or q4_k, got '", dtype,
+                 "'");
+    options["dtype"] = dtype;
+  }
   auto client = make_client(config);
   json body = {{"name", name},
                {"package", staging},

@@ -76,7 +76,7 @@ SettingsSchema finetune_schema(finetune::Options& o, CliSettings& c) {
   SettingsSchema s("finetune");
   s.add("model", o.model,
         "(required, here or in --config, unless --init random) base model directory (HF: "
-        "config.json, safetensors, tokenizer)")
+        "config.json, safetensors, tokenizer) or GGUF file")
       .add("data", o.data,
            "(required, here or in --config) training data, JSONL: Alpaca, chat messages, "
            "prompt/completion, text or input_ids")

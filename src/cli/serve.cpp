@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 struct LlmFlags {
   std::vector<std::string> adapters;  // NAME=DIR
-  std::string kv_cache_memory = "256Mi", chat_template;
+  std::string kv_cache_memory = "256Mi", chat_template, dtype;
   int threads = 0;
   serve::llm::EngineOptions engine;
 };
@@ -76,6 +76,7 @@ int serve_llm(const std::string& dir, const serve::ServeOptions& o, const LlmFla
   lo.max_body_bytes = o.max_body_bytes;
   lo.http_threads = o.http_threads;
   lo.chat_template = flags.chat_template;
+  lo.dtype = flags.dtype;
   lo.engine = flags.engine;
   lo.engine.max_waiting = o.batch.max_queue;
   auto kv = platform::parse_size(flags.kv_cache_memory);
@@ -90,6 +91,7 @@ int serve_llm(const std::string& dir, const serve::ServeOptions& o, const LlmFla
     if (lo.name.empty()) lo.name = spec.name;
     for (const auto& [name, rel] : spec.adapters) lo.adapters.emplace_back(name, dir + "/" + rel);
     source = spec.source + " (package sha256 " + spec.sha256.substr(0, 12) + ")";
+    model_dir = serve::llm_package_model(dir);
   }
   for (const auto& a : flags.adapters) lo.adapters.push_back(serve::parse_adapter_flag(a));
   if (managed && !lo.name.empty())  // a platform service keeps the adapters added at run time
@@ -102,6 +104,7 @@ int serve_llm(const std::string& dir, const serve::ServeOptions& o, const LlmFla
   std::printf("zenith serve: %s (LLaMA, %lld layers, vocab %lld, context %lld) from %s on %s\n",
               name.c_str(), (long long)config.num_hidden_layers, (long long)config.vocab_size,
               (long long)server.engine().max_model_len(), source.c_str(), server.url().c_str());
+  if (!lo.dtype.empty()) std::printf("  weights: %s (--dtype, at load)\n", lo.dtype.c_str());
   for (const auto& [adapter, adapter_dir] : lo.adapters)
     std::printf("  adapter: %s (%s)\n", adapter.c_str(), adapter_dir.c_str());
   std::printf("  OpenAI API: %s/v1 (chat/completions, completions, models)\n",
@@ -184,6 +187,9 @@ int run_serve(int argc, char** argv) {
   app.add_option("--chat-template", llm.chat_template,
                  "LLM: llama-2, llama-3, chatml or alpaca (default: tokenizer_config.json's)");
   app.add_option("--threads", llm.threads, "LLM: compute threads (0: the default)");
+  app.add_option("--dtype", llm.dtype,
+                 "LLM: weights at load: f32, bf16, f16, or q8_0, q4_0, q4_k (GGML blocks for the "
+                 "linear layers; default: the file's)");
   if (auto exit_code = parse_args(app, argc, argv)) return *exit_code;
   if (managed) {
     // A service goes when its server goes, however the server ends.

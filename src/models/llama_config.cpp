@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "io/json_fields.h"
+#include "zenith/gguf.h"
 
 namespace zenith::models {
 
@@ -240,6 +241,7 @@ LlamaConfig parse_llama_config(const std::string& json_text, const std::string& 
 }
 
 LlamaConfig load_llama_config(const std::string& path) {
+  if (is_gguf_file(path)) return gguf_llama_config(path);  // a llama.cpp file's metadata
   std::string file = fs::is_directory(path) ? (fs::path(path) / "config.json").string() : path;
   return parse_llama_config(core::read_file(file, kComponent), file);
 }

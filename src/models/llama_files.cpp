@@ -59,6 +59,10 @@ void copy_model_side_files(const std::string& from, const std::string& to) {
                                            "tokenizer_config.json", "special_tokens_map.json",
                                            "generation_config.json"};
   fs::create_directories(to);
+  if (is_gguf_file(from)) {  // a llama.cpp file: its vocabulary as zenith's tokenizer files
+    write_gguf_tokenizer_files(from, to);
+    return;
+  }
   for (const char* name : kSideFiles)
     if (fs::exists(fs::path(from) / name))
       fs::copy_file(fs::path(from) / name, fs::path(to) / name,

@@ -312,7 +312,8 @@ LlamaConfig config_of(const gguf::File& f) {
 
 LlamaConfig gguf_llama_config(const std::string& path) { return config_of(gguf::read_file(path)); }
 
-std::shared_ptr<Llama> load_gguf(const std::string& path, std::optional<DType> dtype) {
+std::shared_ptr<Llama> load_gguf(const std::string& path, std::optional<DType> dtype,
+                                 bool dequantize) {
   const gguf::File f = gguf::read_file(path);
   LlamaConfig c = config_of(f);
   // The matrices' type decides the dtype norms come back in (they are written as f32).
@@ -336,7 +337,7 @@ std::shared_ptr<Llama> load_gguf(const std::string& path, std::optional<DType> d
     const bool rotary = is_rotary_projection(spec.name, &is_q);
     const int64_t heads = is_q ? c.num_attention_heads : c.num_key_value_heads;
     const std::optional<QuantFormat> format = quant_format_of(e->type);
-    if (format && spec.name != "model.embed_tokens.weight") {
+    if (format && !dequantize && spec.name != "model.embed_tokens.weight") {
       // A linear layer's blocks, installed unchanged once the model exists; until then a
       // stand-in of the float shape that holds no memory.
       const std::string bytes = gguf::read_tensor_bytes(f, *e);
@@ -351,7 +352,7 @@ std::shared_ptr<Llama> load_gguf(const std::string& path, std::optional<DType> d
       continue;
     }
     Tensor w;
-    if (format) {  // a quantized embedding: zenith's embedding is float
+    if (format) {  // a quantized embedding (zenith's embedding is float), or widened on request
       const std::string bytes = gguf::read_tensor_bytes(f, *e);
       Tensor b = Tensor::empty({spec.shape[0], quant_row_bytes(*format, spec.shape[1])}, DType::u8);
       std::memcpy(b.raw_data(), bytes.data(), std::min(bytes.size(), b.nbytes()));
@@ -360,7 +361,7 @@ std::shared_ptr<Llama> load_gguf(const std::string& path, std::optional<DType> d
       w = gguf::read_tensor(f, *e);
     }
     if (rotary) w = permute_rows(w, heads, false);
-    const DType want = dtype ? *dtype : (w.dim() == 1 ? matrix_dtype : w.dtype());
+    const DType want = dtype ? *dtype : (w.dim() == 1 || format ? matrix_dtype : w.dtype());
     if (w.dtype() != want) {
       NoGradGuard no_grad;
       w = w.to(want);

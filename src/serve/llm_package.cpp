@@ -10,6 +10,7 @@
 #include "core/atomic_file.h"
 #include "platform/deployments/deployment_store.h"
 #include "zenith/error.h"
+#include "zenith/gguf.h"
 
 namespace zenith::serve {
 
@@ -19,6 +20,7 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kFormat = "zenith-llm-package";
+constexpr const char* kGgufFile = "model.gguf";  // a package made from a GGUF file
 
 // The files of an HF model directory a service needs (no checkpoints, logs or optimizer state).
 bool model_file(const std::string& name) {
@@ -99,22 +101,27 @@ std::string resolve_llm_model(const std::string& dir,
 LlmPackageSpec write_llm_package(const std::string& model_dir,
                                  const std::vector<std::pair<std::string, std::string>>& adapters,
                                  const std::string& dir, const std::string& name) {
-  ZENITH_CHECK(is_hf_model_dir(model_dir), "[package] ", model_dir,
-               " is not a Hugging Face model directory (no config.json)");
+  const bool gguf = fs::is_regular_file(model_dir) && models::is_gguf_file(model_dir);
+  ZENITH_CHECK(gguf || is_hf_model_dir(model_dir), "[package] ", model_dir,
+               " is neither a Hugging Face model directory (config.json) nor a GGUF file");
   ZENITH_CHECK(!fs::exists(dir), "[package] ", dir, " already exists");
   LlmPackageSpec spec;
   spec.name = name;
   spec.source = fs::absolute(model_dir).lexically_normal().string();
   fs::create_directories(dir);
-  for (const auto& f : files_of(model_dir, false)) {
+  if (gguf) {  // weights and vocabulary in one file
+    core::copy_file_atomic(model_dir, dir + "/" + kGgufFile);
+    spec.files.push_back(kGgufFile);
+  }
+  for (const auto& f : gguf ? std::vector<std::string>{} : files_of(model_dir, false)) {
     core::copy_file_atomic(model_dir + "/" + f, dir + "/" + f);
     spec.files.push_back(f);
   }
-  ZENITH_CHECK(std::count_if(spec.files.begin(), spec.files.end(),
-                             [](const std::string& f) {
-                               return f.size() > 12 &&
-                                      f.compare(f.size() - 12, 12, ".safetensors") == 0;
-                             }) > 0,
+  ZENITH_CHECK(gguf || std::count_if(spec.files.begin(), spec.files.end(),
+                                     [](const std::string& f) {
+                                       return f.size() > 12 &&
+                                              f.compare(f.size() - 12, 12, ".safetensors") == 0;
+                                     }) > 0,
                "[package] ", model_dir, " has no .safetensors weights");
   for (const auto& [adapter, adapter_dir] : adapters) {
     const std::string rel = "adapters/" + adapter;
@@ -141,6 +148,11 @@ LlmPackageSpec write_llm_package(const std::string& model_dir,
   manifest["sha256"] = spec.sha256;
   core::write_file_atomic(dir + "/package.json", manifest.dump(2) + "\n");
   return spec;
+}
+
+std::string llm_package_model(const std::string& dir) {
+  const std::string gguf = dir + "/" + kGgufFile;
+  return fs::is_regular_file(gguf) && !fs::exists(dir + "/config.json") ? gguf : dir;
 }
 
 LlmPackageSpec read_llm_package(const std::string& dir) {

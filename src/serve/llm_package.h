@@ -5,6 +5,7 @@
 //                            "adapters": {NAME: "adapters/NAME"}, "created_at", "sha256"}
 //   DIR/config.json, DIR/*.safetensors, tokenizer files, tokenizer_config.json (its chat
 //                            template), generation_config.json: the HF model directory's files
+//   DIR/model.gguf          instead of the two lines above, for a package made from a GGUF file
 //   DIR/adapters/NAME/      each PEFT adapter (adapter_config.json, adapter_model.safetensors)
 //
 // "files" lists every file but package.json; the content hash covers them in that order
@@ -31,11 +32,15 @@ bool is_hf_model_dir(const std::string& dir);
 // Whether DIR/package.json is an LLM package's.
 bool is_llm_package(const std::string& dir);
 
-// Copies the model's files and each adapter (name, directory) into `dir` (created; must not
-// exist) and writes package.json. Errors name the missing file.
+// Copies the model's files (an HF directory's, or a GGUF file as model.gguf) and each adapter
+// (name, directory) into `dir` (created; must not exist) and writes package.json. Errors name
+// the missing file.
 LlmPackageSpec write_llm_package(const std::string& model_dir,
                                  const std::vector<std::pair<std::string, std::string>>& adapters,
                                  const std::string& dir, const std::string& name);
+// What the service loads from package DIR: DIR/model.gguf in a package made from a GGUF file,
+// else DIR.
+std::string llm_package_model(const std::string& dir);
 // Reads DIR/package.json and checks the content hash; errors name the directory.
 LlmPackageSpec read_llm_package(const std::string& dir);
 

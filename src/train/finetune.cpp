@@ -138,8 +138,7 @@ Trainer::Trainer(const Options& o, const Data& train, const Data* eval, const de
 void Trainer::load_model() {
   const bool lora = o_.method == Method::lora, amp = o_.amp != Amp::O0;
   if (lora)  // QLoRA (--quant): each base weight quantized as it is read
-    model_ = models::load_quantizing(o_.model, o_.quant,
-                                     amp ? std::optional(o_.amp_dtype) : std::nullopt);
+    model_ = detail::load_pretrained(o_, true);
   else if (detail::zero3_shape_only(o_, ranks_.world()))  // only this rank's rows of the weights
     model_ = detail::shape_only_model(o_, ranks_.rank(), ranks_.world(), zero_rows_);
   else if (resumed_)
@@ -147,7 +146,7 @@ void Trainer::load_model() {
   else if (o_.init == Init::random)  // pretraining from scratch: transformers' initialisation
     model_ = std::make_shared<models::Llama>(models::load_llama_config(model_config_path(o_)));
   else
-    model_ = models::Llama::from_pretrained(o_.model, DType::f32);
+    model_ = detail::load_pretrained(o_, false);
   if (o_.packing) packed_ = pack(data_, max_seq_len_);
   train_ = o_.packing ? &packed_ : &data_;
   // Padded positions are masked out of attention and loss: any id in the vocabulary does.

@@ -1,9 +1,11 @@
 // The fine-tuning loop's data side (batches padded or packed, the data options a model asks
-// for, evaluation) and its loss-spike guard.
+// for, evaluation), its loss-spike guard, and the pretrained model it starts from.
 #include <algorithm>
 #include <cmath>
 
+#include "models/llama_quant.h"
 #include "train/finetune_run.h"
+#include "zenith/gguf.h"
 
 namespace zenith::finetune {
 
@@ -108,6 +110,32 @@ SpikeGuard::Verdict SpikeGuard::check(double loss, double grad_norm, std::string
 EvalRecord evaluate(models::Llama& model, const Data& data, int64_t batch_size, int64_t pad_id) {
   return detail::evaluate_shared(model, data, batch_size, pad_id, nullptr);
 }
+
+namespace detail {
+
+std::shared_ptr<models::Llama> load_pretrained(const Options& o, bool lora) {
+  const bool gguf = models::is_gguf_file(o.model);
+  if (!lora)
+    return gguf ? models::load_gguf(o.model, DType::f32, true)
+                : models::Llama::from_pretrained(o.model, DType::f32);
+  const auto dtype = o.amp != Amp::O0 ? std::optional(o.amp_dtype) : std::nullopt;
+  if (!gguf) return models::load_quantizing(o.model, o.quant, dtype);
+  if (o.quant.empty()) return models::load_gguf(o.model, dtype, true);
+  // QLoRA over a GGUF file: its blocks are the base when they are what --quant asks for (q4_K
+  // rows of no whole 256-block are q4_0, as Llama::quantize takes them); else widened, requantized.
+  auto model = models::load_gguf(o.model, dtype);
+  const QuantFormat want = quant_from_name(o.quant);
+  for (const auto& [path, layer] : model->linear_layers())
+    if (const QuantizedWeight* q = layer->quantized_weight();
+        q && q->format != want && !(want == QuantFormat::q4_k && q->format == QuantFormat::q4_0)) {
+      model = models::load_gguf(o.model, dtype, true);
+      break;
+    }
+  model->quantize(want);
+  return model;
+}
+
+}  // namespace detail
 
 std::string model_config_path(const Options& o) {
   return o.model_config.empty() ? o.model : o.model_config;

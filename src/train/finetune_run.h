@@ -46,6 +46,14 @@ nn::LRSchedule make_schedule(const Options& o, int64_t warmup, int64_t total);
 // The adapter_config.json of the run's LoRA settings.
 io::LoraConfig lora_config(const Options& o);
 
+// ---- the model loaded (finetune_batches.cpp)
+
+// The pretrained weights a run starts from (--model: a directory or a GGUF file). `lora`: the
+// frozen base, in amp_dtype under --amp; QLoRA (--quant) quantizes each weight as it is read and
+// keeps a GGUF file's blocks when they are of that format, plain LoRA widens them to float.
+// Otherwise float32, GGUF blocks dequantized (full fine-tuning trains every weight).
+std::shared_ptr<models::Llama> load_pretrained(const Options& o, bool lora);
+
 // ---- outputs (finetune_output.cpp)
 
 // One JSON object per scalar, as `zenith train` writes them (the platform's metrics ingestion

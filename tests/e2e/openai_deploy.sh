@@ -78,4 +78,18 @@ chat fun2 | grep -q '"model":"fun2"' || fail "rollback lost the adapter added at
 url3=$(sed -n 's/^  url: *//p' deploy3.log)
 token=$(sed -n 's/^  token: *//p' deploy3.log)
 api "$url3/v1/models" | grep -q '"id":"lora".*"parent":"tuned"' || fail "LoRA --out: $(api "$url3/v1/models")"
+
+# A llama.cpp file deploys as it is (weights and vocabulary), quantized at the service's load.
+"$ZENITH" export --format gguf --model "$model" --dtype f16 --out "$work/fortunes.gguf" \
+  > export.log 2>&1 || fail "export: $(cat export.log)"
+"$ZENITH" deploy --model "$work/fortunes.gguf" --dtype q8_0 --name gguf > deploy4.log 2>&1 \
+  || fail "deploy of a GGUF file: $(cat deploy4.log)"
+url=$(sed -n 's/^  url: *//p' deploy4.log)
+token=$(sed -n 's/^  token: *//p' deploy4.log)
+api "$url/v1/models" | grep -q '"id":"gguf"' || fail "GGUF: $(api "$url/v1/models")"
+chat gguf | grep -q '"object":"chat.completion"' || fail "chat with the GGUF service: $(chat gguf)"
+grep -q "weights: q8_0 (--dtype, at load)" "$work/srv/services/gguf/service.log" \
+  || fail "the GGUF service was not quantized to q8_0 at load"
+"$ZENITH" deploy --model "$work/fortunes.gguf" --dtype q5_0 --name bad 2>&1 \
+  | grep -q "expected f32, bf16, f16, q8_0, q4_0 or q4_k, got 'q5_0'" || fail "--dtype q5_0 accepted"
 echo "PASS"

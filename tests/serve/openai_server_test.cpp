@@ -550,6 +550,40 @@ TEST_F(OpenAiServerTest, AGgufFileServesAsItsModelDirectory) {
   EXPECT_EQ(json::parse(r->body)["usage"], json::parse(expected->body)["usage"]);
 }
 
+// `zenith serve --dtype q4_0`: the weights are quantized at load (as generate --dtype), so the
+// same greedy completion comes with other log-probabilities; a dtype zenith lacks is refused.
+TEST_F(OpenAiServerTest, DtypeQuantizesTheWeightsAtLoad) {
+  const json body = {{"model", "fortunes"},
+                     {"prompt", "Once upon"},
+                     {"max_tokens", 4},
+                     {"temperature", 0},
+                     {"logprobs", 1}};
+  auto first_logprob = [&](const std::string& dtype) {
+    TearDown();
+    LlmServeOptions o = options();
+    o.dtype = dtype;
+    start(o);
+    auto r = post("/v1/completions", body);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+    return json::parse(r->body)["choices"][0]["logprobs"]["token_logprobs"][0].get<double>();
+  };
+  const double f32 = first_logprob(""), q4_0 = first_logprob("q4_0"), q8_0 = first_logprob("q8_0");
+  EXPECT_NE(q4_0, f32);
+  EXPECT_NE(q8_0, f32);
+  EXPECT_NE(q8_0, q4_0);
+  TearDown();
+  LlmServeOptions bad = options();
+  bad.dtype = "q5_0";
+  try {
+    LlmServer server(kModel, bad);
+    ADD_FAILURE() << "--dtype q5_0 was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("--dtype: expected f32, bf16, f16, q8_0, q4_0 or q4_k"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // An adapter loaded at run time is kept in LlmServeOptions::adapters_file (a platform service's
 // DATA/services/NAME/adapters.json) and loaded again when the service starts again (a restart,
 // a rollback, a new version); one unloaded is forgotten.

@@ -139,7 +139,7 @@ std::vector<std::string> DeploymentManager::serve_args(const DeploymentRecord& r
                                    "--managed"};
   json options = r.options.empty() ? json::object() : json::parse(r.options);
   for (const auto& key : {"max-batch", "max-delay-ms", "max-queue", "timeout", "max-body", "host",
-                          "http-threads", "kv-cache-memory", "max-batched-tokens"})
+                          "http-threads", "kv-cache-memory", "max-batched-tokens", "dtype"})
     if (options.contains(key)) {
       args.push_back(std::string("--") + key);
       const auto& v = options[key];

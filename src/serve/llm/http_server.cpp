@@ -13,6 +13,7 @@
 #include "serve/llm/openai_response.h"
 #include "zenith/gguf.h"
 #include "zenith/llama.h"
+#include "zenith/quant.h"
 
 namespace zenith::serve::llm {
 
@@ -255,6 +256,22 @@ void LlmServer::Impl::routes() {
   });
 }
 
+namespace {
+
+// The model in `path` (a directory or a GGUF file) in `dtype` (LlmServeOptions::dtype).
+std::shared_ptr<models::Llama> load_model(const std::string& path, const std::string& dtype) {
+  const bool blocks = dtype == "q8_0" || dtype == "q4_0" || dtype == "q4_k";
+  ZENITH_CHECK(dtype.empty() || blocks || dtype == "f32" || dtype == "bf16" || dtype == "f16",
+               "[serve] --dtype: expected f32, bf16, f16, q8_0, q4_0 or q4_k, got '", dtype, "'");
+  auto model = dtype.empty() || blocks
+                   ? models::Llama::from_pretrained(path)
+                   : models::Llama::from_pretrained(path, dtype_from_name(dtype));
+  if (blocks) model->quantize(quant_from_name(dtype));
+  return model;
+}
+
+}  // namespace
+
 LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
@@ -268,7 +285,7 @@ LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
   ZENITH_CHECK(!m.options.token_db.empty(), "[serve] no token store given");
   m.tokens = std::make_unique<platform::TokenVerifier>(m.options.token_db, m.options.name);
   m.created = int64_t(std::time(nullptr));
-  auto model = gguf ? models::load_gguf(model_dir) : models::Llama::from_pretrained(model_dir);
+  auto model = load_model(model_dir, m.options.dtype);
   model->eval();
   m.tokenizer = models::find_model_tokenizer(model_dir);
   ZENITH_CHECK(

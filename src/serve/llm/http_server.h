@@ -36,6 +36,9 @@ struct LlmServeOptions {
   int http_threads = 128;
   double ping_interval_s = 10;  // a streamed ": ping" comment after this long without a chunk
   std::string chat_template;    // a built-in template's name; "": the tokenizer's
+  // Weights at load, as generate's --dtype: f32, bf16, f16, or GGML blocks q8_0, q4_0, q4_k for
+  // the linear layers; "": the file's.
+  std::string dtype;
   EngineOptions engine;
   std::vector<std::pair<std::string, std::string>> adapters;  // name, PEFT directory
   // Adapters loaded at run time (/v1/load_lora_adapter) are kept in this file ({"name": dir})
