@@ -37,7 +37,20 @@ size_t size_class(size_t n) {
 
 struct Cache {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  // A freed block and when it was freed (seq counts frees): eviction takes the oldest first.
+  struct Block {
+    void* p;
+    uint64_t seq;
+  };
+  struct SizeClass {
+    std::vector<Block> blocks;  // oldest first
+    int64_t last_used = -1;     // the allocation (hits + misses) that last asked for it; -1 none
+  };
+  std::unordered_map<size_t, SizeClass> free_blocks;  // by size class
+  uint64_t seq = 0;
+  // The longest a size class waited between two allocations of it (counted in allocations): a
+  // loop of repeated shapes asks for each of its classes again within it.
+  int64_t reuse_gap = 0;
   size_t cached_bytes = 0;
   size_t limit = [] {
     const char* env = std::getenv("ZENITH_ALLOC_CACHE_MB");
@@ -45,6 +58,7 @@ struct Cache {
   }();
   int64_t hits = 0, misses = 0;
   size_t live = 0, peak = 0, peak_held = 0;
+  size_t high_water = 0;  // the most live bytes since empty_allocator_cache()
   // [base, base + size); live: its blocks handed out and not yet freed. An arena freed while
   // blocks of it are still held (a replay's outputs) is retired and released with the last.
   struct Arena {
@@ -122,20 +136,49 @@ void* from_plan(size_t nbytes) {
               std::llround(double(s.live_bytes) / mib), " MiB of tensors", limit);
 }
 
+// A miss of `cls` bytes is about to go to the system. While this allocator would then hold more
+// than the most ever live at once, cached blocks of stale size classes (not asked for within
+// the longest gap seen between two requests of one class) go back, the oldest first: batches padded
+// each to its own length free blocks that fit no later size class, and these would otherwise pile
+// up to the cache limit. A loop of repeated shapes asks for each of its classes again within that
+// gap, so it keeps its blocks and its hits. Called with c.mu held.
+void evict_stale(Cache& c, size_t cls) {
+  c.high_water = std::max(c.high_water, c.live + cls);
+  const int64_t now = c.hits + c.misses;
+  while (c.cached_bytes > 0 && c.live + cls + c.cached_bytes > c.high_water) {
+    auto oldest = c.free_blocks.end();
+    for (auto it = c.free_blocks.begin(); it != c.free_blocks.end(); ++it) {
+      const Cache::SizeClass& k = it->second;
+      if (k.blocks.empty() || now - k.last_used <= c.reuse_gap) continue;
+      if (oldest == c.free_blocks.end() || k.blocks.front().seq < oldest->second.blocks.front().seq)
+        oldest = it;
+    }
+    if (oldest == c.free_blocks.end()) return;  // every cached class is still in use
+    std::vector<Cache::Block>& blocks = oldest->second.blocks;
+    std::free(blocks.front().p);
+    blocks.erase(blocks.begin());
+    c.cached_bytes -= oldest->first;
+  }
+}
+
 void* cache_allocate(size_t nbytes) {
   size_t cls = size_class(nbytes);
   Cache& c = cache();
   if (kCacheEnabled) {
     std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.free_blocks.find(cls);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
+    Cache::SizeClass& k = c.free_blocks[cls];
+    const int64_t now = c.hits + c.misses;
+    if (k.last_used >= 0) c.reuse_gap = std::max(c.reuse_gap, now - k.last_used);
+    k.last_used = now;
+    if (!k.blocks.empty()) {
+      void* p = k.blocks.back().p;
+      k.blocks.pop_back();
       c.cached_bytes -= cls;
       count_live(c, cls);
       ++c.hits;
       return p;
     }
+    evict_stale(c, cls);
     count_live(c, cls);
     ++c.misses;
   }
@@ -173,7 +216,7 @@ void cpu_free(void* p, size_t nbytes) {
     if (free_in_arena(c, p)) return;
     c.live -= std::min(c.live, cls);
     if (c.cached_bytes + cls <= c.limit) {
-      c.free_blocks[cls].push_back(p);
+      c.free_blocks[cls].blocks.push_back({p, c.seq++});
       c.cached_bytes += cls;
       return;
     }
@@ -239,10 +282,12 @@ void set_allocation_observer(const AllocationObserver* observer) { g_observer = 
 void empty_allocator_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  for (auto& [cls, blocks] : c.free_blocks)
-    for (void* p : blocks) std::free(p);
+  for (auto& [cls, k] : c.free_blocks)
+    for (const Cache::Block& b : k.blocks) std::free(b.p);
   c.free_blocks.clear();
   c.cached_bytes = 0;
+  c.high_water = c.live;  // the cache's bound and what it counts as in use start again
+  c.reuse_gap = 0;
 #if defined(__GLIBC__)
   malloc_trim(0);  // blocks below the mmap threshold went to malloc's free lists, not the system
 #endif
