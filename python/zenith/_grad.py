@@ -49,6 +49,12 @@ def _weights(weights):
     return out
 
 
+# How many value_and_grad functions are running their fn now (zenith.jit reads it), and how
+# many zenith.jit captures are running (value_and_grad's functions in them are recorded there).
+_differentiating = [0]
+_jit_capturing = [0]
+
+
 def _make(fn, grad_position, weights, has_aux, return_ids):
     positions = _positions(grad_position)
     params = _weights(weights)
@@ -62,6 +68,7 @@ def _make(fn, grad_position, weights, has_aux, return_ids):
         leaves = []
         previous = _C.autograd.is_grad_enabled()
         _C.autograd.set_grad_enabled(True)
+        _differentiating[0] += 1  # a jit function fn calls runs eagerly (on the tape)
         try:
             for p in positions or ():
                 if not -len(args) <= p < len(args):
@@ -75,6 +82,7 @@ def _make(fn, grad_position, weights, has_aux, return_ids):
                 leaves.append(leaf)
             out = fn(*args, **kwargs)
         finally:
+            _differentiating[0] -= 1
             _C.autograd.set_grad_enabled(previous)
         outputs = out if isinstance(out, tuple) else (out,)
         if has_aux:
@@ -111,7 +119,7 @@ def _make(fn, grad_position, weights, has_aux, return_ids):
     graph = _GraphStep(fn, params)
 
     def run(*args, **kwargs):
-        if _C.context.get_mode() == _C.context.GRAPH_MODE:
+        if _C.context.get_mode() == _C.context.GRAPH_MODE and not _jit_capturing[0]:
             return graph(eager, args, kwargs)
         return eager(*args, **kwargs)
 
