@@ -123,6 +123,32 @@ TEST_F(GgufLlamaTest, QuantizedBlocksRoundTripBitForBit) {
   }
 }
 
+// load_gguf(..., dequantize): what full fine-tuning and LoRA over a quantized file train on,
+// each linear layer a float weight equal to its blocks decoded; the config from the metadata.
+TEST_F(GgufLlamaTest, DequantizedLoadWidensEachBlockToItsFloatValues) {
+  zenith::models::LlamaConfig c;
+  c.vocab_size = 64, c.hidden_size = 64, c.intermediate_size = 96, c.num_hidden_layers = 1;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
+  for (zenith::QuantFormat format : {zenith::QuantFormat::q8_0, zenith::QuantFormat::q4_0}) {
+    const std::string name = zenith::quant_name(format);
+    SCOPED_TRACE(name);
+    Llama model(c);
+    const std::string path = dir_ / ("widen-" + name + ".gguf");
+    zenith::models::save_gguf(model, nullptr, path, {.dtype = name});
+    EXPECT_EQ(zenith::models::load_llama_config(path).intermediate_size, 96);
+    auto blocks = zenith::models::load_gguf(path);
+    auto widened = zenith::models::load_gguf(path, std::nullopt, true);
+    const auto a = blocks->linear_layers(), b = widened->linear_layers();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const zenith::QuantizedWeight* q = a[i].second->quantized_weight();
+      ASSERT_TRUE(q) << a[i].first;
+      EXPECT_EQ(b[i].second->quantized_weight(), nullptr) << b[i].first;
+      EXPECT_TRUE(same_bits(b[i].second->weight(), zenith::dequantize_weight(*q))) << b[i].first;
+    }
+  }
+}
+
 // convert_lora_to_gguf.py's layout: lora_a [r, in] and lora_b [out, r] under the base tensor's
 // name, lora_b rows of q in llama.cpp's rotary order, alpha giving PEFT's scaling.
 TEST_F(GgufLlamaTest, LoraAdapterIsLlamaCppsAdapterLayout) {
