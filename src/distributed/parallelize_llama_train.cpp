@@ -42,8 +42,9 @@ double ParallelLlama::forward_backward(const Tensor& input_ids, const Tensor& la
   // Token-weighted: each rank's loss and gradients are already its share of the mean.
   const comm::ReduceOp op = total_targets > 0 ? comm::ReduceOp::SUM : comm::ReduceOp::AVG;
   if (mesh_.degree(MeshDim::data) > 1) {
-    for (const Tensor& p : trainable_params())
-      if (p.grad().defined()) comm::all_reduce(p.grad(), op, mesh_.data_group());
+    if (options_.data_gradients)
+      for (const Tensor& p : trainable_params())
+        if (p.grad().defined()) comm::all_reduce(p.grad(), op, mesh_.data_group());
     comm::all_reduce(loss, op, mesh_.data_group());
   }
   return loss.item();

@@ -39,6 +39,9 @@ struct ModelParallelOptions {
   int micro_batches = 1;  // pipeline micro-batches per step (the batch must divide by it)
   bool sequence_parallel = false;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  // false: forward_backward leaves the gradients unreduced over the data group (ZeRO's
+  // reduce-scatter sums them at its step); the loss is still summed.
+  bool data_gradients = true;
 };
 
 class ParallelLlama {

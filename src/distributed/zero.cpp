@@ -165,15 +165,18 @@ void ZeroOptimizer::reduce_pending() {
 double ZeroOptimizer::grad_norm(const ModelParallelNorm& model_parallel) {
   reduce_pending();
   const bool split = !model_parallel.split.empty();
-  ZENITH_CHECK(!split || model_parallel.split.size() == shards_.size(),
-               "[zero] grad_norm: ", model_parallel.split.size(), " split flags for ",
-               shards_.size(), " parameters");
+  ZENITH_CHECK(
+      (!split || model_parallel.split.size() == shards_.size()) &&
+          (model_parallel.counted.empty() || model_parallel.counted.size() == shards_.size()),
+      "[zero] grad_norm: ", model_parallel.split.size(), " split flags for ", shards_.size(),
+      " parameters");
   // [0]: parameters whole on every rank of the model-parallel group, [1]: split over it.
   Tensor sums = Tensor::zeros({2}, DType::f64);
   double local[2] = {0, 0};
   for (size_t i = 0; i < shards_.size(); ++i) {
     const auto& s = shards_[i];
     if (!s.grad.defined() || s.grad.numel() == 0) continue;
+    if (!model_parallel.counted.empty() && !model_parallel.counted[i]) continue;
     for (double v : s.grad.to_double_vector()) local[split && model_parallel.split[i]] += v * v;
   }
   sums.copy_(Tensor::from_vector(std::vector<double>{local[0], local[1]}, {2}, DType::f64));
@@ -184,6 +187,8 @@ double ZeroOptimizer::grad_norm(const ModelParallelNorm& model_parallel) {
     comm::all_reduce(part, comm::ReduceOp::SUM, model_parallel.group);
     sums.narrow(0, 1, 1).copy_(part);
   }
+  if (!model_parallel.pipeline.is_world() && model_parallel.pipeline.size() > 1)
+    comm::all_reduce(sums, comm::ReduceOp::SUM, model_parallel.pipeline);
   const auto v = sums.to_double_vector();
   return std::sqrt(v[0] + v[1]);
 }

@@ -58,10 +58,15 @@ struct ZeroOptions {
 
 // For the gradient norm of a model that is also split over a tensor (model-parallel) group:
 // which parameters are split over it (their squares add up over the group) and which are whole
-// on every rank of it (counted once). Empty `split`: no model parallelism.
+// on every rank of it (counted once). Empty `split`: no tensor parallelism.
 struct ModelParallelNorm {
   communication::Group group{};
   std::vector<bool> split;  // one per ZeRO parameter, in order
+  // Pipeline stages: every stage's squares add up over this group (unset, the world: no stages).
+  communication::Group pipeline{};
+  // Empty: every parameter counted; false: a copy counted on another stage (the last stage's
+  // tied embedding), left out.
+  std::vector<bool> counted;
 };
 
 // Builds the inner optimizer over this rank's shards (called once, with the non-empty shards).

@@ -187,13 +187,10 @@ void Trainer::make_optimizer() {
                      0.999, 1e-8, o_.weight_decay);
   };
   if (o_.zero_stage > 0 && ranks_.world() > 1) {  // one rank has nothing to shard
-    // The step's losses are weighted by each rank's share of the tokens: gradients are summed.
+    // Over the data ranks (of the mesh, under model parallelism); gradients summed at step().
     zero_ = std::make_shared<distributed::ZeroOptimizer>(
         params_, adamw,
-        distributed::ZeroOptions{.stage = int(o_.zero_stage),
-                                 .reduce = communication::ReduceOp::SUM,
-                                 .reduce_in_backward = false,
-                                 .rows_of = detail::zero_rows_of(*model_, zero_rows_)});
+        detail::zero_options(o_, parallel_.get(), detail::zero_rows_of(*model_, zero_rows_)));
     optimizer_ = zero_->inner_ptr();
   } else {
     optimizer_ = adamw(params_);

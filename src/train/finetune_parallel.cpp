@@ -38,7 +38,9 @@ std::unique_ptr<distributed::ParallelLlama> make_parallel(const Options& o,
       distributed::ModelParallelOptions{.tensor = int(o.tensor_parallel),
                                         .pipeline = int(o.pipeline_parallel),
                                         .micro_batches = int(o.micro_batches),
-                                        .sequence_parallel = o.sequence_parallel});
+                                        .sequence_parallel = o.sequence_parallel,
+                                        // --zero: ZeRO reduce-scatters over the data group
+                                        .data_gradients = o.zero_stage == 0});
   const distributed::DeviceMesh& mesh = run->mesh();
   const int world_rank = communication::get_rank();
   ranks = Ranks(mesh.data_group(), world_rank == 0);

@@ -168,9 +168,17 @@ static void check_model_parallel_options(const Options& o) {
   ZENITH_CHECK(o.batch_size % o.micro_batches == 0, "[finetune] --batch-size ", o.batch_size,
                " does not divide into --micro-batches ", o.micro_batches);
   if (o.tensor_parallel * o.pipeline_parallel == 1) return;
-  ZENITH_CHECK(o.zero_stage == 0, "[finetune] --zero ", o.zero_stage,
-               " with --tensor-parallel/--pipeline-parallel is not supported: ZeRO shards a "
-               "whole model over the data ranks");
+  // ZeRO 1 and 2 shard each tensor/pipeline shard over the mesh's data group.
+  ZENITH_CHECK(o.zero_stage < 3,
+               "[finetune] --zero 3 with --tensor-parallel/--pipeline-parallel "
+               "is not supported: use --zero 1 or 2 (optimizer states and gradients sharded "
+               "over the data ranks)");
+  ZENITH_CHECK(o.zero_stage == 0 || (o.save_every == 0 && o.resume.empty()),
+               "[finetune] --zero with --tensor-parallel/--pipeline-parallel writes no "
+               "checkpoints: drop --save-every and --resume");
+  ZENITH_CHECK(o.zero_stage == 0 || o.method == Method::full,
+               "[finetune] --zero with --tensor-parallel/--pipeline-parallel trains --method "
+               "full only");
   ZENITH_CHECK(
       o.mode == Mode::pynative,
       "[finetune] --tensor-parallel/--pipeline-parallel run in --mode pynative, not graph");

@@ -7,6 +7,7 @@
 #include "distributed/zero.h"
 #include "distributed/zero_llama.h"
 #include "models/llama_loss.h"
+#include "train/finetune_zero.h"
 #include "train/finetune_zero_lora.h"
 #include "zenith/optim.h"
 
@@ -115,10 +116,15 @@ Step::Outcome Step::run_parallel(const std::vector<Batch>& micro, int64_t target
   Outcome out;
   out.loss = settings_.parallel->forward_backward(micro[0].input_ids, micro[0].labels, targets);
   core::TraceRange range(core::Range::optimizer);
-  out.grad_norm = settings_.parallel->clip_grad_norm(
-      settings_.clip_grad_norm > 0 ? settings_.clip_grad_norm : 1e300);
+  const double max_norm = settings_.clip_grad_norm > 0 ? settings_.clip_grad_norm : 1e300;
+  // --zero: the data ranks' gradients reduce-scattered into each shard's rows by ZeRO.
+  const auto& zero = settings_.zero;
+  out.grad_norm =
+      zero ? zero->clip_grad_norm(max_norm, zero_norm_layout(*settings_.parallel, params_))
+           : settings_.parallel->clip_grad_norm(max_norm);
   out.updated = accept(out.loss, out.grad_norm);
-  if (out.updated) optimizer_.step();
+  if (out.updated && zero) zero->step();
+  if (out.updated && !zero) optimizer_.step();
   return out;
 }
 

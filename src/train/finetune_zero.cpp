@@ -69,6 +69,32 @@ std::function<Tensor(size_t, distributed::Chunk)> zero_rows_of(const models::Lla
   return distributed::llama_rows_of(model, std::exchange(rows, {}));
 }
 
+distributed::ZeroOptions zero_options(const Options& o, const distributed::ParallelLlama* run,
+                                      std::function<Tensor(size_t, distributed::Chunk)> rows_of) {
+  distributed::ZeroOptions z{.stage = int(o.zero_stage),
+                             .reduce = communication::ReduceOp::SUM,
+                             .reduce_in_backward = false,
+                             .rows_of = std::move(rows_of)};
+  if (run) z.group = run->mesh().data_group();
+  return z;
+}
+
+distributed::ModelParallelNorm zero_norm_layout(const distributed::ParallelLlama& run,
+                                                const std::vector<Tensor>& params) {
+  const distributed::DeviceMesh& mesh = run.mesh();
+  distributed::ModelParallelNorm layout;
+  layout.group = mesh.tensor_group();
+  if (mesh.degree(distributed::MeshDim::pipeline) > 1) layout.pipeline = mesh.pipeline_group();
+  const std::vector<std::string> names =
+      parameter_names(const_cast<distributed::ParallelLlama&>(run).model(), params);
+  for (const std::string& name : names) {
+    layout.split.push_back(run.plan().sharded.count(name) > 0);
+    // A tied embedding's copy on the last stage is counted on the first.
+    layout.counted.push_back(mesh.pipeline_rank() == 0 || name != "model.embed_tokens.weight");
+  }
+  return layout;
+}
+
 std::vector<std::string> parameter_names(const models::Llama& model,
                                          const std::vector<Tensor>& params) {
   std::vector<std::string> names;

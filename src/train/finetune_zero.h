@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/parallelize_llama_train.h"
 #include "distributed/zero.h"
 #include "distributed/zero_llama.h"
 #include "train/finetune_run.h"
@@ -30,6 +31,16 @@ std::shared_ptr<models::Llama> shape_only_model(const Options& o, int rank, int 
 // ZeroOptions::rows_of from shape_only_model's rows (taken from `rows`); unset when it is empty.
 std::function<Tensor(size_t, distributed::Chunk)> zero_rows_of(const models::Llama& model,
                                                                distributed::LlamaRows& rows);
+
+// ZeroOptions of a finetune run: the step's losses are weighted by each rank's share of the
+// tokens (gradients summed), reduced at step(); with model parallelism (`run`) over its mesh's
+// data group, each tensor/pipeline shard being this rank's parameters.
+distributed::ZeroOptions zero_options(const Options& o, const distributed::ParallelLlama* run,
+                                      std::function<Tensor(size_t, distributed::Chunk)> rows_of);
+// How ZeRO counts the gradient norm of `params` (run.trainable_params()) over run's mesh: the
+// tensor-split ones summed over the tensor group, the stages summed, a tied embedding once.
+distributed::ModelParallelNorm zero_norm_layout(const distributed::ParallelLlama& run,
+                                                const std::vector<Tensor>& params);
 
 // o.resume's trainer state for a run on `ranks` ranks: read_trainer_state's checks, except
 // that a --zero run may change the rank count and --batch-size when their product stays; a
