@@ -176,9 +176,6 @@ static void check_model_parallel_options(const Options& o) {
   ZENITH_CHECK(o.zero_stage == 0 || (o.save_every == 0 && o.resume.empty()),
                "[finetune] --zero with --tensor-parallel/--pipeline-parallel writes no "
                "checkpoints: drop --save-every and --resume");
-  ZENITH_CHECK(o.zero_stage == 0 || o.method == Method::full,
-               "[finetune] --zero with --tensor-parallel/--pipeline-parallel trains --method "
-               "full only");
   ZENITH_CHECK(
       o.mode == Mode::pynative,
       "[finetune] --tensor-parallel/--pipeline-parallel run in --mode pynative, not graph");

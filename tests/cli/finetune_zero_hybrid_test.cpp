@@ -51,11 +51,12 @@ class FinetuneZeroHybrid : public ::testing::Test {
     write_data(root_ / "train.jsonl", 16, 5);
     write_data(root_ / "eval.jsonl", 5, 6);
   }
-  std::string args(const std::string& out) const {
+  std::string args(const std::string& out, const std::string& method = "full") const {
     return "finetune --model " + std::string(ZENITH_SOURCE_DIR) +
            "/examples/llm/demo-llama --data " + (root_ / "train.jsonl").string() + " --eval-data " +
-           (root_ / "eval.jsonl").string() +
-           " --method full --lr 1e-3 --warmup-steps 0 --schedule constant --max-steps 3 --out " +
+           (root_ / "eval.jsonl").string() + " --method " + method +
+           " --lora-targets all-linear --lora-dropout 0 --lr 1e-3 --warmup-steps 0 --schedule "
+           "constant --max-steps 3 --out " +
            (root_ / out).string();
   }
   // `got`'s losses, gradient norms and eval losses within 1e-5 of `want`'s, its model within
@@ -63,7 +64,8 @@ class FinetuneZeroHybrid : public ::testing::Test {
   // near-zero gradients float32 sums in another order move an element by up to lr
   // (docs/model-parallel.md); data 2 x pipeline 2 carries it to 2.8e-4 with or without --zero,
   // as tests/cli/finetune_hybrid_test.cpp's 5e-4 allows.
-  void expect_as(const std::string& want, const std::string& got, double tolerance) {
+  void expect_as(const std::string& want, const std::string& got, double tolerance,
+                 const std::string& file = "model.safetensors", int tensors = 20) {
     auto a = read_metrics(root_ / want / "metrics.jsonl");
     auto b = read_metrics(root_ / got / "metrics.jsonl");
     ASSERT_EQ(b["loss"].size(), 3u) << got;
@@ -72,8 +74,8 @@ class FinetuneZeroHybrid : public ::testing::Test {
       for (const auto& [step, value] : a[name])
         EXPECT_NEAR(b[name][step], value, 1e-5 * std::abs(value))
             << got << " " << name << " step " << step;
-    EXPECT_TRUE(same_parameters((root_ / want / "model.safetensors").string(),
-                                (root_ / got / "model.safetensors").string(), tolerance, 20))
+    EXPECT_TRUE(same_parameters((root_ / want / file).string(), (root_ / got / file).string(),
+                                tolerance, tensors))
         << got;
   }
   TempDir dir_{"finetune_zero_hybrid"};
@@ -103,6 +105,19 @@ TEST_F(FinetuneZeroHybrid, ZeroOverTheDataGroupMatchesOneProcess) {
   EXPECT_NE(three.output.find("--zero 3 with --tensor-parallel/--pipeline-parallel is not"),
             std::string::npos)
       << three.output;
+}
+
+// LoRA: the adapters of each tensor shard (split with their base layer) have their AdamW states
+// and gradients sharded over the data group; the PEFT adapter written at the end is one
+// process's.
+TEST_F(FinetuneZeroHybrid, LoraAdaptersUnderZeroAndTensorParallelMatchOneProcess) {
+  CliResult single = run_zenith(args("single", "lora") + " --batch-size 4");
+  ASSERT_EQ(single.code, 0) << single.output;
+  CliResult tp = run_zenith(args("tp_zero2", "lora") +
+                            " --batch-size 2 --tensor-parallel 2 --nproc 4 --zero 2");
+  ASSERT_EQ(tp.code, 0) << tp.output;
+  EXPECT_NE(tp.output.find("ZeRO stage 2"), std::string::npos) << tp.output;
+  expect_as("single", "tp_zero2", 1e-4, "adapter_model.safetensors", 28);
 }
 
 }  // namespace
