@@ -1,6 +1,7 @@
 // ParallelLlama: a LLaMA training step over pipeline × data × tensor (see the header).
 #include "distributed/parallelize_llama_train.h"
 
+#include "distributed/zero.h"
 #include "zenith/autograd.h"
 
 namespace zenith::distributed {
@@ -193,6 +194,55 @@ void ParallelLlama::load_optimizer(const ShardedCheckpointReader& reader,
     }
   }
   optimizer.load_state_dict(state);
+}
+
+// ZeRO's shard i: rows [rows.offset, +rows.length) of this rank's block i, on dim 0.
+static ShardedTensor zero_block(ShardedTensor block, const ZeroShard& s, const std::string& slot) {
+  ZENITH_CHECK(!block.offset.empty(), "[model parallel] ZeRO's '", block.name, "' is a scalar");
+  block.offset[0] += s.rows.offset;
+  block.name += "." + slot;
+  return block;
+}
+
+std::vector<ShardedTensor> ParallelLlama::zero_optimizer_pieces(const ZeroOptimizer& zero) const {
+  const std::vector<ShardedTensor> blocks = trainable_blocks();
+  std::vector<ShardedTensor> out;
+  for (const auto& [key, t] : zero.inner().state_dict()) {
+    std::string slot;
+    size_t j = 0;
+    if (key == "step") {
+      out.push_back({"optimizer.step", {1}, {0}, t.reshape({1})});
+    } else if (split_slot(key, &slot, &j)) {
+      const size_t i = zero.inner_index().at(j);
+      const ZeroShard& s = zero.shards().at(i);
+      ShardedTensor piece = zero_block(blocks.at(i), s, slot);
+      piece.local = t.reshape(s.shard.shape());
+      out.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
+void ParallelLlama::load_zero_optimizer(const ShardedCheckpointReader& reader,
+                                        ZeroOptimizer& zero) const {
+  const std::vector<ShardedTensor> blocks = trainable_blocks();
+  nn::StateDict state;
+  for (const auto& [key, t] : zero.inner().state_dict()) {
+    std::string slot;
+    size_t j = 0;
+    if (key == "step") {
+      state[key] = reader.read_full("optimizer.step").reshape(t.shape());
+    } else if (split_slot(key, &slot, &j)) {
+      const size_t i = zero.inner_index().at(j);
+      const ZeroShard& s = zero.shards().at(i);
+      const ShardedTensor b = zero_block(blocks.at(i), s, slot);
+      ZENITH_CHECK(reader.contains(b.name) && reader.global_shape(b.name) == b.global_shape,
+                   "[model parallel] the checkpoint has no optimizer state '", b.name,
+                   "' of shape ", shape_str(b.global_shape));
+      state[key] = reader.read(b.name, {s.shard.shape(), b.offset}).reshape(t.shape());
+    }
+  }
+  zero.inner().load_state_dict(state);
 }
 
 }  // namespace zenith::distributed

@@ -33,6 +33,8 @@
 
 namespace zenith::distributed {
 
+class ZeroOptimizer;
+
 struct ModelParallelOptions {
   int tensor = 1;
   int pipeline = 1;
@@ -78,6 +80,11 @@ class ParallelLlama {
   // This rank's blocks of those from a checkpoint, whatever tensor x pipeline x data layout
   // saved it, into `optimizer`. No communication.
   void load_optimizer(const ShardedCheckpointReader& reader, nn::Optimizer& optimizer) const;
+  // The same for ZeRO over the data group (built over trainable_params(), stage 1 or 2): each
+  // slot's rows of this rank's blocks, so that a checkpoint loads under any layout, with or
+  // without ZeRO. Load: this rank's rows from such a checkpoint, no communication.
+  std::vector<ShardedTensor> zero_optimizer_pieces(const ZeroOptimizer& zero) const;
+  void load_zero_optimizer(const ShardedCheckpointReader& reader, ZeroOptimizer& zero) const;
 
   const DeviceMesh& mesh() const { return mesh_; }
   const TensorParallelPlan& plan() const { return plan_; }

@@ -196,7 +196,8 @@ void Trainer::make_optimizer() {
     optimizer_ = adamw(params_);
   }
   if (resumed_ && zero_)  // every rank's rows from the checkpoint's zero/ shards
-    detail::load_zero_state(o_.resume, *zero_, detail::parameter_names(*model_, params_));
+    detail::load_zero_state(o_.resume, *zero_, detail::parameter_names(*model_, params_),
+                            parallel_.get());
   else if (resumed_)  // model parallelism: this rank's shards from the checkpoint's parallel/
     detail::load_optimizer_state(o_.resume, *resumed_, parallel_.get(), *optimizer_);
   if (resumed_) default_generator().set_state(resumed_->rng);
@@ -471,7 +472,8 @@ void Trainer::save(int64_t step, const std::string& dir) {
   // A checkpoint of a --zero run: each rank's optimizer rows too (rank 0's trainer state holds
   // only its own), for --resume on any rank count.
   if (zero_ && dir != o_.out)
-    detail::save_zero_state(dir, *zero_, detail::parameter_names(*model_, params_));
+    detail::save_zero_state(dir, *zero_, detail::parameter_names(*model_, params_),
+                            parallel_.get());
 }
 
 void Trainer::save_gathered(int64_t step, const std::string& dir) {

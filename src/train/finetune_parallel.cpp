@@ -92,7 +92,9 @@ void load_optimizer_state(const std::string& resume, const TrainerState& state,
 void save_parallel(distributed::ParallelLlama& run, const Checkpoint& c, int64_t step,
                    const std::string& dir, bool writes) {
   // Collective: every rank's optimizer shards (a checkpoint), every rank gathers, rank 0 writes.
-  if (dir != c.o.out)
+  // --zero over the data ranks: save_zero_state wrote them.
+  const bool zero = c.o.zero_stage > 0 && run.mesh().degree(distributed::MeshDim::data) > 1;
+  if (dir != c.o.out && !zero)
     distributed::save_sharded(dir + "/" + kParallelStateDir, run.optimizer_pieces(c.optimizer));
   if (c.o.method == Method::lora) {
     const io::LoraAdapter adapter = run.lora_adapter(c.lora);

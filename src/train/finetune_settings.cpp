@@ -173,9 +173,6 @@ static void check_model_parallel_options(const Options& o) {
                "[finetune] --zero 3 with --tensor-parallel/--pipeline-parallel "
                "is not supported: use --zero 1 or 2 (optimizer states and gradients sharded "
                "over the data ranks)");
-  ZENITH_CHECK(o.zero_stage == 0 || (o.save_every == 0 && o.resume.empty()),
-               "[finetune] --zero with --tensor-parallel/--pipeline-parallel writes no "
-               "checkpoints: drop --save-every and --resume");
   ZENITH_CHECK(
       o.mode == Mode::pynative,
       "[finetune] --tensor-parallel/--pipeline-parallel run in --mode pynative, not graph");

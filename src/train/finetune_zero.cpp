@@ -12,19 +12,23 @@ namespace zenith::finetune::detail {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kParallelDir = "parallel";  // finetune_parallel.cpp's kParallelStateDir
+
 TrainerState read_resume_state(const Options& o, int ranks, int64_t pad_to) {
   // Model parallelism: the checkpoint counts the data-parallel ranks.
   if (model_parallel(o)) ranks /= int(o.tensor_parallel * o.pipeline_parallel);
   const std::string zero_dir = o.resume + "/" + kZeroStateDir;
-  const bool sharded = fs::exists(zero_dir + "/" + distributed::kShardedMetadataFile);
+  // Model parallelism keeps its optimizer state, with --zero or not, in parallel/.
+  const std::string state_dir = model_parallel(o) ? o.resume + "/" + kParallelDir : zero_dir;
+  const bool sharded = fs::exists(state_dir + "/" + distributed::kShardedMetadataFile);
   if (o.zero_stage == 0 || ranks < 2) {
     ZENITH_CHECK(!fs::exists(zero_dir), "[finetune] --resume ", o.resume,
                  " was written by a --zero run (its optimizer state is sharded in ", zero_dir,
                  "): resume it with --zero on 2 or more ranks");
     return read_trainer_state(o, ranks, pad_to);
   }
-  ZENITH_CHECK(sharded, "[finetune] --resume ", o.resume, " with --zero: it has no ", zero_dir, "/",
-               distributed::kShardedMetadataFile,
+  ZENITH_CHECK(sharded, "[finetune] --resume ", o.resume, " with --zero: it has no ", state_dir,
+               "/", distributed::kShardedMetadataFile,
                " (a checkpoint-<step> directory of a zenith finetune --zero run)");
   // The checkpoint's rank count and per-rank batch, where their product is this run's.
   const std::string state = o.resume + "/trainer_state.safetensors";
@@ -110,12 +114,17 @@ std::vector<std::string> parameter_names(const models::Llama& model,
 }
 
 void save_zero_state(const std::string& dir, const distributed::ZeroOptimizer& zero,
-                     const std::vector<std::string>& names) {
+                     const std::vector<std::string>& names, const distributed::ParallelLlama* run) {
+  if (run)
+    return distributed::save_sharded(dir + "/" + kParallelDir, run->zero_optimizer_pieces(zero));
   distributed::save_zero_checkpoint(dir + "/" + kZeroStateDir, zero, names);
 }
 
 void load_zero_state(const std::string& resume, distributed::ZeroOptimizer& zero,
-                     const std::vector<std::string>& names) {
+                     const std::vector<std::string>& names, const distributed::ParallelLlama* run) {
+  if (run)
+    return run->load_zero_optimizer(
+        distributed::ShardedCheckpointReader(resume + "/" + kParallelDir), zero);
   distributed::load_zero_checkpoint(resume + "/" + kZeroStateDir, zero, names);
 }
 

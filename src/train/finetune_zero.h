@@ -52,12 +52,16 @@ TrainerState read_resume_state(const Options& o, int ranks, int64_t pad_to);
 std::vector<std::string> parameter_names(const models::Llama& model,
                                          const std::vector<Tensor>& params);
 
-// Collective over zero's group: every rank's shards into dir/zero.
+// Collective over zero's group: every rank's shards into dir/zero. With model parallelism
+// (`run`), collective over the world: the AdamW rows of every rank's tensor/pipeline blocks into
+// dir/parallel, the layout any model-parallel run (with or without --zero) resumes from.
 void save_zero_state(const std::string& dir, const distributed::ZeroOptimizer& zero,
-                     const std::vector<std::string>& names);
-// This rank's rows of the parameters and AdamW slots from resume/zero, whatever rank count
-// and stage saved them.
+                     const std::vector<std::string>& names,
+                     const distributed::ParallelLlama* run = nullptr);
+// This rank's rows of the parameters and AdamW slots from resume/zero (resume/parallel with
+// `run`), whatever rank count and stage saved them.
 void load_zero_state(const std::string& resume, distributed::ZeroOptimizer& zero,
-                     const std::vector<std::string>& names);
+                     const std::vector<std::string>& names,
+                     const distributed::ParallelLlama* run = nullptr);
 
 }  // namespace zenith::finetune::detail

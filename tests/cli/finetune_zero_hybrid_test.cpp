@@ -51,13 +51,14 @@ class FinetuneZeroHybrid : public ::testing::Test {
     write_data(root_ / "train.jsonl", 16, 5);
     write_data(root_ / "eval.jsonl", 5, 6);
   }
-  std::string args(const std::string& out, const std::string& method = "full") const {
+  std::string args(const std::string& out, const std::string& method = "full",
+                   int steps = 3) const {
     return "finetune --model " + std::string(ZENITH_SOURCE_DIR) +
            "/examples/llm/demo-llama --data " + (root_ / "train.jsonl").string() + " --eval-data " +
            (root_ / "eval.jsonl").string() + " --method " + method +
            " --lora-targets all-linear --lora-dropout 0 --lr 1e-3 --warmup-steps 0 --schedule "
-           "constant --max-steps 3 --out " +
-           (root_ / out).string();
+           "constant --max-steps " +
+           std::to_string(steps) + " --out " + (root_ / out).string();
   }
   // `got`'s losses, gradient norms and eval losses within 1e-5 of `want`'s, its model within
   // `tolerance` of each weight's largest magnitude: AdamW divides by sqrt(v) + 1e-8, so on
@@ -118,6 +119,31 @@ TEST_F(FinetuneZeroHybrid, LoraAdaptersUnderZeroAndTensorParallelMatchOneProcess
   ASSERT_EQ(tp.code, 0) << tp.output;
   EXPECT_NE(tp.output.find("ZeRO stage 2"), std::string::npos) << tp.output;
   expect_as("single", "tp_zero2", 1e-4, "adapter_model.safetensors", 28);
+}
+
+// A data 2 x tensor 2 --zero 2 run's checkpoint (each AdamW slot's rows of every rank's tensor
+// block, with global offsets, in checkpoint-2/parallel) resumes as data 2 x pipeline 2 at --zero 1
+// and ends where the uninterrupted run did.
+TEST_F(FinetuneZeroHybrid, ZeroCheckpointResumesUnderAnotherLayout) {
+  CliResult whole =
+      run_zenith(args("whole", "full", 4) +
+                 " --batch-size 2 --tensor-parallel 2 --nproc 4 --zero 2 --save-every 2");
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  const fs::path checkpoint = root_ / "whole/checkpoint-2";
+  ASSERT_TRUE(fs::exists(checkpoint / "parallel/metadata.json")) << whole.output;
+  CliResult resumed = run_zenith(args("resumed", "full", 4) +
+                                 " --batch-size 2 --pipeline-parallel 2 --micro-batches 2" +
+                                 " --nproc 4 --zero 1 --resume " + checkpoint.string());
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  auto want = read_metrics(root_ / "whole/metrics.jsonl");
+  auto got = read_metrics(root_ / "resumed/metrics.jsonl");
+  ASSERT_EQ(got["loss"].size(), 2u);
+  for (const char* name : {"loss", "grad_norm"})
+    for (int64_t step : {3, 4})
+      EXPECT_NEAR(got[name][step], want[name][step], 1e-5 * std::abs(want[name][step]))
+          << name << " step " << step;
+  EXPECT_TRUE(same_parameters((root_ / "whole/model.safetensors").string(),
+                              (root_ / "resumed/model.safetensors").string(), 5e-4, 20));
 }
 
 }  // namespace
