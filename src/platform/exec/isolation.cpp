@@ -95,6 +95,37 @@ CgroupBase find_cgroup_base() {
   return {};
 }
 
+// The rank cgroups below a job's (rank_procs_file).
+std::vector<std::string> rank_dirs(const std::string& job) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(job, ec))
+    if (e.is_directory(ec) && e.path().filename().string().rfind("rank-", 0) == 0)
+      out.push_back(e.path().string());
+  return out;
+}
+
+int oom_kill_count(const std::string& file) {
+  std::istringstream in(read_file(file));
+  std::string key;
+  long long value = 0;
+  while (in >> key >> value)
+    if (key == "oom_kill") return static_cast<int>(value);
+  return 0;
+}
+
+// memory.max (v2) or memory.limit_in_bytes (v1) of cgroup `dir`, with no swap; 0 = none.
+bool set_memory_limit(const std::string& dir, std::int64_t memory_limit, bool v2) {
+  if (memory_limit <= 0) return true;
+  const std::string limit = std::to_string(memory_limit);
+  bool ok = v2 ? write_file(dir + "/memory.max", limit) &&
+                     (write_file(dir + "/memory.swap.max", "0"), true)
+               : write_file(dir + "/memory.limit_in_bytes", limit);
+  // Without swap accounting the limit still holds for resident memory.
+  if (!v2) write_file(dir + "/memory.memsw.limit_in_bytes", limit);
+  return ok;
+}
+
 const CgroupBase& cgroup_base() {
   static const CgroupBase base = find_cgroup_base();
   return base;
@@ -133,16 +164,22 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& name, std::int64
   fs::create_directories(path, ec);
   if (ec) return nullptr;
   auto cg = std::make_unique<JobCgroup>(path, base.v2);
-  if (memory_limit > 0) {
-    const std::string limit = std::to_string(memory_limit);
-    bool ok = base.v2 ? write_file(path + "/memory.max", limit) &&
-                            (write_file(path + "/memory.swap.max", "0"), true)
-                      : write_file(path + "/memory.limit_in_bytes", limit);
-    // Without swap accounting the limit still holds for resident memory.
-    if (!base.v2) write_file(path + "/memory.memsw.limit_in_bytes", limit);
-    if (!ok) return nullptr;
-  }
+  if (!set_memory_limit(path, memory_limit, base.v2)) return nullptr;
+  // Rank cgroups go below: a v2 cgroup delegates its memory controller to children.
+  if (base.v2) write_file(path + "/cgroup.subtree_control", "+memory");
   return cg;
+}
+
+std::string JobCgroup::rank_procs_file(int rank, std::int64_t memory_limit) {
+  const std::string child = path_ + "/rank-" + std::to_string(rank);
+  std::error_code ec;
+  fs::create_directories(child, ec);
+  if (ec || !fs::exists(child + "/cgroup.procs")) return procs_file();
+  if (!set_memory_limit(child, memory_limit, v2_)) {
+    rmdir(child.c_str());
+    return procs_file();
+  }
+  return child + "/cgroup.procs";
 }
 
 std::unique_ptr<JobCgroup> JobCgroup::open(const std::string& path) {
@@ -152,8 +189,9 @@ std::unique_ptr<JobCgroup> JobCgroup::open(const std::string& path) {
 
 JobCgroup::~JobCgroup() {
   if (keep_) return;
-  // rmdir fails while a process is still inside; kill and retry briefly.
+  // rmdir fails while a process is still inside, or a rank's cgroup; kill and retry briefly.
   for (int i = 0; i < 50; ++i) {
+    for (const auto& dir : rank_dirs(path_)) rmdir(dir.c_str());
     if (rmdir(path_.c_str()) == 0 || errno == ENOENT) return;
     kill_all();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -161,12 +199,11 @@ JobCgroup::~JobCgroup() {
 }
 
 int JobCgroup::oom_kills() const {
-  std::istringstream in(read_file(path_ + (v2_ ? "/memory.events" : "/memory.oom_control")));
-  std::string key;
-  long long value = 0;
-  while (in >> key >> value)
-    if (key == "oom_kill") return static_cast<int>(value);
-  return 0;
+  // v2's memory.events counts the whole subtree; v1's counter is each cgroup's own.
+  if (v2_) return oom_kill_count(path_ + "/memory.events");
+  int kills = oom_kill_count(path_ + "/memory.oom_control");
+  for (const auto& dir : rank_dirs(path_)) kills += oom_kill_count(dir + "/memory.oom_control");
+  return kills;
 }
 
 std::int64_t JobCgroup::memory_usage() const {
@@ -175,10 +212,14 @@ std::int64_t JobCgroup::memory_usage() const {
 }
 
 std::vector<pid_t> JobCgroup::pids() const {
-  std::istringstream in(read_file(procs_file()));
   std::vector<pid_t> out;
-  pid_t p;
-  while (in >> p) out.push_back(p);
+  std::vector<std::string> dirs = rank_dirs(path_);
+  dirs.push_back(path_);
+  for (const auto& dir : dirs) {
+    std::istringstream in(read_file(dir + "/cgroup.procs"));
+    pid_t p;
+    while (in >> p) out.push_back(p);
+  }
   return out;
 }
 

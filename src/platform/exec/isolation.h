@@ -22,7 +22,8 @@ struct IsolationSupport {
 // Probed once per process by trying each feature in a throwaway child.
 const IsolationSupport& isolation_support();
 
-// One memory cgroup per job, under this process's own cgroup. Removed on destruction.
+// One memory cgroup per job, under this process's own cgroup, with one child per rank: the job's
+// `memory` is a limit per rank. Removed on destruction.
 class JobCgroup {
  public:
   // nullptr when this host has no writable memory cgroup; `name` is like "zenith-job-42".
@@ -36,6 +37,9 @@ class JobCgroup {
   const std::string& path() const { return path_; }
   // The file a process writes "0" to in order to join.
   std::string procs_file() const { return path_ + "/cgroup.procs"; }
+  // A child cgroup for rank `rank` with its own limit (0 = none): its cgroup.procs, or the
+  // job's own where the child cannot be made (the job's limit then holds for all ranks).
+  std::string rank_procs_file(int rank, std::int64_t memory_limit);
   int oom_kills() const;
   std::int64_t memory_usage() const;
   std::vector<pid_t> pids() const;

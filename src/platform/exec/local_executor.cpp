@@ -189,11 +189,7 @@ class LocalRun : public JobRun {
     } else {
       out.reason = rank + " exited with code " + std::to_string(r.exit_code);
     }
-    if (out.oom) {
-      out.reason += job.spec.memory_bytes > 0
-                        ? ": out of memory (limit " + format_size(job.spec.memory_bytes) + ")"
-                        : ": out of memory";
-    }
+    if (out.oom) out.reason += oom_reason(job.spec.memory_bytes, lines);
   }
 
   JobPaths paths_;
@@ -251,11 +247,15 @@ std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
   write_rank_table(paths.rank_table(), infos);
   job.master_port = find_free_port();
 
-  // A fresh cgroup per attempt: a restart must not inherit the last attempt's OOM count.
+  // A fresh cgroup per attempt: a restart must not inherit the last attempt's OOM count. The
+  // job's `memory` is per rank: each rank's own cgroup holds it, the job's all of them.
   const std::string cg_name = "job-" + std::to_string(job.id) + "-" + std::to_string(getpid()) +
                               "-" + std::to_string(job.restart_count);
-  std::unique_ptr<JobCgroup> cgroup = JobCgroup::create(cg_name, job.spec.memory_bytes);
+  std::unique_ptr<JobCgroup> cgroup = JobCgroup::create(cg_name, job.spec.memory_bytes * world);
   job.cgroup = cgroup ? cgroup->path() : "";
+  std::vector<std::string> rank_procs(world);
+  for (int r = 0; cgroup && r < world; ++r)
+    rank_procs[r] = cgroup->rank_procs_file(r, job.spec.memory_bytes);
 
   RankEnvContext ctx;
   ctx.job_id = std::to_string(job.id);
@@ -286,6 +286,7 @@ std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
     l.env = env;
     for (const auto& [k, v] : thread_env(int(devices[r].cores.size()), devices[r].shares_cores))
       l.env[k] = v;
+    for (const auto& [k, v] : memory_limit_env(job.spec.memory_bytes)) l.env[k] = v;
     for (const auto& [k, v] : job.spec.env) l.env[k] = v;
     for (const auto& [k, v] : rank_env(ctx, infos[r])) l.env[k] = v;
     if (devices[r].kind == "cuda") l.env["CUDA_VISIBLE_DEVICES"] = std::to_string(devices[r].index);
@@ -293,7 +294,7 @@ std::unique_ptr<JobRun> start_local_run(JobRecord& job, const JobPaths& paths,
     l.exit_path = paths.rank_exit(r);
     l.ended_path = paths.rank_ended(r);
     l.title = "zenith rank " + std::to_string(job.id) + " " + std::to_string(r);
-    l.cgroup_procs = job.cgroup.empty() ? "" : job.cgroup + "/cgroup.procs";
+    l.cgroup_procs = rank_procs[r];
     // RLIMIT_AS bounds address space, not use: only the fallback when no cgroup exists.
     if (job.cgroup.empty()) l.rlimit_as = job.spec.memory_bytes;
     l.pid_namespace = iso.pid_namespace;

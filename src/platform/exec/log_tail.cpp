@@ -1,9 +1,12 @@
 #include "platform/exec/log_tail.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <deque>
 #include <fstream>
+
+#include "platform/jobs/quantity.h"
 
 namespace zenith::platform {
 
@@ -25,14 +28,36 @@ std::vector<std::string> tail_lines(const std::string& path, int n) {
   return {lines.begin(), lines.end()};
 }
 
-bool looks_like_oom(const std::vector<std::string>& lines) {
+namespace {
+
+// The last line that looks like an out-of-memory failure, or nullptr.
+const std::string* oom_line(const std::vector<std::string>& lines) {
   static const char* patterns[] = {
-      "out of memory",  "Out of memory",          "OutOfMemory",        "MemoryError",
-      "std::bad_alloc", "Cannot allocate memory", "CUDA out of memory", "OOM"};
-  for (const auto& l : lines)
+      "out of memory",   "Out of memory",          "OutOfMemory",        "MemoryError",
+      "std::bad_alloc",  "Cannot allocate memory", "CUDA out of memory", "OOM",
+      "memory exhausted"};
+  for (auto l = lines.rbegin(); l != lines.rend(); ++l)
     for (const char* p : patterns)
-      if (l.find(p) != std::string::npos) return true;
-  return false;
+      if (l->find(p) != std::string::npos) return &*l;
+  return nullptr;
+}
+
+}  // namespace
+
+bool looks_like_oom(const std::vector<std::string>& lines) { return oom_line(lines) != nullptr; }
+
+std::string oom_reason(std::int64_t memory_bytes, const std::vector<std::string>& lines) {
+  std::string s = ": out of memory";
+  if (memory_bytes > 0) s += " (limit " + format_size(memory_bytes) + " per rank)";
+  const std::string* line = oom_line(lines);
+  if (!line) return s;
+  // The rank's own words (what it was allocating, what it held), without the log's timestamp.
+  std::string_view said = *line;
+  if (const auto space = said.find(' '); space != std::string_view::npos && space > 0 &&
+                                         std::isdigit(static_cast<unsigned char>(said[0])))
+    said.remove_prefix(space + 1);
+  constexpr std::size_t kMost = 300;
+  return s + ": " + std::string(said.substr(0, kMost)) + (said.size() > kMost ? "..." : "");
 }
 
 std::string valid_utf8(std::string_view text) {

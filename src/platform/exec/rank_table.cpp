@@ -60,6 +60,11 @@ std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const Ran
            ctx.job_dir + "/logs/rank_" + std::to_string(r.rank) + ".metrics.jsonl"}};
 }
 
+std::map<std::string, std::string> memory_limit_env(std::int64_t memory_bytes) {
+  if (memory_bytes <= 0) return {};
+  return {{"MALLOC_ARENA_MAX", "1"}};
+}
+
 std::map<std::string, std::string> thread_env(int cores, bool shares_cores) {
   const std::string n = std::to_string(std::max(1, cores));
   std::map<std::string, std::string> env = {{"OMP_NUM_THREADS", n}, {"ZENITH_NUM_THREADS", n}};

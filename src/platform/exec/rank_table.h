@@ -2,6 +2,7 @@
 // torchrun environment variables.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -43,6 +44,11 @@ std::map<std::string, std::string> rank_env(const RankEnvContext& ctx, const Ran
 // OMP_WAIT_POLICY=PASSIVE when the device shares its cores with other devices, else a short
 // spin (GOMP_SPINCOUNT=30000, about as fast as the default spin alone).
 std::map<std::string, std::string> thread_env(int cores, bool shares_cores);
+
+// For a rank under a memory limit (`memory_bytes` > 0; else nothing): MALLOC_ARENA_MAX=1, since
+// each of glibc's per-thread malloc arenas reserves 64 MiB of address space, which RLIMIT_AS
+// (the fallback limit, and Slurm's) counts. A job's own `env` may set it otherwise.
+std::map<std::string, std::string> memory_limit_env(std::int64_t memory_bytes);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0 and read it back).
 int find_free_port();

@@ -177,10 +177,11 @@ class SlurmRun : public JobRun {
       out.signaled = true;
       out.reason = rank_name(r) + " left no exit status (" + final_state() + ")";
     }
-    if (out.rank >= 0)
-      out.oom = looks_like_oom(tail_lines(paths_.rank_log(out.rank), 20)) ||
-                final_state().find("OUT_OF_MEMORY") != std::string::npos;
-    else
+    if (out.rank >= 0) {
+      const auto lines = tail_lines(paths_.rank_log(out.rank), 20);
+      out.oom = looks_like_oom(lines) || final_state().find("OUT_OF_MEMORY") != std::string::npos;
+      if (out.oom) out.reason += oom_reason(job.spec.memory_bytes, lines);
+    } else
       out.status = RunOutcome::Succeeded;
     return out;
   }

@@ -118,6 +118,11 @@ std::string rank_exports(const JobRecord& job, const JobPaths& paths) {
   const auto first = rank_env(ctx, RankInfo{});
   const auto other = rank_env(ctx, {1, 1, 1, "10.0.0.2", 1});
   std::string s;
+  // The job's `memory` is per rank: this task's address space (see memory_limit_env).
+  if (job.spec.memory_bytes > 0)
+    s += "ulimit -v " + std::to_string((job.spec.memory_bytes + 1023) / 1024) + "\n";
+  for (const auto& [k, v] : memory_limit_env(job.spec.memory_bytes))
+    s += "export " + k + "=" + shell_quote(v) + "\n";
   for (const auto& [k, v] : job.spec.env) s += "export " + k + "=" + shell_quote(v) + "\n";
   for (const auto& [k, v] : first) {
     if (auto it = per_task.find(k); it != per_task.end()) {

@@ -102,7 +102,8 @@ void JobController::check_oom_kills() {
   raise("oom", "job " + std::to_string(job_.id) + " '" + job_.spec.name + "': the kernel's OOM " +
                    "killer killed a process of the job (" + std::to_string(kills) +
                    " so far; memory limit " +
-                   (job_.spec.memory_bytes > 0 ? format_size(job_.spec.memory_bytes) : "none") +
+                   (job_.spec.memory_bytes > 0 ? format_size(job_.spec.memory_bytes) + " per rank"
+                                               : "none") +
                    ")");
 }
 

@@ -280,7 +280,8 @@ JobRecord JobManager::submit(JobSpec spec, const std::string& yaml) {
   if (auto why = never_fits(spec.devices, job.device_kind, spec.nodes, total, job.backend))
     throw SubmitError(422, "[scheduler] rejected: " + *why);
   if (job.backend != "slurm")
-    if (auto why = never_fits_host(spec.memory_bytes, spec.storage_bytes,
+    // `memory` is per rank; all of a local job's ranks share this host.
+    if (auto why = never_fits_host(spec.memory_bytes * spec.ranks(), spec.storage_bytes,
                                    host_capacity(options_.data_dir)))
       throw SubmitError(422, "[scheduler] rejected: " + *why);
   job.spec = std::move(spec);

@@ -167,6 +167,25 @@ TEST_F(PlatformExecutorTest, AllocationPastTheMemoryLimitRaisesOom) {
   EXPECT_EQ(read_all(paths(1).rank_log(0)).find("survived"), std::string::npos);
 }
 
+TEST_F(PlatformExecutorTest, MemoryIsALimitPerRank) {
+  // dd's buffer of 100 MB in each of 2 ranks under `memory: 160Mi`: together they exceed it,
+  // each fits. Rank 1 then asks for 300 MB: out of memory, the alert naming the rank and limit.
+  RunResult r = run(R"(job:
+  resources: { npu: 2, memory: 160Mi }
+  entry: 'echo "arenas $MALLOC_ARENA_MAX"; dd if=/dev/zero of=/dev/null bs=100M count=10 && echo held; [ "$RANK_ID" = 1 ] && { dd if=/dev/zero of=/dev/null bs=300M count=1 || exit 1; }; echo survived'
+)");
+  EXPECT_EQ(r.job.state, zp::JobState::Failed);
+  const std::string log0 = read_all(paths(1).rank_log(0)), log1 = read_all(paths(1).rank_log(1));
+  EXPECT_NE(log0.find("arenas 1"), std::string::npos) << log0;
+  EXPECT_NE(log0.find("survived"), std::string::npos) << log0;
+  EXPECT_NE(log1.find("held"), std::string::npos) << log1;
+  EXPECT_EQ(log1.find("survived"), std::string::npos) << log1;
+  EXPECT_TRUE(r.has_alert("oom")) << "isolation: " << zp::isolation_support().describe();
+  EXPECT_NE(r.job.reason.find("rank 1"), std::string::npos) << r.job.reason;
+  EXPECT_NE(r.job.reason.find("out of memory (limit 160Mi per rank)"), std::string::npos)
+      << r.job.reason;
+}
+
 TEST_F(PlatformExecutorTest, CancelKillsTheWholeProcessTree) {
   // Background children, a grandchild in its own session, and a TERM-ignoring loop.
   RunResult r = run(R"(job:

@@ -45,3 +45,15 @@ TEST(PlatformLogTail, LastLinesAsValidUtf8) {
   zenith::testing::write_bytes(log, "std::bad_alloc\n");
   EXPECT_TRUE(zp::looks_like_oom(zp::tail_lines(log, 2)));
 }
+
+TEST(PlatformLogTail, OomReasonNamesTheLimitPerRankAndWhatWasAllocated) {
+  const std::vector<std::string> lines = {
+      "2026-12-06T09:00:00.000Z step 1",
+      "2026-12-06T09:00:01.000Z [storage] out of memory allocating 4194304 bytes (4 MiB) for a "
+      "tensor: this process holds 900 MiB of tensors",
+      "2026-12-06T09:00:01.000Z exiting"};
+  EXPECT_EQ(zp::oom_reason(1536ll << 20, lines),
+            ": out of memory (limit 1.5Gi per rank): [storage] out of memory allocating 4194304 "
+            "bytes (4 MiB) for a tensor: this process holds 900 MiB of tensors");
+  EXPECT_EQ(zp::oom_reason(0, {"Killed"}), ": out of memory");
+}

@@ -66,6 +66,12 @@ TEST(PlatformSlurmScripts, EveryRankVariableOfTheLocalExecutorIsExported) {
   // The entry reaches the shell as written, its @...@ untouched.
   EXPECT_TRUE(has(s, "/bin/sh -c 'echo '\\''@ID@ @LOGS@'\\'' \"$RANK\"'")) << s;
   EXPECT_EQ(zp::slurm_master_port(123456), 23456);
+  EXPECT_FALSE(has(s, "ulimit")) << s;
+  // `memory` is per rank: each task's address space, with one malloc arena.
+  const std::string limited = zp::slurm_rank_wrapper(
+      job_of("job:\n  resources: { nodes: 2, npu: 2, memory: 1Gi }\n  entry: true\n"), paths);
+  EXPECT_TRUE(has(limited, "\nulimit -v 1048576\n")) << limited;
+  EXPECT_TRUE(has(limited, "export MALLOC_ARENA_MAX='1'\n")) << limited;
 }
 
 TEST(PlatformSlurmScripts, TheNodesFileListsNamesAndAddresses) {
