@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "support/run_zenith.h"
@@ -37,6 +39,38 @@ class SlurmZeroMemory : public zt::SlurmClusterTest {
                         << " }\n  env: { ZENITH_COMM_TIMEOUT: \"30\" }\n  working_dir: "
                         << root().string() << "\n  entry: " << ZENITH_ZERO_MEMORY_RANK << " "
                         << mode << " " << root().string() << "\n";
+    return path;
+  }
+  // A job YAML whose every rank runs one full fine-tuning step of the ~110M LLaMA of the issue
+  // (hidden 768, 12 layers, vocabulary 32000: Ψ = 109.5M) from random weights, each rank under
+  // `memory: 2Gi` (`ulimit -v` per Slurm task): below one process's 16Ψ = 1.63 GiB plus its
+  // step, above a ZeRO-3 rank's 4Ψ = 418 MiB plus the model gathered at the end.
+  static std::string write_finetune_job(const std::string& name, int nodes, int npu,
+                                        const std::string& flags) {
+    if (!fs::exists(root() / "llama110m.json")) {
+      nlohmann::json c = nlohmann::json::parse(
+          std::ifstream(std::string(ZENITH_SOURCE_DIR) + "/examples/llm/demo-llama/config.json"));
+      c["hidden_size"] = 768, c["intermediate_size"] = 2048, c["num_hidden_layers"] = 12;
+      c["num_attention_heads"] = 12, c["num_key_value_heads"] = 12, c["head_dim"] = 64;
+      c["vocab_size"] = 32000, c["max_position_embeddings"] = 64;
+      std::ofstream(root() / "llama110m.json") << c.dump(1);
+      std::mt19937 rng(39);
+      std::ofstream data(root() / "llama110m.jsonl");
+      for (int i = 0; i < 8; ++i) {
+        nlohmann::json ids = nlohmann::json::array();
+        for (int t = 0; t < 32; ++t) ids.push_back(3 + int(rng() % 31997));
+        data << nlohmann::json{{"input_ids", ids}, {"labels", ids}}.dump() << "\n";
+      }
+    }
+    const std::string path = (root() / (name + ".yaml")).string();
+    std::ofstream(path) << "job:\n  name: " << name << "\n  resources: { nodes: " << nodes
+                        << ", npu: " << npu
+                        << ", memory: 2Gi }\n  env: { ZENITH_COMM_TIMEOUT: \"60\" }\n  entry: "
+                        << ZENITH_BINARY << " finetune --method full --init random --model-config "
+                        << (root() / "llama110m.json").string() << " --data "
+                        << (root() / "llama110m.jsonl").string()
+                        << " --max-steps 1 --max-seq-len 32 --out " << (root() / name).string()
+                        << " " << flags << "\n";
     return path;
   }
   static std::string read(const fs::path& path) {
@@ -79,4 +113,24 @@ TEST_F(SlurmZeroMemory, ModelOneProcessCannotHoldTrainsOnTwoNodesAtStageThree) {
   }
   std::printf("[slurm zero-3] one process: peak RSS %.0f MiB; limit +%lld MiB a process\n",
               want[kSteps] / (1 << 20), (long long)(kBudget >> 20));
+}
+
+// The issue's form: `memory` in the job YAML is the per-rank limit. One rank fails with an
+// out-of-memory alert naming the rank, the limit and its allocation; 4 ranks on 2 nodes at
+// `zenith finetune --method full --zero 3` train under the same limit.
+TEST_F(SlurmZeroMemory, FinetuneOfA110MLlamaFailsInOneRankAndTrainsAtStageThreeOnTwoNodes) {
+  auto one =
+      zt::run_zenith("run --backend slurm " + write_finetune_job("ft-one", 1, 1, "--batch-size 4"));
+  EXPECT_NE(one.code, 0) << one.output;
+  EXPECT_NE(one.output.find("[alert] oom: job"), std::string::npos) << one.output;
+  EXPECT_NE(one.output.find("rank 0"), std::string::npos) << one.output;
+  EXPECT_NE(one.output.find("out of memory (limit 2Gi per rank)"), std::string::npos) << one.output;
+  EXPECT_NE(one.output.find("out of memory allocating"), std::string::npos) << one.output;
+
+  auto zero = zt::run_zenith("run --backend slurm " +
+                             write_finetune_job("ft-zero3", 2, 2, "--zero 3 --batch-size 1"));
+  ASSERT_EQ(zero.code, 0) << zero.output;
+  EXPECT_NE(zero.output.find("ZeRO stage 3 over 4 ranks"), std::string::npos) << zero.output;
+  EXPECT_EQ(zero.output.find("out of memory"), std::string::npos) << zero.output;
+  EXPECT_TRUE(fs::exists(root() / "ft-zero3/model.safetensors"));
 }
