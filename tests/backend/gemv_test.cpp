@@ -134,6 +134,20 @@ TEST(ClaimPool, EveryItemOnceFromSeveralCallersAndNested) {
   for (auto& t : callers) t.join();
 }
 
+// The pause after a lag: none for the wait an unfinished item or two costs, 20x the lag for a
+// hiccup, 50 ms at most for a helper descheduled for a time slice.
+TEST(ClaimPool, ThePauseAfterALagScalesWithTheLag) {
+  using std::chrono::microseconds, std::chrono::milliseconds, std::chrono::nanoseconds;
+  const nanoseconds item = microseconds(2);
+  EXPECT_EQ(cpu::alone_after_lag(microseconds(0), item), nanoseconds(0));
+  EXPECT_EQ(cpu::alone_after_lag(microseconds(58), item), nanoseconds(0));  // 4 items + 50 us
+  EXPECT_EQ(cpu::alone_after_lag(microseconds(100), item), milliseconds(2));
+  EXPECT_EQ(cpu::alone_after_lag(microseconds(1000), item), milliseconds(20));
+  EXPECT_EQ(cpu::alone_after_lag(milliseconds(4), item), milliseconds(50));
+  // Slow items (a large block each) raise the bar: 100 us is then no lag.
+  EXPECT_EQ(cpu::alone_after_lag(microseconds(100), microseconds(20)), nanoseconds(0));
+}
+
 TEST(ClaimPool, ALaggingHelperLeavesTheNextCallsToTheCaller) {
   ThreadsScope scope(2);
   const auto caller = std::this_thread::get_id();

@@ -8,6 +8,7 @@
 // (a decode step's next GEMV follows within microseconds), then sleep.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 
@@ -17,5 +18,13 @@ namespace zenith::cpu {
 // threads (threads <= 0: omp_get_max_threads()). Serial inside an OpenMP region or a helper.
 // f must not throw.
 void parallel_claim(int64_t count, const std::function<void(int64_t)>& f, int threads = 0);
+
+// How long a caller runs its calls alone after it waited `lag` for a helper's last items, having
+// run its own at `per_item` each: zero when the wait is what finishing an item or two costs;
+// else 20 times the lag, at most 50 ms. A helper descheduled for a time slice (milliseconds)
+// keeps the caller alone for the whole 50 ms; a 100 us hiccup for 2 ms. So the time lost waiting
+// stays within a twentieth of the time run alone.
+std::chrono::nanoseconds alone_after_lag(std::chrono::nanoseconds lag,
+                                         std::chrono::nanoseconds per_item);
 
 }  // namespace zenith::cpu
