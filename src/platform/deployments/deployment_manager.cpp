@@ -13,10 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "core/atomic_file.h"
+#include "platform/deployments/serve_command.h"
+#include "platform/deployments/service_metrics.h"
 #include "platform/deployments/tls_cert.h"
 #include "platform/http/api_token.h"
 #include "platform/jobs/quantity.h"
@@ -41,31 +42,6 @@ std::string tail_of(const std::string& path, size_t bytes) {
   if (text.size() > bytes) text = text.substr(text.size() - bytes);
   while (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
-}
-
-// Sum of zenith_serve_requests_total over the model endpoints: infer and classify (KServe), and
-// chat_completions and completions (an LLM service's OpenAI API).
-std::int64_t model_requests(const std::string& metrics) {
-  std::istringstream lines(metrics);
-  std::int64_t total = 0;
-  for (std::string l; std::getline(lines, l);) {
-    if (l.rfind("zenith_serve_requests_total{", 0) != 0) continue;
-    if (l.find("endpoint=\"infer\"") == std::string::npos &&
-        l.find("endpoint=\"classify\"") == std::string::npos &&
-        l.find("completions\"") == std::string::npos)
-      continue;
-    total += std::atoll(l.substr(l.rfind(' ') + 1).c_str());
-  }
-  return total;
-}
-
-// The value of the first sample line of `metrics` whose name is `name` (any labels); 0 if absent.
-double metric_value(const std::string& metrics, const std::string& name) {
-  std::istringstream lines(metrics);
-  for (std::string l; std::getline(lines, l);)
-    if (l.rfind(name + "{", 0) == 0 || l.rfind(name + " ", 0) == 0)
-      return std::atof(l.substr(l.rfind(' ') + 1).c_str());
-  return 0;
 }
 
 bool process_alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
@@ -118,44 +94,13 @@ void DeploymentManager::start() {
   monitor_ = std::thread([this] { monitor(); });
 }
 
-std::vector<std::string> DeploymentManager::serve_args(const DeploymentRecord& r,
-                                                       const ModelVersion& m,
-                                                       const std::string& port_file) const {
-  std::vector<std::string> args = {binary_,
-                                   "serve",
-                                   m.package_dir,
-                                   "--name",
-                                   r.name,
-                                   "--version",
-                                   std::to_string(m.version),
-                                   "--port",
-                                   std::to_string(r.port),
-                                   "--port-file",
-                                   port_file,
-                                   "--data",
-                                   data_dir_,
-                                   "--replicas",
-                                   std::to_string(r.replicas),
-                                   "--managed"};
-  json options = r.options.empty() ? json::object() : json::parse(r.options);
-  for (const auto& key : {"max-batch", "max-delay-ms", "max-queue", "timeout", "max-body", "host",
-                          "http-threads", "kv-cache-memory", "max-batched-tokens", "dtype"})
-    if (options.contains(key)) {
-      args.push_back(std::string("--") + key);
-      const auto& v = options[key];
-      args.push_back(v.is_string() ? v.get<std::string>() : v.dump());
-    }
-  if (options.value("insecure-http", false)) args.push_back("--insecure-http");
-  return args;
-}
-
 void DeploymentManager::launch(DeploymentRecord& r, const ModelVersion& model,
                                std::unique_lock<std::mutex>& lock) {
   const std::string dir = data_dir_ + "/services/" + r.name;
   fs::create_directories(dir);
   const std::string port_file = dir + "/port", log = dir + "/service.log";
   fs::remove(port_file);
-  std::vector<std::string> args = serve_args(r, model, port_file);
+  std::vector<std::string> args = serve_command(binary_, data_dir_, r, model, port_file);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -210,8 +155,7 @@ void DeploymentManager::launch(DeploymentRecord& r, const ModelVersion& model,
     throw DeploymentError(500, "[services] " + r.name + " " + r.reason);
   }
   r.bound_port = port;
-  json options = r.options.empty() ? json::object() : json::parse(r.options);
-  r.url = std::string(options.value("insecure-http", false) ? "http" : "https") +
+  r.url = std::string(serves_insecure_http(r) ? "http" : "https") +
           "://127.0.0.1:" + std::to_string(port);
   r.state = "running";
   store_.put_service(r);

@@ -41,7 +41,7 @@ struct DeployRequest {
   std::string package_dir;  // a package made by `zenith deploy`; copied into the registry
   int replicas = 1;
   int port = 0;                                       // 0: any free port
-  nlohmann::json options = nlohmann::json::object();  // batching and limits, see serve_args()
+  nlohmann::json options = nlohmann::json::object();  // `zenith serve` flags: serve_command.h
 };
 
 struct DeploymentView {
@@ -108,8 +108,6 @@ class DeploymentManager {
   int wait_until_ready(pid_t pid, const std::string& port_file);
   void stop_child(const std::string& name);
   void monitor();
-  std::vector<std::string> serve_args(const DeploymentRecord& r, const ModelVersion& m,
-                                      const std::string& port_file) const;
 
   std::string data_dir_, binary_, cert_path_;
   RestartPolicy restart_;
