@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "cli/client.h"
 #include "cli/command.h"
@@ -36,11 +38,23 @@ int run_deploy(int argc, char** argv) {
                  "directory (a fine-tune's --out) or a GGUF file")
       ->required();
   std::vector<std::string> adapters;
-  std::string kv_cache_memory, dtype;
+  std::string kv_cache_memory, dtype, chat_template;
+  std::int64_t max_batched_tokens = 0;
+  double max_step_cost = std::numeric_limits<double>::quiet_NaN();  // NaN: not given
+  int threads = 0;
   app.add_option("--adapter", adapters,
                  "LLM: a PEFT adapter served as model NAME (NAME=DIR; repeatable)");
   app.add_option("--kv-cache-memory", kv_cache_memory,
                  "LLM: the KV cache pool's size (default 256Mi)");
+  app.add_option("--max-batched-tokens", max_batched_tokens,
+                 "LLM: tokens per engine step (long prompts are prefilled in chunks of it; "
+                 "default 64)");
+  app.add_option("--max-step-cost", max_step_cost,
+                 "LLM: while streams decode, prefill at most what keeps a step within this many "
+                 "decode steps (default 2; 0: the whole budget)");
+  app.add_option("--chat-template", chat_template,
+                 "LLM: llama-2, llama-3, chatml or alpaca (default: tokenizer_config.json's)");
+  app.add_option("--threads", threads, "LLM: compute threads of the service (default: all cores)");
   app.add_option("--dtype", dtype,
                  "LLM: weights at load: f32, bf16, f16, or q8_0, q4_0, q4_k (GGML blocks for the "
                  "linear layers; default: the file's)");
@@ -84,9 +98,12 @@ int run_deploy(int argc, char** argv) {
     what = "LLM from " + model_dir + ", " + std::to_string(adapter_dirs.size()) +
            " adapter(s), sha256 " + spec.sha256.substr(0, 16);
   } else {
-    ZENITH_CHECK(adapters.empty() && kv_cache_memory.empty() && dtype.empty(),
-                 "[deploy] --adapter, --kv-cache-memory and --dtype are for an LLM (a directory "
-                 "or a GGUF file), not a checkpoint");
+    ZENITH_CHECK(adapters.empty() && kv_cache_memory.empty() && dtype.empty() &&
+                     chat_template.empty() && max_batched_tokens == 0 &&
+                     std::isnan(max_step_cost) && threads == 0,
+                 "[deploy] --adapter, --kv-cache-memory, --max-batched-tokens, --max-step-cost, "
+                 "--chat-template, --threads and --dtype are for an LLM (a directory or a GGUF "
+                 "file), not a checkpoint");
     auto spec = serve::write_package(checkpoint, staging, name, package_options);
     what = spec.arch + ", sha256 " + spec.sha256.substr(0, 16);
   }
@@ -101,6 +118,25 @@ int run_deploy(int argc, char** argv) {
   if (!host.empty()) options["host"] = host;
   if (insecure) options["insecure-http"] = true;
   if (!kv_cache_memory.empty()) options["kv-cache-memory"] = kv_cache_memory;
+  // Checked here: a bad value would fail the service at its start.
+  if (max_batched_tokens != 0) {
+    ZENITH_CHECK(max_batched_tokens >= 1, "[deploy] --max-batched-tokens must be >= 1, got ",
+                 max_batched_tokens);
+    options["max-batched-tokens"] = max_batched_tokens;
+  }
+  if (!std::isnan(max_step_cost)) {
+    ZENITH_CHECK(max_step_cost >= 0, "[deploy] --max-step-cost must be >= 0, got ", max_step_cost);
+    options["max-step-cost"] = max_step_cost;
+  }
+  if (!chat_template.empty()) {
+    static const std::vector<std::string> kTemplates = {"llama-2", "llama-3", "chatml", "alpaca"};
+    ZENITH_CHECK(std::find(kTemplates.begin(), kTemplates.end(), chat_template) != kTemplates.end(),
+                 "[deploy] --chat-template: expected llama-2, llama-3, chatml or alpaca, got '",
+                 chat_template, "'");
+    options["chat-template"] = chat_template;
+  }
+  ZENITH_CHECK(threads >= 0, "[deploy] --threads must be >= 0, got ", threads);
+  if (threads > 0) options["threads"] = threads;
   if (!dtype.empty()) {  // checked here: the service would fail at its start
     static const std::vector<std::string> kDtypes = {"f32", "bf16", "f16", "q8_0", "q4_0", "q4_k"};
     ZENITH_CHECK(std::find(kDtypes.begin(), kDtypes.end(), dtype) != kDtypes.end(),

@@ -105,6 +105,11 @@ int serve_llm(const std::string& dir, const serve::ServeOptions& o, const LlmFla
               name.c_str(), (long long)config.num_hidden_layers, (long long)config.vocab_size,
               (long long)server.engine().max_model_len(), source.c_str(), server.url().c_str());
   if (!lo.dtype.empty()) std::printf("  weights: %s (--dtype, at load)\n", lo.dtype.c_str());
+  std::printf("  engine: max batched tokens %lld, max step cost %g, KV cache %s, threads %d\n",
+              (long long)lo.engine.max_batched_tokens, lo.engine.max_step_cost,
+              flags.kv_cache_memory.c_str(), context::get_num_threads());
+  if (!lo.chat_template.empty())
+    std::printf("  chat template: %s (--chat-template)\n", lo.chat_template.c_str());
   for (const auto& [adapter, adapter_dir] : lo.adapters)
     std::printf("  adapter: %s (%s)\n", adapter.c_str(), adapter_dir.c_str());
   std::printf("  OpenAI API: %s/v1 (chat/completions, completions, models)\n",

@@ -82,7 +82,10 @@ api "$url3/v1/models" | grep -q '"id":"lora".*"parent":"tuned"' || fail "LoRA --
 # A llama.cpp file deploys as it is (weights and vocabulary), quantized at the service's load.
 "$ZENITH" export --format gguf --model "$model" --dtype f16 --out "$work/fortunes.gguf" \
   > export.log 2>&1 || fail "export: $(cat export.log)"
-"$ZENITH" deploy --model "$work/fortunes.gguf" --dtype q8_0 --name gguf > deploy4.log 2>&1 \
+# Every LLM option of `zenith serve` reaches the service (its banner in service.log).
+"$ZENITH" deploy --model "$work/fortunes.gguf" --dtype q8_0 --max-batched-tokens 32 \
+  --max-step-cost 3.5 --kv-cache-memory 64Mi --threads 1 --chat-template chatml --name gguf \
+  > deploy4.log 2>&1 \
   || fail "deploy of a GGUF file: $(cat deploy4.log)"
 url=$(sed -n 's/^  url: *//p' deploy4.log)
 token=$(sed -n 's/^  token: *//p' deploy4.log)
@@ -90,6 +93,12 @@ api "$url/v1/models" | grep -q '"id":"gguf"' || fail "GGUF: $(api "$url/v1/model
 chat gguf | grep -q '"object":"chat.completion"' || fail "chat with the GGUF service: $(chat gguf)"
 grep -q "weights: q8_0 (--dtype, at load)" "$work/srv/services/gguf/service.log" \
   || fail "the GGUF service was not quantized to q8_0 at load"
+grep -q "engine: max batched tokens 32, max step cost 3.5, KV cache 64Mi, threads 1" \
+  "$work/srv/services/gguf/service.log" || fail "engine options did not reach the service"
+grep -q "chat template: chatml (--chat-template)" "$work/srv/services/gguf/service.log" \
+  || fail "--chat-template did not reach the service"
+"$ZENITH" deploy --model "$model" --max-step-cost -1 --name bad 2>&1 \
+  | grep -q "max-step-cost must be >= 0, got -1" || fail "--max-step-cost -1 accepted"
 "$ZENITH" deploy --model "$work/fortunes.gguf" --dtype q5_0 --name bad 2>&1 \
   | grep -q "expected f32, bf16, f16, q8_0, q4_0 or q4_k, got 'q5_0'" || fail "--dtype q5_0 accepted"
 echo "PASS"
