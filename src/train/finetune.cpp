@@ -468,7 +468,10 @@ void Trainer::evaluate(int64_t step) {
 }
 
 void Trainer::save(int64_t step, const std::string& dir) {
-  with_full_parameters([&] { save_gathered(step, dir); });
+  const detail::Checkpoint c{*model_, o_, lora_, *optimizer_, nullptr, ranks_.world(), pad_to_};
+  if (!zero3() || parallel_ || o_.method != Method::full ||  // else one parameter at a time
+      !detail::save_zero3_output(c, *zero_, ranks_.writes(), step, dir))
+    with_full_parameters([&] { save_gathered(step, dir); });
   // A checkpoint of a --zero run: each rank's optimizer rows too (rank 0's trainer state holds
   // only its own), for --resume on any rank count.
   if (zero_ && dir != o_.out)

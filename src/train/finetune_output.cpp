@@ -49,6 +49,10 @@ void save_output(const Checkpoint& c, int64_t step, const std::string& dir) {
     c.model.save_pretrained(dir);
     models::copy_model_side_files(c.o.model, dir);
   }
+  save_trainer_state(c, step, dir);
+}
+
+void save_trainer_state(const Checkpoint& c, int64_t step, const std::string& dir) {
   io::Metadata meta = {{"format", "zenith-finetune"},
                        {"step", std::to_string(step)},
                        {"settings", run_settings(c.o, c.ranks, c.pad_to).dump()},

@@ -94,6 +94,8 @@ struct Checkpoint {
 // The weights (adapter or model) and trainer_state.safetensors: the optimizer's state, and as
 // metadata the step, the settings and the random generator's state.
 void save_output(const Checkpoint& c, int64_t step, const std::string& dir);
+// save_output's trainer_state.safetensors alone.
+void save_trainer_state(const Checkpoint& c, int64_t step, const std::string& dir);
 // o.resume's trainer state; errors name each setting that differs from `o`.
 TrainerState read_trainer_state(const Options& o, int ranks, int64_t pad_to);
 // fp16's loss scaler as the checkpoint left it.

@@ -55,6 +55,14 @@ std::vector<std::string> parameter_names(const models::Llama& model,
 // Collective over zero's group: every rank's shards into dir/zero. With model parallelism
 // (`run`), collective over the world: the AdamW rows of every rank's tensor/pipeline blocks into
 // dir/parallel, the layout any model-parallel run (with or without --zero) resumes from.
+// ZeRO-3 full fine-tuning: the model written as save_output writes it (model.safetensors,
+// config.json, side files, rank 0's trainer state) but gathered one parameter at a time, so a
+// rank never holds more than its shards and one whole parameter. Collective; rank 0 (`writes`)
+// writes. False, having done nothing, where the weights are not all float32 or would be
+// sharded over several files (the caller then gathers them all).
+bool save_zero3_output(const Checkpoint& c, distributed::ZeroOptimizer& zero, bool writes,
+                       int64_t step, const std::string& dir);
+
 void save_zero_state(const std::string& dir, const distributed::ZeroOptimizer& zero,
                      const std::vector<std::string>& names,
                      const distributed::ParallelLlama* run = nullptr);
