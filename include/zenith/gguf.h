@@ -55,6 +55,14 @@ GgufExportSummary save_gguf(const Llama& model, const text::Tokenizer* tokenizer
 // as alpha * sqrt(r), so the scaling is the same. Returns the number of tensors.
 int64_t save_gguf_adapter(const io::LoraAdapter& adapter, const LlamaConfig& base,
                           const std::string& path);
+// A GGUF LoRA adapter file of `base` (as save_gguf_adapter or convert_lora_to_gguf.py write it)
+// as zenith's adapter: r from the tensors, lora_alpha from adapter.lora.alpha (scaling alpha /
+// r, as llama.cpp applies it), target_modules the adapted layers' names, lora_b rows of q and k
+// back in HF's order. Errors name the file: not an adapter (general.type), a tensor the base
+// does not have, a missing half, unequal ranks, shapes that do not fit the base.
+io::LoraAdapter load_gguf_adapter(const std::string& path, const LlamaConfig& base);
+// load_gguf_adapter for a GGUF file, else io::load_lora_adapter (a PEFT directory).
+io::LoraAdapter read_lora_adapter(const std::string& path, const LlamaConfig& base);
 
 // Whether `path` is a GGUF file (its first four bytes are "GGUF").
 bool is_gguf_file(const std::string& path);

@@ -43,7 +43,7 @@ int run_deploy(int argc, char** argv) {
   double max_step_cost = std::numeric_limits<double>::quiet_NaN();  // NaN: not given
   int threads = 0;
   app.add_option("--adapter", adapters,
-                 "LLM: a PEFT adapter served as model NAME (NAME=DIR; repeatable)");
+                 "LLM: a PEFT adapter served as model NAME (NAME=DIR or NAME=X.gguf; repeatable)");
   app.add_option("--kv-cache-memory", kv_cache_memory,
                  "LLM: the KV cache pool's size (default 256Mi)");
   app.add_option("--max-batched-tokens", max_batched_tokens,

@@ -179,7 +179,7 @@ int run_serve(int argc, char** argv) {
   app.add_flag("--managed", managed, "run by `zenith server`: print no token");
   LlmFlags llm;
   app.add_option("--adapter", llm.adapters,
-                 "LLM: a PEFT adapter served as model NAME (NAME=DIR; repeatable)");
+                 "LLM: a PEFT adapter served as model NAME (NAME=DIR or NAME=X.gguf; repeatable)");
   app.add_option("--kv-cache-memory", llm.kv_cache_memory, "LLM: the KV cache pool's size")
       ->capture_default_str();
   app.add_option("--max-batched-tokens", llm.engine.max_batched_tokens,

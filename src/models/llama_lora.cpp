@@ -2,6 +2,7 @@
 // from and to PEFT directories, merging.
 #include <set>
 
+#include "zenith/gguf.h"
 #include "zenith/llama.h"
 
 namespace zenith::models {
@@ -81,7 +82,7 @@ void apply_lora(Llama& model, const io::LoraAdapter& adapter, const std::string&
 }
 
 void load_lora(Llama& model, const std::string& adapter_dir) {
-  apply_lora(model, io::load_lora_adapter(adapter_dir), adapter_dir);
+  apply_lora(model, read_lora_adapter(adapter_dir, model.config()), adapter_dir);
 }
 
 io::LoraAdapter lora_adapter(const Llama& model, const io::LoraConfig& config) {

@@ -66,8 +66,11 @@ std::pair<std::string, std::string> parse_adapter_flag(const std::string& text) 
   const std::string name = text.substr(0, eq), dir = text.substr(eq + 1);
   ZENITH_CHECK(std::regex_match(name, name_re), "[serve] --adapter '", text, "': the name '", name,
                "' must be letters, digits, '.', '_' or '-' (at most 64)");
-  ZENITH_CHECK(fs::is_regular_file(dir + "/adapter_config.json"), "[serve] --adapter '", text,
-               "': ", dir, " has no adapter_config.json (not a PEFT adapter directory)");
+  ZENITH_CHECK(fs::is_regular_file(dir + "/adapter_config.json") ||
+                   (fs::is_regular_file(dir) && models::is_gguf_file(dir)),
+               "[serve] --adapter '", text, "': ", dir,
+               " has no adapter_config.json (neither a PEFT adapter directory nor a GGUF adapter "
+               "file)");
   return {name, dir};
 }
 
@@ -124,6 +127,14 @@ LlmPackageSpec write_llm_package(const std::string& model_dir,
                                      }) > 0,
                "[package] ", model_dir, " has no .safetensors weights");
   for (const auto& [adapter, adapter_dir] : adapters) {
+    if (fs::is_regular_file(adapter_dir) && models::is_gguf_file(adapter_dir)) {
+      const std::string rel = "adapters/" + adapter + ".gguf";  // a GGUF adapter: one file
+      fs::create_directories(dir + "/adapters");
+      core::copy_file_atomic(adapter_dir, dir + "/" + rel);
+      spec.files.push_back(rel);
+      spec.adapters.emplace_back(adapter, rel);
+      continue;
+    }
     const std::string rel = "adapters/" + adapter;
     fs::create_directories(dir + "/" + rel);
     for (const auto& f : files_of(adapter_dir, true)) {
@@ -167,9 +178,9 @@ LlmPackageSpec read_llm_package(const std::string& dir) {
   spec.files = platform::package_files(j);
   if (j.contains("adapters") && j["adapters"].is_object())
     for (const auto& [n, rel] : j["adapters"].items()) {
-      ZENITH_CHECK(
-          rel == "adapters/" + n && n.find('/') == std::string::npos && n != ".." && n != ".",
-          "[package] ", dir, "/package.json: adapter '", n, "' is not under adapters/");
+      const bool under = rel == "adapters/" + n || rel == "adapters/" + n + ".gguf";
+      ZENITH_CHECK(under && n.find('/') == std::string::npos && n != ".." && n != ".", "[package] ",
+                   dir, "/package.json: adapter '", n, "' is not under adapters/");
       spec.adapters.emplace_back(n, rel);
     }
   spec.sha256 = j.value("sha256", "");

@@ -84,6 +84,26 @@ TEST(GenerateCli, AdapterUnmergedAndMergedGiveTheReference) {
   check_adapter("lora_all_linear_rslora", "llama_bf16", false);
 }
 
+// `zenith export --format gguf --adapter` writes llama.cpp's adapter file; `--adapter X.gguf`
+// reads it back and decodes the PEFT adapter's tokens. A model GGUF is refused as an adapter.
+TEST(GenerateCli, GgufAdapterGivesThePeftAdaptersTokens) {
+  auto ref = llama_reference("lora_qv");
+  TempDir tmp("gguf_adapter_cli");
+  const std::string gguf = tmp / "lora_qv.gguf", model = llama_fixture("llama_gqa");
+  CliResult r = run_zenith("export --format gguf --model " + model + " --adapter " +
+                           llama_fixture("lora_qv") + " --out " + gguf);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = run_json("generate --model " + model + " --adapter " + gguf + " --prompt-ids " +
+                    id_list(ref.at("greedy.prompt").to_int_vector()) +
+                    " --temperature 0 --max-new-tokens 8");
+  EXPECT_EQ(j["tokens"].get<std::vector<int64_t>>(), ref.at("greedy.tokens").to_int_vector());
+  const std::string model_gguf = tmp / "model.gguf";
+  ASSERT_EQ(run_zenith("export --format gguf --model " + model + " --out " + model_gguf).code, 0);
+  r = run_zenith("generate --model " + model + " --adapter " + model_gguf + " --prompt-ids 1,2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("not a LoRA adapter"), std::string::npos) << r.output;
+}
+
 TEST(GenerateCli, TextPromptStreamsWhatJsonReports) {
   const std::string args = "generate --model " + demo_model() +
                            " --prompt 'Once upon a time' --max-new-tokens 12 --seed 3";

@@ -5,6 +5,7 @@
 // reads these files in tests/e2e/gguf_llama_cpp.sh.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -179,6 +180,51 @@ TEST_F(GgufLlamaTest, LoraAdapterIsLlamaCppsAdapterLayout) {
           ASSERT_EQ(gg[(h * D + 2 * i + t) * 4 + col], hf[(h * D + t * D / 2 + i) * 4 + col]);
   EXPECT_TRUE(f.find_tensor("blk.0.attn_v.weight.lora_b"));
   EXPECT_FALSE(f.find_tensor("blk.0.attn_k.weight.lora_a"));
+}
+
+// Read back (--adapter X.gguf): the same A and B (q's lora_b rows back in HF's order), the same
+// scaling (rsLoRA's too), the same logits as the PEFT directory; a model file is not an adapter.
+TEST_F(GgufLlamaTest, AdapterReadsBackAsThePeftAdapter) {
+  for (const auto& [adapter_name, base] :
+       {std::pair{"lora_qv", "llama_gqa"}, std::pair{"lora_all_linear_rslora", "llama_bf16"}}) {
+    SCOPED_TRACE(adapter_name);
+    const auto config = zenith::models::load_llama_config(llama_fixture(base));
+    const zenith::io::LoraAdapter peft = zenith::io::load_lora_adapter(llama_fixture(adapter_name));
+    const std::string path = dir_ / (std::string(adapter_name) + ".gguf");
+    zenith::models::save_gguf_adapter(peft, config, path);
+    const zenith::io::LoraAdapter back = zenith::models::read_lora_adapter(path, config);
+    EXPECT_EQ(back.config.r, peft.config.r);
+    EXPECT_NEAR(back.config.scaling(), peft.config.scaling(), 1e-6);
+    ASSERT_EQ(back.modules.size(), peft.modules.size());
+    for (const auto& [module, w] : peft.modules) {
+      ASSERT_TRUE(back.modules.count(module)) << module;
+      EXPECT_EQ(back.modules.at(module).A.to_double_vector(), w.A.to_double_vector()) << module;
+      EXPECT_EQ(back.modules.at(module).B.to_double_vector(), w.B.to_double_vector()) << module;
+    }
+    auto with_dir = Llama::from_pretrained(llama_fixture(base));
+    auto with_gguf = Llama::from_pretrained(llama_fixture(base));
+    zenith::models::load_lora(*with_dir, llama_fixture(adapter_name));
+    zenith::models::load_lora(*with_gguf, path);
+    zenith::NoGradGuard no_grad;
+    const Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 5, 9, 2, 7}, {1, 5});
+    const std::vector<double> a = with_dir->forward(ids).to_double_vector(),
+                              b = with_gguf->forward(ids).to_double_vector();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::abs(a[i])));
+  }
+  // A model GGUF given as an adapter, and an adapter on a base it does not fit.
+  auto model = Llama::from_pretrained(llama_fixture("llama_gqa"));
+  const std::string model_path = dir_ / "model.gguf";
+  zenith::models::save_gguf(*model, nullptr, model_path);
+  EXPECT_TRUE(throws_with([&] { zenith::models::read_lora_adapter(model_path, model->config()); },
+                          "general.type is 'model', not a LoRA adapter"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        zenith::models::load_gguf_adapter(
+            dir_ / "lora_qv.gguf",
+            zenith::models::load_llama_config(llama_fixture("mistral_head_dim")));
+      },
+      "does not fit the base model"));
 }
 
 TEST_F(GgufLlamaTest, KeysNamesAndRotaryRowOrderAreLlamaCpps) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -88,6 +89,29 @@ TEST(LlmPackage, AdapterFlagsAndFineTuneOutputs) {
   EXPECT_EQ(resolve_llm_model(adapter, adapters), kModel);
   ASSERT_EQ(adapters.size(), 1u);
   EXPECT_EQ(adapters[0].first, "my-lora");
+}
+
+}  // namespace
+}  // namespace zenith::serve
+
+namespace zenith::serve {
+namespace {
+
+// A GGUF adapter file (`--adapter NAME=X.gguf`): the flag takes it, the package keeps it as
+// adapters/NAME.gguf and reads it back; a file that is not GGUF is refused.
+TEST(LlmPackage, GgufAdapterFileIsKeptAsOneFile) {
+  TempDir tmp("llm_gguf_adapter");
+  const std::string gguf = tmp.str() + "/lora.gguf";
+  std::ofstream(gguf) << "GGUF and the rest";  // the package copies it; the engine reads it
+  std::ofstream(tmp.str() + "/not.gguf") << "text";
+  EXPECT_EQ(parse_adapter_flag("fun=" + gguf), std::make_pair(std::string("fun"), gguf));
+  EXPECT_THROW(parse_adapter_flag("fun=" + tmp.str() + "/not.gguf"), std::exception);
+  const std::string pkg = tmp.str() + "/pkg";
+  auto spec = write_llm_package(kModel, {{"fun", gguf}}, pkg, "fortunes");
+  EXPECT_NE(std::find(spec.files.begin(), spec.files.end(), "adapters/fun.gguf"), spec.files.end());
+  const auto back = read_llm_package(pkg);
+  ASSERT_EQ(back.adapters.size(), 1u);
+  EXPECT_EQ(back.adapters[0], std::make_pair(std::string("fun"), std::string("adapters/fun.gguf")));
 }
 
 }  // namespace

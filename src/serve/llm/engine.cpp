@@ -9,6 +9,7 @@
 #include "zenith/autograd.h"
 #include "zenith/context.h"
 #include "zenith/error.h"
+#include "zenith/gguf.h"
 #include "zenith/hf.h"
 #include "zenith/text.h"
 
@@ -151,8 +152,8 @@ void Engine::cancel(uint64_t id) {
 
 void Engine::add_adapter(const std::string& name, const std::string& dir) {
   ZENITH_CHECK(!name.empty(), "[llm engine] an adapter needs a name");
-  io::LoraAdapter adapter = io::load_lora_adapter(dir);
   const models::LlamaConfig& c = state_->model->config();
+  io::LoraAdapter adapter = models::read_lora_adapter(dir, c);  // a PEFT directory or a GGUF file
   models::check_lora_adapter(c, adapter, dir);
   auto weights = std::make_shared<AdapterWeights>();
   weights->name = name;
