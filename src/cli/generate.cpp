@@ -63,7 +63,8 @@ int run_generate(int argc, char** argv) {
   GenerateArgs a;
   CLI::App app{"Continue a prompt with a LLaMA-family model (HF directory)", "zenith generate"};
   app.add_option("--model", a.model, "model directory (config.json, safetensors)")->required();
-  app.add_option("--adapter", a.adapter, "a PEFT LoRA adapter directory, applied unmerged");
+  app.add_option("--adapter", a.adapter,
+                 "a PEFT LoRA adapter directory or GGUF adapter file, applied unmerged");
   auto* text = app.add_option("--prompt", a.prompt, "prompt text");
   auto* ids = app.add_option("--prompt-ids", a.prompt_ids, "prompt token ids: 1,2,3");
   text->excludes(ids);
@@ -97,6 +98,8 @@ int run_generate(int argc, char** argv) {
   ZENITH_CHECK(!(a.chat && ids->count()), "[generate] --chat needs --prompt TEXT, not ids");
 
   auto model = load_llama(a.model, a.adapter, dtype);
+  if (const std::string note = precision_note(dtype); !note.empty() && !a.json)
+    std::fprintf(stderr, "[generate] %s\n", note.c_str());
   auto tokenizer = models::find_model_tokenizer(a.model);
   const std::vector<int64_t> prompt = prompt_ids(a, tokenizer.get());
   auto given = [](const CLI::Option* option, auto value) {

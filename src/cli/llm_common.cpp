@@ -3,6 +3,8 @@
 
 #include <cctype>
 
+#include "zenith/cpu_features.h"
+
 namespace zenith::cli {
 
 std::vector<int64_t> parse_id_list(const std::string& text, const std::string& flag) {
@@ -53,8 +55,18 @@ std::shared_ptr<models::Llama> load_llama(const std::string& model_dir,
   }
   if (!adapter_dir.empty()) models::load_lora(*model, adapter_dir);
   if (quantize) model->quantize(quant_from_name(dtype));
+  // bf16 weights: bf16 products where the CPU has them (prefill; decode keeps the GEMV).
+  if (float_dtype == DType::bf16 && bf16_arithmetic()) model->set_low_precision(DType::bf16);
   model->eval();
   return model;
+}
+
+std::string precision_note(const std::string& dtype) {
+  if (dtype != "bf16") return "";
+  if (!bf16_arithmetic())
+    return "bf16 weights, float32 arithmetic (no avx512_bf16, or ZENITH_BF16_COMPUTE=0)";
+  return "bf16 weights; prefill in bf16 arithmetic (avx512_bf16, float32 accumulation), decode "
+         "(up to 8 rows) in float32 arithmetic on the bf16 weights";
 }
 
 std::vector<int64_t> to_int64(const std::vector<int32_t>& ids) {

@@ -20,6 +20,10 @@ std::vector<int64_t> parse_id_list(const std::string& text, const std::string& f
 std::shared_ptr<models::Llama> load_llama(const std::string& model_dir,
                                           const std::string& adapter_dir,
                                           const std::string& dtype = "");
+// What arithmetic load_llama's `dtype` runs in, for the commands' stderr ("" but for bf16):
+// with --dtype bf16 on an AVX512_BF16 CPU the linear layers take bf16 products for more than 8
+// rows (prefill, perplexity) and float32 arithmetic on the bf16 weights for decode.
+std::string precision_note(const std::string& dtype);
 // --dtype's help text, shared by the commands that take it.
 extern const char* const kLoadDtypeHelp;
 

@@ -31,7 +31,8 @@ int run_perplexity(int argc, char** argv) {
   bool json = false;
   CLI::App app{"Perplexity of a text under a LLaMA-family model", "zenith perplexity"};
   app.add_option("--model", model_dir, "model directory (config.json, safetensors)")->required();
-  app.add_option("--adapter", adapter, "a PEFT LoRA adapter directory, applied unmerged");
+  app.add_option("--adapter", adapter,
+                 "a PEFT LoRA adapter directory or GGUF adapter file, applied unmerged");
   auto* ids = app.add_option("--ids", ids_text, "token ids: 1,2,3");
   auto* text =
       app.add_option("--text-file", text_file, "a text file, encoded by the model's tokenizer");
@@ -54,6 +55,8 @@ int run_perplexity(int argc, char** argv) {
                "[perplexity] give --ids 1,2,3 or --text-file FILE");
 
   auto model = load_llama(model_dir, adapter, dtype);
+  if (const std::string note = precision_note(dtype); !note.empty() && !json)
+    std::fprintf(stderr, "[perplexity] %s\n", note.c_str());
   std::vector<int64_t> tokens;
   if (ids->count()) {
     tokens = parse_id_list(ids_text, "--ids");

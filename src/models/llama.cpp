@@ -126,7 +126,10 @@ Tensor Llama::forward(const LlamaInput& in) {
 Tensor Llama::head(const Tensor& hidden) {
   if (parts_->lm_head) return parts_->lm_head->forward(hidden);
   const Tensor& w = parts_->model->embed_tokens->weight();
-  if (tied_head_lowp_ == DType::f32) return ops::linear(hidden, w);
+  // Decode rows (up to 8) on 16-bit weights stay on the GEMV, as in LoraLinear::forward.
+  const bool decode = !training() && w.dtype() == tied_head_lowp_ && hidden.dim() >= 1 &&
+                      hidden.numel() <= 8 * hidden.size(-1);
+  if (tied_head_lowp_ == DType::f32 || decode) return ops::linear(hidden, w);
   // A tied head in low precision, as LoraLinear::set_compute_dtype computes: both operands in
   // the low dtype (bfloat16 arithmetic where the CPU has it), the result rounded to it.
   return ops::linear(hidden.to(tied_head_lowp_),

@@ -43,6 +43,12 @@ Tensor linear_lowp(const Tensor& x, const Tensor& weight, const Tensor& bias, DT
   return round_to(ops::linear(round_to(x, dtype), w, b), dtype);
 }
 
+// Inference on 16-bit weights with a 16-bit compute dtype: up to this many rows (decode) take
+// float32 arithmetic on the 16-bit weights, which the GEMV streams at memory speed (oneDNN's
+// bf16 matmul was slower there, docs/quantization.md); more rows (prefill, perplexity) take the
+// 16-bit products.
+constexpr int64_t kDecodeRows = 8;
+
 const Tensor& adapter_weight(const CellPtr& cell) {
   return static_cast<const AdapterWeight&>(*cell).weight();
 }
@@ -101,7 +107,9 @@ Tensor LoraLinear::forward(const Tensor& x) {
     Tensor delta = lora_B_->forward(lora_A_->forward(h.dtype() == y.dtype() ? h : h.to(y.dtype())));
     return ops::add(y, ops::mul(delta, spec_.scaling()));
   }
-  if (compute_ != DType::f32 && x.dtype() == DType::f32) {
+  const bool decode = !training() && weight_.dtype() == compute_ && x.dim() >= 1 &&
+                      x.numel() <= kDecodeRows * x.size(-1);
+  if (compute_ != DType::f32 && x.dtype() == DType::f32 && !decode) {
     Tensor y = linear_lowp(x, weight_, bias_, compute_);
     if (!lora_A_) return y;
     Tensor h = spec_.lora_dropout > 0 && training() ? ops::dropout(x, spec_.lora_dropout, true) : x;

@@ -1,7 +1,8 @@
 // bfloat16 inference on the fortunes model (a bf16 file): its weights kept in bfloat16 and
 // multiplied with float32 accumulation (what `zenith generate --dtype bf16` loads), against the
 // same weights widened to float32; and the linear layers in bfloat16 arithmetic (Llama's low
-// precision, oneDNN's bf16 kernels where the CPU has AVX512_BF16) within perplexity limits.
+// precision, oneDNN's bf16 kernels where the CPU has AVX512_BF16, as `--dtype bf16` sets it
+// there) within perplexity limits, decode rows (<= 8) staying on the float32-arithmetic GEMV.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -47,7 +48,12 @@ TEST(LlamaBf16Inference, Bf16WeightsDecodeAsFloat32) {
 
   // Linear layers in bfloat16 arithmetic (activations rounded to bf16, float32 accumulation):
   // perplexity within 0.5% (q8_0's limit); greedy tokens may part where two logits are close.
+  // Up to 8 rows (decode) keep float32 arithmetic on the bf16 weights (the GEMV): bit for bit.
+  const Tensor few =
+      Tensor::from_vector(std::vector<int64_t>(ids.begin(), ids.begin() + 8), {1, 8});
+  const std::vector<double> before = bf16->forward(few).to_double_vector();
   bf16->set_low_precision(DType::bf16);
+  EXPECT_EQ(bf16->forward(few).to_double_vector(), before);
   const Outcome c = run(*bf16, ids);
   EXPECT_NEAR(c.nll, a.nll, 0.005 * a.nll) << (bf16_arithmetic() ? "bf16" : "float32");
   size_t same = 0;
