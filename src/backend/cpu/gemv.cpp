@@ -3,7 +3,7 @@
 // each weight is read once (2 or 4 bytes) and used m times. Blocks of rows of B go to the
 // caller and helper threads by claiming (claim_pool.h), so no call waits on a descheduled
 // thread. This file holds the dispatch and the AVX2 row kernel; gemv_avx512.cpp the AVX-512
-// one (gemv_kernels.h).
+// one (gemv_kernels.h); gemv_rows.inc the row loop both share.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -58,44 +58,12 @@ void row_dot(const float* a, int64_t k, const typename L::W* w, float* out) {
   }
 }
 
-template <typename L, int M>
-void rows_typed(const GemvArgs& p, int64_t j0, int64_t j1) {
-  const auto* b = static_cast<const typename L::W*>(p.b);
-  float s[M];
-  for (int64_t j = j0; j < j1; ++j) {
-    row_dot<L, M>(p.a, p.k, b + j * p.ldb, s);
-    for (int i = 0; i < M; ++i) {
-      float* out = p.c + i * p.ldc + j;
-      *out = p.alpha * s[i] + (p.beta == 0.f ? 0.f : p.beta * *out);
-    }
-  }
-}
-
-template <typename L>
-void rows_m(const GemvArgs& p, int64_t j0, int64_t j1) {
-  switch (p.m) {
-    case 1:
-      return rows_typed<L, 1>(p, j0, j1);
-    case 2:
-      return rows_typed<L, 2>(p, j0, j1);
-    case 3:
-      return rows_typed<L, 3>(p, j0, j1);
-    default:
-      return rows_typed<L, 4>(p, j0, j1);
-  }
-}
+#include "backend/cpu/gemv_rows.inc"
 
 }  // namespace
 
 void gemv_rows_avx2(const GemvArgs& p, int64_t j0, int64_t j1) {
-  switch (p.b_dtype) {
-    case DType::f32:
-      return rows_m<LoadF32>(p, j0, j1);
-    case DType::bf16:
-      return rows_m<LoadBF16>(p, j0, j1);
-    default:
-      return rows_m<LoadF16>(p, j0, j1);
-  }
+  gemv_rows<LoadF32, LoadBF16, LoadF16>(p, j0, j1);
 }
 
 bool gemv_isa_supported(GemvIsa isa) {

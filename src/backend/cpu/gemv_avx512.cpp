@@ -1,5 +1,6 @@
 // The AVX-512 row kernel of the decode GEMV (gemv_kernels.h): 32 weights per step (one cache
-// line of float16 or bfloat16) in two FMA chains per row of A, the tail by masked loads.
+// line of float16 or bfloat16) in two FMA chains per row of A, the tail by masked loads; the row
+// loop over B is gemv_rows.inc, shared with the AVX2 kernel.
 #include <immintrin.h>
 
 #include "backend/cpu/gemv_kernels.h"
@@ -54,44 +55,12 @@ void row_dot(const float* a, int64_t k, const typename L::W* w, float* out) {
   for (int i = 0; i < M; ++i) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
 }
 
-template <typename L, int M>
-void rows_typed(const GemvArgs& p, int64_t j0, int64_t j1) {
-  const auto* b = static_cast<const typename L::W*>(p.b);
-  float s[M];
-  for (int64_t j = j0; j < j1; ++j) {
-    row_dot<L, M>(p.a, p.k, b + j * p.ldb, s);
-    for (int i = 0; i < M; ++i) {
-      float* out = p.c + i * p.ldc + j;
-      *out = p.alpha * s[i] + (p.beta == 0.f ? 0.f : p.beta * *out);
-    }
-  }
-}
-
-template <typename L>
-void rows_m(const GemvArgs& p, int64_t j0, int64_t j1) {
-  switch (p.m) {
-    case 1:
-      return rows_typed<L, 1>(p, j0, j1);
-    case 2:
-      return rows_typed<L, 2>(p, j0, j1);
-    case 3:
-      return rows_typed<L, 3>(p, j0, j1);
-    default:
-      return rows_typed<L, 4>(p, j0, j1);
-  }
-}
+#include "backend/cpu/gemv_rows.inc"
 
 }  // namespace
 
 void gemv_rows_avx512(const GemvArgs& p, int64_t j0, int64_t j1) {
-  switch (p.b_dtype) {
-    case DType::f32:
-      return rows_m<Load16F32>(p, j0, j1);
-    case DType::bf16:
-      return rows_m<Load16BF16>(p, j0, j1);
-    default:
-      return rows_m<Load16F16>(p, j0, j1);
-  }
+  gemv_rows<Load16F32, Load16BF16, Load16F16>(p, j0, j1);
 }
 
 }  // namespace zenith::cpu
