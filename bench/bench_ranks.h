@@ -95,13 +95,14 @@ inline double load_average() {
 }
 
 // Forks `world` processes; each (world > 1 and `join`: after communication::init over a file
-// store in `dir`, named by `tag`; else the body joins itself) runs body(rank) and writes its
-// JSON. Returns the ranks' JSON in rank order; a rank that fails (its error on stderr) makes
-// this throw. Call it before the parent starts OpenMP threads, so each child's pool is its own.
-inline std::vector<nlohmann::json> fork_ranks(int world, const std::filesystem::path& dir,
-                                              const std::string& tag,
-                                              const std::function<nlohmann::json(int)>& body,
-                                              bool join = true) {
+// store in `dir`, named by `tag`, waiting up to `timeout` for its peers; else the body joins
+// itself) runs body(rank) and writes its JSON. Returns the ranks' JSON in rank order; a rank
+// that fails (its error on stderr) makes this throw. Call it before the parent starts OpenMP
+// threads, so each child's pool is its own.
+inline std::vector<nlohmann::json> fork_ranks(
+    int world, const std::filesystem::path& dir, const std::string& tag,
+    const std::function<nlohmann::json(int)>& body, bool join = true,
+    std::chrono::seconds timeout = std::chrono::seconds(300)) {
   namespace comm = communication;
   auto out_of = [&](int r) { return dir / (tag + ".rank" + std::to_string(r) + ".json"); };
   std::vector<pid_t> pids;
@@ -117,7 +118,7 @@ inline std::vector<nlohmann::json> fork_ranks(int world, const std::filesystem::
           o.store = "file://" + (dir / (tag + ".store")).string();
           o.prefix = tag;
           o.address = "127.0.0.1";
-          o.timeout = std::chrono::seconds(300);
+          o.timeout = timeout;
           comm::init(o);
         }
         const nlohmann::json j = body(r);

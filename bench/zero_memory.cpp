@@ -9,7 +9,6 @@
 //
 //   zero_memory [--ranks 4] [--hidden 768] [--layers 12] [--vocab 32000] [--seq 32]
 //               [--steps 2] [--json FILE]
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -21,6 +20,7 @@
 #include <string>
 
 #include "bench_machine.h"
+#include "bench_ranks.h"
 #include "core/allocator.h"
 #include "distributed/zero_llama.h"
 #include "zenith/zenith.h"
@@ -139,52 +139,24 @@ nlohmann::json run(const Args& a, const Mode& m, int rank, int world) {
           {"step_seconds", seconds / a.steps}};
 }
 
-// Runs `mode` in `world` forked processes; their results, rank by rank.
-std::vector<nlohmann::json> fork_ranks(const Args& a, const Mode& m, int world) {
+// Runs `mode` in `world` forked processes (bench::fork_ranks; one process joins no group); their
+// results, rank by rank.
+std::vector<nlohmann::json> run_ranks(const Args& a, const Mode& m, int world) {
   namespace fs = std::filesystem;
-  const std::string dir =
-      (fs::temp_directory_path() / ("zero_memory_" + std::to_string(getpid()) + "_" + m.name))
-          .string();
+  const fs::path dir =
+      fs::temp_directory_path() / ("zero_memory_" + std::to_string(getpid()) + "_" + m.name);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        if (m.stage > 0) {
-          comm::Options o;
-          o.rank = r;
-          o.size = world;
-          o.store = "file://" + dir;
-          o.prefix = std::string("zm") + m.name;
-          o.address = "127.0.0.1";
-          o.timeout = std::chrono::seconds(600);
-          comm::init(o);
-        }
-        std::ofstream(dir + "/rank" + std::to_string(r) + ".json") << run(a, m, r, world).dump();
-        if (m.stage > 0) comm::release();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "[%s] rank %d: %s\n", m.name, r, e.what());
-        code = 1;
-      }
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  bool ok = true;
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
   std::vector<nlohmann::json> out;
-  for (int r = 0; ok && r < world; ++r)
-    out.push_back(
-        nlohmann::json::parse(std::ifstream(dir + "/rank" + std::to_string(r) + ".json")));
+  try {
+    out = bench::fork_ranks(
+        world, dir, m.name, [&](int r) { return run(a, m, r, world); }, m.stage > 0,
+        std::chrono::seconds(600));
+  } catch (...) {
+    fs::remove_all(dir);
+    throw;
+  }
   fs::remove_all(dir);
-  if (!ok) throw std::runtime_error(std::string("[zero_memory] mode ") + m.name + " failed");
   return out;
 }
 
@@ -238,7 +210,7 @@ int main(int argc, char** argv) {
                            : m.stage == 1 ? 8 * psi + 8 * psi / n
                            : m.stage == 2 ? 4 * psi + 12 * psi / n
                                           : 16 * psi / n;
-    const auto ranks = fork_ranks(a, m, world);
+    const auto ranks = run_ranks(a, m, world);
     double peak_rss = 0, growth = 0, state = 0, step = 0, live = 0, held = 0;
     for (const auto& r : ranks) {
       peak_rss = std::max(peak_rss, r["peak_rss"].get<double>());
