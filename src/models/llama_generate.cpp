@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "models/llama_decode.h"
 #include "zenith/autograd.h"
 #include "zenith/llama.h"
 
@@ -123,10 +124,8 @@ int64_t TokenSampler::next(std::vector<float>& logits, const std::vector<int64_t
 
 // ---- generation
 
-GenerationResult generate(Llama& model, const std::vector<int64_t>& prompt,
-                          const GenerationConfig& config,
-                          const std::function<void(int64_t)>& on_token) {
-  const LlamaConfig& c = model.config();
+int64_t generation_budget(const LlamaConfig& c, const std::vector<int64_t>& prompt,
+                          const GenerationConfig& config) {
   ZENITH_CHECK(!prompt.empty(), "[generate] the prompt is empty");
   check_ids(prompt, c.vocab_size, "prompt");
   const auto prompt_len = int64_t(prompt.size());
@@ -136,21 +135,20 @@ GenerationResult generate(Llama& model, const std::vector<int64_t>& prompt,
                context, " tokens, so nothing can follow it; shorten the prompt");
   ZENITH_CHECK(config.max_new_tokens >= 0, "[generate] max_new_tokens must be >= 0, got ",
                config.max_new_tokens);
+  TokenSampler check_settings(config);  // its constructor checks the sampling settings
+  return std::min(config.max_new_tokens, context - prompt_len);
+}
+
+GenerationResult decode_tokens(const std::vector<int64_t>& prompt, int64_t budget,
+                               const GenerationConfig& config,
+                               const std::function<Tensor(const Tensor&)>& forward,
+                               const std::function<void(int64_t)>& on_token) {
   TokenSampler sampler(config);
   GenerationResult result;
-  const int64_t budget = std::min(config.max_new_tokens, context - prompt_len);
   result.stop_reason = budget < config.max_new_tokens ? "context" : "max_new_tokens";
   if (budget == 0) return result;
-
-  NoGradGuard no_grad;
-  EvalScope eval(model);
-  KVCache cache(c, 1, prompt_len + budget);
   std::vector<int64_t> history = prompt;
-  LlamaInput input;
-  input.input_ids = ids_tensor(prompt, 0, prompt.size());
-  input.cache = &cache;
-  input.last_position_only = true;
-  Tensor logits = model.forward(input);
+  Tensor logits = forward(ids_tensor(prompt, 0, prompt.size()));
   const std::set<int64_t> eos(config.eos_token_ids.begin(), config.eos_token_ids.end());
   for (int64_t step = 0; step < budget; ++step) {
     std::vector<float> row = logits.to_float_vector();  // [1, 1, V]
@@ -163,10 +161,27 @@ GenerationResult generate(Llama& model, const std::vector<int64_t>& prompt,
       break;
     }
     if (step + 1 == budget) break;
-    input.input_ids = Tensor::from_vector(std::vector<int64_t>{id}, {1, 1});
-    logits = model.forward(input);
+    logits = forward(Tensor::from_vector(std::vector<int64_t>{id}, {1, 1}));
   }
   return result;
+}
+
+GenerationResult generate(Llama& model, const std::vector<int64_t>& prompt,
+                          const GenerationConfig& config,
+                          const std::function<void(int64_t)>& on_token) {
+  const int64_t budget = generation_budget(model.config(), prompt, config);
+  if (budget == 0) return decode_tokens(prompt, budget, config, {}, on_token);
+  NoGradGuard no_grad;
+  EvalScope eval(model);
+  KVCache cache(model.config(), 1, int64_t(prompt.size()) + budget);
+  LlamaInput input;
+  input.cache = &cache;
+  input.last_position_only = true;
+  const auto forward = [&](const Tensor& ids) {
+    input.input_ids = ids;
+    return model.forward(input);
+  };
+  return decode_tokens(prompt, budget, config, forward, on_token);
 }
 
 // ---- perplexity
