@@ -2,6 +2,7 @@
 #include "distributed/parallelize_llama_train.h"
 
 #include "distributed/zero.h"
+#include "distributed/zero_checkpoint.h"
 #include "zenith/autograd.h"
 
 namespace zenith::distributed {
@@ -148,15 +149,6 @@ std::vector<ShardedTensor> ParallelLlama::trainable_blocks() const {
   return out;
 }
 
-// Optimizer state names are "<slot>.<parameter index>"; false for the others ("step").
-static bool split_slot(const std::string& key, std::string* slot, size_t* index) {
-  const auto dot = key.rfind('.');
-  if (dot == std::string::npos) return false;
-  *slot = key.substr(0, dot);
-  *index = size_t(std::stoul(key.substr(dot + 1)));
-  return true;
-}
-
 std::vector<ShardedTensor> ParallelLlama::optimizer_pieces(const nn::Optimizer& optimizer) const {
   const std::vector<ShardedTensor> blocks = trainable_blocks();
   std::vector<ShardedTensor> out;
@@ -197,30 +189,16 @@ void ParallelLlama::load_optimizer(const ShardedCheckpointReader& reader,
 }
 
 // ZeRO's shard i: rows [rows.offset, +rows.length) of this rank's block i, on dim 0.
-static ShardedTensor zero_block(ShardedTensor block, const ZeroShard& s, const std::string& slot) {
+static ShardedTensor zero_block(ShardedTensor block, const ZeroShard& s) {
   ZENITH_CHECK(!block.offset.empty(), "[model parallel] ZeRO's '", block.name, "' is a scalar");
   block.offset[0] += s.rows.offset;
-  block.name += "." + slot;
   return block;
 }
 
 std::vector<ShardedTensor> ParallelLlama::zero_optimizer_pieces(const ZeroOptimizer& zero) const {
   const std::vector<ShardedTensor> blocks = trainable_blocks();
-  std::vector<ShardedTensor> out;
-  for (const auto& [key, t] : zero.inner().state_dict()) {
-    std::string slot;
-    size_t j = 0;
-    if (key == "step") {
-      out.push_back({"optimizer.step", {1}, {0}, t.reshape({1})});
-    } else if (split_slot(key, &slot, &j)) {
-      const size_t i = zero.inner_index().at(j);
-      const ZeroShard& s = zero.shards().at(i);
-      ShardedTensor piece = zero_block(blocks.at(i), s, slot);
-      piece.local = t.reshape(s.shard.shape());
-      out.push_back(std::move(piece));
-    }
-  }
-  return out;
+  return distributed::zero_optimizer_pieces(
+      zero, [&](size_t i) { return zero_block(blocks.at(i), zero.shards().at(i)); });
 }
 
 void ParallelLlama::load_zero_optimizer(const ShardedCheckpointReader& reader,
@@ -235,7 +213,8 @@ void ParallelLlama::load_zero_optimizer(const ShardedCheckpointReader& reader,
     } else if (split_slot(key, &slot, &j)) {
       const size_t i = zero.inner_index().at(j);
       const ZeroShard& s = zero.shards().at(i);
-      const ShardedTensor b = zero_block(blocks.at(i), s, slot);
+      ShardedTensor b = zero_block(blocks.at(i), s);
+      b.name += "." + slot;
       ZENITH_CHECK(reader.contains(b.name) && reader.global_shape(b.name) == b.global_shape,
                    "[model parallel] the checkpoint has no optimizer state '", b.name,
                    "' of shape ", shape_str(b.global_shape));

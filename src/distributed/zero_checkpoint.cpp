@@ -6,15 +6,6 @@ namespace zenith::distributed {
 
 namespace {
 
-// Optimizer state names are "<slot>.<inner index>"; returns false for others ("step").
-bool split_slot(const std::string& key, std::string* slot, size_t* index) {
-  const auto dot = key.rfind('.');
-  if (dot == std::string::npos) return false;
-  *slot = key.substr(0, dot);
-  *index = size_t(std::stoul(key.substr(dot + 1)));
-  return true;
-}
-
 Shape global_of(const ZeroShard& s) { return s.global_shape.empty() ? Shape{1} : s.global_shape; }
 
 Shape offset_of(const ZeroShard& s) {
@@ -30,6 +21,33 @@ void check_names(const ZeroOptimizer& zero, const std::vector<std::string>& name
 
 }  // namespace
 
+bool split_slot(const std::string& key, std::string* slot, size_t* index) {
+  const auto dot = key.rfind('.');
+  if (dot == std::string::npos) return false;
+  *slot = key.substr(0, dot);
+  *index = size_t(std::stoul(key.substr(dot + 1)));
+  return true;
+}
+
+std::vector<ShardedTensor> zero_optimizer_pieces(
+    const ZeroOptimizer& zero, const std::function<ShardedTensor(size_t)>& parameter) {
+  std::vector<ShardedTensor> out;
+  for (const auto& [key, t] : zero.inner().state_dict()) {
+    std::string slot;
+    size_t j = 0;
+    if (key == "step") {
+      out.push_back({"optimizer.step", {1}, {0}, t.reshape({1})});
+    } else if (split_slot(key, &slot, &j)) {
+      const size_t i = zero.inner_index().at(j);
+      ShardedTensor piece = parameter(i);
+      piece.name += "." + slot;
+      piece.local = t.reshape(zero.shards().at(i).shard.shape());
+      out.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
 std::vector<ShardedTensor> zero_state_pieces(const ZeroOptimizer& zero,
                                              const std::vector<std::string>& names) {
   check_names(zero, names);
@@ -37,17 +55,10 @@ std::vector<ShardedTensor> zero_state_pieces(const ZeroOptimizer& zero,
   const auto& shards = zero.shards();
   for (size_t i = 0; i < shards.size(); ++i)
     out.push_back({names[i], global_of(shards[i]), offset_of(shards[i]), shards[i].shard});
-  for (const auto& [key, t] : zero.inner().state_dict()) {
-    std::string slot;
-    size_t j = 0;
-    if (key == "step") {
-      out.push_back({"optimizer.step", {1}, {0}, t.reshape({1})});
-    } else if (split_slot(key, &slot, &j)) {
-      const ZeroShard& s = shards[zero.inner_index().at(j)];
-      out.push_back({names[zero.inner_index()[j]] + "." + slot, global_of(s), offset_of(s),
-                     t.reshape(s.shard.shape())});
-    }
-  }
+  for (ShardedTensor& piece : zero_optimizer_pieces(zero, [&](size_t i) {
+         return ShardedTensor{names[i], global_of(shards[i]), offset_of(shards[i]), {}};
+       }))
+    out.push_back(std::move(piece));
   return out;
 }
 

@@ -6,6 +6,7 @@
 //   "optimizer.step"     the optimizer's step count, [1] int64
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,13 @@
 
 namespace zenith::distributed {
 
+// Optimizer state names are "<slot>.<index>"; false for the others ("step").
+bool split_slot(const std::string& key, std::string* slot, size_t* index);
+// This rank's optimizer state pieces: "optimizer.step", and each slot of ZeRO parameter i as
+// `parameter(i)` (its name, global shape and this rank's row offset) renamed "<name>.<slot>",
+// holding this rank's rows of that slot.
+std::vector<ShardedTensor> zero_optimizer_pieces(
+    const ZeroOptimizer& zero, const std::function<ShardedTensor(size_t)>& parameter);
 // This rank's pieces; `names` are the parameters' names, in the ZeroOptimizer's order.
 std::vector<ShardedTensor> zero_state_pieces(const ZeroOptimizer& zero,
                                              const std::vector<std::string>& names);
