@@ -12,6 +12,27 @@
 
 namespace zenith::distributed {
 
+Tensor llama_hidden_by_module(const models::LlamaConfig& c,
+                              const models::detail::DecoderCell& decoder, const Tensor& input_ids,
+                              const Tensor& attention_mask, const ModuleRunner& run) {
+  auto embed = decoder.embed_tokens;
+  Tensor x = run(
+      *embed, [embed](const Tensor& t) { return embed->forward(t); }, input_ids);
+  models::detail::LayerContext ctx;
+  ops::RopeOptions rope;
+  rope.theta = c.rope_theta;
+  const int64_t t = input_ids.size(1);
+  std::tie(ctx.cos, ctx.sin) =
+      ops::rope_cos_sin(ops::rope_inv_freq(c.head_dim, rope), Tensor::arange(t).view({1, t}));
+  ctx.key_padding_mask = attention_mask;
+  for (const auto& layer : decoder.layers)
+    x = run(
+        *layer, [layer, ctx](const Tensor& h) { return layer->forward(h, ctx); }, x);
+  auto norm = decoder.norm;
+  return run(
+      *norm, [norm](const Tensor& h) { return norm->forward(h); }, x);
+}
+
 namespace {
 
 std::shared_ptr<models::detail::DecoderCell> decoder_of(const models::Llama& model) {
@@ -27,24 +48,11 @@ Tensor zero3_hidden(models::Llama& model, const std::shared_ptr<ZeroOptimizer>& 
   ZENITH_CHECK(c.rope_scaling.type == models::RopeScaling::Type::none,
                "[zero] zero3_llama_logits: rope scaling is not supported");
   auto decoder = decoder_of(model);
-  auto embed = decoder->embed_tokens;
-  Tensor x = sharded_forward(
-      zero, zero_indices(*zero, *embed), [embed](const Tensor& t) { return embed->forward(t); },
-      input_ids);
-  models::detail::LayerContext ctx;
-  ops::RopeOptions rope;
-  rope.theta = c.rope_theta;
-  const int64_t t = input_ids.size(1);
-  std::tie(ctx.cos, ctx.sin) =
-      ops::rope_cos_sin(ops::rope_inv_freq(c.head_dim, rope), Tensor::arange(t).view({1, t}));
-  ctx.key_padding_mask = attention_mask;
-  for (const auto& layer : decoder->layers)
-    x = sharded_forward(
-        zero, zero_indices(*zero, *layer),
-        [layer, ctx](const Tensor& h) { return layer->forward(h, ctx); }, x);
-  auto norm = decoder->norm;
-  return sharded_forward(
-      zero, zero_indices(*zero, *norm), [norm](const Tensor& h) { return norm->forward(h); }, x);
+  return llama_hidden_by_module(
+      c, *decoder, input_ids, attention_mask,
+      [&zero](const nn::Cell& module, std::function<Tensor(const Tensor&)> fn, const Tensor& x) {
+        return sharded_forward(zero, zero_indices(*zero, module), std::move(fn), x);
+      });
 }
 
 // The output layer's parameter index: lm_head, or the embedding itself when tied.

@@ -13,6 +13,7 @@
 // and the activations: never the 4Ψ of the whole weights.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,7 +21,21 @@
 #include "distributed/zero.h"
 #include "zenith/llama.h"
 
+namespace zenith::models::detail {
+class DecoderCell;  // models/llama_layers.h
+}  // namespace zenith::models::detail
+
 namespace zenith::distributed {
+
+// Runs fn(x) for `module`, e.g. through sharded_forward with the module's ZeRO parameters.
+using ModuleRunner = std::function<Tensor(
+    const nn::Cell& module, std::function<Tensor(const Tensor&)> fn, const Tensor& x)>;
+// The decoder's final norm output [B, T, D] for input_ids [B, T] with its attention_mask
+// (undefined: none), positions 0..T-1, plain RoPE (the caller rejects rope scaling): the
+// embedding, each decoder layer and the final norm each run through `run`.
+Tensor llama_hidden_by_module(const models::LlamaConfig& c,
+                              const models::detail::DecoderCell& decoder, const Tensor& input_ids,
+                              const Tensor& attention_mask, const ModuleRunner& run);
 
 // The model's logits [B, T, V] for input_ids [B, T] (no padding mask, positions 0..T-1), every
 // module run through ZeRO-3. `zero` holds the model's trainable parameters at stage 3.

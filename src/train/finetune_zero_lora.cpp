@@ -1,5 +1,6 @@
 #include "train/finetune_zero_lora.h"
 
+#include "distributed/zero_llama.h"
 #include "models/llama_layers.h"
 #include "models/llama_loss.h"
 #include "zenith/error.h"
@@ -48,22 +49,11 @@ Tensor zero3_lora_loss(models::Llama& model,
   for (const auto& [name, cell] : model.named_children())
     if (name == "model") decoder = std::dynamic_pointer_cast<models::detail::DecoderCell>(cell);
   ZENITH_CHECK(decoder, "[finetune] the model has no LlamaModel under 'model'");
-  auto embed = decoder->embed_tokens;
-  Tensor x = through(
-      zero, *embed, [embed](const Tensor& t) { return embed->forward(t); }, input_ids);
-  models::detail::LayerContext ctx;
-  ops::RopeOptions rope;
-  rope.theta = c.rope_theta;
-  const int64_t t = input_ids.size(1);
-  std::tie(ctx.cos, ctx.sin) =
-      ops::rope_cos_sin(ops::rope_inv_freq(c.head_dim, rope), Tensor::arange(t).view({1, t}));
-  ctx.key_padding_mask = attention_mask;
-  for (const auto& layer : decoder->layers)
-    x = through(
-        zero, *layer, [layer, ctx](const Tensor& h) { return layer->forward(h, ctx); }, x);
-  auto norm = decoder->norm;
-  x = through(
-      zero, *norm, [norm](const Tensor& h) { return norm->forward(h); }, x);
+  const Tensor x = distributed::llama_hidden_by_module(
+      c, *decoder, input_ids, attention_mask,
+      [&zero](const nn::Cell& module, std::function<Tensor(const Tensor&)> fn, const Tensor& h) {
+        return through(zero, module, std::move(fn), h);
+      });
   // The output layer: under LoRA frozen (an adapter on lm_head is trained through ZeRO too).
   models::Llama* m = &model;
   auto head = [m, labels, weight, has_targets](const Tensor& h) {
