@@ -5,10 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "support/checkpoint_compare.h"
+#include "support/finetune_cli_runs.h"
 #include "support/run_zenith.h"
 #include "support/temp_dir.h"
 
@@ -16,33 +16,6 @@ namespace zenith::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Sequences whose later tokens follow from the first (id + 1), the first two not learned;
-// `ragged`: of lengths 6 to 14 (the ranks' micro-batches pad differently), else all 12 long.
-void write_data(const fs::path& path, int count, uint64_t seed, bool ragged) {
-  std::ofstream out(path);
-  uint64_t s = seed;
-  for (int i = 0; i < count; ++i) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    const int len = ragged ? 6 + int((s >> 33) % 9) : 12;
-    nlohmann::json ids = nlohmann::json::array(), labels = nlohmann::json::array();
-    for (int t = 0, id = 3 + int((s >> 20) % 500); t < len; ++t, ++id) {
-      ids.push_back(id);
-      labels.push_back(t < 2 ? -100 : id);
-    }
-    out << nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
-  }
-}
-
-std::map<std::string, std::map<int64_t, double>> read_metrics(const fs::path& file) {
-  std::map<std::string, std::map<int64_t, double>> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    out[j["name"]][j["step"].get<int64_t>()] = j["value"].get<double>();
-  }
-  return out;
-}
 
 class FinetuneHybrid : public ::testing::Test {
  protected:
@@ -61,17 +34,7 @@ class FinetuneHybrid : public ::testing::Test {
   // into 1e-5 relative).
   void expect_as(const std::string& want, const std::string& got, const std::string& file,
                  double tolerance, int tensors, size_t steps = 3) {
-    auto a = read_metrics(root_ / want / "metrics.jsonl");
-    auto b = read_metrics(root_ / got / "metrics.jsonl");
-    ASSERT_EQ(b["loss"].size(), steps) << got;
-    ASSERT_FALSE(a["eval/loss"].empty()) << want;
-    for (const char* name : {"loss", "grad_norm", "eval/loss"})
-      for (const auto& [step, value] : a[name])
-        EXPECT_NEAR(b[name][step], value, 1e-5 * std::abs(value))
-            << got << " " << name << " step " << step;
-    EXPECT_TRUE(same_parameters((root_ / want / file).string(), (root_ / got / file).string(),
-                                tolerance, tensors))
-        << got;
+    expect_run_as(root_, want, got, steps, true, file, tolerance, tensors);
   }
   TempDir dir_{"finetune_hybrid"};
   fs::path root_ = dir_.path();
@@ -82,8 +45,8 @@ class FinetuneHybrid : public ::testing::Test {
 // sharded, the frozen base whole on every rank; the same PEFT adapter files written at the end,
 // and a checkpoint that resumes at another stage.
 TEST_F(FinetuneHybrid, LoraUnderZeroMatchesOneProcess) {
-  write_data(root_ / "train.jsonl", 12, 7, true);
-  write_data(root_ / "eval.jsonl", 5, 8, true);
+  write_sequence_data(root_ / "train.jsonl", 12, 7, true);
+  write_sequence_data(root_ / "eval.jsonl", 5, 8, true);
   CliResult single = run_zenith(args("lora", "single") + " --batch-size 4");
   ASSERT_EQ(single.code, 0) << single.output;
   const nlohmann::json config =
@@ -115,8 +78,8 @@ TEST_F(FinetuneHybrid, LoraUnderZeroMatchesOneProcess) {
 // trains its layers' adapters; the adapter gathered from the stages at the end is one process's.
 // The eval loss runs through the stages (and the vocabulary-parallel loss) too.
 TEST_F(FinetuneHybrid, LoraWithPipelineStagesMatchesOneProcess) {
-  write_data(root_ / "train.jsonl", 16, 5, false);
-  write_data(root_ / "eval.jsonl", 5, 6, false);
+  write_sequence_data(root_ / "train.jsonl", 16, 5, false);
+  write_sequence_data(root_ / "eval.jsonl", 5, 6, false);
   const std::string base = " --batch-size 4 --micro-batches 2";
   CliResult single = run_zenith(args("lora", "single") + " --batch-size 4");
   ASSERT_EQ(single.code, 0) << single.output;
@@ -138,8 +101,8 @@ TEST_F(FinetuneHybrid, LoraWithPipelineStagesMatchesOneProcess) {
 // near-zero gradients (layer 1's up_proj) to 1.5e-4 here, 2.4e-4 with data 2, as much with one
 // micro-batch (weight 1) and 2.2e-4 with tensor 2: not the weighting.
 TEST_F(FinetuneHybrid, PipelineLossIsTokenWeightedWithRaggedPadding) {
-  write_data(root_ / "train.jsonl", 16, 9, true);
-  write_data(root_ / "eval.jsonl", 5, 10, true);
+  write_sequence_data(root_ / "train.jsonl", 16, 9, true);
+  write_sequence_data(root_ / "eval.jsonl", 5, 10, true);
   CliResult single = run_zenith(args("full", "single") + " --batch-size 4");
   ASSERT_EQ(single.code, 0) << single.output;
   CliResult pp = run_zenith(args("full", "pp") +
@@ -163,8 +126,8 @@ TEST_F(FinetuneHybrid, PipelineLossIsTokenWeightedWithRaggedPadding) {
 // run did: the same losses, eval losses and model; resumed under tensor parallel instead (another
 // layout of the same shards) too.
 TEST_F(FinetuneHybrid, ModelParallelRunsResumeWhereTheyLeftOff) {
-  write_data(root_ / "train.jsonl", 16, 5, false);
-  write_data(root_ / "eval.jsonl", 5, 6, false);
+  write_sequence_data(root_ / "train.jsonl", 16, 5, false);
+  write_sequence_data(root_ / "eval.jsonl", 5, 6, false);
   const std::string pp = " --batch-size 4 --pipeline-parallel 2 --micro-batches 2 --nproc 2";
   CliResult whole = run_zenith(args("full", "whole", 4) + pp + " --save-every 2 --eval-steps 2");
   ASSERT_EQ(whole.code, 0) << whole.output;

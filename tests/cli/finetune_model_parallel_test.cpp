@@ -5,11 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <nlohmann/json.hpp>
 
 #include "support/checkpoint_compare.h"
+#include "support/finetune_cli_runs.h"
 #include "support/run_zenith.h"
 #include "support/temp_dir.h"
 
@@ -18,36 +16,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sequences of one length (ParallelLlama's loss is the mean of its micro-batches' means: one
-// process's when each holds as many learned labels), later tokens following from the first.
-void write_data(const fs::path& path, int count) {
-  std::ofstream out(path);
-  uint64_t s = 5;
-  for (int i = 0; i < count; ++i) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    nlohmann::json ids = nlohmann::json::array(), labels = nlohmann::json::array();
-    for (int t = 0, id = 3 + int((s >> 20) % 500); t < 12; ++t, ++id) {
-      ids.push_back(id);
-      labels.push_back(t < 2 ? -100 : id);
-    }
-    out << nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
-  }
-}
-
-std::map<std::string, std::map<int64_t, double>> read_metrics(const fs::path& file) {
-  std::map<std::string, std::map<int64_t, double>> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    out[j["name"]][j["step"].get<int64_t>()] = j["value"].get<double>();
-  }
-  return out;
-}
-
 class FinetuneModelParallel : public ::testing::Test {
  protected:
   void SetUp() override {
-    write_data(root_ / "train.jsonl", 16);
+    write_sequence_data(root_ / "train.jsonl", 16, 5, false);
     ::setenv("ZENITH_DATA", (root_ / "platform").c_str(), 1);
   }
   std::string args(const std::string& method, const std::string& out) const {
@@ -62,16 +34,7 @@ class FinetuneModelParallel : public ::testing::Test {
   // `tolerance` (AdamW's first steps turn float32 sums in another order into 1e-5 relative).
   void expect_as(const std::string& want, const std::string& got, const std::string& file,
                  double tolerance, int tensors) {
-    auto a = read_metrics(root_ / want / "metrics.jsonl");
-    auto b = read_metrics(root_ / got / "metrics.jsonl");
-    ASSERT_EQ(b["loss"].size(), 3u) << got;
-    for (const char* name : {"loss", "grad_norm"})
-      for (const auto& [step, value] : a[name])
-        EXPECT_NEAR(b[name][step], value, 1e-5 * std::abs(value))
-            << got << " " << name << " step " << step;
-    EXPECT_TRUE(same_parameters((root_ / want / file).string(), (root_ / got / file).string(),
-                                tolerance, tensors))
-        << got;
+    expect_run_as(root_, want, got, 3, false, file, tolerance, tensors);
   }
   TempDir dir_{"finetune_model_parallel"};
   fs::path root_ = dir_.path();

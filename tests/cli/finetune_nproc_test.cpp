@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "support/checkpoint_compare.h"
+#include "support/finetune_cli_runs.h"
 #include "support/run_zenith.h"
 #include "support/temp_dir.h"
 
@@ -19,41 +19,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Pre-tokenized sequences whose later tokens follow from the first (id + 1), the first two not
-// learned, of varied lengths so that the ranks' micro-batches pad differently.
-void write_pattern_data(const fs::path& path, int count, uint64_t seed) {
-  std::ofstream out(path);
-  uint64_t s = seed;
-  for (int i = 0; i < count; ++i) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    const int len = 6 + int((s >> 33) % 9);
-    nlohmann::json ids = nlohmann::json::array(), labels = nlohmann::json::array();
-    int id = 3 + int((s >> 20) % 500);
-    for (int t = 0; t < len; ++t, ++id) {
-      ids.push_back(id);
-      labels.push_back(t < 2 ? -100 : id);
-    }
-    out << nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
-  }
-}
-
-// name -> step -> value, of OUT/metrics.jsonl.
-std::map<std::string, std::map<int64_t, double>> read_metrics(const fs::path& file) {
-  std::map<std::string, std::map<int64_t, double>> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    out[j["name"]][j["step"].get<int64_t>()] = j["value"].get<double>();
-  }
-  return out;
-}
-
 class FinetuneNproc : public ::testing::Test {
  protected:
   void SetUp() override {
     // 20 examples, micro-batches of 8: the third has 4, all of them rank 0's.
-    write_pattern_data(root_ / "train.jsonl", 20, 11);
-    write_pattern_data(root_ / "eval.jsonl", 9, 12);
+    write_sequence_data(root_ / "train.jsonl", 20, 11, true);
+    write_sequence_data(root_ / "eval.jsonl", 9, 12, true);
     ::setenv("ZENITH_DATA", (root_ / "platform").c_str(), 1);  // the job's logs
   }
   std::string args(const std::string& out, int batch) const {

@@ -6,11 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <nlohmann/json.hpp>
 
 #include "support/checkpoint_compare.h"
+#include "support/finetune_cli_runs.h"
 #include "support/run_zenith.h"
 #include "support/temp_dir.h"
 
@@ -19,37 +17,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sequences of 12 whose later tokens follow from the first (id + 1), the first two not learned.
-void write_data(const fs::path& path, int count, uint64_t seed) {
-  std::ofstream out(path);
-  uint64_t s = seed;
-  for (int i = 0; i < count; ++i) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    nlohmann::json ids = nlohmann::json::array(), labels = nlohmann::json::array();
-    for (int t = 0, id = 3 + int((s >> 20) % 500); t < 12; ++t, ++id) {
-      ids.push_back(id);
-      labels.push_back(t < 2 ? -100 : id);
-    }
-    out << nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
-  }
-}
-
-std::map<std::string, std::map<int64_t, double>> read_metrics(const fs::path& file) {
-  std::map<std::string, std::map<int64_t, double>> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    out[j["name"]][j["step"].get<int64_t>()] = j["value"].get<double>();
-  }
-  return out;
-}
-
 class FinetuneZeroHybrid : public ::testing::Test {
  protected:
   void SetUp() override {
     ::setenv("ZENITH_DATA", (root_ / "platform").c_str(), 1);
-    write_data(root_ / "train.jsonl", 16, 5);
-    write_data(root_ / "eval.jsonl", 5, 6);
+    write_sequence_data(root_ / "train.jsonl", 16, 5, false);
+    write_sequence_data(root_ / "eval.jsonl", 5, 6, false);
   }
   std::string args(const std::string& out, const std::string& method = "full",
                    int steps = 3) const {
@@ -67,17 +40,7 @@ class FinetuneZeroHybrid : public ::testing::Test {
   // as tests/cli/finetune_hybrid_test.cpp's 5e-4 allows.
   void expect_as(const std::string& want, const std::string& got, double tolerance,
                  const std::string& file = "model.safetensors", int tensors = 20) {
-    auto a = read_metrics(root_ / want / "metrics.jsonl");
-    auto b = read_metrics(root_ / got / "metrics.jsonl");
-    ASSERT_EQ(b["loss"].size(), 3u) << got;
-    ASSERT_FALSE(a["eval/loss"].empty()) << want;
-    for (const char* name : {"loss", "grad_norm", "eval/loss"})
-      for (const auto& [step, value] : a[name])
-        EXPECT_NEAR(b[name][step], value, 1e-5 * std::abs(value))
-            << got << " " << name << " step " << step;
-    EXPECT_TRUE(same_parameters((root_ / want / file).string(), (root_ / got / file).string(),
-                                tolerance, tensors))
-        << got;
+    expect_run_as(root_, want, got, 3, true, file, tolerance, tensors);
   }
   TempDir dir_{"finetune_zero_hybrid"};
   fs::path root_ = dir_.path();

@@ -6,6 +6,7 @@
 #include "distributed/parallelize_llama_generate.h"
 #include "rank_runner.h"
 #include "support/temp_dir.h"
+#include "tiny_llama.h"
 #include "zenith/zenith.h"
 
 namespace zenith {
@@ -13,22 +14,11 @@ namespace {
 
 namespace comm = communication;
 using test::expect;
+using test::tiny_llama_config;
 using zenith::testing::TempDir;
 
-models::LlamaConfig tiny_config(bool tied) {
-  models::LlamaConfig c;
-  c.vocab_size = 64;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 48;
-  c.tie_word_embeddings = tied;
-  c.extra["initializer_range"] = "0.2";  // logits far apart: no near-ties in the argmax
-  return c;
-}
+// The model's context: a 44-token prompt leaves room for 4 new tokens (the "context" stop).
+constexpr int64_t kContext = 48;
 
 std::shared_ptr<models::Llama> copy_of(const models::Llama& ref) {
   std::map<std::string, Tensor> weights;
@@ -58,7 +48,7 @@ TEST(TensorParallelGenerate, TokensEqualOneProcess) {
   for (bool tied : {false, true}) {
     in_ranks([tied](int rank) {
       manual_seed(31);
-      models::Llama ref(tiny_config(tied));
+      models::Llama ref(tiny_llama_config(tied, kContext));
       auto model = copy_of(ref);
       auto plan = distributed::parallelize_llama(*model, {});
       const std::vector<int64_t> prompt = {5, 17, 42, 3, 9, 28};
@@ -94,7 +84,7 @@ TEST(TensorParallelGenerate, TokensEqualOneProcess) {
 TEST(TensorParallelGenerate, SequenceParallelIsRefused) {
   in_ranks([](int) {
     manual_seed(32);
-    auto model = std::make_shared<models::Llama>(tiny_config(false));
+    auto model = std::make_shared<models::Llama>(tiny_llama_config(false, kContext));
     auto plan = distributed::parallelize_llama(*model, {.sequence_parallel = true});
     try {
       distributed::tensor_parallel_generate(*model, plan, {1, 2, 3}, {.max_new_tokens = 2});

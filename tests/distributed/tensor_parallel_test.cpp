@@ -15,6 +15,7 @@
 #include "rank_runner.h"
 #include "support/op_check.h"
 #include "support/temp_dir.h"
+#include "tiny_llama.h"
 #include "zenith/zenith.h"
 
 namespace zenith {
@@ -23,22 +24,8 @@ namespace {
 namespace comm = communication;
 using distributed::TensorParallelPlan;
 using test::expect;
+using test::tiny_llama_config;
 using zenith::testing::TempDir;
-
-models::LlamaConfig tiny_config(bool tied) {
-  models::LlamaConfig c;
-  c.vocab_size = 64;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;  // grouped-query: two query heads per key/value head
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
-  c.tie_word_embeddings = tied;
-  c.extra["initializer_range"] = "0.2";  // logits large enough that the gradients are not tiny
-  return c;
-}
 
 // max |a - b| / max |b|
 double relative(const Tensor& a, const Tensor& b) {
@@ -101,7 +88,7 @@ void expect_grads(const models::Llama& ref, const models::Llama& tp, const Tenso
 TEST(TensorParallel, DecoderBlockMatchesOneProcess) {
   in_ranks([](int rank) {
     manual_seed(11);
-    models::Llama ref(tiny_config(false));
+    models::Llama ref(tiny_llama_config(false));
     auto tp_model = copy_of(ref);
     auto plan = distributed::parallelize_llama(*tp_model, {});
     auto block = [](models::Llama& m) {
@@ -138,7 +125,7 @@ TEST(TensorParallel, WholeModelOutputsAndGradientsMatchOneProcess) {
   for (bool tied : {false, true}) {
     in_ranks([tied](int rank) {
       manual_seed(12);
-      models::Llama ref(tiny_config(tied));
+      models::Llama ref(tiny_llama_config(tied));
       auto tp_model = copy_of(ref);
       auto plan = distributed::parallelize_llama(*tp_model, {});
       Tensor ids = tokens(64, 5);
@@ -174,7 +161,7 @@ void train_both(const std::function<nn::OptimizerPtr(std::vector<Tensor>)>& make
                 double tol) {
   in_ranks([&](int) {
     manual_seed(13);
-    models::Llama ref(tiny_config(true));
+    models::Llama ref(tiny_llama_config(true));
     auto tp_model = copy_of(ref);
     auto plan = distributed::parallelize_llama(*tp_model, {});
     auto opt_ref = make_opt(ref.trainable_params());
@@ -224,7 +211,7 @@ TEST(TensorParallel, ActivationCheckpointingMatchesOneProcess) {
     for (bool sequence_parallel : {false, true}) {
       in_ranks([&](int) {
         manual_seed(17);
-        models::Llama ref(tiny_config(false));
+        models::Llama ref(tiny_llama_config(false));
         auto tp_model = copy_of(ref);
         distributed::TensorParallelGroup tp;
         tp.sequence_parallel = sequence_parallel;
@@ -251,7 +238,7 @@ int64_t kept_bytes(F forward_pass, Tensor& loss) {
 TEST(TensorParallel, SequenceParallelMatchesOneProcessAndKeepsLessActivation) {
   in_ranks([](int) {
     manual_seed(14);
-    models::Llama ref(tiny_config(false));
+    models::Llama ref(tiny_llama_config(false));
     auto tp_model = copy_of(ref), sp_model = copy_of(ref);
     auto tp_plan = distributed::parallelize_llama(*tp_model, {});
     auto sp_plan = distributed::parallelize_llama(*sp_model, {.sequence_parallel = true});
@@ -293,7 +280,7 @@ TEST(TensorParallel, LoraAdaptersSplitWithTheirLayersAndSaveAsOneProcess) {
   for (bool sequence_parallel : {false, true}) {
     in_ranks([&](int rank) {
       manual_seed(15);
-      models::Llama ref(tiny_config(false));
+      models::Llama ref(tiny_llama_config(false));
       auto tp_model = copy_of(ref);
       io::LoraConfig config;
       config.r = 4;
@@ -361,7 +348,7 @@ TEST(TensorParallel, WithDataParallelMatchesOneProcess) {
   in_ranks(
       [](int) {
         manual_seed(16);
-        models::Llama ref(tiny_config(false));
+        models::Llama ref(tiny_llama_config(false));
         auto tp_model = copy_of(ref);
         auto mesh = distributed::DeviceMesh::create({.tensor = 2});
         expect(mesh.degree(distributed::MeshDim::data) == 2, "data degree ",
@@ -399,7 +386,7 @@ TEST(TensorParallel, WithDataParallelMatchesOneProcess) {
 }
 
 TEST(TensorParallel, DegreeMustDivideHeadsAndSizes) {
-  models::LlamaConfig c = tiny_config(false);
+  models::LlamaConfig c = tiny_llama_config(false);
   c.num_attention_heads = 6;
   c.num_key_value_heads = 3;
   c.head_dim = 4;
