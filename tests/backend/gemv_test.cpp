@@ -157,12 +157,24 @@ TEST(ClaimPool, ALaggingHelperLeavesTheNextCallsToTheCaller) {
     for (volatile int i = 0; i < 500; i = i + 1) {
     }
   };
+  // On a loaded host a woken helper may wait a time slice for a core: the caller's first item
+  // gives it up to 5 ms to join before the caller runs the rest (CI once saw no helper join, or
+  // none help again, when the caller's 256 items were over in a quarter of a millisecond).
+  auto wait_for_helper = [](const std::atomic<int>& on_helper) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+    while (on_helper.load() == 0 && std::chrono::steady_clock::now() < until) {
+    }
+  };
   std::this_thread::sleep_for(std::chrono::milliseconds(60));  // past an earlier test's lag
   bool lagged = false;
   for (int attempt = 0; attempt < 50 && !lagged; ++attempt) {
     std::atomic<int> on_helper{0};
+    std::atomic<bool> first{true};
     cpu::parallel_claim(256, [&](int64_t) {
-      if (std::this_thread::get_id() == caller) return spin();
+      if (std::this_thread::get_id() == caller) {
+        if (first.exchange(false)) wait_for_helper(on_helper);
+        return spin();
+      }
       on_helper.fetch_add(1);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     });
@@ -185,8 +197,12 @@ TEST(ClaimPool, ALaggingHelperLeavesTheNextCallsToTheCaller) {
   for (int attempt = 0; attempt < 20 && !helped; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(60));
     std::atomic<int> on_helper{0};
+    std::atomic<bool> first{true};
     cpu::parallel_claim(256, [&](int64_t) {
-      if (std::this_thread::get_id() != caller) on_helper.fetch_add(1);
+      if (std::this_thread::get_id() != caller)
+        on_helper.fetch_add(1);
+      else if (first.exchange(false))
+        wait_for_helper(on_helper);
       spin();
     });
     helped = on_helper.load() > 0;
