@@ -133,13 +133,15 @@ struct AttentionOptions {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});
 // Attention of packed tokens over a paged KV cache, for serving (src/ops/paged_attention.cpp).
-// q [1, H, N, D]: N tokens of several sequences; key_cache, value_cache [blocks, block_size,
-// Hkv, D] with H % Hkv == 0 (head h reads kv head h / (H / Hkv)); block_table int32
-// [S, max_blocks]: position p of sequence s is in block block_table[s, p / block_size], slot
-// p % block_size; seq_of_token, positions int32 [N]. Token i attends to positions 0 ..
-// positions[i] of sequence seq_of_token[i]: softmax(q k^T scale) v, scale default 1 / sqrt(D).
-// Returns [1, H, N, D] in q's dtype (float32, or float64 as the reference). A token's result
-// does not depend on the call's other tokens. Inference only: a backward through it throws.
+// q [1, H, N, D]: N tokens of several sequences; key_cache, value_cache [blocks, Hkv,
+// block_size, D] (vLLM's "HND": a block's positions of one kv head are one contiguous run) with
+// H % Hkv == 0 (head h reads kv head h / (H / Hkv)), in q's dtype or, for a float32 q, bfloat16
+// or float16 (widened exactly as read); block_table int32 [S, max_blocks]: position p of
+// sequence s is in block block_table[s, p / block_size], slot p % block_size; seq_of_token,
+// positions int32 [N]. Token i attends to positions 0 .. positions[i] of sequence
+// seq_of_token[i]: softmax(q k^T scale) v, scale default 1 / sqrt(D). Returns [1, H, N, D] in
+// q's dtype (float32, or float64 as the reference). A token's result does not depend on the
+// call's other tokens. Inference only: a backward through it throws.
 Tensor paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache,
                        const Tensor& block_table, const Tensor& seq_of_token,
                        const Tensor& positions, std::optional<double> scale = {});
