@@ -76,7 +76,9 @@ def _make(fn, grad_position, weights, has_aux, return_ids):
                 x = _as_tensor(args[p])
                 if not x.dtype.is_floating_point:
                     raise TypeError(f"input {p} is {x.dtype!r}; gradients need a floating tensor")
-                leaf = x.detach()
+                # Nested in another gradient function's fn, an input that function tracks is
+                # kept (not detached), so the outer gradient flows through this one.
+                leaf = x if _differentiating[0] > 1 and x.requires_grad else x.detach()
                 leaf.requires_grad = True
                 args[p] = leaf
                 leaves.append(leaf)
@@ -98,7 +100,9 @@ def _make(fn, grad_position, weights, has_aux, return_ids):
         grads = [None] * len(inputs)
         if targets:
             ones = [_C._full(list(o.shape), 1.0, o.dtype) for o in targets]
-            grads = _C.autograd.grad(targets, inputs, ones, False)
+            # Inside another gradient function's fn (zenith.grad(zenith.grad(f))), the gradients
+            # are themselves recorded on the tape, so the outer one differentiates them.
+            grads = _C.autograd.grad(targets, inputs, ones, _differentiating[0] > 0)
         grads = [g if g is not None else _C._zeros(list(x.shape), x.dtype)
                  for g, x in zip(grads, inputs)]
         input_grads = grads[:len(leaves)]

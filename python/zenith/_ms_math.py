@@ -3,8 +3,13 @@ erfinv, products, matrix functions, random draws.
 
 Values are computed in float64 numpy; the gradient is attached by linearisation,
 y = f(x) + f'(x) * (x - stop_gradient(x)): the second term is exactly 0 in value, and its
-derivative is f'(x), so first derivatives flow (second derivatives through these do not).
+derivative is f'(x), so first derivatives flow. Second derivatives through these would be
+silently 0 (f'(x) is a constant on the tape), so a call inside a nested gradient
+(zenith.grad(zenith.grad(f))) raises instead, naming the op.
 """
+
+import inspect
+
 
 import math
 
@@ -15,33 +20,47 @@ from zenith._ms_ops import _np
 from zenith._tensor import Tensor, _as_tensor, int64
 
 
+def _refuse_nested(x, op=None):
+    """Raises when x's gradient would itself be differentiated (see the module's docstring)."""
+    from zenith import _grad
+    if _grad._differentiating[0] > 1 and x.requires_grad:
+        op = op or inspect.stack()[2].function  # the op that called _lin
+        raise NotImplementedError(
+            f"zenith.ops.{op}: second derivatives are not supported (its value and first "
+            "derivative are computed in numpy); a nested zenith.grad through it would be 0")
+
+
 def _lin(x, value, slope):
     """value (numpy) with gradient slope * dx attached to tensor x."""
+    _refuse_nested(x)
     dtype = x.asnumpy().dtype
     out = Tensor(np.asarray(value).astype(dtype))
     return out + Tensor(np.asarray(slope).astype(dtype)) * (x - ops.stop_gradient(x))
 
 
-def _unary(value_fn, slope_fn):
+def _unary(name, value_fn, slope_fn):
     def run(input, *_):
         x = _as_tensor(input)
+        _refuse_nested(x, name)
         a = x.asnumpy().astype(np.float64)
         return _lin(x, value_fn(a), slope_fn(a))
+    run.__name__ = run.__qualname__ = name
     return run
 
 
-sin = _unary(np.sin, np.cos)
-cos = _unary(np.cos, lambda a: -np.sin(a))
-tan = _unary(np.tan, lambda a: 1.0 / np.cos(a) ** 2)
+sin = _unary("sin", np.sin, np.cos)
+cos = _unary("cos", np.cos, lambda a: -np.sin(a))
+tan = _unary("tan", np.tan, lambda a: 1.0 / np.cos(a) ** 2)
 with np.errstate(all="ignore"):
-    asin = _unary(np.arcsin, lambda a: 1.0 / np.sqrt(1.0 - a * a))
-    acos = _unary(np.arccos, lambda a: -1.0 / np.sqrt(1.0 - a * a))
-atan = _unary(np.arctan, lambda a: 1.0 / (1.0 + a * a))
+    asin = _unary("asin", np.arcsin, lambda a: 1.0 / np.sqrt(1.0 - a * a))
+    acos = _unary("acos", np.arccos, lambda a: -1.0 / np.sqrt(1.0 - a * a))
+atan = _unary("atan", np.arctan, lambda a: 1.0 / (1.0 + a * a))
 
 
 def atan2(input, other):
     """atan2(y=input, x=other), quadrant-correct; d/dy = x / r^2, d/dx = -y / r^2."""
     y, x = _as_tensor(input), _as_tensor(other)
+    _refuse_nested(x, "atan2")
     a, b = np.broadcast_arrays(y.asnumpy().astype(np.float64), x.asnumpy().astype(np.float64))
     r2 = np.where(a * a + b * b == 0, 1.0, a * a + b * b)
     out = _lin(y, np.arctan2(a, b), b / r2)
@@ -106,19 +125,19 @@ def _k(n, a):
         return _kne(n, a) * np.exp(-a)
 
 
-bessel_j0 = _unary(lambda a: _jn(0, a), lambda a: -_jn(1, a))
-bessel_j1 = _unary(lambda a: _jn(1, a), lambda a: _jn(0, a) - _over_x(_jn(1, a), a, 0.5))
-bessel_y0 = _unary(lambda a: _yn(0, a), lambda a: -_yn(1, a))
-bessel_y1 = _unary(lambda a: _yn(1, a), lambda a: _yn(0, a) - _over_x(_yn(1, a), a, np.nan))
-bessel_i0 = _unary(lambda a: _i(0, a), lambda a: _i(1, a))
-bessel_i1 = _unary(lambda a: _i(1, a), lambda a: _i(0, a) - _over_x(_i(1, a), a, 0.5))
-bessel_i0e = _unary(lambda a: _ine(0, a), lambda a: _ine(1, a) - np.sign(a) * _ine(0, a))
-bessel_i1e = _unary(lambda a: _ine(1, a), lambda a: _ine(0, a) - np.sign(a) * _ine(1, a) -
+bessel_j0 = _unary("bessel_j0", lambda a: _jn(0, a), lambda a: -_jn(1, a))
+bessel_j1 = _unary("bessel_j1", lambda a: _jn(1, a), lambda a: _jn(0, a) - _over_x(_jn(1, a), a, 0.5))
+bessel_y0 = _unary("bessel_y0", lambda a: _yn(0, a), lambda a: -_yn(1, a))
+bessel_y1 = _unary("bessel_y1", lambda a: _yn(1, a), lambda a: _yn(0, a) - _over_x(_yn(1, a), a, np.nan))
+bessel_i0 = _unary("bessel_i0", lambda a: _i(0, a), lambda a: _i(1, a))
+bessel_i1 = _unary("bessel_i1", lambda a: _i(1, a), lambda a: _i(0, a) - _over_x(_i(1, a), a, 0.5))
+bessel_i0e = _unary("bessel_i0e", lambda a: _ine(0, a), lambda a: _ine(1, a) - np.sign(a) * _ine(0, a))
+bessel_i1e = _unary("bessel_i1e", lambda a: _ine(1, a), lambda a: _ine(0, a) - np.sign(a) * _ine(1, a) -
                     _over_x(_ine(1, a), a, 0.5))
-bessel_k0 = _unary(lambda a: _k(0, a), lambda a: -_k(1, a))
-bessel_k1 = _unary(lambda a: _k(1, a), lambda a: -_k(0, a) - _over_x(_k(1, a), a, np.nan))
-bessel_k0e = _unary(lambda a: _kne(0, a), lambda a: _kne(0, a) - _kne(1, a))
-bessel_k1e = _unary(lambda a: _kne(1, a), lambda a: _kne(1, a) * (1.0 - _over_x(1.0, a, np.nan))
+bessel_k0 = _unary("bessel_k0", lambda a: _k(0, a), lambda a: -_k(1, a))
+bessel_k1 = _unary("bessel_k1", lambda a: _k(1, a), lambda a: -_k(0, a) - _over_x(_k(1, a), a, np.nan))
+bessel_k0e = _unary("bessel_k0e", lambda a: _kne(0, a), lambda a: _kne(0, a) - _kne(1, a))
+bessel_k1e = _unary("bessel_k1e", lambda a: _kne(1, a), lambda a: _kne(1, a) * (1.0 - _over_x(1.0, a, np.nan))
                     - _kne(0, a))
 
 
@@ -133,7 +152,7 @@ def _erfinv_np(a):
     return np.where(np.abs(a) == 1, np.sign(a) * np.inf, y)
 
 
-erfinv = _unary(_erfinv_np, lambda a: np.sqrt(np.pi) / 2 * np.exp(_erfinv_np(a) ** 2))
+erfinv = _unary("erfinv", _erfinv_np, lambda a: np.sqrt(np.pi) / 2 * np.exp(_erfinv_np(a) ** 2))
 
 
 def _others(a, axes):
@@ -190,6 +209,7 @@ def log_matrix_determinant(input):
 def matrix_inverse(x, adjoint=False):
     """inv(x); d inv = -inv dX inv, composed with matmul so it is differentiable."""
     x = _as_tensor(x)
+    _refuse_nested(x, "matrix_inverse")
     dt = x.asnumpy().dtype
     inv = Tensor(np.linalg.inv(x.asnumpy().astype(np.float64)).astype(dt))
     out = inv - ops.matmul(ops.matmul(inv, x - ops.stop_gradient(x)), inv)
