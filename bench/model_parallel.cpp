@@ -5,12 +5,15 @@
 //             threads and 2-rank DDP on the same global batch; each rank's model-state bytes
 //             (weights, gradients, AdamW's two moments) against 16Ψ/degree, its allocator peak,
 //             the bytes it sent per step in each mesh group against what the implementation's
-//             collectives must move, and the seconds its collectives took (the slowest rank's
-//             step, the largest rank's memory, rank 0's traffic).
+//             collectives must move, the seconds its collectives took, and the seconds it was
+//             blocked waiting for each group's collectives (a blocking call's whole duration,
+//             an async one's wait) with their share of its step (the slowest rank's step, the
+//             largest rank's memory, rank 0's traffic and blocked time; every rank's blocked
+//             time in blocked_seconds_per_step_by_rank).
 //   pipeline  GPipe and 1F1B over 2 stages at m = 4 and 8 micro-batches: each stage's measured
 //             bubble (1 - its forward/backward seconds, timed from clock readings around each
 //             micro-batch's work, / the step's seconds) beside (p-1)/(m+p-1), its activation
-//             peak and micro-batches in flight.
+//             peak, micro-batches in flight and the seconds it was blocked on its links.
 //
 // ZeRO's modes: bench/zero. On one host the ranks share the cores: these modes buy memory per
 // rank, not speed. --json prints the JSON that scripts/perf_report.py renders.
@@ -93,8 +96,8 @@ nlohmann::json run_mode(const RankArgs& a, const Mode& m, int rank) {
   auto traffic = [&](MeshDim d) {
     return run ? run->mesh().traffic(d) : distributed::GroupTraffic{};
   };
-  const auto t0 = traffic(MeshDim::tensor), p0 = traffic(MeshDim::pipeline),
-             d0 = traffic(MeshDim::data);
+  const distributed::GroupTraffic t0 = traffic(MeshDim::tensor), p0 = traffic(MeshDim::pipeline),
+                                  d0 = traffic(MeshDim::data);
   double seconds = 0;
   size_t peak = 0;
   for (int s = 0; s < a.steps; ++s) {
@@ -104,10 +107,12 @@ nlohmann::json run_mode(const RankArgs& a, const Mode& m, int rank) {
     seconds += seconds_since(start);
     peak = std::max(peak, core::allocator_stats().peak_live_bytes);
   }
-  const auto t1 = traffic(MeshDim::tensor), p1 = traffic(MeshDim::pipeline),
-             d1 = traffic(MeshDim::data);
+  const distributed::GroupTraffic t = traffic(MeshDim::tensor) - t0,
+                                  p = traffic(MeshDim::pipeline) - p0,
+                                  d = traffic(MeshDim::data) - d0;
+  const double blocked = t.blocked_seconds + p.blocked_seconds + d.blocked_seconds;
   uint64_t held = 0;
-  for (const auto& p : params) held += p.nbytes() + (p.grad().defined() ? p.grad().nbytes() : 0);
+  for (const auto& w : params) held += w.nbytes() + (w.grad().defined() ? w.grad().nbytes() : 0);
   for (const auto& [name, t] : opt->state_dict())
     if (name != "step") held += t.nbytes();
   const double degree = double(m.tensor * m.pipeline), steps = a.steps;
@@ -122,14 +127,18 @@ nlohmann::json run_mode(const RankArgs& a, const Mode& m, int rank) {
           {"model_state_formula", 16 * psi / degree},
           {"model_state_vs_one_process", double(held) / (16 * psi)},
           {"peak_live_bytes", peak},
-          {"tensor_sent_bytes_per_step", double(t1.bytes_sent - t0.bytes_sent) / steps},
+          {"tensor_sent_bytes_per_step", double(t.bytes_sent) / steps},
           {"tensor_sent_formula", tensor_sent_formula(a, m)},
-          {"pipeline_sent_bytes_per_step", double(p1.bytes_sent - p0.bytes_sent) / steps},
+          {"pipeline_sent_bytes_per_step", double(p.bytes_sent) / steps},
           {"pipeline_sent_formula", pp_formula},
-          {"data_sent_bytes_per_step", double(d1.bytes_sent - d0.bytes_sent) / steps},
+          {"data_sent_bytes_per_step", double(d.bytes_sent) / steps},
           {"data_sent_formula", dp_formula},
-          {"communication_seconds_per_step",
-           (t1.seconds - t0.seconds + p1.seconds - p0.seconds + d1.seconds - d0.seconds) / steps},
+          {"communication_seconds_per_step", (t.seconds + p.seconds + d.seconds) / steps},
+          {"tensor_blocked_seconds_per_step", t.blocked_seconds / steps},
+          {"pipeline_blocked_seconds_per_step", p.blocked_seconds / steps},
+          {"data_blocked_seconds_per_step", d.blocked_seconds / steps},
+          {"blocked_seconds_per_step", blocked / steps},
+          {"blocked_share_of_step", seconds > 0 ? blocked / seconds : 0.0},
           {"step_seconds", seconds / steps},
           {"tokens_per_second", double(a.batch * a.seq) / (seconds / steps)}};
 }
@@ -143,6 +152,7 @@ nlohmann::json run_pipeline(const RankArgs& a, distributed::PipelineSchedule sch
   auto mesh = distributed::DeviceMesh::create({.pipeline = 2});
   distributed::LlamaPipeline pipe(model, mesh, {.micro_batches = micro, .schedule = schedule});
   pipe.step(ids, ids);  // warm the allocator's cache
+  const distributed::GroupTraffic links = mesh.traffic(MeshDim::pipeline);
   double compute = 0, total = 0;
   int64_t peak = 0;
   int in_flight = 0;
@@ -158,6 +168,8 @@ nlohmann::json run_pipeline(const RankArgs& a, distributed::PipelineSchedule sch
           {"bubble", 1 - compute / total},
           {"compute_seconds_per_step", compute / a.steps},
           {"step_seconds", total / a.steps},
+          {"blocked_seconds_per_step",
+           (mesh.traffic(MeshDim::pipeline) - links).blocked_seconds / a.steps},
           {"peak_activation_bytes", peak},
           {"max_in_flight", in_flight}};
 }
@@ -177,14 +189,18 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   nlohmann::json rows = nlohmann::json::array(), bubbles = nlohmann::json::array();
   if (!a.json)
-    std::printf("%-23s %5s %12s %12s %7s %12s %11s %11s %11s %11s %8s %8s %9s\n", "mode", "ranks",
-                "state bytes", "16Ψ/degree", "vs one", "peak live", "tp sent", "tp formula",
-                "pp sent", "dp sent", "comm s", "step s", "tokens/s");
+    std::printf("%-23s %5s %12s %12s %7s %12s %11s %11s %11s %11s %8s %8s %8s %8s %6s %8s %9s\n",
+                "mode", "ranks", "state bytes", "16Ψ/degree", "vs one", "peak live", "tp sent",
+                "tp formula", "pp sent", "dp sent", "comm s", "tp blk s", "pp blk s", "dp blk s",
+                "blk %", "step s", "tokens/s");
   int index = 0;
   for (const Mode& m : modes) {
     const auto ranks = bench::fork_ranks(m.ranks, dir, "mode" + std::to_string(index++),
                                          [&](int rank) { return run_mode(a, m, rank); });
     auto j = ranks[0];  // traffic: rank 0's; time and memory: the slowest and the largest rank's
+    j["blocked_seconds_per_step_by_rank"] = nlohmann::json::array();
+    for (const auto& r : ranks)
+      j["blocked_seconds_per_step_by_rank"].push_back(r["blocked_seconds_per_step"]);
     for (const char* key : {"step_seconds", "model_state_bytes", "peak_live_bytes"})
       for (const auto& r : ranks) j[key] = std::max(j[key].get<double>(), r[key].get<double>());
     j["model_state_vs_one_process"] =
@@ -192,19 +208,26 @@ int main(int argc, char** argv) {
     j["tokens_per_second"] = double(a.batch * a.seq) / j["step_seconds"].get<double>();
     if (!a.json)
       std::printf(
-          "%-23s %5d %12.0f %12.0f %7.3f %12.0f %11.0f %11.0f %11.0f %11.0f %8.4f %8.4f %9.0f\n",
+          "%-23s %5d %12.0f %12.0f %7.3f %12.0f %11.0f %11.0f %11.0f %11.0f %8.4f %8.4f %8.4f "
+          "%8.4f "
+          "%6.1f %8.4f %9.0f\n",
           m.name, m.ranks, j["model_state_bytes"].get<double>(),
           j["model_state_formula"].get<double>(), j["model_state_vs_one_process"].get<double>(),
           j["peak_live_bytes"].get<double>(), j["tensor_sent_bytes_per_step"].get<double>(),
           j["tensor_sent_formula"].get<double>(), j["pipeline_sent_bytes_per_step"].get<double>(),
           j["data_sent_bytes_per_step"].get<double>(),
-          j["communication_seconds_per_step"].get<double>(), j["step_seconds"].get<double>(),
+          j["communication_seconds_per_step"].get<double>(),
+          j["tensor_blocked_seconds_per_step"].get<double>(),
+          j["pipeline_blocked_seconds_per_step"].get<double>(),
+          j["data_blocked_seconds_per_step"].get<double>(),
+          100 * j["blocked_share_of_step"].get<double>(), j["step_seconds"].get<double>(),
           j["tokens_per_second"].get<double>());
     rows.push_back(j);
   }
   if (!a.json)
-    std::printf("\n%-9s %3s %3s %13s %13s %8s %8s %14s %14s\n", "schedule", "p", "m",
-                "stage 0 idle", "stage 1 idle", "ideal", "step s", "stage 0 act B", "in flight");
+    std::printf("\n%-9s %3s %3s %13s %13s %8s %8s %10s %10s %14s %14s\n", "schedule", "p", "m",
+                "stage 0 idle", "stage 1 idle", "ideal", "step s", "s0 blk s", "s1 blk s",
+                "stage 0 act B", "in flight");
   for (auto schedule :
        {distributed::PipelineSchedule::gpipe, distributed::PipelineSchedule::one_f_one_b})
     for (int micro : {4, 8}) {
@@ -219,10 +242,12 @@ int main(int argc, char** argv) {
                           {"ideal_bubble", distributed::ideal_bubble(2, micro)},
                           {"per_stage", stages}};
       if (!a.json)
-        std::printf("%-9s %3d %3d %13.3f %13.3f %8.3f %8.4f %14.0f %14d\n",
+        std::printf("%-9s %3d %3d %13.3f %13.3f %8.3f %8.4f %10.4f %10.4f %14.0f %14d\n",
                     distributed::schedule_name(schedule), 2, micro,
                     stages[0]["bubble"].get<double>(), stages[1]["bubble"].get<double>(),
                     distributed::ideal_bubble(2, micro), stages[0]["step_seconds"].get<double>(),
+                    stages[0]["blocked_seconds_per_step"].get<double>(),
+                    stages[1]["blocked_seconds_per_step"].get<double>(),
                     stages[0]["peak_activation_bytes"].get<double>(),
                     stages[0]["max_in_flight"].get<int>());
       bubbles.push_back(j);

@@ -2,7 +2,9 @@
 // on R forked ranks (127.0.0.1, file store), each rank's model-state bytes after a step against
 // the ZeRO formulas (float32 AdamW: one process 16Ψ, stage 1 8Ψ + 8Ψ/R, stage 2 4Ψ + 12Ψ/R,
 // stage 3 16Ψ/R), its allocator peak during a step, the bytes it sent per step against the
-// ring's, and the step time. On one host ranks share the cores: ZeRO buys memory, not speed.
+// ring's, the step time and the time it was blocked in communication (rank 0's; each rank's in
+// blocked_seconds_per_step_by_rank). On one host ranks share the cores: ZeRO buys memory, not
+// speed.
 //
 //   zero [--ranks 2] [--hidden 256] [--layers 4] [--vocab 2048] [--batch 4] [--seq 64]
 //        [--steps 3] [--json]
@@ -55,6 +57,7 @@ nlohmann::json run(const RankArgs& a, int stage, int world) {
   step();  // warm-up: AdamW's states, the allocator's cache
   double seconds = 0;
   uint64_t sent = 0;
+  double blocked = 0;
   size_t peak = 0;
   for (int s = 0; s < a.steps; ++s) {
     core::reset_peak_live_bytes();
@@ -62,7 +65,11 @@ nlohmann::json run(const RankArgs& a, int stage, int world) {
     const auto start = Clock::now();
     step();
     seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    if (world > 1) sent += distributed::group_traffic({}).bytes_sent - before.bytes_sent;
+    if (world > 1) {
+      const distributed::GroupTraffic step_traffic = distributed::group_traffic({}) - before;
+      sent += step_traffic.bytes_sent;
+      blocked += step_traffic.blocked_seconds;
+    }
     peak = std::max(peak, core::allocator_stats().peak_live_bytes);
   }
   // What the rank holds after a step, gradients included (as the formulas count them).
@@ -92,6 +99,8 @@ nlohmann::json run(const RankArgs& a, int stage, int world) {
           {"sent_bytes_per_step", double(sent) / a.steps},
           {"sent_formula", sent_formula},
           {"step_seconds", seconds / a.steps},
+          {"blocked_seconds_per_step", blocked / a.steps},
+          {"blocked_share_of_step", seconds > 0 ? blocked / seconds : 0.0},
           {"tokens_per_second", double(a.batch * a.seq) / (seconds / a.steps)}};
 }
 
@@ -105,19 +114,25 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   nlohmann::json rows = nlohmann::json::array();
   if (!a.json)
-    std::printf("%-12s %5s %14s %14s %8s %14s %14s %14s %9s\n", "mode", "ranks", "state bytes",
-                "formula", "vs one", "peak live", "sent/step", "ring formula", "step s");
+    std::printf("%-12s %5s %14s %14s %8s %14s %14s %14s %9s %9s %6s\n", "mode", "ranks",
+                "state bytes", "formula", "vs one", "peak live", "sent/step", "ring formula",
+                "step s", "blocked s", "blk %");
   for (int stage = -1; stage <= 3; ++stage) {
     const int world = stage < 0 ? 1 : a.ranks;
-    auto j = bench::fork_ranks(world, dir, "stage" + std::to_string(stage + 1),
-                               [&](int) { return run(a, stage, world); })[0];
+    const auto ranks = bench::fork_ranks(world, dir, "stage" + std::to_string(stage + 1),
+                                         [&](int) { return run(a, stage, world); });
+    auto j = ranks[0];
+    j["blocked_seconds_per_step_by_rank"] = nlohmann::json::array();
+    for (const auto& r : ranks)
+      j["blocked_seconds_per_step_by_rank"].push_back(r["blocked_seconds_per_step"]);
     if (!a.json)
-      std::printf("%-12s %5d %14.0f %14.0f %8.3f %14.0f %14.0f %14.0f %9.3f\n",
+      std::printf("%-12s %5d %14.0f %14.0f %8.3f %14.0f %14.0f %14.0f %9.3f %9.4f %6.1f\n",
                   j["mode"].get<std::string>().c_str(), j["ranks"].get<int>(),
                   j["model_state_bytes"].get<double>(), j["model_state_formula"].get<double>(),
                   j["model_state_vs_one_process"].get<double>(), j["peak_live_bytes"].get<double>(),
                   j["sent_bytes_per_step"].get<double>(), j["sent_formula"].get<double>(),
-                  j["step_seconds"].get<double>());
+                  j["step_seconds"].get<double>(), j["blocked_seconds_per_step"].get<double>(),
+                  100 * j["blocked_share_of_step"].get<double>());
     rows.push_back(j);
   }
   std::filesystem::remove_all(dir);

@@ -181,6 +181,7 @@ Work GroupImpl::submit(const char* op, Signature signature, std::vector<Tensor> 
                        std::function<void(distributed::PeerIo&)> body, bool blocking) {
   auto work = std::make_shared<WorkState>();
   work->keep_alive = std::move(keep_alive);
+  work->blocked_nanos = blocked_nanos;
   work->run = [this, op, signature, body = std::move(body)]() mutable {
     ZENITH_CHECK(broken.empty(), "[communication] ", op, ": ", name,
                  " is unusable after an earlier failure (", broken,
@@ -213,10 +214,13 @@ Work GroupImpl::submit(const char* op, Signature signature, std::vector<Tensor> 
     }
     record(false);
   };
-  if (blocking)
-    worker.run(work);
-  else
+  if (!blocking) {
     worker.post(work);
+    return Work(work);
+  }
+  const auto start = distributed::Clock::now();  // queued work, the signature check, the transfers
+  worker.run(work);
+  *blocked_nanos += int64_t(distributed::seconds_since(start) * 1e9);
   return Work(work);
 }
 
@@ -233,7 +237,12 @@ namespace zenith::communication {
 void Work::wait() const {
   ZENITH_CHECK(state_ != nullptr, "[communication] wait() on an empty Work");
   std::unique_lock<std::mutex> lock(state_->mutex);
-  state_->cv.wait(lock, [&] { return state_->done; });
+  if (!state_->done) {
+    const auto start = distributed::Clock::now();
+    state_->cv.wait(lock, [&] { return state_->done; });
+    if (state_->blocked_nanos)
+      *state_->blocked_nanos += int64_t(distributed::seconds_since(start) * 1e9);
+  }
   if (state_->error) std::rethrow_exception(state_->error);
 }
 

@@ -30,6 +30,8 @@ struct WorkState {
   std::condition_variable cv;
   bool done = false;
   std::exception_ptr error;
+  // The group's blocked-time counter (GroupImpl::blocked_nanos): Work::wait adds its wait.
+  std::shared_ptr<std::atomic<int64_t>> blocked_nanos;
 };
 
 // Runs a group's work strictly in submission order: on its own thread (async work), or on the
@@ -87,6 +89,9 @@ struct GroupImpl {
   // This group's traffic since it was made (distributed::group_traffic), any thread may read.
   std::atomic<uint64_t> traffic_calls{0}, traffic_sent{0}, traffic_received{0};
   std::atomic<int64_t> traffic_nanos{0};
+  // Time callers spent blocked on this group: a blocking collective's whole call, an async
+  // one's Work::wait(). Shared with the Work handles, which may outlive the group.
+  std::shared_ptr<std::atomic<int64_t>> blocked_nanos = std::make_shared<std::atomic<int64_t>>(0);
 
   // Touched by the worker thread only.
   uint64_t seq = 0;

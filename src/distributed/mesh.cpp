@@ -166,6 +166,7 @@ GroupTraffic group_traffic(const comm::Group& group) {
   t.bytes_sent = g->traffic_sent.load();
   t.bytes_received = g->traffic_received.load();
   t.seconds = double(g->traffic_nanos.load()) * 1e-9;
+  t.blocked_seconds = double(g->blocked_nanos->load()) * 1e-9;
   return t;
 }
 
@@ -179,6 +180,7 @@ GroupTraffic DeviceMesh::traffic(MeshDim d) const {
     total.bytes_sent += t.bytes_sent;
     total.bytes_received += t.bytes_received;
     total.seconds += t.seconds;
+    total.blocked_seconds += t.blocked_seconds;
   }
   return total;
 }

@@ -66,12 +66,23 @@ class MeshLayout {
   int pipeline_ = 1, data_ = 1, tensor_ = 1;
 };
 
-// Bytes one group moved, for per-step accounting (payload only, as communication::Stats).
+// Bytes one group moved, for per-step accounting (payload only, as communication::Stats), and
+// the time its collectives took. `seconds` is their run time on whichever thread ran them (an
+// async one may overlap the caller's compute); `blocked_seconds` is the time callers waited for
+// them: a blocking call's whole duration, an async one's Work::wait() (steady_clock around the
+// waits only). A peer that arrives late shows as blocked time on the ranks that wait for it.
+// Counters run from the group's creation: the difference of two readings is one step's.
 struct GroupTraffic {
   uint64_t calls = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   double seconds = 0;
+  double blocked_seconds = 0;
+  GroupTraffic operator-(const GroupTraffic& earlier) const {
+    return {calls - earlier.calls, bytes_sent - earlier.bytes_sent,
+            bytes_received - earlier.bytes_received, seconds - earlier.seconds,
+            blocked_seconds - earlier.blocked_seconds};
+  }
 };
 
 // The mesh of this job, with its groups. Cheap to copy (groups are shared handles).
