@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/cpu/quant_kernels.h"
+#include "backend/cpu/quant_repack.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni")
@@ -26,12 +27,30 @@ inline __m256i unpack_q4_0(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_srlv_epi16(v, shift), _mm256_set1_epi8(0x0F));
 }
 
+// Repacked q4_0: eight vpdpbusd, each against 4 activation bytes broadcast, in two chains.
+inline __m256i dot_q4x8(const __m256i* nib, const ActBlock& a) {
+  __m256i s0 = _mm256_set1_epi32(a.off_sum), s1 = _mm256_setzero_si256();
+  for (int k = 0; k < 8; k += 2) {
+    int32_t q0, q1;
+    std::memcpy(&q0, a.q + 4 * k, 4);
+    std::memcpy(&q1, a.q + 4 * k + 4, 4);
+    s0 = _mm256_dpbusd_epi32(s0, nib[k], _mm256_set1_epi32(q0));
+    s1 = _mm256_dpbusd_epi32(s1, nib[k + 1], _mm256_set1_epi32(q1));
+  }
+  return _mm256_add_epi32(s0, s1);
+}
+
+#include "backend/cpu/quant_repack_simd.inc"
 #include "backend/cpu/quant_simd.inc"
 
 }  // namespace avx512
 
 void quant_rows_avx512_vnni(const QuantRows& p, int64_t o0, int64_t o1) {
   avx512::rows_simd(p, o0, o1);
+}
+
+void quant_groups_q4_0x8_avx512_vnni(const QuantRows& p, int64_t g0, int64_t g1) {
+  avx512::q4x8_groups(p, g0, g1);
 }
 
 }  // namespace zenith::cpu

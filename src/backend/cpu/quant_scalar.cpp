@@ -68,6 +68,7 @@ void quantize_activations(const float* x, int64_t n, ActBlock* out) {
     for (int l = 0; l < 8; ++l)
       out[b].off[l] =
           -8 * (out[b].q[4 * l] + out[b].q[4 * l + 1] + out[b].q[4 * l + 2] + out[b].q[4 * l + 3]);
+    out[b].off_sum = -8 * sum;
     out[b].d = d, out[b].dsum = d * float(sum);
   }
 }
