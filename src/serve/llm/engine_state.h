@@ -2,6 +2,7 @@
 // iteration: schedule, forward, sample, stream).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -59,11 +60,21 @@ struct Engine::State {
   bool stopping = false;
   EngineStats stats;
 
-  // Owned by the engine thread only: the step cost model behind options.max_step_cost
-  // (exponential moving averages; 0: not measured yet).
-  double decode_step_s = 0;     // a step that only decodes
-  double prefill_token_s = 0;   // one prefill token's time on top of a step's decodes
-  int64_t prefill_cap() const;  // prefill tokens a step may take while sequences decode
+  // Owned by the engine thread only: the step cost model behind options.max_step_cost, medians
+  // of the latest samples (a moving average let one step the host descheduled, or one that ran
+  // fast, move the cap for many steps; on an idle 2-core host the 110M stream's largest gap
+  // while a long prompt arrived was 3.5x its median with the averages).
+  class RecentMedian {
+   public:
+    void add(double sample);
+    double median() const;  // 0 until a sample was added
+   private:
+    std::array<double, 15> samples_{};
+    int count_ = 0, next_ = 0;
+  };
+  RecentMedian decode_step_s;    // a step that only decodes
+  RecentMedian prefill_token_s;  // one prefill token's time on top of a step's decodes
+  int64_t prefill_cap() const;   // prefill tokens a step may take while sequences decode
   void observe_step(double seconds, int64_t decodes, int64_t prefill_tokens);
 
   // Owned by the engine thread only.

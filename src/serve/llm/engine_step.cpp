@@ -22,31 +22,38 @@ struct Chunk {
 
 }  // namespace
 
+void Engine::State::RecentMedian::add(double sample) {
+  samples_[size_t(next_)] = sample;
+  next_ = (next_ + 1) % int(samples_.size());
+  count_ = std::min(count_ + 1, int(samples_.size()));
+}
+
+double Engine::State::RecentMedian::median() const {
+  if (count_ == 0) return 0;
+  std::array<double, 15> sorted = samples_;
+  std::sort(sorted.begin(), sorted.begin() + count_);
+  return sorted[size_t(count_ / 2)];
+}
+
 int64_t Engine::State::prefill_cap() const {
   const int64_t budget = options.max_batched_tokens;
   if (options.max_step_cost <= 0) return budget;
   const double extra = options.max_step_cost - 1;  // decode steps' worth of prefill
+  const double decode = decode_step_s.median(), token = prefill_token_s.median();
   // Until a step with prefill was timed: a prefill token taken as an eighth of the budget's
   // worth of a decode step, which the first such step corrects.
-  const double tokens = decode_step_s <= 0 || prefill_token_s <= 0
-                            ? extra * double(budget) / 8
-                            : extra * decode_step_s / prefill_token_s;
+  const double tokens =
+      decode <= 0 || token <= 0 ? extra * double(budget) / 8 : extra * decode / token;
   return std::clamp<int64_t>(int64_t(tokens), 1, budget);
 }
 
 void Engine::State::observe_step(double s, int64_t decodes, int64_t prefill_tokens) {
-  constexpr double kWeight = 0.25;  // of the newest sample in each moving average
-  auto average = [](double& into, double sample) {
-    into = into <= 0 ? sample : (1 - kWeight) * into + kWeight * sample;
-  };
   if (prefill_tokens == 0 && decodes > 0) {
-    // A step the host descheduled counts as at most twice the average: an inflated decode
-    // time would let the next steps prefill too much.
-    average(decode_step_s, decode_step_s > 0 ? std::min(s, 2 * decode_step_s) : s);
-  } else if (prefill_tokens > 0 && decode_step_s > 0) {
+    decode_step_s.add(s);
+  } else if (prefill_tokens > 0 && decode_step_s.median() > 0) {
     // The step's time beyond a decode step's, per prefill token (a prefill-only step too: its
     // fixed cost, reading every weight once, is what a decode step costs).
-    average(prefill_token_s, std::max(s - decode_step_s, 0.0) / double(prefill_tokens) + 1e-9);
+    prefill_token_s.add(std::max(s - decode_step_s.median(), 0.0) / double(prefill_tokens) + 1e-9);
   }
 }
 
