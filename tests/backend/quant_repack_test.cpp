@@ -1,8 +1,8 @@
-// The repacked q4_0 kernels (src/backend/cpu/quant_repack.*): the layout holds every nibble and
-// scale of the GGML blocks; the kernels on it match a float64 product with the dequantized weight
-// within the activations' int8 error; AVX2 and AVX-512 VNNI give the same bits; a row's result does
-// not depend on the rows beside it or on the threads; the op takes the repacked path once per
-// weight and the plain one for a row count that is no multiple of 8.
+// The repacked q4_0 and q8_0 kernels (src/backend/cpu/quant_repack.*): the layout holds every
+// element and scale of the GGML blocks; the kernels on it match a float64 product with the
+// dequantized weight within the activations' int8 error; AVX2 and AVX-512 VNNI give the same bits;
+// a row's result does not depend on the rows beside it or on the threads; the op takes the
+// repacked path once per weight and the plain one for a row count that is no multiple of 8.
 #include "backend/cpu/quant_repack.h"
 
 #include <cmath>
@@ -25,12 +25,15 @@ class ThreadsScope {
   int saved_;
 };
 
-std::vector<QuantIsa> simd_isas() {
+// The ISAs this CPU runs that take format f's repacked path.
+std::vector<QuantIsa> x8_isas(QuantFormat f) {
   std::vector<QuantIsa> out;
   for (QuantIsa isa : {QuantIsa::avx2, QuantIsa::avx512_vnni})
-    if (cpu::quant_isa_supported(isa)) out.push_back(isa);
+    if (cpu::quant_isa_supported(isa) && cpu::x8_applies(isa, f, 8)) out.push_back(isa);
   return out;
 }
+
+constexpr QuantFormat kFormats[] = {QuantFormat::q4_0, QuantFormat::q8_0};
 
 std::vector<float> normal(size_t n, float scale, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -41,118 +44,137 @@ std::vector<float> normal(size_t n, float scale, uint32_t seed) {
 }
 
 struct Case {
+  QuantFormat f;
   int64_t m, out, in;
   std::vector<float> x;
   QuantizedWeight w;
   std::vector<uint8_t> packed;
 };
 
-Case make_case(int64_t m, int64_t out, int64_t in, uint32_t seed) {
-  Case c{m, out, in, normal(size_t(m * in), 1.0f, seed), {}, {}};
+Case make_case(QuantFormat f, int64_t m, int64_t out, int64_t in, uint32_t seed) {
+  Case c{f, m, out, in, normal(size_t(m * in), 1.0f, seed), {}, {}};
   c.x[1] = 6.0f;  // an outlier: its block's int8 scale is coarse
-  c.w = quantize_weight(Tensor::from_vector(normal(size_t(out * in), 0.05f, seed + 1), {out, in}),
-                        QuantFormat::q4_0);
-  c.packed.resize(size_t(out / 8 * in / 32 * cpu::kQ4x8BlockBytes));
-  cpu::repack_q4_0x8(c.w.blocks.data<uint8_t>(), out, in, c.packed.data());
+  c.w =
+      quantize_weight(Tensor::from_vector(normal(size_t(out * in), 0.05f, seed + 1), {out, in}), f);
+  c.packed.resize(size_t(out / 8 * in / 32 * cpu::x8_block_bytes(f)));
+  cpu::repack_x8(f, c.w.blocks.data<uint8_t>(), out, in, c.packed.data());
   return c;
 }
 
 std::vector<float> run(QuantIsa isa, const Case& c, const uint8_t* packed) {
   std::vector<float> y(size_t(c.m * c.out), NAN);
-  cpu::quant_linear(isa, QuantFormat::q4_0, c.x.data(), c.m, c.in, c.w.blocks.data<uint8_t>(),
-                    c.out, y.data(), packed);
+  cpu::quant_linear(isa, c.f, c.x.data(), c.m, c.in, c.w.blocks.data<uint8_t>(), c.out, y.data(),
+                    packed);
   return y;
 }
 
 }  // namespace
 
-// Element k of row o, block b read back from the packed bytes equals the GGML block's, and so
-// does the scale.
-TEST(QuantRepack, LayoutHoldsEveryNibbleAndScale) {
-  const Case c = make_case(1, 16, 96, 3);
-  const uint8_t* w = c.w.blocks.data<uint8_t>();
-  const int64_t blocks = c.in / 32;
-  for (int64_t o = 0; o < c.out; ++o)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* src = w + o * blocks * 18 + 18 * b;
-      const uint8_t* dst = c.packed.data() + (o / 8 * blocks + b) * cpu::kQ4x8BlockBytes;
-      const int r = int(o % 8);
-      ASSERT_EQ(std::memcmp(src, dst + 2 * r, 2), 0) << "row " << o << " block " << b;
-      for (int k = 0; k < 32; ++k) {
-        const int want = k < 16 ? src[2 + k] & 0xF : src[2 + k - 16] >> 4;
-        const uint8_t byte = dst[16 + 32 * (k / 8) + 4 * r + k % 4];
-        ASSERT_EQ(k % 8 < 4 ? byte & 0xF : byte >> 4, want) << "row " << o << " element " << k;
+// Element k of row o, block b read back from the packed bytes equals the GGML block's (q8_0: plus
+// 128), and so does the scale.
+TEST(QuantRepack, LayoutHoldsEveryElementAndScale) {
+  for (QuantFormat f : kFormats) {
+    const Case c = make_case(f, 1, 16, 96, 3);
+    const uint8_t* w = c.w.blocks.data<uint8_t>();
+    const int64_t blocks = c.in / 32, bytes = quant_block_bytes(f);
+    for (int64_t o = 0; o < c.out; ++o)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* src = w + o * blocks * bytes + bytes * b;
+        const uint8_t* dst = c.packed.data() + (o / 8 * blocks + b) * cpu::x8_block_bytes(f);
+        const int r = int(o % 8);
+        ASSERT_EQ(std::memcmp(src, dst + 2 * r, 2), 0) << "row " << o << " block " << b;
+        for (int k = 0; k < 32; ++k) {
+          int want, got;
+          if (f == QuantFormat::q4_0) {
+            want = k < 16 ? src[2 + k] & 0xF : src[2 + k - 16] >> 4;
+            const uint8_t byte = dst[16 + 32 * (k / 8) + 4 * r + k % 4];
+            got = k % 8 < 4 ? byte & 0xF : byte >> 4;
+          } else {
+            want = int8_t(src[2 + k]);
+            got = int(dst[16 + 32 * (k / 4) + 4 * r + k % 4]) - 128;
+          }
+          ASSERT_EQ(got, want) << quant_name(f) << " row " << o << " element " << k;
+        }
       }
-    }
+  }
 }
 
 // Within the int8 activations' error bound of the float64 product (as quant_linear_test), on
 // decode and prefill shapes, odd block counts included; AVX2 and VNNI equal bit for bit.
 TEST(QuantRepack, MatchesFloat64AndIsasAgree) {
   uint32_t seed = 10;
-  for (auto [m, out, in] : std::vector<std::array<int64_t, 3>>{
-           {1, 8, 32}, {1, 64, 96}, {3, 40, 224}, {5, 16, 512}, {8, 24, 256}, {13, 32, 768}}) {
-    const Case c = make_case(m, out, in, seed += 2);
-    Tensor deq = dequantize_weight(c.w);
-    const float* dw = deq.data<float>();
-    std::vector<std::vector<float>> ys;
-    for (QuantIsa isa : simd_isas()) ys.push_back(run(isa, c, c.packed.data()));
-    for (size_t i = 1; i < ys.size(); ++i)
-      ASSERT_EQ(std::memcmp(ys[0].data(), ys[i].data(), ys[0].size() * 4), 0) << "m " << m;
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t o = 0; o < out; ++o) {
-        double ref = 0, bound = 0, mag = 0;
-        for (int64_t b = 0; b < in / 32; ++b) {
-          double amax = 0;
-          for (int i = 0; i < 32; ++i)
-            amax = std::max(amax, double(std::fabs(c.x[r * in + 32 * b + i])));
-          for (int i = 0; i < 32; ++i) {
-            const double wv = dw[o * in + 32 * b + i], xv = c.x[r * in + 32 * b + i];
-            ref += wv * xv, bound += std::fabs(wv) * amax / 127 / 2, mag += std::fabs(wv * xv);
+  for (QuantFormat f : kFormats)
+    for (auto [m, out, in] : std::vector<std::array<int64_t, 3>>{
+             {1, 8, 32}, {1, 64, 96}, {3, 40, 224}, {5, 16, 512}, {8, 24, 256}, {13, 32, 768}}) {
+      const Case c = make_case(f, m, out, in, seed += 2);
+      Tensor deq = dequantize_weight(c.w);
+      const float* dw = deq.data<float>();
+      std::vector<std::vector<float>> ys;
+      for (QuantIsa isa : x8_isas(f)) ys.push_back(run(isa, c, c.packed.data()));
+      ASSERT_FALSE(ys.empty()) << quant_name(f);
+      for (size_t i = 1; i < ys.size(); ++i)
+        ASSERT_EQ(std::memcmp(ys[0].data(), ys[i].data(), ys[0].size() * 4), 0) << "m " << m;
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t o = 0; o < out; ++o) {
+          double ref = 0, bound = 0, mag = 0;
+          for (int64_t b = 0; b < in / 32; ++b) {
+            double amax = 0;
+            for (int i = 0; i < 32; ++i)
+              amax = std::max(amax, double(std::fabs(c.x[r * in + 32 * b + i])));
+            for (int i = 0; i < 32; ++i) {
+              const double wv = dw[o * in + 32 * b + i], xv = c.x[r * in + 32 * b + i];
+              ref += wv * xv, bound += std::fabs(wv) * amax / 127 / 2, mag += std::fabs(wv * xv);
+            }
           }
+          ASSERT_LE(std::fabs(double(ys[0][size_t(r * out + o)]) - ref),
+                    bound * 1.01 + 1e-5 * mag + 1e-6)
+              << quant_name(f) << " [" << m << ", " << in << "] x [" << out << ", " << in
+              << "]^T, row " << r << " output " << o;
         }
-        ASSERT_LE(std::fabs(double(ys[0][size_t(r * out + o)]) - ref),
-                  bound * 1.01 + 1e-5 * mag + 1e-6)
-            << "[" << m << ", " << in << "] x [" << out << ", " << in << "]^T, row " << r
-            << " output " << o;
-      }
-  }
+    }
 }
 
 // Each activation row alone, and the whole batch on one and on two threads, give the same bits.
 TEST(QuantRepack, RowsIndependentOfBatchAndThreads) {
-  const Case c = make_case(7, 2048, 768, 40);  // over 64 KiB of blocks: split over the pool
-  for (QuantIsa isa : simd_isas()) {
-    std::vector<float> batch;
-    {
-      ThreadsScope one(1);
-      batch = run(isa, c, c.packed.data());
-    }
-    ThreadsScope two(2);
-    EXPECT_EQ(run(isa, c, c.packed.data()), batch) << cpu::quant_isa_name(isa);
-    for (int64_t r = 0; r < c.m; ++r) {
-      Case row{1, c.out, c.in, {}, c.w, {}};
-      row.x.assign(c.x.begin() + r * c.in, c.x.begin() + (r + 1) * c.in);
-      const std::vector<float> y = run(isa, row, c.packed.data());
-      ASSERT_EQ(std::memcmp(y.data(), batch.data() + r * c.out, size_t(c.out) * 4), 0)
-          << cpu::quant_isa_name(isa) << " row " << r;
+  for (QuantFormat f : kFormats) {
+    const Case c = make_case(f, 7, 1024, 768, 40);  // over 64 KiB of blocks: split over the pool
+    for (QuantIsa isa : x8_isas(f)) {
+      std::vector<float> batch;
+      {
+        ThreadsScope one(1);
+        batch = run(isa, c, c.packed.data());
+      }
+      ThreadsScope two(2);
+      EXPECT_EQ(run(isa, c, c.packed.data()), batch)
+          << quant_name(f) << " on " << cpu::quant_isa_name(isa);
+      for (int64_t r = 0; r < c.m; ++r) {
+        Case row{f, 1, c.out, c.in, {}, c.w, {}};
+        row.x.assign(c.x.begin() + r * c.in, c.x.begin() + (r + 1) * c.in);
+        const std::vector<float> y = run(isa, row, c.packed.data());
+        ASSERT_EQ(std::memcmp(y.data(), batch.data() + r * c.out, size_t(c.out) * 4), 0)
+            << quant_name(f) << " on " << cpu::quant_isa_name(isa) << " row " << r;
+      }
     }
   }
 }
 
-// The op repacks a q4_0 weight once (the same copy on the next call) and uses it; 12 rows are no
+// The op repacks a weight once (the same copy on the next call) and uses it; 12 rows are no
 // multiple of 8, so that weight keeps the row-at-a-time path.
 TEST(QuantRepack, OpUsesTheCachedCopy) {
-  const Case c = make_case(2, 24, 64, 50);
-  auto first = cpu::q4_0x8_copy(c.w.blocks, c.out, c.in);
-  EXPECT_EQ(cpu::q4_0x8_copy(c.w.blocks, c.out, c.in), first);
-  EXPECT_EQ(*first, c.packed);
   const QuantIsa isa = cpu::quant_isa();
-  Tensor y = ops::quantized_linear(Tensor::from_vector(c.x, {c.m, c.in}), c.w);
-  EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + c.m * c.out),
-            run(isa, c, isa == QuantIsa::scalar ? nullptr : c.packed.data()));
-  const Case odd = make_case(2, 12, 64, 60);
-  Tensor y_odd = ops::quantized_linear(Tensor::from_vector(odd.x, {odd.m, odd.in}), odd.w);
-  EXPECT_EQ(std::vector<float>(y_odd.data<float>(), y_odd.data<float>() + odd.m * odd.out),
-            run(isa, odd, nullptr));
+  for (QuantFormat f : kFormats) {
+    const Case c = make_case(f, 2, 24, 64, 50);
+    auto first = cpu::x8_copy(c.w.blocks, f, c.out, c.in);
+    EXPECT_EQ(cpu::x8_copy(c.w.blocks, f, c.out, c.in), first);
+    EXPECT_EQ(*first, c.packed);
+    Tensor y = ops::quantized_linear(Tensor::from_vector(c.x, {c.m, c.in}), c.w);
+    EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + c.m * c.out),
+              run(isa, c, cpu::x8_applies(isa, f, c.out) ? c.packed.data() : nullptr))
+        << quant_name(f);
+    const Case odd = make_case(f, 2, 12, 64, 60);
+    Tensor y_odd = ops::quantized_linear(Tensor::from_vector(odd.x, {odd.m, odd.in}), odd.w);
+    EXPECT_EQ(std::vector<float>(y_odd.data<float>(), y_odd.data<float>() + odd.m * odd.out),
+              run(isa, odd, nullptr))
+        << quant_name(f);
+  }
 }

@@ -22,18 +22,19 @@ inline __m256i unpack_q4_0(const uint8_t* qs) {
 }
 
 // Repacked q4_0: the 8 products of pairs of (nibble <= 15, |int8| <= 127) sum to at most 30480 in
-// 16 bits, so the 16-bit sums add without saturating before one vpmaddwd widens them.
-inline __m256i dot_q4x8(const __m256i* nib, const ActBlock& a) {
+// 16 bits, so the 16-bit sums add without saturating before one vpmaddwd widens them. (q8_0's
+// bytes + 128 would saturate: it keeps the row-at-a-time path here.)
+inline __m256i dot8(const __m256i* v, const int8_t* q, int32_t start) {
   __m256i s0 = _mm256_setzero_si256(), s1 = s0;
   for (int k = 0; k < 8; k += 2) {
     int32_t q0, q1;
-    std::memcpy(&q0, a.q + 4 * k, 4);
-    std::memcpy(&q1, a.q + 4 * k + 4, 4);
-    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(nib[k], _mm256_set1_epi32(q0)));
-    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(nib[k + 1], _mm256_set1_epi32(q1)));
+    std::memcpy(&q0, q + 4 * k, 4);
+    std::memcpy(&q1, q + 4 * k + 4, 4);
+    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[k], _mm256_set1_epi32(q0)));
+    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[k + 1], _mm256_set1_epi32(q1)));
   }
   return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(s0, s1), _mm256_set1_epi16(1)),
-                          _mm256_set1_epi32(a.off_sum));
+                          _mm256_set1_epi32(start));
 }
 
 #include "backend/cpu/quant_repack_simd.inc"
@@ -43,8 +44,8 @@ inline __m256i dot_q4x8(const __m256i* nib, const ActBlock& a) {
 
 void quant_rows_avx2(const QuantRows& p, int64_t o0, int64_t o1) { avx2::rows_simd(p, o0, o1); }
 
-void quant_groups_q4_0x8_avx2(const QuantRows& p, int64_t g0, int64_t g1) {
-  avx2::q4x8_groups(p, g0, g1);
+void quant_groups_x8_avx2(const QuantRows& p, int64_t g0, int64_t g1) {
+  avx2::x8_groups<QuantFormat::q4_0>(p, g0, g1);
 }
 
 }  // namespace zenith::cpu

@@ -27,15 +27,15 @@ inline __m256i unpack_q4_0(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_srlv_epi16(v, shift), _mm256_set1_epi8(0x0F));
 }
 
-// Repacked q4_0: eight vpdpbusd, each against 4 activation bytes broadcast, in two chains.
-inline __m256i dot_q4x8(const __m256i* nib, const ActBlock& a) {
-  __m256i s0 = _mm256_set1_epi32(a.off_sum), s1 = _mm256_setzero_si256();
+// Repacked weights: eight vpdpbusd, each against 4 activation bytes broadcast, in two chains.
+inline __m256i dot8(const __m256i* v, const int8_t* q, int32_t start) {
+  __m256i s0 = _mm256_set1_epi32(start), s1 = _mm256_setzero_si256();
   for (int k = 0; k < 8; k += 2) {
     int32_t q0, q1;
-    std::memcpy(&q0, a.q + 4 * k, 4);
-    std::memcpy(&q1, a.q + 4 * k + 4, 4);
-    s0 = _mm256_dpbusd_epi32(s0, nib[k], _mm256_set1_epi32(q0));
-    s1 = _mm256_dpbusd_epi32(s1, nib[k + 1], _mm256_set1_epi32(q1));
+    std::memcpy(&q0, q + 4 * k, 4);
+    std::memcpy(&q1, q + 4 * k + 4, 4);
+    s0 = _mm256_dpbusd_epi32(s0, v[k], _mm256_set1_epi32(q0));
+    s1 = _mm256_dpbusd_epi32(s1, v[k + 1], _mm256_set1_epi32(q1));
   }
   return _mm256_add_epi32(s0, s1);
 }
@@ -49,8 +49,11 @@ void quant_rows_avx512_vnni(const QuantRows& p, int64_t o0, int64_t o1) {
   avx512::rows_simd(p, o0, o1);
 }
 
-void quant_groups_q4_0x8_avx512_vnni(const QuantRows& p, int64_t g0, int64_t g1) {
-  avx512::q4x8_groups(p, g0, g1);
+void quant_groups_x8_avx512_vnni(const QuantRows& p, int64_t g0, int64_t g1) {
+  if (p.format == QuantFormat::q4_0)
+    avx512::x8_groups<QuantFormat::q4_0>(p, g0, g1);
+  else
+    avx512::x8_groups<QuantFormat::q8_0>(p, g0, g1);
 }
 
 }  // namespace zenith::cpu

@@ -22,7 +22,7 @@ const char* quant_isa_name(QuantIsa isa);  // "scalar", "avx2", "avx512_vnni"
 // 32 activations as int8 q with x ~ d q; dsum = d * sum(q) (q4_K's offset term); off[l] =
 // -8 (q[4l] + ... + q[4l + 3]), q4_0's offset (its weights are nibbles n with w = d (n - 8)) in
 // the lanes of a byte dot product, which starts from it instead of zero; off_sum = off[0] + ... +
-// off[7], the same for the repacked q4_0 kernels (quant_repack.h), which sum a block in one lane.
+// off[7], the same for the repacked kernels (quant_repack.h), which sum a block in one lane.
 struct ActBlock {
   float d, dsum;
   int8_t q[32];
@@ -42,10 +42,10 @@ inline void q4k_scale_min(const uint8_t* packed, int j, int& sc, int& mn) {
 }
 
 // y [m, out] = x [m, in] W^T for W [out, in] as blocks of format f, rows of quant_row_bytes(f,
-// in) bytes; x and y rows contiguous. Threads over the claiming pool (claim_pool.h). q4_0x8: the
-// weight repacked (quant_repack.h), used where q4_0x8_applies; else null.
+// in) bytes; x and y rows contiguous. Threads over the claiming pool (claim_pool.h). x8: the
+// weight repacked (quant_repack.h), used where x8_applies; else null.
 void quant_linear(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_t in,
-                  const uint8_t* w, int64_t out, float* y, const uint8_t* q4_0x8 = nullptr);
+                  const uint8_t* w, int64_t out, float* y, const uint8_t* x8 = nullptr);
 
 // The per-ISA row kernels: rows [o0, o1) of W against the m quantized activation rows a (in / 32
 // blocks each), into y [m, out]; packed: W repacked (quant_repack.h) or null.

@@ -48,8 +48,8 @@ std::vector<Tensor> quantized_linear_kernel(const std::vector<Tensor>& in,
   const QuantIsa isa = quant_isa();
   // Every call on this weight takes the same path, whatever its rows: batch invariance.
   std::shared_ptr<const std::vector<uint8_t>> packed;
-  if (q4_0x8_applies(isa, w.format, w.out_features))
-    packed = q4_0x8_copy(w.blocks, w.out_features, w.in_features);
+  if (x8_applies(isa, w.format, w.out_features))
+    packed = x8_copy(w.blocks, w.format, w.out_features, w.in_features);
   quant_linear(isa, w.format, x.data<float>(), x.numel() / w.in_features, w.in_features,
                w.blocks.data<uint8_t>(), w.out_features, y.data<float>(),
                packed ? packed->data() : nullptr);
@@ -131,7 +131,7 @@ const char* quant_isa_name(QuantIsa isa) {
 }
 
 void quant_linear(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_t in,
-                  const uint8_t* w, int64_t out, float* y, const uint8_t* q4_0x8) {
+                  const uint8_t* w, int64_t out, float* y, const uint8_t* x8) {
   if (m == 0 || out == 0) return;
   if (f == QuantFormat::nf4) {
     const int64_t row_bytes = quant_row_bytes(f, in);
@@ -146,13 +146,13 @@ void quant_linear(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_
   const int64_t blocks32 = in / 32, row_bytes = quant_row_bytes(f, in);
   std::vector<ActBlock> a(size_t(m * blocks32));
   for (int64_t r = 0; r < m; ++r) quantize_activations(x + r * in, in, a.data() + r * blocks32);
-  const QuantRows p{f, w, row_bytes, blocks32, out, a.data(), m, y, q4_0x8};
-  if (q4_0x8 && q4_0x8_applies(isa, f, out)) {
+  const QuantRows p{f, w, row_bytes, blocks32, out, a.data(), m, y, x8};
+  if (x8 && x8_applies(isa, f, out)) {
     auto groups = [&](int64_t g0, int64_t g1) {
       if (isa == QuantIsa::avx512_vnni)
-        quant_groups_q4_0x8_avx512_vnni(p, g0, g1);
+        quant_groups_x8_avx512_vnni(p, g0, g1);
       else
-        quant_groups_q4_0x8_avx2(p, g0, g1);
+        quant_groups_x8_avx2(p, g0, g1);
     };
     if (out * row_bytes < kParallelBytes) return groups(0, out / 8);
     const int64_t chunk = std::max<int64_t>(1, kItemBytes / (8 * row_bytes));

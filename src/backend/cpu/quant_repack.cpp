@@ -1,4 +1,4 @@
-// The repacked q4_0 layout (quant_repack.h) and the kernel's cache of repacked copies.
+// The repacked q4_0 and q8_0 layouts (quant_repack.h) and the kernel's cache of repacked copies.
 #include "backend/cpu/quant_repack.h"
 
 #include <cstring>
@@ -7,13 +7,19 @@
 
 namespace zenith::cpu {
 
-void repack_q4_0x8(const uint8_t* w, int64_t out, int64_t in, uint8_t* packed) {
-  const int64_t blocks = in / 32, row_bytes = blocks * 18;
+void repack_x8(QuantFormat f, const uint8_t* w, int64_t out, int64_t in, uint8_t* packed) {
+  const int64_t blocks = in / 32, block_bytes = quant_block_bytes(f);
+  const int64_t row_bytes = blocks * block_bytes;
   for (int64_t g = 0; g < out / 8; ++g)
-    for (int64_t b = 0; b < blocks; ++b, packed += kQ4x8BlockBytes) {
+    for (int64_t b = 0; b < blocks; ++b, packed += x8_block_bytes(f))
       for (int r = 0; r < 8; ++r) {
-        const uint8_t* src = w + (8 * g + r) * row_bytes + 18 * b;
+        const uint8_t* src = w + (8 * g + r) * row_bytes + block_bytes * b;
         std::memcpy(packed + 2 * r, src, 2);
+        if (f == QuantFormat::q8_0) {
+          for (int k = 0; k < 32; ++k)
+            packed[16 + 32 * (k / 4) + 4 * r + k % 4] = src[2 + k] ^ 0x80;
+          continue;
+        }
         // Element k of the block: byte k's low nibble (k < 16), byte k - 16's high one.
         auto nibble = [&](int k) { return k < 16 ? src[2 + k] & 0xF : src[2 + k - 16] >> 4; };
         for (int c = 0; c < 4; ++c)
@@ -21,7 +27,6 @@ void repack_q4_0x8(const uint8_t* w, int64_t out, int64_t in, uint8_t* packed) {
             packed[16 + 32 * c + 4 * r + t] =
                 uint8_t(nibble(8 * c + t) | (nibble(8 * c + 4 + t) << 4));
       }
-    }
 }
 
 namespace {
@@ -30,6 +35,7 @@ namespace {
 // address was reused.
 struct CacheEntry {
   std::weak_ptr<Storage> storage;
+  QuantFormat format;
   int64_t out, in;
   std::shared_ptr<const std::vector<uint8_t>> packed;
 };
@@ -46,22 +52,24 @@ bool same_storage(const std::weak_ptr<Storage>& a, const std::shared_ptr<Storage
 
 }  // namespace
 
-std::shared_ptr<const std::vector<uint8_t>> q4_0x8_copy(const Tensor& blocks, int64_t out,
-                                                        int64_t in) {
+std::shared_ptr<const std::vector<uint8_t>> x8_copy(const Tensor& blocks, QuantFormat f,
+                                                    int64_t out, int64_t in) {
   const uint8_t* data = blocks.data<uint8_t>();
   const std::shared_ptr<Storage>& storage = blocks.storage();
   std::lock_guard<std::mutex> lock(cache_mutex);
   auto& entries = cache();
   auto it = entries.find(data);
   if (it != entries.end() && !it->second.storage.expired() &&
-      same_storage(it->second.storage, storage) && it->second.out == out && it->second.in == in)
+      same_storage(it->second.storage, storage) && it->second.format == f &&
+      it->second.out == out && it->second.in == in)
     return it->second.packed;
   // A miss: drop the copies of freed weights, then repack this one.
   for (auto e = entries.begin(); e != entries.end();)
     e = e->second.storage.expired() ? entries.erase(e) : std::next(e);
-  auto packed = std::make_shared<std::vector<uint8_t>>(size_t(out / 8 * in / 32 * kQ4x8BlockBytes));
-  repack_q4_0x8(data, out, in, packed->data());
-  entries[data] = CacheEntry{storage, out, in, packed};
+  auto packed =
+      std::make_shared<std::vector<uint8_t>>(size_t(out / 8 * in / 32 * x8_block_bytes(f)));
+  repack_x8(f, data, out, in, packed->data());
+  entries[data] = CacheEntry{storage, f, out, in, packed};
   return packed;
 }
 

@@ -1,13 +1,16 @@
-// q4_0 weights repacked for the SIMD kernels, the layout ggml's CPU backend uses for the same
-// purpose (its block_q4_0x8): 8 rows interleaved block by block, so that one 256-bit register
-// holds a 4-element slice of 8 rows and one byte dot product against the activations' 4 bytes,
-// broadcast, computes it. The 8 rows' sums land in the 8 lanes of one vector and are stored as
-// they are (no horizontal sum per row), which is why this beats a row at a time (~4-5 cycles of
-// arithmetic per 32-weight block there, the decode step compute-bound).
+// q4_0 and q8_0 weights repacked for the SIMD kernels, the idea of ggml's CPU backend (its
+// block_q4_0x8): 8 rows interleaved block by block, so that one 256-bit register holds a
+// 4-element slice of 8 rows and one byte dot product against the activations' 4 bytes, broadcast,
+// computes it. The 8 rows' sums land in the 8 lanes of one vector and are stored as they are (no
+// horizontal sum per row), which is why this beats a row at a time (~4-5 cycles of arithmetic per
+// 32-weight block there, the decode step compute-bound).
 //
-// Layout, for out % 8 == 0: row groups g of 8 rows, each the blocks b of 32 in order, 144 bytes:
-//   8 f16 scales (rows 8g..8g+7), then 4 chunks c of 32 bytes: byte 4r + t of chunk c holds
-//   element 8c + t of row 8g + r in its low nibble and element 8c + 4 + t in its high one.
+// Layout, for out % 8 == 0: row groups g of 8 rows, each the blocks b of 32 in order:
+//   q4_0, 144 bytes: 8 f16 scales (rows 8g..8g+7), then 4 chunks c of 32 bytes: byte 4r + t of
+//     chunk c holds element 8c + t of row 8g + r in its low nibble, element 8c + 4 + t in its high.
+//   q8_0, 272 bytes: 8 f16 scales, then 8 chunks c of 32 bytes: byte 4r + t of chunk c holds
+//     element 4c + t of row 8g + r plus 128 (unsigned, for vpdpbusd; the kernel subtracts
+//     128 sum(a)). AVX-512 VNNI only: AVX2's 16-bit pair sums would saturate on it.
 // The copy is private to the kernel: the model's blocks stay GGML's bytes (quant.h), and the
 // kernel makes the copy once, when it first meets a weight's storage.
 #pragma once
@@ -21,24 +24,28 @@
 
 namespace zenith::cpu {
 
-constexpr int64_t kQ4x8BlockBytes = 144;  // 8 rows x one block of 32
+// Bytes of 8 rows x one block of 32 (q4_0 or q8_0).
+constexpr int64_t x8_block_bytes(QuantFormat f) { return f == QuantFormat::q4_0 ? 144 : 272; }
 
 // Whether weights of this format and row count take the repacked path on `isa`.
-inline bool q4_0x8_applies(QuantIsa isa, QuantFormat f, int64_t out) {
-  return isa != QuantIsa::scalar && f == QuantFormat::q4_0 && out % 8 == 0 && out > 0;
+inline bool x8_applies(QuantIsa isa, QuantFormat f, int64_t out) {
+  if (out <= 0 || out % 8 != 0) return false;
+  return (f == QuantFormat::q4_0 && isa != QuantIsa::scalar) ||
+         (f == QuantFormat::q8_0 && isa == QuantIsa::avx512_vnni);
 }
 
-// w [out, in] as q4_0 rows -> the layout above, out / 8 * in / 32 * 144 bytes.
-void repack_q4_0x8(const uint8_t* w, int64_t out, int64_t in, uint8_t* packed);
+// w [out, in] as rows of f (q4_0 or q8_0) -> the layout above, out / 8 * in / 32 blocks.
+void repack_x8(QuantFormat f, const uint8_t* w, int64_t out, int64_t in, uint8_t* packed);
 
-// The repacked copy of `blocks` (a contiguous u8 tensor of q4_0 rows [out, in]), made on the first
-// call for its storage and kept until that storage is freed. Blocks are read-only once a kernel
-// has used them (a frozen weight); writing into them afterwards would leave a stale copy.
-std::shared_ptr<const std::vector<uint8_t>> q4_0x8_copy(const Tensor& blocks, int64_t out,
-                                                        int64_t in);
+// The repacked copy of `blocks` (a contiguous u8 tensor of rows of f [out, in]), made on the
+// first call for its storage and kept until that storage is freed. Blocks are read-only once a
+// kernel has used them (a frozen weight); writing into them afterwards would leave a stale copy.
+std::shared_ptr<const std::vector<uint8_t>> x8_copy(const Tensor& blocks, QuantFormat f,
+                                                    int64_t out, int64_t in);
 
-// The per-ISA kernels on repacked weights: row groups [g0, g1) of p.packed against p.a.
-void quant_groups_q4_0x8_avx2(const QuantRows& p, int64_t g0, int64_t g1);
-void quant_groups_q4_0x8_avx512_vnni(const QuantRows& p, int64_t g0, int64_t g1);
+// The per-ISA kernels on repacked weights: row groups [g0, g1) of p.packed against p.a, format
+// p.format (AVX2: q4_0 only).
+void quant_groups_x8_avx2(const QuantRows& p, int64_t g0, int64_t g1);
+void quant_groups_x8_avx512_vnni(const QuantRows& p, int64_t g0, int64_t g1);
 
 }  // namespace zenith::cpu
