@@ -157,15 +157,19 @@ TEST(LlmEngine, BatchInvariantWithBfloat16Weights) {
   EXPECT_TRUE(same_logprobs(alone[0]->logprobs, batched[1]->logprobs));
 }
 
+// The quantized kernels (8-row repacked weights where the rows allow): per-row accumulators.
 TEST(LlmEngine, BatchInvariantWithQuantizedWeights) {
-  auto model = models::Llama::from_pretrained(demo_dir(), DType::f32);
-  model->quantize(QuantFormat::q8_0);  // the quantized kernel: per-row accumulators
-  Engine engine(model, nullptr,
-                {.kv_cache_bytes = 8 << 20, .block_size = 8, .max_batched_tokens = 5});
-  auto alone = run_all(engine, {prompt_of(21, 5)}, greedy(8));
-  auto batched = run_all(engine, {prompt_of(13, 1), prompt_of(21, 5), prompt_of(7, 2)}, greedy(8));
-  EXPECT_EQ(alone[0]->tokens, batched[1]->tokens);
-  EXPECT_TRUE(same_logprobs(alone[0]->logprobs, batched[1]->logprobs));
+  for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0}) {
+    auto model = models::Llama::from_pretrained(demo_dir(), DType::f32);
+    model->quantize(f);
+    Engine engine(model, nullptr,
+                  {.kv_cache_bytes = 8 << 20, .block_size = 8, .max_batched_tokens = 5});
+    auto alone = run_all(engine, {prompt_of(21, 5)}, greedy(8));
+    auto batched =
+        run_all(engine, {prompt_of(13, 1), prompt_of(21, 5), prompt_of(7, 2)}, greedy(8));
+    EXPECT_EQ(alone[0]->tokens, batched[1]->tokens) << quant_name(f);
+    EXPECT_TRUE(same_logprobs(alone[0]->logprobs, batched[1]->logprobs)) << quant_name(f);
+  }
 }
 
 TEST(LlmEngine, SeededSamplingIsReproducibleInABatch) {
