@@ -7,13 +7,16 @@
 //   q4_k 256 elements in 144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit scale/min pairs for the
 //         8 sub-blocks of 32, 128 bytes of nibbles                         x = d sc q - dmin m
 //         (byte 32 c + l holds element 64 c + l low and 64 c + 32 + l high)
-// nf4 is QLoRA's 4-bit NormalFloat with double quantization (bitsandbytes' scheme, zenith's bytes;
-// not a GGML type, so GGUF files cannot hold it): 64 elements per block, x = level[q] absmax,
-// level the 16 NF4 values; the blocks' absmax are stored as int8 codes, absmax = offset + s c,
-// with one f32 s per 256 blocks of a row and one f32 offset (the absmax mean) per row. A row of
-// n elements, nb = n / 64 blocks, G = ceil(nb / 256) groups:
-//   nb bytes of int8 codes, 32 nb bytes of nibbles (byte j: element 2j high, 2j + 1 low), G f32
-//   scales, f32 offset                                  about 4.13 bits per element
+// nf4 is QLoRA's 4-bit NormalFloat with double quantization, bitsandbytes' scheme
+// (quantize_4bit(nf4, blocksize 64, compress_statistics=True)) applied to each row as to a tensor
+// of its own; not a GGML type, so GGUF files cannot hold it. 64 elements per block, each the
+// nearest NF4 level of x / absmax (the block's exact absmax), x = level[q] absmax'. The absmax are
+// stored in 8 bits: offset = their mean, and each group of 256 blocks quantizes absmax - offset
+// to the nearest value of bitsandbytes' dynamic map (kDynamicMap) times the group's largest
+// |absmax - offset|, absmax' = kDynamicMap[c] scale + offset. A row of n elements, nb = n / 64
+// blocks, G = ceil(nb / 256) groups:
+//   nb bytes of codes c, 32 nb bytes of nibbles (byte j: element 2j high, 2j + 1 low), G f32
+//   scales, f32 offset      4 + 8 / 64 + (32 G + 32) / n bits per element (4.16 at n = 2048)
 // Quantized weights are u8 tensors of blocks plus a format, not a DType: a type of 4.5 bits per
 // element would change every storage-size computation.
 #pragma once
@@ -36,6 +39,9 @@ QuantFormat quant_from_name(const std::string& name);
 int64_t quant_row_bytes(QuantFormat f, int64_t n);
 // The 16 NF4 levels of the QLoRA paper (Dettmers et al. 2023, appendix E), ascending.
 extern const float kNf4Levels[16];
+// bitsandbytes' 8-bit dynamic map, create_dynamic_map(signed=True) as its float32 values, ascending
+// (-0.99296874 ... 0 ... 1): nf4's double quantization codes its absmax with it.
+extern const float kDynamicMap[256];
 
 // One row of n floats (n a multiple of quant_block_elems) to n / elems blocks, and back.
 void quantize_row(QuantFormat f, const float* x, int64_t n, uint8_t* out);

@@ -133,40 +133,44 @@ void dequantize_q4_k(const uint8_t* in, float* y) {
 // nf4 (quant.h): a row's tail after the codes and nibbles.
 int64_t nf4_groups(int64_t blocks) { return (blocks + 255) / 256; }
 
-int nf4_nearest(float v) {
-  int best = 0;
-  for (int k = 1; k < 16; ++k)
-    if (std::fabs(v - kNf4Levels[k]) < std::fabs(v - kNf4Levels[best])) best = k;
-  return best;
+// Index of the value of the ascending table nearest to v (the lower one on a tie). The choices
+// are made in double, so the test's float64 reference of the scheme picks the same ones.
+int nearest(const float* table, int size, double v) {
+  const int hi = int(
+      std::lower_bound(table, table + size, v, [](float t, double x) { return double(t) < x; }) -
+      table);
+  if (hi == 0) return 0;
+  if (hi == size) return size - 1;
+  return v - double(table[hi - 1]) <= double(table[hi]) - v ? hi - 1 : hi;
 }
 
-// The blocks' absmax quantized around their mean (double quantization), then each element to the
-// nearest level of its block's stored absmax, so the nibbles match what is decoded.
+// bitsandbytes' order: each element to the nearest level of x / absmax with the block's exact
+// absmax, then the absmax double-quantized around their mean in groups of 256 blocks.
 void quantize_nf4(const float* x, int64_t n, uint8_t* out) {
   const int64_t nb = n / 64, groups = nf4_groups(nb);
   std::vector<float> absmax(size_t(nb), 0.0f);
-  double mean = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int i = 0; i < 64; ++i) absmax[b] = std::max(absmax[b], std::fabs(x[64 * b + i]));
-    mean += absmax[b];
-  }
-  const float offset = nb ? float(mean / double(nb)) : 0.0f;
-  int8_t* codes = reinterpret_cast<int8_t*>(out);
+  double sum = 0;
+  uint8_t* codes = out;
   uint8_t* nibbles = out + nb;
   uint8_t* tail = nibbles + 32 * nb;  // f32s at any alignment: copied with memcpy
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + 64 * b;
+    for (int i = 0; i < 64; ++i) absmax[b] = std::max(absmax[b], std::fabs(xb[i]));
+    sum += absmax[b];
+    const double a = absmax[b];
+    auto level = [&](float v) { return a > 0 ? nearest(kNf4Levels, 16, double(v) / a) : 7; };
+    for (int j = 0; j < 32; ++j)
+      nibbles[32 * b + j] = uint8_t(level(xb[2 * j]) << 4 | level(xb[2 * j + 1]));
+  }
+  const float offset = nb ? float(sum / double(nb)) : 0.0f;
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t b0 = 256 * g, b1 = std::min(nb, b0 + 256);
-    float dev = 0;
-    for (int64_t b = b0; b < b1; ++b) dev = std::max(dev, std::fabs(absmax[b] - offset));
-    const float scale = dev / 127.0f, inv = scale > 0 ? 1.0f / scale : 0.0f;
+    float scale = 0;
+    for (int64_t b = b0; b < b1; ++b) scale = std::max(scale, std::fabs(absmax[b] - offset));
     std::memcpy(tail + 4 * g, &scale, 4);
     for (int64_t b = b0; b < b1; ++b) {
-      codes[b] = int8_t(std::lround(std::clamp((absmax[b] - offset) * inv, -127.0f, 127.0f)));
-      const float stored = offset + scale * float(codes[b]);
-      const float to_level = stored > 0 ? 1.0f / stored : 0.0f;
-      for (int j = 0; j < 32; ++j)
-        nibbles[32 * b + j] = uint8_t(nf4_nearest(x[64 * b + 2 * j] * to_level) << 4 |
-                                      nf4_nearest(x[64 * b + 2 * j + 1] * to_level));
+      const double t = scale > 0 ? double(absmax[b] - offset) / double(scale) : 0.0;
+      codes[b] = uint8_t(nearest(kDynamicMap, 256, t));
     }
   }
   std::memcpy(tail + 4 * groups, &offset, 4);
@@ -174,7 +178,7 @@ void quantize_nf4(const float* x, int64_t n, uint8_t* out) {
 
 void dequantize_nf4(const uint8_t* in, int64_t n, float* y) {
   const int64_t nb = n / 64, groups = nf4_groups(nb);
-  const int8_t* codes = reinterpret_cast<const int8_t*>(in);
+  const uint8_t* codes = in;
   const uint8_t* nibbles = in + nb;
   const uint8_t* tail = nibbles + 32 * nb;
   float offset;
@@ -183,7 +187,7 @@ void dequantize_nf4(const uint8_t* in, int64_t n, float* y) {
     float scale;
     std::memcpy(&scale, tail + 4 * g, 4);
     for (int64_t b = 256 * g; b < std::min(nb, 256 * g + 256); ++b) {
-      const float absmax = offset + scale * float(codes[b]);
+      const float absmax = kDynamicMap[codes[b]] * scale + offset;
       for (int j = 0; j < 32; ++j) {
         const uint8_t v = nibbles[32 * b + j];
         y[64 * b + 2 * j] = kNf4Levels[v >> 4] * absmax;
@@ -211,6 +215,76 @@ const float kNf4Levels[16] = {-1.0f,
                               0.5626170039176941f,
                               0.7229568362236023f,
                               1.0f};
+
+// bitsandbytes' create_dynamic_map(signed=True): for e = 0..6, the midpoints of torch.linspace(0.1,
+// 1, 2^e + 1) (float32) times 10^(e - 6), both signs, plus 0 and 1; its float32 values as
+// torch computes them (scripts/make_nf4_fixture.py writes the same table from that definition).
+const float kDynamicMap[256] = {
+    -0.99296874f,    -0.9789062f,     -0.96484375f,    -0.9507812f,
+    -0.9367187f,     -0.92265624f,    -0.9085938f,     -0.89453125f,
+    -0.8804687f,     -0.8664062f,     -0.85234374f,    -0.8382812f,
+    -0.82421875f,    -0.8101562f,     -0.7960937f,     -0.78203124f,
+    -0.7679688f,     -0.75390625f,    -0.7398438f,     -0.72578126f,
+    -0.7117188f,     -0.6976563f,     -0.68359375f,    -0.6695313f,
+    -0.65546876f,    -0.64140624f,    -0.6273438f,     -0.61328125f,
+    -0.5992187f,     -0.58515626f,    -0.5710938f,     -0.5570313f,
+    -0.54296875f,    -0.5289062f,     -0.51484376f,    -0.50078124f,
+    -0.48671877f,    -0.47265625f,    -0.45859373f,    -0.44453126f,
+    -0.43046874f,    -0.4164062f,     -0.40234375f,    -0.38828123f,
+    -0.37421876f,    -0.36015624f,    -0.3460937f,     -0.33203125f,
+    -0.31796873f,    -0.30390626f,    -0.28984374f,    -0.27578127f,
+    -0.26171875f,    -0.24765626f,    -0.23359376f,    -0.21953125f,
+    -0.20546874f,    -0.19140625f,    -0.17734374f,    -0.16328125f,
+    -0.14921875f,    -0.13515624f,    -0.12109375f,    -0.107031256f,
+    -0.09859375f,    -0.095781244f,   -0.092968754f,   -0.09015625f,
+    -0.08734375f,    -0.08453125f,    -0.08171874f,    -0.07890625f,
+    -0.07609375f,    -0.07328125f,    -0.070468746f,   -0.067656256f,
+    -0.06484375f,    -0.062031247f,   -0.059218753f,   -0.05640625f,
+    -0.05359375f,    -0.05078125f,    -0.04796875f,    -0.04515625f,
+    -0.042343747f,   -0.03953125f,    -0.036718752f,   -0.033906247f,
+    -0.03109375f,    -0.028281247f,   -0.02546875f,    -0.02265625f,
+    -0.01984375f,    -0.01703125f,    -0.01421875f,    -0.01140625f,
+    -0.00971875f,    -0.009156249f,   -0.00859375f,    -0.00803125f,
+    -0.00746875f,    -0.00690625f,    -0.00634375f,    -0.00578125f,
+    -0.0052187503f,  -0.0046562497f,  -0.00409375f,    -0.0035312497f,
+    -0.00296875f,    -0.00240625f,    -0.00184375f,    -0.0012812499f,
+    -9.437501e-04f,  -8.3125e-04f,    -7.1875006e-04f, -6.062501e-04f,
+    -4.9375003e-04f, -3.8125002e-04f, -2.6875004e-04f, -1.5625001e-04f,
+    -8.875e-05f,     -6.625e-05f,     -4.375e-05f,     -2.1249998e-05f,
+    -7.75e-06f,      -3.2500002e-06f, -5.5000004e-07f, 0.0f,
+    5.5000004e-07f,  3.2500002e-06f,  7.75e-06f,       2.1249998e-05f,
+    4.375e-05f,      6.625e-05f,      8.875e-05f,      1.5625001e-04f,
+    2.6875004e-04f,  3.8125002e-04f,  4.9375003e-04f,  6.062501e-04f,
+    7.1875006e-04f,  8.3125e-04f,     9.437501e-04f,   0.0012812499f,
+    0.00184375f,     0.00240625f,     0.00296875f,     0.0035312497f,
+    0.00409375f,     0.0046562497f,   0.0052187503f,   0.00578125f,
+    0.00634375f,     0.00690625f,     0.00746875f,     0.00803125f,
+    0.00859375f,     0.009156249f,    0.00971875f,     0.01140625f,
+    0.01421875f,     0.01703125f,     0.01984375f,     0.02265625f,
+    0.02546875f,     0.028281247f,    0.03109375f,     0.033906247f,
+    0.036718752f,    0.03953125f,     0.042343747f,    0.04515625f,
+    0.04796875f,     0.05078125f,     0.05359375f,     0.05640625f,
+    0.059218753f,    0.062031247f,    0.06484375f,     0.067656256f,
+    0.070468746f,    0.07328125f,     0.07609375f,     0.07890625f,
+    0.08171874f,     0.08453125f,     0.08734375f,     0.09015625f,
+    0.092968754f,    0.095781244f,    0.09859375f,     0.107031256f,
+    0.12109375f,     0.13515624f,     0.14921875f,     0.16328125f,
+    0.17734374f,     0.19140625f,     0.20546874f,     0.21953125f,
+    0.23359376f,     0.24765626f,     0.26171875f,     0.27578127f,
+    0.28984374f,     0.30390626f,     0.31796873f,     0.33203125f,
+    0.3460937f,      0.36015624f,     0.37421876f,     0.38828123f,
+    0.40234375f,     0.4164062f,      0.43046874f,     0.44453126f,
+    0.45859373f,     0.47265625f,     0.48671877f,     0.50078124f,
+    0.51484376f,     0.5289062f,      0.54296875f,     0.5570313f,
+    0.5710938f,      0.58515626f,     0.5992187f,      0.61328125f,
+    0.6273438f,      0.64140624f,     0.65546876f,     0.6695313f,
+    0.68359375f,     0.6976563f,      0.7117188f,      0.72578126f,
+    0.7398438f,      0.75390625f,     0.7679688f,      0.78203124f,
+    0.7960937f,      0.8101562f,      0.82421875f,     0.8382812f,
+    0.85234374f,     0.8664062f,      0.8804687f,      0.89453125f,
+    0.9085938f,      0.92265624f,     0.9367187f,      0.9507812f,
+    0.96484375f,     0.9789062f,      0.99296874f,     1.0f,
+};
 
 int64_t quant_block_elems(QuantFormat f) {
   return f == QuantFormat::q4_k ? 256 : f == QuantFormat::nf4 ? 64 : 32;

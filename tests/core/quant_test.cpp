@@ -208,17 +208,23 @@ TEST(Quant, Nf4LevelsAndKnownRow) {
   for (int k = 1; k < 16; ++k) EXPECT_LT(kNf4Levels[k - 1], kNf4Levels[k]);
   EXPECT_NEAR(kNf4Levels[1], -0.6962, 1e-4);
   EXPECT_NEAR(kNf4Levels[8], 0.0796, 1e-4);
-  // Two blocks: codes 10 and -4, scale 0.5, offset 3 -> absmax 8 and 1; byte j = 0xF0 | j % 16.
+  // bitsandbytes' dynamic map codes the absmax: ascending, 0 at 127, 1 at 255, no -1
+  EXPECT_EQ(kDynamicMap[127], 0.0f);
+  EXPECT_EQ(kDynamicMap[255], 1.0f);
+  EXPECT_FLOAT_EQ(kDynamicMap[0], -0.99296874f);
+  for (int k = 1; k < 256; ++k) EXPECT_LT(kDynamicMap[k - 1], kDynamicMap[k]);
+  // Two blocks: codes 255 and 127 (1 and 0), scale 5, offset 3 -> absmax 8 and 3; byte j =
+  // 0xF0 | j % 16.
   std::vector<uint8_t> row(size_t(quant_row_bytes(QuantFormat::nf4, 128)));
-  row[0] = 10, row[1] = uint8_t(int8_t(-4));
+  row[0] = 255, row[1] = 127;
   for (int j = 0; j < 64; ++j) row[2 + j] = uint8_t(0xF0 | (j % 16));
-  const float scale = 0.5f, offset = 3.0f;
+  const float scale = 5.0f, offset = 3.0f;
   std::memcpy(row.data() + 66, &scale, 4);
   std::memcpy(row.data() + 70, &offset, 4);
   std::vector<float> y(128);
   dequantize_row(QuantFormat::nf4, row.data(), 128, y.data());
   for (int j = 0; j < 64; ++j) {
-    const double absmax = j < 32 ? 8.0 : 1.0;
+    const double absmax = j < 32 ? 8.0 : 3.0;
     EXPECT_EQ(y[2 * j], absmax * 1.0) << j;
     EXPECT_EQ(y[2 * j + 1], float(absmax * double(kNf4Levels[j % 16]))) << j;
   }
@@ -240,18 +246,19 @@ TEST(Quant, Nf4RoundTripAgainstFloat64) {
   quantize_row(QuantFormat::q4_0, x.data(), n, q4.data());
   dequantize_row(QuantFormat::q4_0, q4.data(), n, y4.data());
   for (int64_t b = 0; b < 300; ++b) {
-    const double stored = double(offset) + double(scales[b / 256]) * int8_t(row[size_t(b)]);
+    const double stored = double(kDynamicMap[row[size_t(b)]]) * scales[b / 256] + double(offset);
     double amax = 0;
     for (int i = 0; i < 64; ++i) amax = std::max(amax, std::fabs(double(x[64 * b + i])));
-    // the 8-bit absmax: within half a step of its group's scale
-    ASSERT_NEAR(stored, amax, 0.51 * scales[b / 256] + 1e-7) << "block " << b;
+    // the 8-bit absmax: within half the dynamic map's widest step (0.014 near +-1) of its scale
+    ASSERT_NEAR(stored, amax, 0.0071 * scales[b / 256] + 1e-7) << "block " << b;
     for (int i = 0; i < 64; ++i) {
       const uint8_t byte = row[size_t(300 + 32 * b + i / 2)];
       const int q = i % 2 ? byte & 15 : byte >> 4;
       const double ref = double(kNf4Levels[q]) * stored;
       ASSERT_NEAR(y[64 * b + i], ref, 1e-6 * std::fabs(ref) + 1e-9) << "element " << 64 * b + i;
-      // the widest gap between levels is 1 - 0.6962: half of it, plus the absmax's rounding
-      ASSERT_LE(std::fabs(ref - x[64 * b + i]), 0.152 * stored + std::fabs(stored - amax) + 1e-7);
+      // the widest gap between levels is 1 - 0.6962: half of it (the level is chosen with the
+      // exact absmax, as bitsandbytes does), plus the stored absmax's rounding
+      ASSERT_LE(std::fabs(ref - x[64 * b + i]), 0.152 * amax + std::fabs(stored - amax) + 1e-7);
       err2 += (ref - x[64 * b + i]) * (ref - x[64 * b + i]),
           norm += double(x[64 * b + i]) * x[64 * b + i];
       err2_q4 += std::pow(double(y4[64 * b + i]) - x[64 * b + i], 2);
