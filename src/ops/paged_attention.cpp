@@ -3,7 +3,9 @@
 // table. Validates shapes, dtypes and every index a token will read, then dispatches
 // paged_attention; the CPU kernel is src/backend/cpu/paged_attention.cpp. Inference only: the
 // op records a node whose backward throws, so a training graph through it fails by name.
-// H query heads, Hkv kv heads, N tokens, D head dim, S sequences, B blocks of P positions.
+// H query heads, Hkv kv heads, N tokens, D head dim, S sequences, B blocks of P positions; the
+// caches are [B, Hkv, P, D] (vLLM's "HND"), float32 / float64 as q, or bfloat16 / float16 under
+// a float32 q (a serving pool at half the bytes per position).
 #include <cmath>
 
 #include "ops/op_utils.h"
@@ -46,17 +48,23 @@ void check_tables(const Tensor& table, const Tensor& seq, const Tensor& pos, int
 Tensor paged_attention(const Tensor& q_in, const Tensor& key_cache, const Tensor& value_cache,
                        const Tensor& block_table, const Tensor& seq_of_token,
                        const Tensor& positions, std::optional<double> scale) {
-  detail::check_float(q_in, kOp);
+  ZENITH_CHECK(q_in.defined() && (q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64), "[",
+               kOp, "] q must be float32 (or float64, the reference), got ",
+               q_in.defined() ? dtype_name(q_in.dtype()) : "undefined");
   ZENITH_CHECK(q_in.dim() == 4 && q_in.size(0) == 1, "[", kOp, "] q must be [1, H, N, D], got ",
                shape_str(q_in.shape()));
   const int64_t heads = q_in.size(1), n = q_in.size(2), d = q_in.size(3);
   ZENITH_CHECK(key_cache.defined() && value_cache.defined() && key_cache.dim() == 4 &&
                    key_cache.shape() == value_cache.shape(),
-               "[", kOp, "] key_cache and value_cache must both be [blocks, block_size, Hkv, D]");
-  ZENITH_CHECK(key_cache.dtype() == q_in.dtype() && value_cache.dtype() == q_in.dtype(), "[", kOp,
-               "] the caches must have q's dtype ", dtype_name(q_in.dtype()), ", got ",
-               dtype_name(key_cache.dtype()), " and ", dtype_name(value_cache.dtype()));
-  const int64_t kv_heads = key_cache.size(2);
+               "[", kOp, "] key_cache and value_cache must both be [blocks, Hkv, block_size, D]");
+  const DType cache = key_cache.dtype();
+  const bool half_cache =
+      q_in.dtype() == DType::f32 && (cache == DType::bf16 || cache == DType::f16);
+  ZENITH_CHECK(value_cache.dtype() == cache && (cache == q_in.dtype() || half_cache), "[", kOp,
+               "] the caches must have q's dtype ", dtype_name(q_in.dtype()),
+               " (or both bfloat16 / float16 under a float32 q), got ", dtype_name(cache), " and ",
+               dtype_name(value_cache.dtype()));
+  const int64_t kv_heads = key_cache.size(1);
   ZENITH_CHECK(key_cache.size(3) == d && kv_heads > 0 && heads % kv_heads == 0, "[", kOp, "] q ",
                shape_str(q_in.shape()), " does not fit caches ", shape_str(key_cache.shape()),
                " (head dim D equal, H a multiple of Hkv)");
@@ -68,7 +76,7 @@ Tensor paged_attention(const Tensor& q_in, const Tensor& key_cache, const Tensor
                seq_of_token.size(0), " and ", positions.size(0));
   const Tensor table = block_table.contiguous(), seq = seq_of_token.contiguous(),
                pos = positions.contiguous();
-  check_tables(table, seq, pos, key_cache.size(0), key_cache.size(1));
+  check_tables(table, seq, pos, key_cache.size(0), key_cache.size(2));
   const Tensor q = detail::plain(q_in).contiguous();
   const Tensor k = detail::plain(key_cache).contiguous();
   const Tensor v = detail::plain(value_cache).contiguous();

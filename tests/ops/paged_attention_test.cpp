@@ -1,9 +1,11 @@
 // ops::paged_attention (src/ops/paged_attention.cpp) against a float64 reference over random
 // block tables (shuffled block ids, partial last blocks, grouped-query heads, sequences of
-// different lengths, decode steps and chunked prefill), batch invariance (a token's output
-// bit-identical alone, batched, in another order and on 1 or 2 threads), its errors, and its
-// backward refusing by name.
+// different lengths, decode steps and chunked prefill), bfloat16 / float16 caches (against the
+// reference of their rounded values, and bit-identical to a float32 cache holding those values),
+// batch invariance (a token's output bit-identical alone, batched, in another order and on 1 or
+// 2 threads), its errors, and its backward refusing by name.
 #include <cstring>
+#include <functional>
 
 #include "support/op_check.h"
 #include "support/paged_case.h"
@@ -17,11 +19,14 @@ Tensor run(const PagedCase& c, DType dtype) {
   return ops::paged_attention(c.q.to(dtype), c.k.to(dtype), c.v.to(dtype), c.table, c.seq, c.pos);
 }
 
+// The cache a float32 q reads: float64 test data as float32, bfloat16 / float16 as they are.
+Tensor f32_cache(const Tensor& x) { return x.dtype() == DType::f64 ? x.to(DType::f32) : x; }
+
 // Token t of the call alone (its own seq and pos entries, the same caches and table).
 Tensor alone(const PagedCase& c, int64_t t) {
   const Tensor q = c.q.to(DType::f32).slice(2, t, t + 1);
-  return ops::paged_attention(q, c.k.to(DType::f32), c.v.to(DType::f32), c.table,
-                              c.seq.slice(0, t, t + 1), c.pos.slice(0, t, t + 1));
+  return ops::paged_attention(q, f32_cache(c.k), f32_cache(c.v), c.table, c.seq.slice(0, t, t + 1),
+                              c.pos.slice(0, t, t + 1));
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -53,6 +58,35 @@ TEST(PagedAttention, MatchesFloat64ReferenceOverRandomBlockTables) {
     EXPECT_EQ(got.dtype(), DType::f32);
     EXPECT_TRUE(all_close(got, want, 1e-5, 1e-6)) << "float32, case " << seed;
   }
+}
+
+// The caches rounded to bfloat16 / float16: the kernel widens them exactly, so its float32 result
+// is within float32 arithmetic (1e-5) of the float64 reference over the rounded values, equals a
+// float32 cache holding those values bit for bit (same arithmetic, same order), and is the same
+// for each token alone and batched.
+TEST(PagedAttention, HalfCachesMatchTheirRoundedValuesAndAreBatchInvariant) {
+  NoGradGuard no_grad;
+  uint32_t seed = 20;
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (const Shapes& s : kShapes) {
+      PagedCase c = paged_case(s.heads, s.kv_heads, s.d, s.block_size, s.lengths, s.chunks, seed++);
+      const Tensor unrounded = paged_reference(c);
+      c.k = c.k.to(dtype);
+      c.v = c.v.to(dtype);
+      const Tensor q = c.q.to(DType::f32);
+      const Tensor got = ops::paged_attention(q, c.k, c.v, c.table, c.seq, c.pos);
+      EXPECT_EQ(got.dtype(), DType::f32);
+      EXPECT_TRUE(all_close(got, paged_reference(c), 1e-5, 1e-6))
+          << dtype_name(dtype) << ", case " << seed;
+      // The rounding is real: the float32 cache's answer is out of that tolerance.
+      EXPECT_FALSE(all_close(got, unrounded, 1e-5, 1e-6)) << dtype_name(dtype);
+      const Tensor as_f32 =
+          ops::paged_attention(q, c.k.to(DType::f32), c.v.to(DType::f32), c.table, c.seq, c.pos);
+      EXPECT_TRUE(same_bits(got, as_f32)) << dtype_name(dtype) << ", case " << seed;
+      for (int64_t t = 0; t < q.size(2); ++t)
+        ASSERT_TRUE(same_bits(alone(c, t), got.slice(2, t, t + 1)))
+            << dtype_name(dtype) << " token " << t;
+    }
 }
 
 TEST(PagedAttention, TokenOutputIsTheSameAloneBatchedReorderedAndThreaded) {
@@ -109,6 +143,31 @@ TEST(PagedAttention, ErrorsNameTheOperandAndIndex) {
   bad = c;
   bad.q = c.q.slice(1, 0, 3);
   EXPECT_NE(message(bad).find("does not fit caches"), std::string::npos);
+  const auto thrown = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const Tensor kb = c.k.to(DType::bf16), vb = c.v.to(DType::bf16);
+  const std::string mixed = thrown([&] {
+    ops::paged_attention(c.q.to(DType::f32), kb, c.v.to(DType::f32), c.table, c.seq, c.pos);
+  });
+  EXPECT_NE(mixed.find("the caches must have q's dtype float32 (or both bfloat16 / float16 "
+                       "under a float32 q), got bfloat16 and float32"),
+            std::string::npos)
+      << mixed;
+  const std::string under_f64 =
+      thrown([&] { ops::paged_attention(c.q, kb, vb, c.table, c.seq, c.pos); });
+  EXPECT_NE(under_f64.find("the caches must have q's dtype float64"), std::string::npos)
+      << under_f64;
+  const std::string half_q =
+      thrown([&] { ops::paged_attention(c.q.to(DType::bf16), kb, vb, c.table, c.seq, c.pos); });
+  EXPECT_NE(half_q.find("q must be float32 (or float64, the reference), got bfloat16"),
+            std::string::npos)
+      << half_q;
 }
 
 TEST(PagedAttention, BackwardRefusesByName) {

@@ -315,8 +315,8 @@ void add_transformer(std::vector<OpCase>& cases) {
                    [table, seq, pos](const std::vector<Tensor>& x) {
                      return ops::paged_attention(x[0], x[1], x[2], table, seq, pos);
                    },
-                   {random_input({1, 4, 4, 5}, DType::f64, true), random_input({6, 3, 2, 5}),
-                    random_input({6, 3, 2, 5})},
+                   {random_input({1, 4, 4, 5}, DType::f64, true), random_input({6, 2, 3, 5}),
+                    random_input({6, 2, 3, 5})},
                    Check::kForward});
 }
 

@@ -14,7 +14,7 @@
 namespace zenith::testing {
 
 struct PagedCase {
-  Tensor q, k, v;               // float64: q [1, H, N, D]; k, v [blocks, P, Hkv, D]
+  Tensor q, k, v;               // float64: q [1, H, N, D]; k, v [blocks, Hkv, P, D]
   Tensor table, seq, pos;       // int32 [S, width] (unused entries -1), [N], [N]
   std::vector<int64_t> chunks;  // tokens per sequence, packed in sequence order
 };
@@ -51,8 +51,8 @@ inline PagedCase paged_case(int64_t heads, int64_t kv_heads, int64_t d, int64_t 
   };
   PagedCase c;
   c.q = Tensor::uniform({1, heads, n, d}, -1, 1, DType::f64);
-  c.k = Tensor::uniform({blocks, block_size, kv_heads, d}, -1, 1, DType::f64);
-  c.v = Tensor::uniform({blocks, block_size, kv_heads, d}, -1, 1, DType::f64);
+  c.k = Tensor::uniform({blocks, kv_heads, block_size, d}, -1, 1, DType::f64);
+  c.v = Tensor::uniform({blocks, kv_heads, block_size, d}, -1, 1, DType::f64);
   c.table = i32(table, {int64_t(lengths.size()), width});
   c.seq = i32(seq, {n});
   c.pos = i32(pos, {n});
@@ -61,14 +61,15 @@ inline PagedCase paged_case(int64_t heads, int64_t kv_heads, int64_t d, int64_t 
 }
 
 // softmax(q k^T / sqrt(D)) v per token over its sequence's positions 0 .. its own, in float64
-// with the keys gathered through the table one position at a time.
+// with the keys gathered through the table one position at a time (c.k, c.v in any dtype: a
+// bfloat16 cache's reference is its rounded values, widened exactly).
 inline Tensor paged_reference(const PagedCase& c) {
   const Tensor q = c.q.to(DType::f64).contiguous(), k = c.k.to(DType::f64).contiguous(),
                v = c.v.to(DType::f64).contiguous();
   const Tensor table = c.table.to(DType::i64), seq = c.seq.to(DType::i64),
                pos = c.pos.to(DType::i64);
-  const int64_t heads = q.size(1), n = q.size(2), d = q.size(3), bs = k.size(1),
-                kv_heads = k.size(2), width = table.size(1);
+  const int64_t heads = q.size(1), n = q.size(2), d = q.size(3), bs = k.size(2),
+                kv_heads = k.size(1), width = table.size(1);
   Tensor out = Tensor::zeros(q.shape(), DType::f64);
   const double *pq = q.data<double>(), *pk = k.data<double>(), *pv = v.data<double>();
   const int64_t *pt = table.data<int64_t>(), *ps = seq.data<int64_t>(), *pp = pos.data<int64_t>();
@@ -79,7 +80,7 @@ inline Tensor paged_reference(const PagedCase& c) {
       std::vector<double> s(static_cast<size_t>(keys));
       double top = -INFINITY, sum = 0;
       auto at = [&](const double* cache, int64_t j) {
-        return cache + ((pt[ps[i] * width + j / bs] * bs + j % bs) * kv_heads + kvh) * d;
+        return cache + ((pt[ps[i] * width + j / bs] * kv_heads + kvh) * bs + j % bs) * d;
       };
       for (int64_t j = 0; j < keys; ++j) {
         double dot = 0;

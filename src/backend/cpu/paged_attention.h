@@ -5,11 +5,16 @@
 // longer than a block exists. Every item is reduced in one fixed order (blocks in position
 // order, each dot product in the ISA's lanes then its tail), whichever thread runs it and
 // whatever other tokens share the call: a token's output is the same alone or batched.
-// One path per instruction set, chosen at run time: AVX-512, AVX2 and a scalar reference.
+// One path per instruction set, chosen at run time: AVX-512, AVX2 and a scalar reference. The
+// cache is float32 or, under a float32 query, bfloat16 / float16 (half the bytes per position),
+// widened exactly as each vector is loaded (a shift for bfloat16, vcvtph2ps for float16); the
+// arithmetic and its order are the float32 cache's.
 // H query heads, Hkv kv heads (G = H / Hkv), N tokens, D head dim, P positions per block.
 #pragma once
 
 #include <cstdint>
+
+#include "zenith/dtype.h"
 
 namespace zenith::cpu {
 
@@ -19,13 +24,20 @@ PagedIsa paged_isa();  // the fastest path this CPU runs
 bool paged_isa_supported(PagedIsa isa);
 const char* paged_isa_name(PagedIsa isa);  // "scalar", "avx2", "avx512"
 
-// One call's operands, contiguous: q, out [1, H, N, D]; k, v [blocks, P, Hkv, D]; table int32
-// [S, width]; seq, pos int32 [N] (validated by the op).
-template <typename T>
+// A cache element as float (or double): bfloat16 and float16 widen exactly.
+inline float widen(float x) { return x; }
+inline double widen(double x) { return x; }
+inline float widen(BFloat16 x) { return bf16_to_float(x.bits); }
+inline float widen(Half x) { return half_to_float(x.bits); }
+
+// One call's operands, contiguous: q, out [1, H, N, D]; k, v [blocks, Hkv, P, D] of C (T, or
+// BFloat16 / Half under a float T); table int32 [S, width]; seq, pos int32 [N] (validated by
+// the op).
+template <typename T, typename C = T>
 struct PagedArgs {
   const T* q;
-  const T* k;
-  const T* v;
+  const C* k;
+  const C* v;
   T* out;
   const int32_t* table;
   const int32_t* seq;
@@ -36,17 +48,24 @@ struct PagedArgs {
 
 // Items are (token i, kv head j) as i Hkv + j; each computes the G query heads of kv head j.
 // `scratch` holds paged_scratch(a) values.
-template <typename T>
-int64_t paged_scratch(const PagedArgs<T>& a) {
+template <typename T, typename C>
+int64_t paged_scratch(const PagedArgs<T, C>& a) {
   const int64_t g = a.heads / a.kv_heads;
   return g * (a.block_size + a.d + 2);
 }
-void paged_item_scalar(const PagedArgs<float>& a, int64_t item, float* scratch);
+// C is float, BFloat16 or Half (instantiated in the kernel's sources); the double path is the
+// reference.
 void paged_item_scalar(const PagedArgs<double>& a, int64_t item, double* scratch);
-void paged_item_avx2(const PagedArgs<float>& a, int64_t item, float* scratch);
-void paged_item_avx512(const PagedArgs<float>& a, int64_t item, float* scratch);
+template <typename C>
+void paged_item_scalar(const PagedArgs<float, C>& a, int64_t item, float* scratch);
+template <typename C>
+void paged_item_avx2(const PagedArgs<float, C>& a, int64_t item, float* scratch);
+template <typename C>
+void paged_item_avx512(const PagedArgs<float, C>& a, int64_t item, float* scratch);
 
-// Every item of a call on `isa` (float32), over the claiming pool when the call has enough work.
-void paged_attention_f32(PagedIsa isa, const PagedArgs<float>& a);
+// Every item of a call on `isa` (float32 q), over the claiming pool when the call has enough
+// work. C is float, BFloat16 or Half.
+template <typename C>
+void paged_attention_f32(PagedIsa isa, const PagedArgs<float, C>& a);
 
 }  // namespace zenith::cpu

@@ -62,7 +62,8 @@ Engine::Engine(std::shared_ptr<models::Llama> model, std::shared_ptr<text::Token
                         : c.max_position_embeddings;
   if (s.options.eos_token_ids.empty() && s.tokenizer)
     for (int32_t id : s.tokenizer->eos_ids()) s.options.eos_token_ids.push_back(id);
-  s.pool = std::make_unique<KvPool>(c, s.options.kv_cache_bytes, s.options.block_size);
+  s.pool = std::make_unique<KvPool>(c, s.options.kv_cache_bytes, s.options.block_size,
+                                    s.options.kv_cache_dtype);
   s.seed_state = std::random_device{}();
   s.stats.kv_blocks = s.pool->num_blocks();
   s.stats.block_size = s.pool->block_size();

@@ -89,6 +89,9 @@ struct RequestError : std::runtime_error {
 struct EngineOptions {
   int64_t kv_cache_bytes = 256ll << 20;  // the KV pool's size (K and V, every layer)
   int64_t block_size = 16;               // positions per KV block
+  // The KV pool's element: f32, or bf16 / f16 (half the bytes per position, so twice the tokens
+  // in kv_cache_bytes; attention widens them exactly as it reads, computing in float32).
+  DType kv_cache_dtype = DType::f32;
   // Tokens per engine step: the chunked-prefill budget. A step with a full chunk takes about
   // budget / running-streams times a decode step, so a small budget keeps streams' inter-token
   // latency even while a long prompt is prefilled; a large one prefills faster.

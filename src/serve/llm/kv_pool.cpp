@@ -7,28 +7,59 @@
 
 namespace zenith::serve::llm {
 
-int64_t KvPool::bytes_per_block(const models::LlamaConfig& c, int64_t block_size) {
+int64_t KvPool::bytes_per_block(const models::LlamaConfig& c, int64_t block_size, DType dtype) {
   return 2 * c.num_hidden_layers * block_size * c.num_key_value_heads * c.head_dim *
-         int64_t(sizeof(float));
+         int64_t(itemsize(dtype));
 }
 
-KvPool::KvPool(const models::LlamaConfig& c, int64_t bytes, int64_t block_size)
+KvPool::KvPool(const models::LlamaConfig& c, int64_t bytes, int64_t block_size, DType dtype)
     : num_blocks_(0),
       block_size_(block_size),
       kv_heads_(c.num_key_value_heads),
-      head_dim_(c.head_dim) {
+      head_dim_(c.head_dim),
+      dtype_(dtype) {
   ZENITH_CHECK(block_size > 0, "[llm engine] block_size must be positive, got ", block_size);
-  num_blocks_ = bytes / bytes_per_block(c, block_size);
+  ZENITH_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+               "[llm engine] the KV cache dtype must be float32, bfloat16 or float16, got ",
+               dtype_name(dtype));
+  num_blocks_ = bytes / bytes_per_block(c, block_size, dtype);
   ZENITH_CHECK(num_blocks_ >= 2, "[llm engine] a KV pool of ", bytes, " bytes holds ", num_blocks_,
-               " blocks of ", block_size, " positions (", bytes_per_block(c, block_size),
-               " bytes each); give it room for at least 2");
+               " blocks of ", block_size, " positions (", bytes_per_block(c, block_size, dtype),
+               " bytes each in ", dtype_name(dtype), "); give it room for at least 2");
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    keys_.push_back(Tensor::zeros({num_blocks_, block_size_, kv_heads_, head_dim_}));
-    values_.push_back(Tensor::zeros({num_blocks_, block_size_, kv_heads_, head_dim_}));
+    keys_.push_back(Tensor::zeros({num_blocks_, kv_heads_, block_size_, head_dim_}, dtype));
+    values_.push_back(Tensor::zeros({num_blocks_, kv_heads_, block_size_, head_dim_}, dtype));
   }
   blocks_.resize(size_t(num_blocks_));
   // Popped from the back: block 0 first.
   for (int64_t b = num_blocks_ - 1; b >= 0; --b) free_.push_back(b);
+}
+
+void KvPool::store(int64_t layer, int64_t block, int64_t head, int64_t slot, const float* key,
+                   const float* value) {
+  const int64_t at = ((block * kv_heads_ + head) * block_size_ + slot) * head_dim_;
+  const Tensor &k = keys_[size_t(layer)], &v = values_[size_t(layer)];
+  switch (dtype_) {
+    case DType::bf16: {
+      BFloat16 *kd = k.data<BFloat16>() + at, *vd = v.data<BFloat16>() + at;
+      for (int64_t e = 0; e < head_dim_; ++e) {
+        kd[e].bits = float_to_bf16(key[e]);
+        vd[e].bits = float_to_bf16(value[e]);
+      }
+      return;
+    }
+    case DType::f16: {
+      Half *kd = k.data<Half>() + at, *vd = v.data<Half>() + at;
+      for (int64_t e = 0; e < head_dim_; ++e) {
+        kd[e].bits = float_to_half(key[e]);
+        vd[e].bits = float_to_half(value[e]);
+      }
+      return;
+    }
+    default:
+      std::copy_n(key, head_dim_, k.data<float>() + at);
+      std::copy_n(value, head_dim_, v.data<float>() + at);
+  }
 }
 
 int64_t KvPool::allocate() {

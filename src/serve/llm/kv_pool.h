@@ -3,7 +3,10 @@
 // every token before them (and the adapter), so a later request with the same prefix takes them
 // instead of computing them again (automatic prefix caching). A block nobody uses any more but
 // that holds a published prefix stays cached until a fresh block is needed; then the least
-// recently released one is reused.
+// recently released one is reused. Each layer's keys (and values) are one tensor
+// [blocks, Hkv, block_size, D] (vLLM's "HND": a block's positions of one kv head are contiguous,
+// so attention streams them in one run) of float32, or bfloat16 / float16 at half the bytes per
+// position (twice the tokens in the same memory; attention widens them as it reads).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "zenith/dtype.h"
 #include "zenith/llama_config.h"
 #include "zenith/tensor.h"
 
@@ -20,14 +24,18 @@ namespace zenith::serve::llm {
 
 class KvPool {
  public:
-  // As many blocks of `block_size` positions as fit in `bytes` (float32 K and V, every layer).
-  KvPool(const models::LlamaConfig& config, int64_t bytes, int64_t block_size);
-  static int64_t bytes_per_block(const models::LlamaConfig& config, int64_t block_size);
+  // As many blocks of `block_size` positions as fit in `bytes` (K and V of every layer in
+  // `dtype`: f32, bf16 or f16).
+  KvPool(const models::LlamaConfig& config, int64_t bytes, int64_t block_size,
+         DType dtype = DType::f32);
+  static int64_t bytes_per_block(const models::LlamaConfig& config, int64_t block_size,
+                                 DType dtype = DType::f32);
 
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
   int64_t kv_heads() const { return kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
+  DType dtype() const { return dtype_; }
   // Blocks a new allocation can take: free ones and cached ones nobody uses.
   int64_t available() const { return int64_t(free_.size() + lru_.size()); }
   int64_t used() const { return num_blocks_ - available(); }
@@ -45,16 +53,11 @@ class KvPool {
   static uint64_t chain_hash(uint64_t parent, const int64_t* tokens, int64_t n,
                              const std::string& adapter);
 
-  // Keys (or values) of `layer` at `position` of block `block`: Hkv x D floats.
-  float* key(int64_t layer, int64_t block, int64_t slot) {
-    return keys_[size_t(layer)].data<float>() +
-           ((block * block_size_ + slot) * kv_heads_) * head_dim_;
-  }
-  float* value(int64_t layer, int64_t block, int64_t slot) {
-    return values_[size_t(layer)].data<float>() +
-           ((block * block_size_ + slot) * kv_heads_) * head_dim_;
-  }
-  // All of `layer`'s keys (or values), float32 [blocks, block_size, Hkv, D]: what
+  // Stores kv head `head`'s key and value (D floats each, rounded to nearest even into the
+  // pool's dtype) at `slot` of `block` in `layer`.
+  void store(int64_t layer, int64_t block, int64_t head, int64_t slot, const float* key,
+             const float* value);
+  // All of `layer`'s keys (or values), [blocks, Hkv, block_size, D] in dtype(): what
   // ops::paged_attention reads.
   const Tensor& key_cache(int64_t layer) const { return keys_[size_t(layer)]; }
   const Tensor& value_cache(int64_t layer) const { return values_[size_t(layer)]; }
@@ -70,7 +73,8 @@ class KvPool {
   void unpublish(int64_t block);
 
   int64_t num_blocks_, block_size_, kv_heads_, head_dim_;
-  std::vector<Tensor> keys_, values_;  // per layer [block, slot, Hkv, D]
+  DType dtype_;
+  std::vector<Tensor> keys_, values_;  // per layer [block, Hkv, slot, D]
   std::vector<Block> blocks_;
   std::vector<int64_t> free_;
   std::list<int64_t> lru_;  // cached blocks, least recently released first

@@ -50,17 +50,13 @@ Tensor StepStore::attend(int64_t layer, const Tensor& q, const Tensor& k_in, con
                " heads");
   const float* pk = k.data<float>();
   const float* pv = v.data<float>();
-  // Store this step's keys and values: k [1, Hkv, N, D] -> block slot [Hkv, D].
+  // Store this step's keys and values: k [1, Hkv, N, D] -> each kv head's slot of the block.
   for (const StepSequence& s : sequences_)
     for (int64_t r = 0; r < s.count; ++r) {
       const int64_t p = s.position + r, row = s.row + r;
       const int64_t block = (*s.blocks)[size_t(p / bs)], slot = p % bs;
-      float* kd = pool_.key(layer, block, slot);
-      float* vd = pool_.value(layer, block, slot);
-      for (int64_t h = 0; h < kv_heads; ++h) {
-        std::copy_n(pk + (h * n + row) * d, d, kd + h * d);
-        std::copy_n(pv + (h * n + row) * d, d, vd + h * d);
-      }
+      for (int64_t h = 0; h < kv_heads; ++h)
+        pool_.store(layer, block, h, slot, pk + (h * n + row) * d, pv + (h * n + row) * d);
     }
   return ops::paged_attention(q, pool_.key_cache(layer), pool_.value_cache(layer), block_table_,
                               seq_of_row_, position_of_row_);
