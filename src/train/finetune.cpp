@@ -450,12 +450,11 @@ void Trainer::log_step(int64_t epoch, const detail::Step::Outcome& outcome, doub
 
 void Trainer::evaluate(int64_t step) {
   if (!eval_) return;
-  EvalRecord r;
-  with_full_parameters([&] {
-    r = parallel_
-            ? detail::evaluate_parallel(*parallel_, *eval_, o_.batch_size, pad_id_, pad_to_, ranks_)
-            : detail::evaluate_shared(*model_, *eval_, o_.batch_size, pad_id_, &ranks_);
-  });
+  EvalRecord r =  // ZeRO-3: one module's parameters gathered at a time, as in training
+      zero3() ? detail::evaluate_zero3(*model_, zero_, *eval_, o_.batch_size, pad_id_, ranks_)
+      : parallel_
+          ? detail::evaluate_parallel(*parallel_, *eval_, o_.batch_size, pad_id_, pad_to_, ranks_)
+          : detail::evaluate_shared(*model_, *eval_, o_.batch_size, pad_id_, &ranks_);
   r.step = step;
   result_.evals.push_back(r);
   eval_log_.push_back(

@@ -1,5 +1,7 @@
 #include "train/finetune_zero.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "distributed/zero_checkpoint.h"
+#include "train/finetune_zero_lora.h"
 #include "zenith/autograd.h"
 #include "zenith/error.h"
 #include "zenith/io.h"
@@ -163,6 +166,40 @@ bool save_zero3_output(const Checkpoint& c, distributed::ZeroOptimizer& zero, bo
   models::copy_model_side_files(c.o.model, dir);
   save_trainer_state(c, step, dir);
   return true;
+}
+
+EvalRecord evaluate_zero3(models::Llama& model,
+                          const std::shared_ptr<distributed::ZeroOptimizer>& zero, const Data& data,
+                          int64_t batch_size, int64_t pad_id, const Ranks& ranks) {
+  const bool was_training = model.training();
+  model.eval();
+  NoGradGuard no_grad;
+  const auto loss_of =
+      has_frozen_parameters(model) ? zero3_lora_loss : distributed::zero3_llama_loss;
+  const size_t n = data.examples.size(), batch = size_t(batch_size), world = size_t(ranks.world());
+  const size_t rounds = ((n + batch - 1) / batch + world - 1) / world;
+  double total = 0;
+  EvalRecord r;
+  for (size_t round = 0; round < rounds; ++round) {
+    const size_t first = (round * world + size_t(ranks.rank())) * batch;
+    std::vector<const Example*> part;
+    for (size_t j = first; j < std::min(n, first + batch); ++j) part.push_back(&data.examples[j]);
+    const bool stand_in = part.empty();
+    if (stand_in) part.push_back(&data.examples[0]);
+    const Batch b = collate(part, pad_id);
+    const bool counts = !stand_in && b.targets > 0;
+    const double loss =
+        loss_of(model, zero, b.input_ids, b.attention_mask, b.labels, 1.0, counts).item();
+    if (!counts) continue;
+    total += loss * double(b.targets);
+    r.targets += b.targets;
+  }
+  model.train(was_training);
+  const std::vector<double> sums = ranks.sum({total, double(r.targets)});
+  r.targets = int64_t(sums[1]);
+  r.loss = r.targets > 0 ? sums[0] / double(r.targets) : 0;
+  r.perplexity = std::exp(r.loss);
+  return r;
 }
 
 void save_zero_state(const std::string& dir, const distributed::ZeroOptimizer& zero,

@@ -63,6 +63,15 @@ std::vector<std::string> parameter_names(const models::Llama& model,
 bool save_zero3_output(const Checkpoint& c, distributed::ZeroOptimizer& zero, bool writes,
                        int64_t step, const std::string& dir);
 
+// ZeRO-3's evaluation: evaluate_shared's batches and loss (rank r takes every world-th batch,
+// the sums added over `ranks`), each module's parameters gathered around its own forward and
+// freed after, as training's forward walks the decoder (distributed::zero3_llama_loss, or
+// zero3_lora_loss for LoRA), so a rank holds its shards and one module, never the whole model.
+// Collective: a rank with no batch left in a round runs a stand-in that counts for nothing.
+EvalRecord evaluate_zero3(models::Llama& model,
+                          const std::shared_ptr<distributed::ZeroOptimizer>& zero, const Data& data,
+                          int64_t batch_size, int64_t pad_id, const Ranks& ranks);
+
 void save_zero_state(const std::string& dir, const distributed::ZeroOptimizer& zero,
                      const std::vector<std::string>& names,
                      const distributed::ParallelLlama* run = nullptr);
