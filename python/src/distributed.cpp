@@ -5,6 +5,9 @@
 #include "distributed/tensor_parallel.h"
 
 namespace zenith::python {
+
+void bind_parallel_optimizer(py::module_& m);  // parallel_optimizer.cpp
+
 namespace {
 
 communication::ReduceOp reduce_op(const std::string& name) {
@@ -76,6 +79,7 @@ void bind_distributed(py::module_& root) {
         return nn::DistributedDataParallel(std::move(module), o);
       },
       ReleaseGIL(), py::arg("module"), py::arg("bucket_cap_mb") = 25.0);
+  bind_parallel_optimizer(m);
 }
 
 }  // namespace zenith::python

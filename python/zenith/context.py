@@ -83,7 +83,7 @@ class ParallelMode:
 _PARALLEL_DEFAULTS = {"parallel_mode": ParallelMode.STAND_ALONE, "gradients_mean": False,
                       "device_num": 1, "global_rank": 0, "parameter_broadcast": False,
                       "bucket_cap_mb": 25.0, "pipeline_stages": 1,
-                      "enable_parallel_optimizer": False}
+                      "enable_parallel_optimizer": False, "parallel_optimizer_config": {}}
 _PARALLEL = dict(_PARALLEL_DEFAULTS)
 
 
@@ -93,8 +93,13 @@ def set_auto_parallel_context(**kwargs):
     gradients_mean=True: zenith averages). device_num and global_rank are checked against the
     job's group once communication.init() ran. bucket_cap_mb sets DDP's bucket size.
     parallel_mode='semi_auto_parallel' makes dense.matmul.shard(strategy) split a Dense's weight
-    over the ranks (zenith.nn.shard: row or column tensor parallel); pipeline_stages > 1 and
-    enable_parallel_optimizer=True are refused (zenith.UnsupportedError)."""
+    over the ranks (zenith.nn.shard: row or column tensor parallel).
+    enable_parallel_optimizer=True (data_parallel, semi_auto_parallel): optimizers made
+    afterwards shard their states over the ranks, ZeRO stage 1 (zenith.nn.parallel_optimizer);
+    parallel_optimizer_config takes MindSpore's 'parallel_optimizer_threshold' (KB, default 64:
+    smaller parameters stay whole), 'optimizer_weight_shard_size' (-1 only) and
+    'gradient_accumulation_shard' (False only). pipeline_stages > 1 is refused
+    (zenith.UnsupportedError)."""
     unknown = sorted(set(kwargs) - set(_PARALLEL_DEFAULTS))
     if unknown:
         raise ValueError(f"set_auto_parallel_context: unknown key(s) {unknown}; known: "
@@ -110,10 +115,13 @@ def set_auto_parallel_context(**kwargs):
         raise UnsupportedError(f"set_auto_parallel_context: pipeline_stages={stages!r} is not "
                                "supported from Python (zenith finetune --pipeline-parallel runs "
                                "pipeline stages of a LLaMA)")
-    if kwargs.get("enable_parallel_optimizer", _PARALLEL["enable_parallel_optimizer"]):
-        raise UnsupportedError("set_auto_parallel_context: enable_parallel_optimizer=True is not "
-                               "supported from Python (zenith finetune --zero 1 shards the "
-                               "optimizer of a LLaMA)")
+    if not isinstance(kwargs.get("enable_parallel_optimizer", False), bool):
+        raise TypeError("set_auto_parallel_context: enable_parallel_optimizer must be a bool, "
+                        f"got {kwargs['enable_parallel_optimizer']!r}")
+    if "parallel_optimizer_config" in kwargs:
+        from zenith.nn.parallel_optimizer import check_config
+        kwargs = dict(kwargs, parallel_optimizer_config=check_config(
+            kwargs["parallel_optimizer_config"]))
     _PARALLEL.update(kwargs)
 
 
@@ -121,6 +129,9 @@ def get_auto_parallel_context(attr_key):
     """The value of a set_auto_parallel_context key."""
     if attr_key not in _PARALLEL:
         raise ValueError(f"get_auto_parallel_context: unknown key {attr_key!r}")
+    if attr_key == "parallel_optimizer_config":
+        from zenith.nn.parallel_optimizer import DEFAULT_CONFIG
+        return dict(DEFAULT_CONFIG, **_PARALLEL[attr_key])
     return _PARALLEL[attr_key]
 
 

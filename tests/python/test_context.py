@@ -63,8 +63,11 @@ def test_auto_parallel_context():
         zenith.set_auto_parallel_context(parallel_mode=zenith.ParallelMode.AUTO_PARALLEL)
     with pytest.raises(zenith.UnsupportedError, match="pipeline_stages=2"):
         zenith.set_auto_parallel_context(pipeline_stages=2)
-    with pytest.raises(zenith.UnsupportedError, match="enable_parallel_optimizer"):
-        zenith.set_auto_parallel_context(enable_parallel_optimizer=True)
+    with pytest.raises(zenith.UnsupportedError, match="gradient_accumulation_shard"):
+        zenith.set_auto_parallel_context(
+            parallel_optimizer_config={"gradient_accumulation_shard": True})
+    with pytest.raises(ValueError, match="shard_level"):
+        zenith.set_auto_parallel_context(parallel_optimizer_config={"shard_level": 2})
     with pytest.raises(ValueError, match="unknown key"):
         zenith.set_auto_parallel_context(stages=2)
     with pytest.raises(ValueError):

@@ -138,8 +138,9 @@ class Optimizer(Cell):
 
     def _build(self, make):
         """Sets self._opt from make(params, schedule, weight_decay) for each group."""
-        opts = [make(list(g["params"]), _schedule(g["lr"]),
-                     0.0 if isinstance(g["weight_decay"], Cell) else g["weight_decay"])
+        from zenith.nn.parallel_optimizer import make_optimizer  # ZeRO-1 when enabled
+        opts = [make_optimizer(make, list(g["params"]), _schedule(g["lr"]),
+                               0.0 if isinstance(g["weight_decay"], Cell) else g["weight_decay"])
                 for g in self.group_params]
         self._opt = opts[0] if len(opts) == 1 else _Grouped(
             opts, [len(g["params"]) for g in self.group_params])

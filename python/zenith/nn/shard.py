@@ -27,7 +27,16 @@ strategy, so shard() refuses it there.
 from zenith import _zenith as _C
 from zenith._unsupported import UnsupportedError
 
-__all__ = ["MatMulShard", "shard_dense"]
+__all__ = ["MatMulShard", "shard_dense", "is_tensor_parallel"]
+
+# Parameters split by a strategy (each rank holds its own part), by their tensors' identity:
+# the optimizer parallel (zenith.nn.parallel_optimizer) does not shard them again.
+_SPLIT = set()
+
+
+def is_tensor_parallel(param):
+    """Whether a shard strategy split `param` over the ranks."""
+    return param._id() in _SPLIT
 
 
 def _mode():
@@ -94,8 +103,10 @@ def shard_dense(dense, strategy):
     w = weight.asnumpy()
     weight.set_data(w[lo:hi] if kind == "column" else w[:, lo:hi].copy())
     bias = dense.bias if dense.has_bias else None
+    _SPLIT.add(weight._id())
     if bias is not None and kind == "column":
         bias.set_data(bias.asnumpy()[lo:hi])
+        _SPLIT.add(bias._id())
     object.__setattr__(dense, "_tp", {"kind": kind, "strategy": s, "lo": lo, "hi": hi,
                                       "out": rows})
     object.__setattr__(dense, "_shard_strategy", s)
