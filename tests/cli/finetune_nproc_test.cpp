@@ -190,8 +190,9 @@ TEST_F(FinetuneNproc, ZeroStagesOneAndTwoTrainAsDdp) {
 
 // --zero 3 (parameters sharded too, gathered around each decoder layer's forward and again in
 // its backward) trains as DDP does: losses, gradient norms, eval loss (each layer gathered in
-// turn, as in training) and the unsharded model written at the end. The third micro-batch has no example for
-// rank 1, which runs a stand-in that counts for nothing so that its gathers match rank 0's.
+// turn, as in training) and the unsharded model written at the end. The third micro-batch has
+// no example for rank 1, which runs a stand-in that counts for nothing so that its gathers
+// match rank 0's.
 TEST_F(FinetuneNproc, ZeroStageThreeTrainsAsDdp) {
   const std::string full = "finetune --model " + std::string(ZENITH_SOURCE_DIR) +
                            "/examples/llm/demo-llama --data " + (root_ / "train.jsonl").string() +
