@@ -45,8 +45,9 @@ class SlurmZeroMemory : public zt::SlurmClusterTest {
   // (hidden 768, 12 layers, vocabulary 32000: Ψ = 109.5M) from random weights, each rank under
   // `memory: 2Gi` (`ulimit -v` per Slurm task): below one process's 16Ψ = 1.63 GiB plus its
   // step, above a ZeRO-3 rank's 4Ψ = 418 MiB plus the model gathered at the end.
+  // `wrap`: words put before the command (peak_rss_wrapper()).
   static std::string write_finetune_job(const std::string& name, int nodes, int npu,
-                                        const std::string& flags) {
+                                        const std::string& flags, const std::string& wrap = "") {
     if (!fs::exists(root() / "llama110m.json")) {
       nlohmann::json c = nlohmann::json::parse(
           std::ifstream(std::string(ZENITH_SOURCE_DIR) + "/examples/llm/demo-llama/config.json"));
@@ -66,12 +67,27 @@ class SlurmZeroMemory : public zt::SlurmClusterTest {
     std::ofstream(path) << "job:\n  name: " << name << "\n  resources: { nodes: " << nodes
                         << ", npu: " << npu
                         << ", memory: 2Gi }\n  env: { ZENITH_COMM_TIMEOUT: \"60\" }\n  entry: "
-                        << ZENITH_BINARY << " finetune --method full --init random --model-config "
+                        << wrap << ZENITH_BINARY
+                        << " finetune --method full --init random --model-config "
                         << (root() / "llama110m.json").string() << " --data "
                         << (root() / "llama110m.jsonl").string()
                         << " --max-steps 1 --max-seq-len 32 --out " << (root() / name).string()
                         << " " << flags << "\n";
     return path;
+  }
+  // Words that run a command and write its peak RSS (the largest resident set of the processes
+  // it waited for, in KiB) to `<out>.<RANK>`, keeping its exit status: the rank's own peak,
+  // under the task's `ulimit -v` as the command is.
+  static std::string peak_rss_wrapper(const fs::path& out) {
+    const fs::path script = root() / "peak_rss.py";
+    std::ofstream(script)
+        << "import os, resource, subprocess, sys\n"
+           "code = subprocess.call(sys.argv[2:])\n"
+           "kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+           "with open(sys.argv[1] + '.' + os.environ.get('RANK', '0'), 'w') as f:\n"
+           "    f.write('%d\\n' % kib)\n"
+           "sys.exit(code if code >= 0 else 128 - code)\n";
+    return "python3 " + script.string() + " " + out.string() + " ";
   }
   static std::string read(const fs::path& path) {
     std::ifstream in(path);
@@ -133,4 +149,39 @@ TEST_F(SlurmZeroMemory, FinetuneOfA110MLlamaFailsInOneRankAndTrainsAtStageThreeO
   EXPECT_NE(zero.output.find("ZeRO stage 3 over 4 ranks"), std::string::npos) << zero.output;
   EXPECT_EQ(zero.output.find("out of memory"), std::string::npos) << zero.output;
   EXPECT_TRUE(fs::exists(root() / "ft-zero3/model.safetensors"));
+}
+
+// The same demonstration with the model split instead of sharded: tensor 2 x pipeline 2 over
+// 4 ranks on 2 nodes (`zenith finetune --tensor-parallel 2 --pipeline-parallel 2`), each rank
+// holding half of the layers of its stage and half of each of their weights (16Ψ/4 = 418 MiB of
+// model state), under the same `memory: 2Gi` that one process of the model cannot train in.
+TEST_F(SlurmZeroMemory, FinetuneOfA110MLlamaFailsInOneRankAndTrainsAtTensorTwoByPipelineTwo) {
+  auto one = zt::run_zenith("run --backend slurm " +
+                            write_finetune_job("tp-one", 1, 1, "--batch-size 2",
+                                               peak_rss_wrapper(root() / "tp-one.rss")));
+  EXPECT_NE(one.code, 0) << one.output;
+  EXPECT_NE(one.output.find("[alert] oom: job"), std::string::npos) << one.output;
+  EXPECT_NE(one.output.find("out of memory (limit 2Gi per rank)"), std::string::npos) << one.output;
+  EXPECT_NE(one.output.find("out of memory allocating"), std::string::npos) << one.output;
+
+  auto split = zt::run_zenith(
+      "run --backend slurm " +
+      write_finetune_job("tp2pp2", 2, 2,
+                         "--tensor-parallel 2 --pipeline-parallel 2 --micro-batches 2 "
+                         "--batch-size 2",
+                         peak_rss_wrapper(root() / "tp2pp2.rss")));
+  ASSERT_EQ(split.code, 0) << split.output;
+  EXPECT_NE(split.output.find("tensor 2 x pipeline 2 x data 1"), std::string::npos) << split.output;
+  EXPECT_EQ(split.output.find("out of memory"), std::string::npos) << split.output;
+  EXPECT_TRUE(fs::exists(root() / "tp2pp2/model.safetensors"));
+  const double limit_kib = 2 << 20;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string rss = read(root() / ("tp2pp2.rss." + std::to_string(rank)));
+    ASSERT_FALSE(rss.empty()) << "rank " << rank << "'s peak RSS";
+    const double kib = std::stod(rss);
+    EXPECT_GT(kib, 0) << rank;
+    EXPECT_LT(kib, limit_kib) << "rank " << rank;
+    std::printf("[slurm tp2 x pp2] rank %d: peak RSS %.0f MiB (limit 2048 MiB)\n", rank,
+                kib / 1024);
+  }
 }
