@@ -15,6 +15,7 @@
 #include "serve/image_header.h"
 #include "serve/listener.h"
 #include "serve/prometheus.h"
+#include "serve/route_auth.h"
 #include "zenith/autograd.h"
 #include "zenith/data.h"
 
@@ -101,28 +102,7 @@ struct InferenceServer::Impl {
   // The token check, before a body is read (the server's gate): only /v2/health/* is open.
   std::optional<platform::GateRefusal> authorize(const httplib::Request& req) {
     if (req.path.rfind("/v2/health/", 0) == 0) return std::nullopt;
-    const std::string h = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (h.empty())
-      return platform::GateRefusal{401,
-                                   "[serve] missing 'Authorization: Bearer <token>' (make one "
-                                   "with `zenith token create --service " +
-                                       options.name + "`)"};
-    const std::string secret = h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : "";
-    // The platform's monitor scrapes /metrics with the server's own token (DATA/token).
-    if (req.path == "/metrics" && !options.admin_token.empty() &&
-        platform::token_equals(secret, options.admin_token))
-      return std::nullopt;
-    switch (tokens->check(secret)) {
-      case platform::TokenCheck::kOk:
-        return std::nullopt;
-      case platform::TokenCheck::kForbidden:
-        return platform::GateRefusal{
-            403, "[serve] this token is for another service, not '" + options.name + "'"};
-      case platform::TokenCheck::kUnauthorized:
-        break;
-    }
-    return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
+    return authorize_service_request(req, *tokens, options.name, options.admin_token);
   }
 
   // The model named in the path (capture 1) and version (capture 2, optional) must be ours.

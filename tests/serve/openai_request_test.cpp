@@ -204,19 +204,47 @@ TEST(OpenAiRequest, ResponseFormatAndTools) {
             R"({"z":{"type":"integer"},"a":{"type":"string"}})");
 }
 
+TEST(OpenAiRequest, SeveralCompletionPrompts) {
+  Request texts = parse_request(R"({"model":"m","prompt":["a","b c"],"n":3})", false);
+  ASSERT_EQ(texts.prompts.size(), 2u);
+  EXPECT_EQ(texts.prompts[1].text, "b c");
+  EXPECT_FALSE(texts.prompts[1].is_ids);
+  Request lists = parse_request(R"({"model":"m","prompt":[[1,2],[3]]})", false);
+  ASSERT_EQ(lists.prompts.size(), 2u);
+  EXPECT_EQ(lists.prompts[1].ids, std::vector<int64_t>{3});
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":["a",""]})", false).param, "prompt[1]");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":["a",[1]]})", false).param, "prompt[1]");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":[[1],"a"]})", false).param, "prompt[1]");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":[[1],[]]})", false).param, "prompt[1]");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":[[1],[-1]]})", false).param, "prompt[1]");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":[]})", false).param, "prompt");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":{}})", false).param, "prompt");
+  // Prompts times n count against the cap on choices, as n alone does.
+  EXPECT_EQ(parse_request(R"({"model":"m","prompt":["a","b"],"n":8})", false).n, 8);
+  const ApiError many = error_of(R"({"model":"m","prompt":["a","b","c"],"n":6})", false);
+  EXPECT_EQ(many.param, "n");
+  EXPECT_NE(many.message.find("18 choices"), std::string::npos) << many.message;
+  const json seventeen(std::vector<std::string>(17, "a"));
+  EXPECT_EQ(error_of(json{{"model", "m"}, {"prompt", seventeen}}.dump(), false).param, "prompt");
+}
+
 TEST(OpenAiRequest, CompletionPrompts) {
-  EXPECT_EQ(parse_request(R"({"model":"m","prompt":"once"})", false).prompt, "once");
-  EXPECT_EQ(parse_request(R"({"model":"m","prompt":["once"]})", false).prompt, "once");
+  EXPECT_EQ(parse_request(R"({"model":"m","prompt":"once"})", false).prompts[0].text, "once");
+  EXPECT_EQ(parse_request(R"({"model":"m","prompt":["once"]})", false).prompts[0].text, "once");
   Request ids = parse_request(R"({"model":"m","prompt":[1,5,9],"logprobs":2})", false);
-  EXPECT_TRUE(ids.prompt_is_ids);
-  EXPECT_EQ(ids.prompt_ids, (std::vector<int64_t>{1, 5, 9}));
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_TRUE(ids.prompts[0].is_ids);
+  EXPECT_EQ(ids.prompts[0].ids, (std::vector<int64_t>{1, 5, 9}));
   EXPECT_TRUE(ids.logprobs);
   EXPECT_EQ(ids.top_logprobs, 2);
   EXPECT_EQ(error_of(R"({"model":"m","prompt":""})", false).param, "prompt");
-  EXPECT_EQ(error_of(R"({"model":"m","prompt":["a","b"]})", false).param, "prompt");
   EXPECT_EQ(error_of(R"({"model":"m","prompt":[1,-2]})", false).param, "prompt");
   EXPECT_EQ(error_of(R"({"model":"m","prompt":"a","logprobs":6})", false).param, "logprobs");
-  EXPECT_EQ(error_of(R"({"model":"m","prompt":"a","echo":true})", false).param, "echo");
+  EXPECT_EQ(error_of(R"({"model":"m","prompt":"a","suffix":"b"})", false).param, "suffix");
+  EXPECT_NE(error_of(R"({"model":"m","prompt":"a","suffix":"b"})", false)
+                .message.find("fill-in-the-middle"),
+            std::string::npos);
+  EXPECT_TRUE(parse_request(R"({"model":"m","prompt":"a","echo":true})", false).echo);
   EXPECT_EQ(error_of(R"({"model":"m"})", false).param, "prompt");
 }
 
@@ -229,13 +257,13 @@ TEST(OpenAiPrompt, ChatUsesTheTemplateAndCompletionsTheText) {
   auto tok = fortunes_tokenizer();
   auto tmpl = text::ChatTemplate::for_tokenizer(*tok);
   Request chat = parse_request(chat_with({}), true);
-  auto ids = prompt_ids(chat, *tok, &tmpl, 2048);
+  auto ids = prompt_ids(chat, *tok, &tmpl, 2048).at(0);
   const std::vector<text::ChatMessage> messages = {{"user", "hi"}};
   const auto want = text::encode_chat(*tok, tmpl, messages, true).ids;
   EXPECT_EQ(ids, std::vector<int64_t>(want.begin(), want.end()));
   Request completion = parse_request(R"({"model":"m","prompt":"Once upon"})", false);
   const auto text_ids = tok->encode("Once upon");
-  EXPECT_EQ(prompt_ids(completion, *tok, nullptr, 2048),
+  EXPECT_EQ(prompt_ids(completion, *tok, nullptr, 2048).at(0),
             std::vector<int64_t>(text_ids.begin(), text_ids.end()));
 }
 
@@ -254,7 +282,7 @@ TEST(OpenAiPrompt, ToolTurnsBecomeTextTheTemplateAccepts) {
                            {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "sunny"}}}}}
                         .dump(),
                     true);
-  const auto ids = prompt_ids(r, *tok, &tmpl, 2048);
+  const auto ids = prompt_ids(r, *tok, &tmpl, 2048).at(0);
   std::vector<int32_t> ids32(ids.begin(), ids.end());
   EXPECT_NE(tok->decode(ids32).find("Result of tool call c1: sunny"), std::string::npos);
 }

@@ -11,6 +11,9 @@
 #include "serve/listener.h"
 #include "serve/llm/http_server_impl.h"
 #include "serve/llm/openai_response.h"
+#include "serve/llm_package.h"
+#include "serve/route_auth.h"
+#include "zenith/context.h"
 #include "zenith/gguf.h"
 #include "zenith/llama.h"
 #include "zenith/quant.h"
@@ -57,58 +60,48 @@ void LlmServer::Impl::count(const std::string& endpoint, int status, double seco
 
 std::optional<platform::GateRefusal> LlmServer::Impl::authorize(const httplib::Request& req) {
   if (req.path == "/health") return std::nullopt;
-  const std::string h = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  if (h.empty())
-    return platform::GateRefusal{401,
-                                 "[serve] missing 'Authorization: Bearer <token>' (make one with "
-                                 "`zenith token create --service " +
-                                     options.name + "`)"};
-  const std::string secret = h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : "";
-  const bool platform_admin =
-      !options.admin_token.empty() && platform::token_equals(secret, options.admin_token);
-  // The platform's monitor scrapes /metrics with the server's own token (DATA/token).
-  if (req.path == "/metrics" && platform_admin) return std::nullopt;
-  if (admin_path(req.path)) {
-    if (platform_admin) return std::nullopt;
-    auto record = tokens->find(secret);
-    if (!record) return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
-    if (record->role != "admin")
-      return platform::GateRefusal{403,
-                                   "[serve] adapters are loaded and unloaded with a platform "
-                                   "admin token (`zenith token create --role admin`)"};
-    return std::nullopt;
-  }
-  switch (tokens->check(secret)) {
-    case platform::TokenCheck::kOk:
-      return std::nullopt;
-    case platform::TokenCheck::kForbidden:
-      return platform::GateRefusal{
-          403, "[serve] this token is for another service, not '" + options.name + "'"};
-    case platform::TokenCheck::kUnauthorized:
-      break;
-  }
-  return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
+  if (!admin_path(req.path))
+    return authorize_service_request(req, *tokens, options.name, options.admin_token);
+  const auto secret = bearer_secret(req);
+  if (!secret) return missing_token(options.name);
+  if (is_platform_token(*secret, options.admin_token)) return std::nullopt;
+  auto record = tokens->find(*secret);
+  if (!record) return platform::GateRefusal{401, "[serve] invalid, expired or revoked token"};
+  if (record->role != "admin")
+    return platform::GateRefusal{403,
+                                 "[serve] adapters are loaded and unloaded with a platform "
+                                 "admin token (`zenith token create --role admin`)"};
+  return std::nullopt;
 }
 
+// vLLM's model card (id, root, parent, max_model_len) and, under "zenith", how the engine runs:
+// read-only settings a client may tune its requests by (nothing secret: no paths, no tokens).
 void LlmServer::Impl::models(httplib::Response& res, const std::string& only) {
-  json data = json::array();
-  data.push_back({{"id", options.name},
-                  {"object", "model"},
-                  {"created", created},
-                  {"owned_by", "zenith"},
-                  {"root", options.name},
-                  {"parent", nullptr},
-                  {"max_model_len", engine->max_model_len()}});
+  const EngineOptions& e = options.engine;
+  const EngineStats stats = engine->stats();
+  const json engine_options = {{"max_batched_tokens", e.max_batched_tokens},
+                               {"max_step_cost", e.max_step_cost},
+                               {"max_running", e.max_running},
+                               {"max_waiting", e.max_waiting},
+                               {"kv_cache_memory", e.kv_cache_bytes},
+                               {"kv_cache_blocks", stats.kv_blocks},
+                               {"block_size", stats.block_size},
+                               {"prefix_caching", e.prefix_caching},
+                               {"threads", context::get_num_threads()},
+                               {"dtype", weight_dtype}};
+  auto card = [&](const std::string& id, const std::string& root, const json& parent) {
+    return json{{"id", id},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "zenith"},
+                {"root", root},
+                {"parent", parent},
+                {"max_model_len", engine->max_model_len()},
+                {"zenith", engine_options}};
+  };
+  json data = json::array({card(options.name, root_name, nullptr)});
   std::lock_guard lock(adapters_mutex);
-  for (const auto& [name, dir] : adapter_dirs)
-    data.push_back({{"id", name},
-                    {"object", "model"},
-                    {"created", created},
-                    {"owned_by", "zenith"},
-                    {"root", dir},
-                    {"parent", options.name},
-                    {"max_model_len", engine->max_model_len()}});
+  for (const auto& [name, dir] : adapter_dirs) data.push_back(card(name, dir, options.name));
   if (only.empty()) return platform::reply_json(res, 200, {{"object", "list"}, {"data", data}});
   for (const auto& m : data)
     if (m["id"] == only) return platform::reply_json(res, 200, m);
@@ -270,6 +263,32 @@ std::shared_ptr<models::Llama> load_model(const std::string& path, const std::st
   return model;
 }
 
+// A weight dtype as --dtype names it (f32, bf16, f16).
+std::string dtype_flag_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    default:
+      return dtype_name(dtype);
+  }
+}
+
+// /v1/models' "root" of the base model: the model it was loaded from, as vLLM's is the path it
+// serves; for an LLM package (a deployed version) the model directory it was made from.
+std::string model_root(const std::string& model_dir) {
+  const fs::path path = fs::path(model_dir).lexically_normal();
+  if (is_llm_package(path.string())) {
+    std::ifstream in(path / "package.json");
+    const json spec = json::parse(in, nullptr, false);
+    if (spec.is_object() && spec.value("source", json()).is_string()) return spec["source"];
+  }
+  return path.has_filename() ? path.string() : path.parent_path().string();
+}
+
 }  // namespace
 
 LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
@@ -287,6 +306,9 @@ LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
   m.created = int64_t(std::time(nullptr));
   auto model = load_model(model_dir, m.options.dtype);
   model->eval();
+  m.weight_dtype =
+      m.options.dtype.empty() ? dtype_flag_name(model->weight_dtype()) : m.options.dtype;
+  m.root_name = model_root(model_dir);
   m.tokenizer = models::find_model_tokenizer(model_dir);
   ZENITH_CHECK(
       m.tokenizer != nullptr, "[serve] ", model_dir,

@@ -34,6 +34,8 @@ struct LlmServer::Impl {
   std::string cert;
   int bound_port = 0;
   int64_t created = 0;                // unix seconds: /v1/models' "created"
+  std::string root_name;              // /v1/models' "root": the model it was loaded from
+  std::string weight_dtype;           // the weights' dtype as loaded (--dtype or the file's)
   std::atomic<bool> stopping{false};  // stop(): waiting requests are cancelled
 
   std::mutex adapters_mutex;

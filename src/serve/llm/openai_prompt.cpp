@@ -22,13 +22,17 @@ std::vector<text::ChatMessage> template_messages(const Request& r) {
   std::vector<text::ChatMessage> out;
   // The built-in templates have no place for tools: their names (and descriptions) go in a
   // system turn, kept short (a small model's context is short); a required or named call's
-  // arguments are shaped by constrained decoding, not by the prompt.
+  // arguments are shaped by constrained decoding, not by the prompt; with "auto" the turn says
+  // how a call is written (what openai_tools.h reads back).
   if (!r.tools.empty() && r.tool_choice != "none") {
     std::string list;
     for (const auto& t : r.tools)
       list += (list.empty() ? "" : "; ") + t.name +
               (t.description.empty() ? std::string() : " (" + t.description + ")");
-    out.push_back({"system", "Functions you can call: " + list + "."});
+    std::string how;  // "auto": the model decides, and must know how a call is written
+    if (r.tool_choice == "auto")
+      how = " To call one, answer only {\"name\": <function>, \"arguments\": {...}}.";
+    out.push_back({"system", "Functions you can call: " + list + "." + how});
   }
   for (const auto& m : r.messages) {
     text::ChatMessage c{m.role, m.content};
@@ -51,9 +55,9 @@ std::vector<text::ChatMessage> template_messages(const Request& r) {
 
 }  // namespace
 
-std::vector<int64_t> prompt_ids(const Request& r, const text::Tokenizer& tokenizer,
-                                const text::ChatTemplate* chat_template, int64_t vocab_size) {
-  std::vector<int64_t> ids;
+std::vector<std::vector<int64_t>> prompt_ids(const Request& r, const text::Tokenizer& tokenizer,
+                                             const text::ChatTemplate* chat_template,
+                                             int64_t vocab_size) {
   if (r.chat) {
     for (size_t i = 0; i < r.messages.size(); ++i)
       if (only_special(tokenizer, tokenizer.encode(r.messages[i].content, false))) {
@@ -68,29 +72,35 @@ std::vector<int64_t> prompt_ids(const Request& r, const text::Tokenizer& tokeniz
     const auto messages = template_messages(r);
     try {
       const auto enc = text::encode_chat(tokenizer, *chat_template, messages, true);
-      ids.assign(enc.ids.begin(), enc.ids.end());
+      return {std::vector<int64_t>(enc.ids.begin(), enc.ids.end())};
     } catch (const std::exception& e) {
       throw ApiError{
           400,
           std::string("'messages' cannot be written with the model's chat template: ") + e.what(),
           "messages", ""};
     }
-    return ids;
   }
-  if (r.prompt_is_ids) {
-    for (size_t i = 0; i < r.prompt_ids.size(); ++i)
-      if (r.prompt_ids[i] >= vocab_size)
-        throw ApiError{400,
-                       "'prompt[" + std::to_string(i) + "]' is token id " +
-                           std::to_string(r.prompt_ids[i]) + ", outside the vocabulary of " +
-                           std::to_string(vocab_size),
-                       "prompt", ""};
-    return r.prompt_ids;
+  std::vector<std::vector<int64_t>> all;
+  for (size_t p = 0; p < r.prompts.size(); ++p) {
+    const Prompt& prompt = r.prompts[p];
+    const std::string at = r.prompts.size() > 1 ? "prompt[" + std::to_string(p) + "]" : "prompt";
+    if (prompt.is_ids) {
+      for (size_t i = 0; i < prompt.ids.size(); ++i)
+        if (prompt.ids[i] >= vocab_size)
+          throw ApiError{400,
+                         "'" + at + "[" + std::to_string(i) + "]' is token id " +
+                             std::to_string(prompt.ids[i]) + ", outside the vocabulary of " +
+                             std::to_string(vocab_size),
+                         at, ""};
+      all.push_back(prompt.ids);
+      continue;
+    }
+    const auto enc = tokenizer.encode(prompt.text, true);
+    if (only_special(tokenizer, enc))
+      throw ApiError{400, "'" + at + "' holds only special tokens", at, ""};
+    all.emplace_back(enc.begin(), enc.end());
   }
-  const auto enc = tokenizer.encode(r.prompt, true);
-  if (only_special(tokenizer, enc))
-    throw ApiError{400, "'prompt' holds only special tokens", "prompt", ""};
-  return std::vector<int64_t>(enc.begin(), enc.end());
+  return all;
 }
 
 int64_t completion_budget(const Request& r, int64_t prompt_tokens, int64_t context) {

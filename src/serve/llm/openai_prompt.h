@@ -11,11 +11,14 @@
 
 namespace zenith::serve::llm {
 
-// The prompt's ids (chat_template: the model's, null when it has none); throws ApiError naming the
-// field: a message or prompt made only of special tokens, a token id outside the vocabulary, a
-// conversation the template cannot write.
-std::vector<int64_t> prompt_ids(const Request& request, const text::Tokenizer& tokenizer,
-                                const text::ChatTemplate* chat_template, int64_t vocab_size);
+// The prompts' ids: chat, the one conversation (chat_template: the model's, null when it has
+// none); completions, one per prompt. Throws ApiError naming the field: a message or prompt made
+// only of special tokens, a token id outside the vocabulary, a conversation the template cannot
+// write.
+std::vector<std::vector<int64_t>> prompt_ids(const Request& request,
+                                             const text::Tokenizer& tokenizer,
+                                             const text::ChatTemplate* chat_template,
+                                             int64_t vocab_size);
 
 // The new tokens the request gets: max_tokens, or (when not given) what the context leaves.
 // Throws ApiError 400 naming both numbers when prompt + max_tokens exceeds `context`.

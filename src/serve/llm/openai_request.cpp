@@ -196,38 +196,55 @@ std::vector<Message> parse_messages(const Fields& f) {
   return out;
 }
 
+// prompt: a string, token ids, or a list of strings or of token-id lists (one prompt each).
 void parse_prompt(const Fields& f, Request& r) {
   const json* p = f.get("prompt");
   if (!p) throw bad("prompt", "'prompt' is required");
-  auto ids_of = [&](const json& list, const std::string& path) {
+  auto ids_of = [](const json& list, const std::string& path) {
+    Prompt prompt;
+    prompt.is_ids = true;
     for (size_t i = 0; i < list.size(); ++i) {
       if (!list[i].is_number_integer() || list[i].get<int64_t>() < 0)
         throw bad(path, "'" + path + "[" + std::to_string(i) +
-                            "]' must be a token id (an "
-                            "integer >= 0), got " +
-                            list[i].dump());
-      r.prompt_ids.push_back(list[i].get<int64_t>());
+                            "]' must be a token id (an integer >= 0), got " + list[i].dump());
+      prompt.ids.push_back(list[i].get<int64_t>());
     }
-    r.prompt_is_ids = true;
+    if (prompt.ids.empty()) throw bad(path, "'" + path + "' is empty");
+    return prompt;
   };
+  auto text_of = [](const json& text, const std::string& path) {
+    if (text.get<std::string>().empty()) throw bad(path, "'" + path + "' is empty");
+    return Prompt{text.get<std::string>(), {}, false};
+  };
+  const std::string want =
+      "a string, an array of token ids, or an array of strings or of "
+      "token-id arrays";
   if (p->is_string()) {
-    r.prompt = p->get<std::string>();
-  } else if (p->is_array() && !p->empty() && p->size() == 1 && (*p)[0].is_string()) {
-    r.prompt = (*p)[0].get<std::string>();
-  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
-    ids_of(*p, "prompt");
-  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_array()) {
-    ids_of((*p)[0], "prompt[0]");
-  } else if (p->is_array() && p->size() > 1) {
-    throw bad("prompt", "'prompt' holds " + std::to_string(p->size()) +
-                            " prompts; send one prompt per request (use 'n' for several "
-                            "completions)");
+    r.prompts.push_back(text_of(*p, "prompt"));
+  } else if (!p->is_array()) {
+    f.wrong("prompt", want);
+  } else if (p->empty()) {
+    throw bad("prompt", "'prompt' is an empty array");
+  } else if ((*p)[0].is_number()) {
+    r.prompts.push_back(ids_of(*p, "prompt"));
   } else {
-    throw bad("prompt", "'prompt' must be a string or an array of token ids, got " +
-                            (p->is_array() ? std::string("an empty array") : type_name(*p)));
+    if (p->size() > size_t(kMaxChoices))
+      throw bad("prompt", "'prompt' holds " + std::to_string(p->size()) + " prompts; at most " +
+                              std::to_string(kMaxChoices) + " are allowed");
+    const bool strings = (*p)[0].is_string();
+    for (size_t i = 0; i < p->size(); ++i) {
+      const std::string at = "prompt[" + std::to_string(i) + "]";
+      const json& item = (*p)[i];
+      if (strings && item.is_string())
+        r.prompts.push_back(text_of(item, at));
+      else if (!strings && item.is_array())
+        r.prompts.push_back(ids_of(item, at));
+      else
+        throw bad(at, "'" + at + "' must be " +
+                          (strings ? "a string, as 'prompt[0]' is" : "an array of token ids") +
+                          ", got " + type_name(item));
+    }
   }
-  if (r.prompt_is_ids ? r.prompt_ids.empty() : r.prompt.empty())
-    throw bad("prompt", "'prompt' is empty");
 }
 
 void parse_stop(const Fields& f, Request& r) {
@@ -385,8 +402,16 @@ Request parse_request(const std::string& body, bool chat) {
       r.logprobs = true;
       r.top_logprobs = int(*lp);
     }
-    if (f.boolean("echo").value_or(false)) throw bad("echo", "'echo': true is not supported");
-    if (f.str("suffix")) throw bad("suffix", "'suffix' is not supported");
+    r.echo = f.boolean("echo").value_or(false);
+    if (f.str("suffix"))
+      throw bad("suffix",
+                "'suffix' is not supported: this model has no fill-in-the-middle tokens (LLaMA "
+                "models are not trained for insertion)");
+    if (r.prompts.size() * size_t(r.n) > size_t(kMaxChoices))
+      throw bad(r.n > 1 ? "n" : "prompt",
+                std::to_string(r.prompts.size()) + " prompts times 'n' " + std::to_string(r.n) +
+                    " is " + std::to_string(r.prompts.size() * size_t(r.n)) + " choices; at most " +
+                    std::to_string(kMaxChoices) + " are allowed");
   }
   r.stream = f.boolean("stream").value_or(false);
   if (const json* so = f.object("stream_options")) {

@@ -4,11 +4,12 @@
 //
 // Checked here (fields not listed are ignored, as vLLM ignores them): model; messages (roles
 // system, developer, user, assistant, tool; content a string or text parts) or prompt (a
-// string or token ids); max_tokens / max_completion_tokens; temperature 0..2; top_p (0, 1];
-// top_k (-1, 0: off); seed; n 1..kMaxChoices; presence/frequency_penalty -2..2; stop (a string
-// or up to 4); logprobs and top_logprobs 0..20 (chat) or logprobs 0..5 (completions); stream;
-// stream_options.include_usage; response_format (text, json_object, json_schema); tools and
-// tool_choice; user; echo (completions, false only).
+// string, token ids, or a list of either: one choice per prompt and n); max_tokens /
+// max_completion_tokens; temperature 0..2; top_p (0, 1]; top_k (-1, 0: off); seed;
+// n 1..kMaxChoices; presence/frequency_penalty -2..2; stop (a string or up to 4); logprobs and
+// top_logprobs 0..20 (chat) or logprobs 0..5 (completions); stream; stream_options.include_usage;
+// response_format (text, json_object, json_schema); tools and tool_choice; user; echo
+// (completions). suffix is refused: LLaMA models have no fill-in-the-middle tokens.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +29,7 @@ struct ApiError {
   std::string type() const;  // "invalid_request_error", "authentication_error", ...
 };
 
-constexpr int kMaxChoices = 16;        // n
+constexpr int kMaxChoices = 16;        // n, times the prompts of a completions request
 constexpr int kMaxStops = 4;           // stop strings, as OpenAI
 constexpr size_t kMaxStopBytes = 256;  // one stop string
 constexpr int kMaxTopLogprobs = 20;    // chat's top_logprobs, as OpenAI
@@ -41,6 +42,13 @@ struct Message {
   nlohmann::json tool_calls;  // role assistant: its calls, or null
 };
 
+// One prompt of /v1/completions: text, or token ids.
+struct Prompt {
+  std::string text;
+  std::vector<int64_t> ids;
+  bool is_ids = false;
+};
+
 struct ToolFunction {
   std::string name, description;
   nlohmann::ordered_json parameters = nlohmann::ordered_json::object();  // in the request's order
@@ -49,10 +57,9 @@ struct ToolFunction {
 struct Request {
   bool chat = true;  // /v1/chat/completions; false: /v1/completions
   std::string model;
-  std::vector<Message> messages;    // chat
-  std::string prompt;               // completions: text ...
-  std::vector<int64_t> prompt_ids;  // ... or token ids (then prompt_is_ids)
-  bool prompt_is_ids = false;
+  std::vector<Message> messages;      // chat
+  std::vector<Prompt> prompts;        // completions: one or more (choice index: prompt * n + i)
+  bool echo = false;                  // completions: the prompt comes back before the completion
   std::optional<int64_t> max_tokens;  // max_completion_tokens or max_tokens; none: to the context
   std::string max_tokens_field = "max_tokens";  // the one the client sent, for errors
   double temperature = 1, top_p = 1;

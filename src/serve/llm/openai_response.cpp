@@ -1,5 +1,7 @@
 #include "serve/llm/openai_response.h"
 
+#include <map>
+
 #include "platform/http/reply.h"
 #include "serve/llm/constraint.h"
 
@@ -53,6 +55,7 @@ ChoiceBuilder::ChoiceBuilder(const Request& request, int index, const text::Toke
                              std::string call_id)
     : request_(request), index_(index), tokenizer_(tokenizer), call_id_(std::move(call_id)) {
   if (request.tool_choice == "function") tool_name_ = request.tool_name;
+  auto_holding_ = request.chat && request.tool_choice == "auto" && !request.tools.empty();
   if (request.logprobs)
     logprobs_ = request.chat ? json{{"content", json::array()}}
                              : json{{"tokens", json::array()},
@@ -89,18 +92,45 @@ json ChoiceBuilder::logprobs_json(const std::vector<TokenLogprob>& lps) {
               {"text_offset", json::array()}};
   for (const auto& lp : lps) {
     const std::string t = printable(token_text(tokenizer_, lp.token));
-    json top = json::object();
-    for (int i = 0; i < request_.top_logprobs && i < int(lp.top.size()); ++i)
-      top[printable(token_text(tokenizer_, lp.top[size_t(i)].first))] = lp.top[size_t(i)].second;
     out["tokens"].push_back(t);
     out["token_logprobs"].push_back(lp.logprob);
-    out["top_logprobs"].push_back(top);
+    out["top_logprobs"].push_back(top_logprobs_map(lp));
     out["text_offset"].push_back(text_offset_);
     text_offset_ += int64_t(t.size());
   }
   for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
     for (const auto& v : out[key]) logprobs_[key].push_back(v);
   return out;
+}
+
+// Completions' top_logprobs entry: {token text: logprob} of the most likely tokens.
+json ChoiceBuilder::top_logprobs_map(const TokenLogprob& lp) const {
+  json top = json::object();
+  for (int i = 0; i < request_.top_logprobs && i < int(lp.top.size()); ++i)
+    top[printable(token_text(tokenizer_, lp.top[size_t(i)].first))] = lp.top[size_t(i)].second;
+  return top;
+}
+
+void ChoiceBuilder::echo(const std::string& prompt_text, const std::vector<int64_t>& prompt_ids,
+                         const std::vector<TokenLogprob>& forced) {
+  text_ = prompt_text + text_;
+  echo_text_ = prompt_text;
+  if (!request_.logprobs || request_.chat) return;
+  echo_logprobs_ = {{"tokens", json::array()},
+                    {"token_logprobs", json::array()},
+                    {"top_logprobs", json::array()},
+                    {"text_offset", json::array()}};
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    const std::string t = printable(token_text(tokenizer_, prompt_ids[i]));
+    const bool known = i > 0 && i - 1 < forced.size();
+    echo_logprobs_["tokens"].push_back(t);
+    echo_logprobs_["token_logprobs"].push_back(known ? json(forced[i - 1].logprob) : json());
+    echo_logprobs_["top_logprobs"].push_back(known ? top_logprobs_map(forced[i - 1]) : json());
+    echo_logprobs_["text_offset"].push_back(text_offset_);
+    text_offset_ += int64_t(t.size());
+  }
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    for (const auto& v : echo_logprobs_[key]) logprobs_[key].push_back(v);
 }
 
 // The delta.tool_calls a constrained tool call's new text adds (null: nothing yet).
@@ -134,7 +164,48 @@ json ChoiceBuilder::tool_delta(bool last) {
   return json::array({call});
 }
 
+// tool_choice "auto": holds the text back while it could still be a tool call, then sends it
+// whole as content, or (finished) the calls it makes.
+json ChoiceBuilder::add_auto(const Event& e, json lp) {
+  if (!lp.is_null())
+    for (auto& entry : lp["content"]) held_logprobs_.push_back(std::move(entry));
+  if (e.finished)
+    auto_calls_ = parse_auto_tool_calls(text_, request_.tools);
+  else if (could_be_tool_call(text_))
+    return nullptr;
+  auto_holding_ = false;
+  json delta = json::object();
+  if (!role_sent_) {
+    delta["role"] = "assistant";
+    role_sent_ = true;
+  }
+  if (auto_calls_)
+    delta["tool_calls"] = auto_calls_json(true);
+  else if (!text_.empty())
+    delta["content"] = text_;
+  json choice = {{"index", index_}, {"delta", delta}};
+  choice["logprobs"] = request_.logprobs ? json{{"content", held_logprobs_}} : json();
+  held_logprobs_ = json::array();
+  choice["finish_reason"] = e.finished ? json(finish_reason()) : json();
+  return choice;
+}
+
+// The calls of an "auto" output as OpenAI's tool_calls (delta: with each call's index).
+json ChoiceBuilder::auto_calls_json(bool delta) const {
+  json calls = json::array();
+  for (size_t k = 0; k < auto_calls_->size(); ++k) {
+    const auto& c = (*auto_calls_)[k];
+    json call = {{"id", k == 0 ? call_id_ : call_id_ + "_" + std::to_string(k)},
+                 {"type", "function"},
+                 {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+    if (delta) call["index"] = k;
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
 std::string ChoiceBuilder::finish_reason() const {
+  if (auto_calls_) return "tool_calls";
   if (finish_reason_ == "stop" &&
       (request_.tool_choice == "required" || request_.tool_choice == "function"))
     return "tool_calls";
@@ -151,6 +222,7 @@ json ChoiceBuilder::add(const Event& e) {
     finish_reason_ = e.finish_reason;
     usage_ = {e.prompt_tokens, e.completion_tokens, e.cached_tokens};
   }
+  if (auto_holding_) return add_auto(e, std::move(lp));
   json choice = {{"index", index_}};
   if (request_.chat) {
     json delta = json::object();
@@ -167,8 +239,15 @@ json ChoiceBuilder::add(const Event& e) {
     if (delta.empty() && !e.finished) return nullptr;
     choice["delta"] = delta;
   } else {
-    if (e.text.empty() && !e.finished) return nullptr;
-    choice["text"] = e.text;
+    if (e.text.empty() && !e.finished && echo_text_.empty()) return nullptr;
+    choice["text"] = echo_text_ + e.text;
+    echo_text_.clear();
+    if (!echo_logprobs_.is_null()) {  // the prompt's logprobs before the new tokens'
+      for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+        for (const auto& v : lp[key]) echo_logprobs_[key].push_back(v);
+      lp = std::move(echo_logprobs_);
+      echo_logprobs_ = nullptr;
+    }
   }
   choice["logprobs"] = lp;
   choice["finish_reason"] = e.finished ? json(finish_reason()) : json();
@@ -204,6 +283,9 @@ json ChoiceBuilder::final_choice() const {
                           {{{"id", call_id_},
                             {"type", "function"},
                             {"function", {{"name", name}, {"arguments", args}}}}}}};
+  } else if (auto_calls_) {
+    choice["message"] = {
+        {"role", "assistant"}, {"content", nullptr}, {"tool_calls", auto_calls_json(false)}};
   } else {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
   }
@@ -230,10 +312,17 @@ json usage_chunk_json(const Request& r, const ResponseHead& head, const Usage& u
 
 Usage total_usage(const std::vector<ChoiceBuilder>& choices) {
   Usage u;
+  // Each prompt's tokens count once (its n choices share it): choice prompt * n + i.
+  std::map<int, Usage> prompts;
   for (const auto& c : choices) {
-    u.prompt_tokens = c.usage().prompt_tokens;
-    u.cached_tokens = std::max(u.cached_tokens, c.usage().cached_tokens);
+    Usage& p = prompts[c.index() / std::max(1, c.request().n)];
+    p.prompt_tokens = c.usage().prompt_tokens;
+    p.cached_tokens = std::max(p.cached_tokens, c.usage().cached_tokens);
     u.completion_tokens += c.usage().completion_tokens;
+  }
+  for (const auto& [i, p] : prompts) {
+    u.prompt_tokens += p.prompt_tokens;
+    u.cached_tokens += p.cached_tokens;
   }
   return u;
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <random>
 
 #include "platform/http/http_guard.h"
@@ -66,6 +67,96 @@ static std::shared_ptr<TokenConstraint> make_constraint(LlmServer::Impl& m, cons
   }
 }
 
+// A prompt's own tokens' log-probabilities (echo with logprobs): the engine is fed the first token
+// and made to write the rest, one forced token at a time. Logprobs are taken from the raw logits
+// before any mask, so each is the model's log-probability of that prompt token after the ones
+// before it.
+class ForcedTokens : public TokenConstraint {
+ public:
+  explicit ForcedTokens(std::vector<int64_t> ids) : ids_(std::move(ids)) {}
+  void mask(float* logits, int64_t n) override {
+    const int64_t keep = next_ < ids_.size() ? ids_[next_] : -1;
+    for (int64_t j = 0; j < n; ++j)
+      if (j != keep) logits[j] = -std::numeric_limits<float>::infinity();
+  }
+  void accept(int64_t) override { ++next_; }
+  bool complete() const override { return next_ >= ids_.size(); }
+  bool done() const override { return complete(); }
+  const std::string& text() const override { return text_; }
+  std::shared_ptr<TokenConstraint> clone() const override {
+    return std::make_shared<ForcedTokens>(*this);
+  }
+
+ private:
+  std::vector<int64_t> ids_;
+  size_t next_ = 0;
+  std::string text_;
+};
+
+// Submits one engine request per choice of `pending` (429 for a full queue, 400/404 for what the
+// engine refuses: then the ones already submitted are cancelled).
+static uint64_t submit_one(LlmServer::Impl& m, httplib::Response& res, Pending& pending,
+                           std::vector<int64_t> ids, const SamplingParams& p,
+                           std::function<void(const Event&)> on_event) {
+  try {
+    const uint64_t id = m.engine->submit(std::move(ids), p, std::move(on_event));
+    std::lock_guard lock(pending.mutex);
+    pending.ids.push_back(id);
+    return id;
+  } catch (const QueueFullError& e) {
+    for (uint64_t id : pending.ids) m.engine->cancel(id);
+    res.set_header("retry-after", "1");
+    throw ApiError{429, std::string("the request queue is full: ") + e.what(), "", "queue_full"};
+  } catch (const RequestError& e) {
+    for (uint64_t id : pending.ids) m.engine->cancel(id);
+    throw ApiError{e.unknown_adapter ? 404 : 400, e.what(), e.param,
+                   e.unknown_adapter ? "model_not_found" : ""};
+  }
+}
+
+// Waits until every request of `pending` finished. Nothing is written until then, so the socket
+// itself says when its client went away: then its sequences stop within a step or two, as a
+// stream's do.
+static void wait_all(LlmServer::Impl& m, Pending& pending) {
+  std::unique_lock lock(pending.mutex);
+  bool cancelled = false;
+  while (!pending.ready.wait_for(lock, std::chrono::milliseconds(10),
+                                 [&] { return pending.unfinished == 0; }))
+    if (!cancelled && (m.stopping || platform::client_gone())) {
+      cancelled = true;
+      const auto ids = pending.ids;
+      lock.unlock();
+      for (uint64_t id : ids) m.engine->cancel(id);
+      lock.lock();
+    }
+}
+
+// The logprobs of prompt tokens 1.. (echo): see ForcedTokens.
+static std::vector<TokenLogprob> prompt_logprobs(LlmServer::Impl& m, httplib::Response& res,
+                                                 const std::vector<int64_t>& ids, int top,
+                                                 const std::string& adapter) {
+  if (ids.size() < 2) return {};
+  SamplingParams p;
+  p.max_tokens = int64_t(ids.size()) - 1;
+  p.temperature = 0;
+  p.logprobs = true;
+  p.top_logprobs = top;
+  p.ignore_eos = true;  // an eos inside the prompt is just a token here
+  p.adapter = adapter;
+  p.constraint = std::make_shared<ForcedTokens>(std::vector<int64_t>(ids.begin() + 1, ids.end()));
+  Pending pending;
+  pending.unfinished = 1;
+  std::vector<TokenLogprob> out;
+  submit_one(m, res, pending, {ids[0]}, p, [&pending, &out](const Event& e) {
+    std::lock_guard lock(pending.mutex);
+    out.insert(out.end(), e.logprobs.begin(), e.logprobs.end());
+    if (e.finished) --pending.unfinished;
+    pending.ready.notify_all();
+  });
+  wait_all(m, pending);
+  return out;
+}
+
 void LlmServer::Impl::complete(const httplib::Request& req, httplib::Response& res, bool chat) {
   Request r = parse_request(req.body, chat);
   std::string adapter;
@@ -81,10 +172,13 @@ void LlmServer::Impl::complete(const httplib::Request& req, httplib::Response& r
     }
     adapter = r.model;
   }
-  const auto ids = prompt_ids(r, *tokenizer, chat_template ? &*chat_template : nullptr,
-                              engine->config().vocab_size);
+  // One prompt for chat; completions may send several: choice prompt * n + i answers prompt i.
+  const auto prompts = prompt_ids(r, *tokenizer, chat_template ? &*chat_template : nullptr,
+                                  engine->config().vocab_size);
+  std::vector<int64_t> budgets;
+  for (const auto& ids : prompts)
+    budgets.push_back(completion_budget(r, int64_t(ids.size()), engine->max_model_len()));
   SamplingParams p;
-  p.max_tokens = completion_budget(r, int64_t(ids.size()), engine->max_model_len());
   p.temperature = r.temperature;
   p.top_p = r.top_p;
   p.top_k = r.top_k;
@@ -95,57 +189,50 @@ void LlmServer::Impl::complete(const httplib::Request& req, httplib::Response& r
   p.logprobs = r.logprobs;
   p.top_logprobs = r.top_logprobs;
   p.adapter = adapter;
-  auto constraint = make_constraint(*this, r);
+  const int choices = int(prompts.size()) * r.n;
+  // Each choice's grammar, cloned before any runs (the engine advances the first at once).
   std::vector<std::shared_ptr<TokenConstraint>> constraints;
-  for (int i = 0; i < r.n && constraint; ++i)
-    constraints.push_back(i == 0 ? constraint : constraint->clone());
+  if (auto constraint = make_constraint(*this, r))
+    for (int c = 0; c < choices; ++c)
+      constraints.push_back(c == 0 ? constraint : constraint->clone());
 
   auto stream = std::make_shared<Stream>();
   stream->request = std::move(r);
   const Request& q = stream->request;
   stream->head = {(chat ? "chatcmpl-" : "cmpl-") + res.get_header_value("x-request-id"),
                   int64_t(std::time(nullptr)), q.model};
-  for (int i = 0; i < q.n; ++i) stream->choices.emplace_back(q, i, *tokenizer, call_id());
-  auto pending = stream->pending = std::make_shared<Pending>();
-  pending->unfinished = q.n;
-  for (int i = 0; i < q.n; ++i) {
-    SamplingParams pi = p;
-    if (p.seed) pi.seed = *p.seed + uint64_t(i);
-    if (constraint) pi.constraint = constraints[size_t(i)];
-    try {
-      const uint64_t id = engine->submit(ids, pi, [pending, i](const Event& e) {
-        std::lock_guard lock(pending->mutex);
-        pending->events.emplace_back(i, e);
-        if (e.finished) --pending->unfinished;
-        pending->ready.notify_all();
-      });
-      std::lock_guard lock(pending->mutex);
-      pending->ids.push_back(id);
-    } catch (const QueueFullError& e) {
-      for (uint64_t id : pending->ids) engine->cancel(id);
-      res.set_header("retry-after", "1");
-      throw ApiError{429, std::string("the request queue is full: ") + e.what(), "", "queue_full"};
-    } catch (const RequestError& e) {
-      for (uint64_t id : pending->ids) engine->cancel(id);
-      throw ApiError{e.unknown_adapter ? 404 : 400, e.what(), e.param,
-                     e.unknown_adapter ? "model_not_found" : ""};
+  for (int c = 0; c < choices; ++c) stream->choices.emplace_back(q, c, *tokenizer, call_id());
+  if (q.echo)
+    for (size_t pi = 0; pi < prompts.size(); ++pi) {
+      const auto& ids = prompts[pi];
+      const std::string text = q.prompts[pi].is_ids
+                                   ? tokenizer->decode(std::vector<int32_t>(ids.begin(), ids.end()))
+                                   : q.prompts[pi].text;
+      const auto forced = q.logprobs ? prompt_logprobs(*this, res, ids, q.top_logprobs, adapter)
+                                     : std::vector<TokenLogprob>{};
+      for (int i = 0; i < q.n; ++i)
+        stream->choices[pi * size_t(q.n) + size_t(i)].echo(text, ids, forced);
     }
+  auto pending = stream->pending = std::make_shared<Pending>();
+  pending->unfinished = choices;
+  for (int c = 0; c < choices; ++c) {
+    const size_t pi = size_t(c / q.n);
+    const int i = c % q.n;
+    SamplingParams pc = p;
+    pc.max_tokens = budgets[pi];
+    if (p.seed) pc.seed = *p.seed + uint64_t(i);
+    if (!constraints.empty()) pc.constraint = constraints[size_t(c)];
+    submit_one(*this, res, *pending, prompts[pi], pc, [pending, c](const Event& e) {
+      std::lock_guard lock(pending->mutex);
+      pending->events.emplace_back(c, e);
+      if (e.finished) --pending->unfinished;
+      pending->ready.notify_all();
+    });
   }
 
   if (!q.stream) {
-    // Nothing is written until the answer is whole, so the socket itself says when its client
-    // went away: then its sequences stop within a step or two, as a stream's do.
-    std::unique_lock lock(pending->mutex);
-    bool cancelled = false;
-    while (!pending->ready.wait_for(lock, std::chrono::milliseconds(10),
-                                    [&] { return pending->unfinished == 0; }))
-      if (!cancelled && (stopping || platform::client_gone())) {
-        cancelled = true;
-        const auto ids = pending->ids;
-        lock.unlock();
-        for (uint64_t id : ids) engine->cancel(id);
-        lock.lock();
-      }
+    wait_all(*this, *pending);
+    std::lock_guard lock(pending->mutex);
     for (const auto& [i, e] : pending->events) {
       if (e.finish_reason == "error") throw ApiError{500, "generation failed: " + e.error, "", ""};
       stream->choices[size_t(i)].add(e);

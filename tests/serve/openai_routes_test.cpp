@@ -1,0 +1,288 @@
+// The OpenAI service's routes over real HTTPS with examples/llm/fortunes-llama: tool_choice "auto"
+// (a call the output makes, or text), completions with several prompts and echo, /v1/models'
+// fields. A tool call is forced out of the tiny model by response_format: its schema admits only
+// {"name": "get_weather", "arguments": {...}}, which "auto" then reads back as a call.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "serve/llm/openai_response.h"
+#include "serve/openai_server_fixture.h"
+#include "zenith/autograd.h"
+#include "zenith/context.h"
+#include "zenith/llama.h"
+#include "zenith/ops.h"
+#include "zenith/text.h"
+
+namespace zenith::serve::llm {
+namespace {
+
+using namespace openai_test;
+
+class OpenAiRoutesTest : public OpenAiServerTest {};
+
+const json kWeatherTool = {
+    {"type", "function"},
+    {"function",
+     {{"name", "get_weather"},
+      {"description", "the weather in a city"},
+      {"parameters",
+       {{"type", "object"},
+        {"properties", {{"city", {{"type", "string"}, {"enum", {"Paris", "Oslo"}}}}}},
+        {"required", {"city"}}}}}}};
+
+// A response_format whose every output is the JSON object `arguments` describes, under "name".
+json forced_call(const std::string& name, const json& arguments) {
+  return {{"type", "json_schema"},
+          {"json_schema",
+           {{"name", "call"},
+            {"schema",
+             {{"type", "object"},
+              {"properties", {{"name", {{"const", name}}}, {"arguments", arguments}}},
+              {"required", {"name", "arguments"}}}}}}};
+}
+
+const json kParisArguments = {
+    {"type", "object"}, {"properties", {{"city", {{"const", "Paris"}}}}}, {"required", {"city"}}};
+
+TEST_F(OpenAiRoutesTest, AutoToolChoiceAnswersTheCallTheOutputMakes) {
+  start();
+  const json body = chat("What is the weather in Paris?",
+                         {{"tools", {kWeatherTool}},
+                          {"max_tokens", 80},
+                          {"response_format", forced_call("get_weather", kParisArguments)}});
+  auto r = post("/v1/chat/completions", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << r->body;
+  EXPECT_TRUE(choice["message"]["content"].is_null()) << r->body;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r->body;
+  const json call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(call["function"]["arguments"], "{\"city\":\"Paris\"}");
+
+  // Streamed: the role, then nothing of the JSON as content, one tool_calls delta, the finish.
+  json streamed = body;
+  streamed["stream"] = true;
+  auto s = post("/v1/chat/completions", streamed);
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->status, 200) << s->body;
+  const Sse sse = parse_sse(s->body);
+  ASSERT_TRUE(sse.well_framed) << s->body;
+  ASSERT_EQ(sse.data.back(), "[DONE]");
+  std::string content, finish;
+  json calls = json::array();
+  for (size_t i = 0; i + 1 < sse.data.size(); ++i) {
+    const json delta = json::parse(sse.data[i])["choices"][0]["delta"];
+    content += delta.value("content", "");
+    if (delta.contains("tool_calls"))
+      for (const auto& c : delta["tool_calls"]) calls.push_back(c);
+    const json f = json::parse(sse.data[i])["choices"][0]["finish_reason"];
+    if (!f.is_null()) finish = f;
+  }
+  EXPECT_EQ(content, "");
+  EXPECT_EQ(finish, "tool_calls");
+  ASSERT_EQ(calls.size(), 1u) << s->body;
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(calls[0]["function"]["arguments"], "{\"city\":\"Paris\"}");
+
+  // tool_choice "none": the same output is text.
+  json none = body;
+  none["tool_choice"] = "none";
+  auto n = post("/v1/chat/completions", none);
+  ASSERT_TRUE(n);
+  const json text_choice = json::parse(n->body)["choices"][0];
+  EXPECT_EQ(text_choice["finish_reason"], "stop");
+  EXPECT_NE(text_choice["message"]["content"].get<std::string>().find("get_weather"),
+            std::string::npos);
+}
+
+TEST_F(OpenAiRoutesTest, AutoToolChoiceAnswersOtherOutputsAsContent) {
+  start();
+  // Free text (the tiny model writes no JSON), streamed and not: the same content.
+  const json body = chat("Tell me a fortune", {{"tools", {kWeatherTool}}, {"max_tokens", 6}});
+  auto r = post("/v1/chat/completions", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_NE(choice["finish_reason"], "tool_calls");
+  const std::string text = choice["message"]["content"];
+  EXPECT_FALSE(text.empty());
+  json streamed = body;
+  streamed["stream"] = true;
+  auto s = post("/v1/chat/completions", streamed);
+  ASSERT_TRUE(s);
+  const Sse sse = parse_sse(s->body);
+  std::string content;
+  for (size_t i = 0; i + 1 < sse.data.size(); ++i)
+    content += json::parse(sse.data[i])["choices"][0]["delta"].value("content", "");
+  EXPECT_EQ(content, text);
+
+  // JSON that is not a call of the tools (its arguments fail the schema): content, whole.
+  const json bad_args = {
+      {"type", "object"}, {"properties", {{"city", {{"const", "Rome"}}}}}, {"required", {"city"}}};
+  json wrong = chat("Weather?", {{"tools", {kWeatherTool}},
+                                 {"max_tokens", 80},
+                                 {"stream", true},
+                                 {"response_format", forced_call("get_weather", bad_args)}});
+  auto w = post("/v1/chat/completions", wrong);
+  ASSERT_TRUE(w);
+  const Sse wsse = parse_sse(w->body);
+  std::vector<std::string> pieces;
+  std::string finish;
+  for (size_t i = 0; i + 1 < wsse.data.size(); ++i) {
+    const json c = json::parse(wsse.data[i])["choices"][0];
+    const std::string piece = c["delta"].value("content", "");
+    if (!piece.empty()) pieces.push_back(piece);
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  ASSERT_EQ(pieces.size(), 1u) << w->body;  // held back, then sent at once
+  EXPECT_EQ(json::parse(pieces[0]),
+            json({{"name", "get_weather"}, {"arguments", {{"city", "Rome"}}}}));
+  EXPECT_EQ(finish, "stop");
+}
+
+TEST_F(OpenAiRoutesTest, CompletionsAnswerEachPromptNTimesInOpenAisOrder) {
+  start();
+  auto text_of = [&](const json& prompt) {
+    auto r =
+        post("/v1/completions",
+             {{"model", "fortunes"}, {"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}});
+    EXPECT_TRUE(r && r->status == 200);
+    return json::parse(r->body)["choices"][0]["text"].get<std::string>();
+  };
+  const std::string once = text_of("Once upon a time"), the = text_of("The cat");
+  auto r = post("/v1/completions", {{"model", "fortunes"},
+                                    {"prompt", {"Once upon a time", "The cat"}},
+                                    {"n", 2},
+                                    {"max_tokens", 4},
+                                    {"temperature", 0}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json answer = json::parse(r->body);
+  ASSERT_EQ(answer["choices"].size(), 4u);
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_EQ(answer["choices"][c]["index"], c);
+    EXPECT_EQ(answer["choices"][c]["text"], c < 2 ? once : the) << c;
+  }
+  EXPECT_EQ(answer["usage"]["completion_tokens"], 16);
+  auto tok = text::Tokenizer::from_dir(kModel);
+  const int64_t prompt_tokens =
+      int64_t(tok->encode("Once upon a time").size() + tok->encode("The cat").size());
+  EXPECT_EQ(answer["usage"]["prompt_tokens"], prompt_tokens);
+
+  // Token-id lists, streamed: every chunk names its choice; each choice reassembles.
+  const auto a = tok->encode("Once upon a time"), b = tok->encode("The cat");
+  auto s = post("/v1/completions", {{"model", "fortunes"},
+                                    {"prompt", {a, b}},
+                                    {"max_tokens", 4},
+                                    {"temperature", 0},
+                                    {"stream", true}});
+  ASSERT_TRUE(s);
+  const Sse sse = parse_sse(s->body);
+  std::vector<std::string> texts(2);
+  for (size_t i = 0; i + 1 < sse.data.size(); ++i) {
+    const json c = json::parse(sse.data[i])["choices"][0];
+    texts.at(c["index"].get<size_t>()) += c["text"].get<std::string>();
+  }
+  EXPECT_EQ(texts[0], once);
+  EXPECT_EQ(texts[1], the);
+  // More choices than n allows: 400 naming the field.
+  expect_error(
+      post("/v1/completions", {{"model", "fortunes"}, {"prompt", {"a", "b", "c"}}, {"n", 6}}), 400,
+      "n");
+}
+
+TEST_F(OpenAiRoutesTest, EchoPrependsThePromptAndItsLogprobs) {
+  start();
+  auto tok = text::Tokenizer::from_dir(kModel);
+  const auto ids32 = tok->encode("Once upon a time");
+  const std::vector<int64_t> ids(ids32.begin(), ids32.end());
+  const json body = {
+      {"model", "fortunes"}, {"prompt", "Once upon a time"}, {"max_tokens", 3}, {"temperature", 0}};
+  auto plain = post("/v1/completions", body);
+  ASSERT_TRUE(plain);
+  const std::string completion = json::parse(plain->body)["choices"][0]["text"];
+  json echo = body;
+  echo["echo"] = true;
+  echo["logprobs"] = 2;
+  auto r = post("/v1/completions", echo);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(choice["text"], "Once upon a time" + completion);
+  const json lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), ids.size() + 3) << lp.dump();
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  // Each prompt token's logprob is the model's log-softmax after the tokens before it.
+  auto model = models::Llama::from_pretrained(kModel);
+  model->eval();
+  NoGradGuard no_grad;
+  Tensor logits = model->forward(Tensor::from_vector(ids, {1, int64_t(ids.size())}))
+                      .to(DType::f32)
+                      .contiguous();
+  const int64_t v = logits.size(2);
+  for (size_t k = 1; k < ids.size(); ++k) {
+    const float* row = logits.data<float>() + int64_t(k - 1) * v;
+    double m = -1e300, sum = 0;
+    for (int64_t i = 0; i < v; ++i) m = std::max(m, double(row[i]));
+    for (int64_t i = 0; i < v; ++i) sum += std::exp(double(row[i]) - m);
+    EXPECT_NEAR(lp["token_logprobs"][k].get<double>(), double(row[ids[k]]) - m - std::log(sum),
+                1e-5)
+        << k;
+    EXPECT_EQ(lp["top_logprobs"][k].size(), 2u);
+    EXPECT_EQ(lp["tokens"][k], token_text(*tok, ids[k]));
+  }
+  // Streamed: the prompt comes in the first chunk.
+  json streamed = body;
+  streamed["echo"] = true;
+  streamed["stream"] = true;
+  auto s = post("/v1/completions", streamed);
+  ASSERT_TRUE(s);
+  const Sse sse = parse_sse(s->body);
+  ASSERT_GE(sse.data.size(), 2u);
+  const std::string first = json::parse(sse.data[0])["choices"][0]["text"];
+  EXPECT_EQ(first.rfind("Once upon a time", 0), 0u) << first;
+  std::string all;
+  for (size_t i = 0; i + 1 < sse.data.size(); ++i)
+    all += json::parse(sse.data[i])["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(all, "Once upon a time" + completion);
+  // suffix stays refused, naming the field.
+  json suffix = body;
+  suffix["suffix"] = " The end.";
+  expect_error(post("/v1/completions", suffix), 400, "suffix");
+}
+
+TEST_F(OpenAiRoutesTest, ModelsCarryMaxModelLenRootAndTheEngineOptions) {
+  LlmServeOptions o = options();
+  o.engine.max_batched_tokens = 48;
+  o.engine.max_step_cost = 3;
+  start(o);
+  auto r = client(token_)->Get("/v1/models/fortunes");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json m = json::parse(r->body);
+  EXPECT_EQ(m["root"], kModel);
+  EXPECT_TRUE(m["parent"].is_null());
+  EXPECT_EQ(m["max_model_len"], server_->engine().max_model_len());
+  const json& z = m["zenith"];
+  EXPECT_EQ(z["max_batched_tokens"], 48);
+  EXPECT_EQ(z["max_step_cost"], 3.0);
+  EXPECT_EQ(z["kv_cache_memory"], 16 << 20);
+  EXPECT_GT(z["kv_cache_blocks"].get<int64_t>(), 0);
+  EXPECT_EQ(z["threads"], context::get_num_threads());
+  EXPECT_EQ(z["dtype"], "bf16");  // the file's (config.json: bfloat16)
+  EXPECT_EQ(r->body.find(token_), std::string::npos);
+  auto list = client(token_)->Get("/v1/models");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(json::parse(list->body)["data"][0], m);
+}
+
+}  // namespace
+}  // namespace zenith::serve::llm
