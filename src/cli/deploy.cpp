@@ -38,7 +38,7 @@ int run_deploy(int argc, char** argv) {
                  "directory (a fine-tune's --out) or a GGUF file")
       ->required();
   std::vector<std::string> adapters;
-  std::string kv_cache_memory, dtype, chat_template;
+  std::string kv_cache_memory, kv_cache_dtype, dtype, chat_template;
   std::int64_t max_batched_tokens = 0;
   double max_step_cost = std::numeric_limits<double>::quiet_NaN();  // NaN: not given
   int threads = 0;
@@ -46,6 +46,9 @@ int run_deploy(int argc, char** argv) {
                  "LLM: a PEFT adapter served as model NAME (NAME=DIR or NAME=X.gguf; repeatable)");
   app.add_option("--kv-cache-memory", kv_cache_memory,
                  "LLM: the KV cache pool's size (default 256Mi)");
+  app.add_option("--kv-cache-dtype", kv_cache_dtype,
+                 "LLM: the KV cache's element: auto (= f32), f32, bf16 or f16 (default auto)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
   app.add_option("--max-batched-tokens", max_batched_tokens,
                  "LLM: tokens per engine step (long prompts are prefilled in chunks of it; "
                  "default 64)");
@@ -98,12 +101,12 @@ int run_deploy(int argc, char** argv) {
     what = "LLM from " + model_dir + ", " + std::to_string(adapter_dirs.size()) +
            " adapter(s), sha256 " + spec.sha256.substr(0, 16);
   } else {
-    ZENITH_CHECK(adapters.empty() && kv_cache_memory.empty() && dtype.empty() &&
-                     chat_template.empty() && max_batched_tokens == 0 &&
+    ZENITH_CHECK(adapters.empty() && kv_cache_memory.empty() && kv_cache_dtype.empty() &&
+                     dtype.empty() && chat_template.empty() && max_batched_tokens == 0 &&
                      std::isnan(max_step_cost) && threads == 0,
-                 "[deploy] --adapter, --kv-cache-memory, --max-batched-tokens, --max-step-cost, "
-                 "--chat-template, --threads and --dtype are for an LLM (a directory or a GGUF "
-                 "file), not a checkpoint");
+                 "[deploy] --adapter, --kv-cache-memory, --kv-cache-dtype, --max-batched-tokens, "
+                 "--max-step-cost, --chat-template, --threads and --dtype are for an LLM (a "
+                 "directory or a GGUF file), not a checkpoint");
     auto spec = serve::write_package(checkpoint, staging, name, package_options);
     what = spec.arch + ", sha256 " + spec.sha256.substr(0, 16);
   }
@@ -118,6 +121,7 @@ int run_deploy(int argc, char** argv) {
   if (!host.empty()) options["host"] = host;
   if (insecure) options["insecure-http"] = true;
   if (!kv_cache_memory.empty()) options["kv-cache-memory"] = kv_cache_memory;
+  if (!kv_cache_dtype.empty()) options["kv-cache-dtype"] = kv_cache_dtype;
   // Checked here: a bad value would fail the service at its start.
   if (max_batched_tokens != 0) {
     ZENITH_CHECK(max_batched_tokens >= 1, "[deploy] --max-batched-tokens must be >= 1, got ",

@@ -31,6 +31,7 @@ namespace fs = std::filesystem;
 struct LlmFlags {
   std::vector<std::string> adapters;  // NAME=DIR
   std::string kv_cache_memory = "256Mi", chat_template, dtype;
+  std::string kv_cache_dtype = "auto";  // auto (= f32), f32, bf16, f16
   int threads = 0;
   serve::llm::EngineOptions engine;
 };
@@ -83,6 +84,9 @@ int serve_llm(const std::string& dir, const serve::ServeOptions& o, const LlmFla
   if (!kv || *kv <= 0)
     throw std::runtime_error("[serve] bad --kv-cache-memory '" + flags.kv_cache_memory + "'");
   lo.engine.kv_cache_bytes = *kv;
+  lo.engine.kv_cache_dtype = flags.kv_cache_dtype == "bf16"  ? DType::bf16
+                             : flags.kv_cache_dtype == "f16" ? DType::f16
+                                                             : DType::f32;  // auto, f32
   ZENITH_CHECK(flags.threads >= 0, "[serve] --threads must be >= 0, got ", flags.threads);
   if (flags.threads > 0) context::set_num_threads(flags.threads);
   std::string model_dir = dir, source = dir;
@@ -105,9 +109,12 @@ int serve_llm(const std::string& dir, const serve::ServeOptions& o, const LlmFla
               name.c_str(), (long long)config.num_hidden_layers, (long long)config.vocab_size,
               (long long)server.engine().max_model_len(), source.c_str(), server.url().c_str());
   if (!lo.dtype.empty()) std::printf("  weights: %s (--dtype, at load)\n", lo.dtype.c_str());
-  std::printf("  engine: max batched tokens %lld, max step cost %g, KV cache %s, threads %d\n",
-              (long long)lo.engine.max_batched_tokens, lo.engine.max_step_cost,
-              flags.kv_cache_memory.c_str(), context::get_num_threads());
+  std::printf(
+      "  engine: max batched tokens %lld, max step cost %g, KV cache %s, threads %d, KV dtype %s "
+      "(--kv-cache-dtype %s)\n",
+      (long long)lo.engine.max_batched_tokens, lo.engine.max_step_cost,
+      flags.kv_cache_memory.c_str(), context::get_num_threads(),
+      dtype_name(lo.engine.kv_cache_dtype), flags.kv_cache_dtype.c_str());
   if (!lo.chat_template.empty())
     std::printf("  chat template: %s (--chat-template)\n", lo.chat_template.c_str());
   for (const auto& [adapter, adapter_dir] : lo.adapters)
@@ -181,6 +188,11 @@ int run_serve(int argc, char** argv) {
   app.add_option("--adapter", llm.adapters,
                  "LLM: a PEFT adapter served as model NAME (NAME=DIR or NAME=X.gguf; repeatable)");
   app.add_option("--kv-cache-memory", llm.kv_cache_memory, "LLM: the KV cache pool's size")
+      ->capture_default_str();
+  app.add_option("--kv-cache-dtype", llm.kv_cache_dtype,
+                 "LLM: the KV cache's element: auto (= f32), f32, or bf16 / f16 (half the bytes "
+                 "per token: twice the tokens in --kv-cache-memory)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
       ->capture_default_str();
   app.add_option("--max-batched-tokens", llm.engine.max_batched_tokens,
                  "LLM: tokens per engine step (long prompts are prefilled in chunks of it)")

@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kServeOptionKeys[] = {
     "max-batch",     "max-delay-ms", "max-queue",           "timeout",         "max-body",
     "host",          "http-threads", "max-request-samples", "kv-cache-memory", "max-batched-tokens",
-    "max-step-cost", "dtype",        "chat-template",       "threads"};
+    "max-step-cost", "dtype",        "chat-template",       "threads",         "kv-cache-dtype"};
 
 json options_of(const DeploymentRecord& r) {
   return r.options.empty() ? json::object() : json::parse(r.options);

@@ -25,7 +25,7 @@ TEST(ServeCommand, PassesEveryLlmOptionAsOneArgument) {
   r.replicas = 1;
   r.options = R"({"max-batched-tokens": 32, "max-step-cost": 3.5, "kv-cache-memory": "64Mi",
                   "threads": 1, "chat-template": "chatml", "dtype": "q8_0", "max-queue": 8,
-                  "host": "-x", "unknown": "no"})";
+                  "host": "-x", "kv-cache-dtype": "bf16", "unknown": "no"})";
   zp::ModelVersion m;
   m.package_dir = "/d/models/chat/v2";
   m.version = 2;
@@ -35,9 +35,9 @@ TEST(ServeCommand, PassesEveryLlmOptionAsOneArgument) {
   EXPECT_EQ(args[1], "serve");
   EXPECT_EQ(args[2], "/d/models/chat/v2");
   EXPECT_TRUE(has(args, "--managed"));
-  for (const char* a :
-       {"--max-batched-tokens=32", "--max-step-cost=3.5", "--kv-cache-memory=64Mi", "--threads=1",
-        "--chat-template=chatml", "--dtype=q8_0", "--max-queue=8", "--host=-x"})
+  for (const char* a : {"--max-batched-tokens=32", "--max-step-cost=3.5", "--kv-cache-memory=64Mi",
+                        "--threads=1", "--chat-template=chatml", "--dtype=q8_0", "--max-queue=8",
+                        "--host=-x", "--kv-cache-dtype=bf16"})
     EXPECT_TRUE(has(args, a)) << a;
   for (const auto& a : args) EXPECT_EQ(a.find("unknown"), std::string::npos) << a;
   EXPECT_FALSE(zp::serves_insecure_http(r));
