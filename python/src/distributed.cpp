@@ -2,6 +2,7 @@
 // context, seeds, collectives, DistributedDataParallel and the autograd collectives of tensor
 // parallelism (what zenith.nn.Dense's shard strategies run on).
 #include "bindings.h"
+#include "distributed/mesh.h"
 #include "distributed/tensor_parallel.h"
 
 namespace zenith::python {
@@ -80,6 +81,20 @@ void bind_distributed(py::module_& root) {
       },
       ReleaseGIL(), py::arg("module"), py::arg("bucket_cap_mb") = 25.0);
   bind_parallel_optimizer(m);
+
+  // The job's ranks as one pipeline of `stages` stages (data parallel over the rest), for
+  // zenith.nn.PipelineCell: point-to-point transfers between neighbouring stages.
+  using distributed::DeviceMesh;
+  py::class_<DeviceMesh>(m, "PipelineMesh")
+      .def(py::init([](int stages) { return DeviceMesh::create({.pipeline = stages}); }),
+           ReleaseGIL(), py::arg("stages"))
+      .def_property_readonly("stage", &DeviceMesh::pipeline_rank)
+      .def_property_readonly(
+          "stages", [](const DeviceMesh& d) { return d.degree(distributed::MeshDim::pipeline); })
+      .def("send_next", &DeviceMesh::send_next, ReleaseGIL(), py::arg("tensor"))
+      .def("recv_prev", &DeviceMesh::recv_prev, ReleaseGIL(), py::arg("tensor"))
+      .def("send_prev", &DeviceMesh::send_prev, ReleaseGIL(), py::arg("tensor"))
+      .def("recv_next", &DeviceMesh::recv_next, ReleaseGIL(), py::arg("tensor"));
 }
 
 }  // namespace zenith::python

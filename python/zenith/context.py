@@ -98,8 +98,9 @@ def set_auto_parallel_context(**kwargs):
     afterwards shard their states over the ranks, ZeRO stage 1 (zenith.nn.parallel_optimizer);
     parallel_optimizer_config takes MindSpore's 'parallel_optimizer_threshold' (KB, default 64:
     smaller parameters stay whole), 'optimizer_weight_shard_size' (-1 only) and
-    'gradient_accumulation_shard' (False only). pipeline_stages > 1 is refused
-    (zenith.UnsupportedError)."""
+    'gradient_accumulation_shard' (False only). pipeline_stages=N (semi_auto_parallel, N the
+    job's ranks): nn.PipelineCell runs the cells' pipeline_stage split as a GPipe schedule
+    (zenith.nn.pipeline)."""
     unknown = sorted(set(kwargs) - set(_PARALLEL_DEFAULTS))
     if unknown:
         raise ValueError(f"set_auto_parallel_context: unknown key(s) {unknown}; known: "
@@ -111,10 +112,12 @@ def set_auto_parallel_context(**kwargs):
                          "(zenith runs 'stand_alone', 'data_parallel' and 'semi_auto_parallel')")
     from zenith._unsupported import UnsupportedError
     stages = kwargs.get("pipeline_stages", _PARALLEL["pipeline_stages"])
-    if stages != 1:
-        raise UnsupportedError(f"set_auto_parallel_context: pipeline_stages={stages!r} is not "
-                               "supported from Python (zenith finetune --pipeline-parallel runs "
-                               "pipeline stages of a LLaMA)")
+    if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
+        raise ValueError(f"set_auto_parallel_context: pipeline_stages must be an int >= 1, got "
+                         f"{stages!r}")
+    if stages > 1 and mode != ParallelMode.SEMI_AUTO_PARALLEL:
+        raise UnsupportedError(f"set_auto_parallel_context: pipeline_stages={stages} needs "
+                               f"parallel_mode='semi_auto_parallel', got {mode!r}")
     if not isinstance(kwargs.get("enable_parallel_optimizer", False), bool):
         raise TypeError("set_auto_parallel_context: enable_parallel_optimizer must be a bool, "
                         f"got {kwargs['enable_parallel_optimizer']!r}")

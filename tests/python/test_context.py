@@ -62,7 +62,7 @@ def test_auto_parallel_context():
     with pytest.raises(ValueError, match="not supported"):
         zenith.set_auto_parallel_context(parallel_mode=zenith.ParallelMode.AUTO_PARALLEL)
     with pytest.raises(zenith.UnsupportedError, match="pipeline_stages=2"):
-        zenith.set_auto_parallel_context(pipeline_stages=2)
+        zenith.set_auto_parallel_context(pipeline_stages=2)  # stand_alone
     with pytest.raises(zenith.UnsupportedError, match="gradient_accumulation_shard"):
         zenith.set_auto_parallel_context(
             parallel_optimizer_config={"gradient_accumulation_shard": True})

@@ -24,6 +24,7 @@ from zenith.nn import recurrent as _recurrent
 from zenith.nn.recurrent import *  # noqa: F401,F403  (listed in recurrent.__all__)
 from zenith.nn.optim import SGD, Adam, AdamW, AdamWeightDecay, Momentum, Optimizer
 from zenith.nn.wrap import DistributedDataParallel, DistributedGradReducer, WithLossCell
+from zenith.nn.pipeline import PipelineCell
 
 __all__ = [
     "Cell", "CellList", "SequentialCell",
@@ -35,7 +36,7 @@ __all__ = [
     "LearningRateSchedule", "ExponentialDecayLR", "CosineDecayLR", "PolynomialDecayLR",
     "WarmUpLR", "piecewise_constant_lr", "exponential_decay_lr", "cosine_decay_lr",
     "polynomial_decay_lr", "warmup_lr",
-    "WithLossCell", "DistributedGradReducer", "DistributedDataParallel",
+    "WithLossCell", "DistributedGradReducer", "DistributedDataParallel", "PipelineCell",
     "Softmax", "LogSoftmax", "Softmin", "LeakyReLU", "ReLU6", "ELU", "CELU", "SeLU", "Softplus",
     "Softsign", "HSigmoid", "HSwish", "Hardtanh", "Mish", "Tanhshrink",
     "L1Loss", "MAELoss", "BCEWithLogitsLoss", "GraphCell",

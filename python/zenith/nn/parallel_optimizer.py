@@ -85,6 +85,10 @@ def make_optimizer(make, params, schedule, weight_decay):
         return make(params, schedule, weight_decay)
     from zenith.context import (GRAPH_MODE, ParallelMode, get_auto_parallel_context,
                                 get_context)
+    if get_auto_parallel_context("pipeline_stages") > 1:
+        raise UnsupportedError("enable_parallel_optimizer=True with pipeline_stages > 1 is not "
+                               "supported (each stage's optimizer already holds only its "
+                               "stage's states)")
     if (get_context("mode") == GRAPH_MODE and get_auto_parallel_context("parallel_mode")
             == ParallelMode.SEMI_AUTO_PARALLEL):
         # A captured step would replay the update without its all-gather (data_parallel's

@@ -1,0 +1,133 @@
+"""MindSpore's pipeline parallel from Python: an MLP whose cells carry pipeline_stage 0 and 1,
+wrapped in nn.PipelineCell with 4 micro-batches, trains on two ranks (a GPipe schedule) with the
+losses and parameters of one process on the whole batch; layouts zenith does not run are
+refused naming them."""
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import zenith
+from zenith import nn
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import zenith
+    from zenith import Tensor, nn
+
+    pipe = sys.argv[1] == "pipe"
+    if pipe:
+        zenith.communication.init()
+        zenith.set_auto_parallel_context(
+            parallel_mode=zenith.ParallelMode.SEMI_AUTO_PARALLEL, pipeline_stages=2)
+    zenith.set_seed(5)  # the same initial weights on both ranks and in the reference
+    net = nn.SequentialCell([nn.Dense(8, 16), nn.ReLU(), nn.Dense(16, 12), nn.Tanh(),
+                             nn.Dense(12, 4)])
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.normal(size=(16, 8)).astype(np.float32))
+    y = Tensor(rng.normal(size=(16, 4)).astype(np.float32))
+    loss_fn = nn.MSELoss()
+    losses = []
+    if pipe:
+        for i, stage in enumerate([0, 0, 1]):
+            net[i].pipeline_stage = stage  # net[3], net[4]: stage 1 after net[2]
+        cell = nn.PipelineCell(nn.WithLossCell(net, loss_fn), micro_size=4)
+        opt = nn.Momentum(cell.trainable_params(), 0.1, 0.9)
+        for _ in range(5):
+            losses.append(cell(x, y).item())
+            opt.step()
+            opt.zero_grad()
+        out = {"stage": cell.stage, "n_params": len(cell.trainable_params())}
+    else:
+        opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+        grad_fn = zenith.value_and_grad(lambda a, b: loss_fn(net(a), b), None, opt.parameters)
+        for _ in range(5):
+            loss, grads = grad_fn(x, y)
+            opt(grads)
+            losses.append(loss.item())
+        out = {}
+    out["losses"] = losses
+    out["params"] = [p.asnumpy().tolist() for p in net.trainable_params()]
+    if pipe:
+        zenith.communication.release()
+    print("RESULT " + json.dumps(out), flush=True)
+""")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def result(stdout):
+    line = [l for l in stdout.splitlines() if l.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def test_mlp_in_two_stages_equals_one_process(python_env, tmp_path):
+    script = tmp_path / "pipe.py"
+    script.write_text(SCRIPT)
+    env = dict(python_env, ZENITH_NUM_THREADS="1")
+    one = subprocess.run([sys.executable, str(script), "one"], env=env, text=True,
+                         capture_output=True, timeout=300)
+    assert one.returncode == 0, one.stderr + one.stdout
+    ref = result(one.stdout)
+    port = free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, str(script), "pipe"], text=True, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env, RANK_ID=str(r), RANK_SIZE="2", RANK=str(r), WORLD_SIZE="2",
+                 LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                 ZENITH_COMM_TIMEOUT="60")) for r in range(2)]
+    ranks = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr + stdout
+        ranks.append(result(stdout))
+    s0, s1 = sorted(ranks, key=lambda r: r["stage"])
+    assert (s0["stage"], s1["stage"]) == (0, 1)
+    assert (s0["n_params"], s1["n_params"]) == (2, 4)  # Dense 0 | Dense 2, Dense 4
+    assert ref["losses"][-1] < ref["losses"][0]  # it trains
+    for s in (s0, s1):
+        np.testing.assert_allclose(s["losses"], ref["losses"], rtol=1e-5)
+    # Each stage's parameters as one process's; the other stage's untouched on that rank.
+    for i in (0, 1):
+        np.testing.assert_allclose(s0["params"][i], ref["params"][i], rtol=1e-5, atol=1e-6)
+    for i in (2, 3, 4, 5):
+        np.testing.assert_allclose(s1["params"][i], ref["params"][i], rtol=1e-5, atol=1e-6)
+
+
+def test_pipeline_layouts_are_checked():
+    with pytest.raises(zenith.UnsupportedError, match="semi_auto_parallel"):
+        zenith.set_auto_parallel_context(parallel_mode="data_parallel", pipeline_stages=2)
+    with pytest.raises(ValueError, match="pipeline_stages must be an int"):
+        zenith.set_auto_parallel_context(pipeline_stages=0)
+    net = nn.SequentialCell([nn.Dense(2, 2), nn.Dense(2, 2)])
+    with pytest.raises(ValueError, match="semi_auto_parallel"):
+        nn.PipelineCell(nn.WithLossCell(net, nn.MSELoss()), 2)
+    zenith.set_auto_parallel_context(parallel_mode="semi_auto_parallel", pipeline_stages=2)
+    try:
+        with pytest.raises(zenith.UnsupportedError, match="SequentialCell"):
+            nn.PipelineCell(nn.WithLossCell(nn.Dense(2, 2), nn.MSELoss()), 2)
+        with pytest.raises(zenith.UnsupportedError, match="stage_config"):
+            nn.PipelineCell(nn.WithLossCell(net, nn.MSELoss()), 2, stage_config={})
+        with pytest.raises(ValueError, match="communication.init"):
+            nn.PipelineCell(nn.WithLossCell(net, nn.MSELoss()), 2)
+        net[0].pipeline_stage, net[1].pipeline_stage = 1, 0
+        with pytest.raises(ValueError, match="must not go back"):
+            nn.pipeline.stage_of_cells(list(net), 2)
+        net[0].pipeline_stage, net[1].pipeline_stage = 0, 0
+        with pytest.raises(ValueError, match=r"no cell on stage\(s\) \[1\]"):
+            nn.pipeline.stage_of_cells(list(net), 2)
+        net[1].pipeline_stage = 2
+        with pytest.raises(ValueError, match="pipeline_stage 2"):
+            nn.pipeline.stage_of_cells(list(net), 2)
+    finally:
+        zenith.reset_auto_parallel_context()
