@@ -16,6 +16,7 @@ import zenith
 
 SCRIPT = textwrap.dedent("""
     import json
+    import sys
     import numpy as np
     import zenith
     import zenith.dataset as ds
@@ -92,6 +93,29 @@ SCRIPT = textwrap.dedent("""
     out["model_kind"] = opt._opt.type_name
     out["model_diff"] = max_diff(params(ref), params(net))
 
+    # A checkpoint holds this rank's shards of the states; resuming on as many ranks continues
+    # the run exactly.
+    def resumed(path):
+        context("data_parallel", True, parallel_optimizer_threshold=0)
+        net = mlp()
+        opt = nn.Momentum(net.trainable_params(), 0.05, 0.9)
+        data = ds.NumpySlicesDataset((x, y), ["x", "y"], shuffle=False, num_shards=2,
+                                     shard_id=rank).batch(4)
+        m = zenith.Model(net, nn.MSELoss(), opt)
+        if path:
+            m.load_checkpoint(path)
+        return net, m, data
+
+    path = f"{sys.argv[1]}/rank{rank}.ckpt"
+    net, m, data = resumed(None)
+    m.train(1, data)
+    m.save_checkpoint(path)
+    out["ckpt_keys"] = len([k for k in opt._opt.state_dict()])
+    m.train(2, data, initial_epoch=1)
+    again, m2, data2 = resumed(path)
+    m2.train(2, data2, initial_epoch=1)
+    out["resume_diff"] = max_diff(params(net), params(again))
+
 
     # semi_auto_parallel: fc1 split by its strategy (its states stay whole on each rank), fc2's
     # weight split by rows of inputs and its bias replicated (that one sharded).
@@ -138,7 +162,8 @@ def test_sharded_optimizer_equals_unsharded_with_half_the_states(python_env, tmp
     script.write_text(SCRIPT)
     port = free_port()
     procs = [subprocess.Popen(
-        [sys.executable, str(script)], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, str(script), str(tmp_path)], text=True, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env=dict(python_env, RANK_ID=str(r), RANK_SIZE="2", RANK=str(r), WORLD_SIZE="2",
                  LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                  ZENITH_COMM_TIMEOUT="60", ZENITH_NUM_THREADS="1")) for r in range(2)]
@@ -157,6 +182,9 @@ def test_sharded_optimizer_equals_unsharded_with_half_the_states(python_env, tmp
         assert r["model_diff"] <= 1e-6, r
         assert r["semi_diff"] <= 1e-6, r
         assert r["threshold_bytes"] == r["full_bytes"]
+        assert r["resume_diff"] <= 1e-6, r
+    # The velocities of the rows each rank holds (rank 1 has none of dense3's) and the step.
+    assert (r0["ckpt_keys"], r1["ckpt_keys"]) == (7, 5)
     # Rows of each rank: dense1 weight/bias 32 -> 16 + 16, dense2 7 -> 4 + 3, dense3 1 -> 1 + 0.
     assert r0["rows"] == [[0, 16], [0, 16], [0, 4], [0, 4], [0, 1], [0, 1]]
     assert r1["rows"] == [[16, 16], [16, 16], [4, 3], [4, 3], [1, 0], [1, 0]]
