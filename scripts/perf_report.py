@@ -284,7 +284,15 @@ def render_model_parallel(r):
         f"{num(r['load_average_end'], 2)} at the end.", ""]
     header = ["mode", "ranks x threads", "step s", "tokens/s", "vs one process",
               "model state MiB", "16Ψ/degree MiB", "vs one", "peak live MiB",
-              "sent KiB (formula): tensor", "pipeline", "data", "comm s"]
+              "sent KiB (formula): tensor", "pipeline", "data", "comm s",
+              "blocked s: tensor / pipeline / data (share of step)"]
+
+    def blocked(m):  # time rank 0 waited in each group's collectives (bench/model_parallel)
+        if "blocked_seconds_per_step" not in m:
+            return ""
+        parts = " / ".join(num(m.get(g + "_blocked_seconds_per_step", 0), 3)
+                           for g in ("tensor", "pipeline", "data"))
+        return f"{parts} ({num(100 * m['blocked_share_of_step'], 0)}%)"
 
     def sent(m, group):
         got, want = m[group + "_sent_bytes_per_step"], m[group + "_sent_formula"]
@@ -295,7 +303,7 @@ def render_model_parallel(r):
              num(m["model_state_bytes"] / mib), num(m["model_state_formula"] / mib),
              num(m["model_state_vs_one_process"], 3), num(m["peak_live_bytes"] / mib),
              sent(m, "tensor"), sent(m, "pipeline"), sent(m, "data"),
-             num(m["communication_seconds_per_step"], 3)] for m in r["modes"]]
+             num(m["communication_seconds_per_step"], 3), blocked(m)] for m in r["modes"]]
     lines += table(header, rows)
     lines += ["", "The pipeline's bubble: two stages of the same model (stage 0: the embedding "
               "and the first half of the layers; stage 1: the rest, the norm, the output layer "
@@ -335,12 +343,19 @@ def render_zero(r):
         f"ZeRO-3 3 x). Load average {num(r['load_average_start'], 2)} at the start, "
         f"{num(r['load_average_end'], 2)} at the end.", ""]
     header = ["mode", "ranks", "step s", "model state MiB", "formula MiB", "vs one process",
-              "peak live MiB", "sent MiB/step", "ring formula MiB"]
+              "peak live MiB", "sent MiB/step", "ring formula MiB",
+              "blocked s/step (share)"]
+
+    def blocked(m):  # time rank 0 waited in the collectives (bench/zero)
+        if "blocked_seconds_per_step" not in m:
+            return ""
+        return (f"{num(m['blocked_seconds_per_step'], 3)} "
+                f"({num(100 * m['blocked_share_of_step'], 0)}%)")
     rows = [[m["mode"], m["ranks"], num(m["step_seconds"], 3),
              num(m["model_state_bytes"] / mib), num(m["model_state_formula"] / mib),
              num(m["model_state_vs_one_process"], 3), num(m["peak_live_bytes"] / mib),
-             num(m["sent_bytes_per_step"] / mib, 2), num(m["sent_formula"] / mib, 2)]
-            for m in r["modes"]]
+             num(m["sent_bytes_per_step"] / mib, 2), num(m["sent_formula"] / mib, 2),
+             blocked(m)] for m in r["modes"]]
     return lines + table(header, rows)
 
 
