@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/allocator.h"
+#include "distributed/parallelize_llama.h"
 #include "models/llama_layers.h"
 #include "zenith/error.h"
 #include "zenith/hf.h"
@@ -89,6 +90,27 @@ Tensor zero3_llama_loss(models::Llama& model, const std::shared_ptr<ZeroOptimize
         Tensor logits = m->head(h);
         return has_targets ? ops::mul(models::causal_lm_loss(logits, labels), weight)
                            : ops::mul(ops::sum(logits), 0.0);
+      },
+      x);
+}
+
+Tensor zero3_tensor_parallel_llama_loss(models::Llama& model, const TensorParallelPlan& plan,
+                                        const std::shared_ptr<ZeroOptimizer>& zero,
+                                        const Tensor& input_ids, const Tensor& attention_mask,
+                                        const Tensor& labels, double weight, bool has_targets) {
+  ZENITH_CHECK(!plan.tp.sequence_parallel,
+               "[zero] ZeRO-3 with tensor parallelism: sequence parallelism is not supported");
+  Tensor x = zero3_hidden(model, zero, input_ids, attention_mask);
+  models::Llama* m = &model;
+  // The plan is copied: backward's recompute runs after the caller's may be gone.
+  return sharded_forward(
+      zero, {head_index(model, *zero)},
+      [m, plan, labels, weight, has_targets](const Tensor& h) {
+        if (has_targets) return ops::mul(tensor_parallel_head_loss(*m, plan, h, labels), weight);
+        // No learned label (the same batch on the whole tensor group): zero gradients.
+        Tensor logits =
+            ops::linear(copy_to_tensor_parallel(h, plan.tp.group), m->head_parameters().front());
+        return ops::mul(ops::sum(logits), 0.0);
       },
       x);
 }

@@ -50,6 +50,21 @@ Tensor zero3_llama_loss(models::Llama& model, const std::shared_ptr<ZeroOptimize
                         const Tensor& input_ids, const Tensor& attention_mask, const Tensor& labels,
                         double weight, bool has_targets);
 
+struct TensorParallelPlan;  // parallelize_llama.h
+
+// ZeRO-3 over the data dimension of a tensor-parallel model (FSDP2 + tensor parallel,
+// torchtitan's "2D"): `model` rewritten by parallelize_llama(plan) over the mesh's tensor group,
+// `zero` at stage 3 over its data group holding the model's (local) trainable parameters. Each
+// module's tensor shards are gathered over the data group around its forward and its backward
+// (where the layer's tensor-group collectives run again with the recompute) and freed after;
+// their gradients are reduce-scattered over the data group. The loss is zero3_llama_loss's with
+// the output layer and cross entropy vocabulary-parallel (tensor_parallel_head_loss). Sequence
+// parallelism is refused.
+Tensor zero3_tensor_parallel_llama_loss(models::Llama& model, const TensorParallelPlan& plan,
+                                        const std::shared_ptr<ZeroOptimizer>& zero,
+                                        const Tensor& input_ids, const Tensor& attention_mask,
+                                        const Tensor& labels, double weight, bool has_targets);
+
 // A Llama with the cells, names and shapes Llama(config) builds (float32), every parameter
 // shape-only: its storage holds no bytes. Only ZeRO-3 with ZeroOptions::rows_of gives it data
 // (a module's parameters while it is gathered); anything else that reads a weight fails.
