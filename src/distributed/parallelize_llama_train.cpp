@@ -90,23 +90,25 @@ Tensor ParallelLlama::from_stage(Tensor whole, int owner) const {
 }
 
 std::map<std::string, Tensor> ParallelLlama::full_state() const {
-  NoGradGuard no_grad;
-  const int stages = mesh_.degree(MeshDim::pipeline);
-  const int64_t layers = model_->config().num_hidden_layers;
   std::map<std::string, Tensor> out;
-  for (auto& [name, p] : model_->hf_state()) {
-    const int owner = owner_stage(name, layers, stages);
-    // Collectives carry float32: bf16/f16 weights go there and back exactly.
-    Tensor whole;
-    if (owner == mesh_.pipeline_rank()) {
-      auto it = plan_.sharded.find(name);
-      whole = it == plan_.sharded.end()
-                  ? p.to(DType::f32).contiguous()
-                  : all_gather_along(p.to(DType::f32).contiguous(), it->second, plan_.tp.group);
-    }
-    out.emplace(name, from_stage(whole, owner).to(p.dtype()));
-  }
+  for (const auto& [name, p] : model_->hf_state()) out.emplace(name, full_tensor(name));
   return out;
+}
+
+Tensor ParallelLlama::full_tensor(const std::string& name) const {
+  NoGradGuard no_grad;
+  const Tensor p = model_->hf_state().at(name);
+  const int owner =
+      owner_stage(name, model_->config().num_hidden_layers, mesh_.degree(MeshDim::pipeline));
+  // Collectives carry float32: bf16/f16 weights go there and back exactly.
+  Tensor whole;
+  if (owner == mesh_.pipeline_rank()) {
+    auto it = plan_.sharded.find(name);
+    whole = it == plan_.sharded.end()
+                ? p.to(DType::f32).contiguous()
+                : all_gather_along(p.to(DType::f32).contiguous(), it->second, plan_.tp.group);
+  }
+  return from_stage(whole, owner).to(p.dtype());
 }
 
 io::LoraAdapter ParallelLlama::lora_adapter(const io::LoraConfig& config) const {

@@ -69,6 +69,10 @@ class ParallelLlama {
   // The whole model under HF's names (no adapters), gathered over tensor and pipeline groups
   // onto every rank: models::Llama(config, state, ...).save_pretrained on one rank.
   std::map<std::string, Tensor> full_state() const;
+  // One tensor of full_state (`name` one of model().hf_state()'s), gathered onto every rank:
+  // called for one name after another (every rank in the same order), no rank ever holds more
+  // than one whole tensor. Collective.
+  Tensor full_tensor(const std::string& name) const;
   // The LoRA adapter as one process would save it (gathered over tensor and pipeline groups
   // onto every rank).
   io::LoraAdapter lora_adapter(const io::LoraConfig& config) const;

@@ -3,10 +3,15 @@
 // and the whole model or adapter gathered back for the outputs.
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
+#include "core/allocator.h"
+#include "core/atomic_file.h"
 #include "distributed/parallelize_llama_train.h"
+#include "distributed/zero_llama.h"
 #include "train/finetune_run.h"
 #include "zenith/communication.h"
+#include "zenith/hf.h"
 
 namespace zenith::finetune::detail {
 
@@ -45,6 +50,9 @@ std::unique_ptr<distributed::ParallelLlama> make_parallel(const Options& o,
   const int world_rank = communication::get_rank();
   ranks = Ranks(mesh.data_group(), world_rank == 0);
   params = run->trainable_params();
+  // The whole model's blocks, freed now, go back to the system: the allocator's cache would
+  // keep them (4Ψ) beside the shards and the optimizer state for the rest of the run.
+  core::empty_allocator_cache();
   log(
       format("[finetune] rank %d: tensor %d x pipeline %d x data %d (tensor rank %d, stage %d, "
              "data rank %d)%s, %d micro-batches",
@@ -89,6 +97,58 @@ void load_optimizer_state(const std::string& resume, const TrainerState& state,
   run->load_optimizer(distributed::ShardedCheckpointReader(dir), optimizer);
 }
 
+namespace {
+
+// Full fine-tuning's model.safetensors gathered one tensor at a time (every rank gathers each,
+// rank 0 writes it, all drop it before the next), so that no rank holds the whole model; the
+// file as io::save_safetensors lays it out (sorted names, float32). False (nothing done, on every
+// rank alike) for weights that are not float32 or need several shard files.
+bool save_parallel_streamed(distributed::ParallelLlama& run, const Checkpoint& c, int64_t step,
+                            const std::string& dir, bool writes) {
+  const models::LlamaConfig& config = run.model().config();
+  if (c.o.method != Method::full || run.model().weight_dtype() != DType::f32) return false;
+  // The whole model's names and shapes, from a shape-only twin (no weight bytes).
+  const std::map<std::string, Tensor> shapes = distributed::hollow_llama(config)->hf_state();
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, p] : shapes) {
+    const uint64_t n = uint64_t(p.numel()) * 4;
+    header[name] = {{"dtype", "F32"}, {"shape", p.shape()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  if (offset > io::kHfDefaultMaxShardBytes) return false;
+  header["__metadata__"] = {{"format", "pt"}};
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::optional<core::AtomicFile> out;
+  if (writes) {
+    std::filesystem::create_directories(dir);
+    out.emplace(dir + "/" + io::kHfWeightsFile);
+    unsigned char size_le[8];
+    for (int i = 0; i < 8; ++i) size_le[i] = uint8_t(uint64_t(json.size()) >> (8 * i));
+    out->write(size_le, 8);
+    out->write(json);
+  }
+  for (const auto& [name, p] : shapes) {  // collective: every rank in the same order
+    const Tensor whole = run.full_tensor(name).contiguous();
+    ZENITH_CHECK(whole.shape() == p.shape(), "[finetune] gathered '", name, "' has shape ",
+                 shape_str(whole.shape()), ", the model's is ", shape_str(p.shape()));
+    if (out && whole.nbytes() > 0) out->write(whole.raw_data(), whole.nbytes());
+  }
+  if (!writes) return true;
+  out->commit();
+  std::error_code ec;
+  std::filesystem::remove(std::filesystem::path(dir) / io::kHfIndexFile, ec);
+  models::LlamaConfig saved = config;
+  saved.torch_dtype = "float32";
+  models::save_llama_config(dir, saved);
+  models::copy_model_side_files(c.o.model, dir);
+  save_trainer_state(c, step, dir);
+  return true;
+}
+
+}  // namespace
+
 void save_parallel(distributed::ParallelLlama& run, const Checkpoint& c, int64_t step,
                    const std::string& dir, bool writes) {
   // Collective: every rank's optimizer shards (a checkpoint), every rank gathers, rank 0 writes.
@@ -104,6 +164,7 @@ void save_parallel(distributed::ParallelLlama& run, const Checkpoint& c, int64_t
     save_output(whole, step, dir);
     return;
   }
+  if (save_parallel_streamed(run, c, step, dir, writes)) return;
   std::map<std::string, Tensor> state = run.full_state();
   if (!writes) return;
   models::Llama model(run.model().config(), std::move(state), "the ranks' shards");
