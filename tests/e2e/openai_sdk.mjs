@@ -203,6 +203,47 @@ await step('tool_choice required picks one of the tools, streamed alike', async 
   check(name === call.function.name && args === call.function.arguments, `${name} ${args}`);
 });
 
+await step('tool_choice auto: a call when the output is one, else content', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  // The tiny model writes no calls by itself: a schema makes its output one, which auto reads.
+  const schema = { type: 'object', required: ['name', 'arguments'], properties: {
+    name: { const: 'get_weather' },
+    arguments: { type: 'object', properties: { city: { enum: ['Oslo'] } }, required: ['city'] } } };
+  const req = { ...greedy, max_tokens: 60, messages: user('Weather in Oslo?'), tools,
+    response_format: { type: 'json_schema', json_schema: { name: 'call', schema } } };
+  const whole = await client.chat.completions.create(req);  // tool_choice defaults to auto
+  check(whole.choices[0].finish_reason === 'tool_calls', whole.choices[0].finish_reason);
+  const call = whole.choices[0].message.tool_calls[0];
+  check(call.id.startsWith('call_') && call.function.name === 'get_weather' &&
+    JSON.parse(call.function.arguments).city === 'Oslo', JSON.stringify(call));
+  let args = '', content = '';
+  for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
+    content += chunk.choices[0]?.delta?.content ?? '';
+    for (const c of chunk.choices[0]?.delta?.tool_calls ?? []) args += c.function?.arguments ?? '';
+  }
+  check(args === call.function.arguments && content === '', `${args} / ${content}`);
+  const text = await client.chat.completions.create({ ...greedy, messages: user('Hi'), tools });
+  check(typeof text.choices[0].message.content === 'string' &&
+    text.choices[0].finish_reason !== 'tool_calls', JSON.stringify(text.choices[0]));
+});
+
+await step('completions: several prompts times n, echo, the engine in models', async () => {
+  const r = await client.completions.create({ ...greedy, max_tokens: 3,
+    prompt: ['Once upon a time', 'The cat'], n: 2 });
+  check(r.choices.map((c) => c.index).join() === '0,1,2,3', 'indices');
+  check(r.choices[0].text === r.choices[1].text, 'n greedy choices agree');
+  const one = await client.completions.create({ ...greedy, max_tokens: 3, prompt: 'The cat' });
+  check(r.choices[2].text === one.choices[0].text, `${r.choices[2].text} / ${one.choices[0].text}`);
+  const echo = await client.completions.create({ ...greedy, max_tokens: 3, prompt: 'The cat',
+    echo: true, logprobs: 1 });
+  check(echo.choices[0].text === 'The cat' + one.choices[0].text, echo.choices[0].text);
+  check(echo.choices[0].logprobs.token_logprobs[0] === null, 'the first prompt token has none');
+  const m = await client.models.retrieve(model);
+  check(m.max_model_len > 0 && m.zenith.max_batched_tokens > 0 && m.zenith.threads === 1,
+    JSON.stringify(m));
+});
+
 await step('errors surface as APIError with status, param and request id', async () => {
   const expect = async (promise, Type, status, param) => {
     try {

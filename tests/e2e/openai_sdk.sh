@@ -2,7 +2,8 @@
 # The OpenAI API of `zenith serve` on an LLM directory, through the official openai npm SDK
 # (tests/e2e/openai_sdk.mjs; openai 6.x from tests/npm, installed by the CTest fixture
 # npm.install): models with an adapter, chat and completions, streaming, logprobs, seeds, JSON
-# schema, tool calls, errors as the SDK's APIError, an aborted stream; then with curl, greedy text
+# schema, tool calls (named, required, auto), several prompts and echo, errors as the SDK's
+# APIError, an aborted stream; then with curl, greedy text
 # equal to `zenith generate`'s, and an adapter's equal to the merged model's. A few seconds with
 # examples/llm/fortunes-llama over HTTPS on loopback. $1 is the zenith binary.
 set -u

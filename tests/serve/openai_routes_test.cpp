@@ -263,6 +263,7 @@ TEST_F(OpenAiRoutesTest, ModelsCarryMaxModelLenRootAndTheEngineOptions) {
   LlmServeOptions o = options();
   o.engine.max_batched_tokens = 48;
   o.engine.max_step_cost = 3;
+  o.engine.kv_cache_dtype = DType::bf16;
   start(o);
   auto r = client(token_)->Get("/v1/models/fortunes");
   ASSERT_TRUE(r);
@@ -275,6 +276,7 @@ TEST_F(OpenAiRoutesTest, ModelsCarryMaxModelLenRootAndTheEngineOptions) {
   EXPECT_EQ(z["max_batched_tokens"], 48);
   EXPECT_EQ(z["max_step_cost"], 3.0);
   EXPECT_EQ(z["kv_cache_memory"], 16 << 20);
+  EXPECT_EQ(z["kv_cache_dtype"], "bf16");
   EXPECT_GT(z["kv_cache_blocks"].get<int64_t>(), 0);
   EXPECT_EQ(z["threads"], context::get_num_threads());
   EXPECT_EQ(z["dtype"], "bf16");  // the file's (config.json: bfloat16)

@@ -36,6 +36,20 @@ bool admin_path(const std::string& path) {
 // Whether a client may retry a 4xx unchanged: only a timeout, a conflict or a full queue.
 bool retryable(int status) { return status == 408 || status == 409 || status == 429; }
 
+// A dtype as --dtype and --kv-cache-dtype name it (f32, bf16, f16).
+std::string dtype_flag_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    default:
+      return dtype_name(dtype);
+  }
+}
+
 }  // namespace
 
 void reply_api_error(httplib::Response& res, const ApiError& error) {
@@ -84,10 +98,11 @@ void LlmServer::Impl::models(httplib::Response& res, const std::string& only) {
                                {"max_running", e.max_running},
                                {"max_waiting", e.max_waiting},
                                {"kv_cache_memory", e.kv_cache_bytes},
+                               {"kv_cache_dtype", dtype_flag_name(e.kv_cache_dtype)},
                                {"kv_cache_blocks", stats.kv_blocks},
                                {"block_size", stats.block_size},
                                {"prefix_caching", e.prefix_caching},
-                               {"threads", context::get_num_threads()},
+                               {"threads", threads},
                                {"dtype", weight_dtype}};
   auto card = [&](const std::string& id, const std::string& root, const json& parent) {
     return json{{"id", id},
@@ -263,20 +278,6 @@ std::shared_ptr<models::Llama> load_model(const std::string& path, const std::st
   return model;
 }
 
-// A weight dtype as --dtype names it (f32, bf16, f16).
-std::string dtype_flag_name(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return "f32";
-    case DType::bf16:
-      return "bf16";
-    case DType::f16:
-      return "f16";
-    default:
-      return dtype_name(dtype);
-  }
-}
-
 // /v1/models' "root" of the base model: the model it was loaded from, as vLLM's is the path it
 // serves; for an LLM package (a deployed version) the model directory it was made from.
 std::string model_root(const std::string& model_dir) {
@@ -316,6 +317,7 @@ LlmServer::LlmServer(const std::string& model_dir, LlmServeOptions options)
   if (!m.options.chat_template.empty() || !m.tokenizer->chat_template().empty())
     m.chat_template = text::ChatTemplate::for_tokenizer(*m.tokenizer, m.options.chat_template);
   m.engine = std::make_unique<Engine>(model, m.tokenizer, m.options.engine);
+  m.threads = context::get_num_threads();  // the engine computes with its creator's count
   for (const auto& [name, dir] : m.options.adapters) {
     ZENITH_CHECK(name != m.options.name, "[serve] adapter name '", name,
                  "' is the base model's name");

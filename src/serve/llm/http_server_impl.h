@@ -36,6 +36,7 @@ struct LlmServer::Impl {
   int64_t created = 0;                // unix seconds: /v1/models' "created"
   std::string root_name;              // /v1/models' "root": the model it was loaded from
   std::string weight_dtype;           // the weights' dtype as loaded (--dtype or the file's)
+  int threads = 0;                    // the engine's compute threads
   std::atomic<bool> stopping{false};  // stop(): waiting requests are cancelled
 
   std::mutex adapters_mutex;
