@@ -15,17 +15,24 @@ void repack_x8(QuantFormat f, const uint8_t* w, int64_t out, int64_t in, uint8_t
       for (int r = 0; r < 8; ++r) {
         const uint8_t* src = w + (8 * g + r) * row_bytes + block_bytes * b;
         std::memcpy(packed + 2 * r, src, 2);
+        // Four bytes at a time: a chunk's 4 bytes of row r.
+        auto load4 = [](const uint8_t* q) {
+          uint32_t v;
+          std::memcpy(&v, q, 4);
+          return v;
+        };
+        auto store4 = [&](int c, uint32_t v) { std::memcpy(packed + 16 + 32 * c + 4 * r, &v, 4); };
+        const uint8_t* qs = src + 2;
         if (f == QuantFormat::q8_0) {
-          for (int k = 0; k < 32; ++k)
-            packed[16 + 32 * (k / 4) + 4 * r + k % 4] = src[2 + k] ^ 0x80;
+          for (int c = 0; c < 8; ++c) store4(c, load4(qs + 4 * c) ^ 0x80808080u);
           continue;
         }
         // Element k of the block: byte k's low nibble (k < 16), byte k - 16's high one.
-        auto nibble = [&](int k) { return k < 16 ? src[2 + k] & 0xF : src[2 + k - 16] >> 4; };
-        for (int c = 0; c < 4; ++c)
-          for (int t = 0; t < 4; ++t)
-            packed[16 + 32 * c + 4 * r + t] =
-                uint8_t(nibble(8 * c + t) | (nibble(8 * c + 4 + t) << 4));
+        constexpr uint32_t kLow = 0x0F0F0F0Fu;
+        for (int c = 0; c < 2; ++c)
+          store4(c, (load4(qs + 8 * c) & kLow) | ((load4(qs + 8 * c + 4) & kLow) << 4));
+        for (int c = 2; c < 4; ++c)
+          store4(c, ((load4(qs + 8 * c - 16) >> 4) & kLow) | (load4(qs + 8 * c - 12) & ~kLow));
       }
 }
 
