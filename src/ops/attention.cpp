@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "ops/op_utils.h"
+#include "zenith/cpu_features.h"
 
 namespace zenith::ops {
 namespace {
@@ -145,12 +146,16 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   ZENITH_CHECK(q_in.dtype() == k_in.dtype() && q_in.dtype() == v_in.dtype(), "[", kOp,
                "] q, k and v must share a dtype, got ", dtype_name(q_in.dtype()), ", ",
                dtype_name(k_in.dtype()), " and ", dtype_name(v_in.dtype()));
-  if (low_precision(q_in.dtype())) {  // float32 compute, the result in the inputs' dtype
+  // bfloat16 where the CPU has bfloat16 arithmetic: the kernel's products in bfloat16 (float32
+  // accumulation, the softmax in float32). Otherwise float32 compute, the result in the inputs'
+  // dtype.
+  const bool bf16 = q_in.dtype() == DType::bf16 && bf16_arithmetic();
+  if (low_precision(q_in.dtype()) && !bf16) {
     return scaled_dot_product_attention(q_in.to(DType::f32), k_in.to(DType::f32),
                                         v_in.to(DType::f32), o)
         .to(q_in.dtype());
   }
-  detail::check_float(q_in, kOp);
+  if (!bf16) detail::check_float(q_in, kOp);
   Tensor q = detail::plain(q_in), k = detail::plain(k_in), v = detail::plain(v_in);
   const int64_t batch = q.size(0), hq = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t hkv = k.size(1), s = k.size(2);
@@ -164,7 +169,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const AttentionAttrs attrs{.causal = o.causal,
                              .scale = o.scale.value_or(1.0 / std::sqrt(double(d)))};
   Tensor pad = padding_mask(o.key_padding_mask, batch, s);
-  Tensor mask = additive_mask(o.attn_mask, {batch, hq, t, s}, q.dtype());
+  Tensor mask = additive_mask(o.attn_mask, {batch, hq, t, s}, bf16 ? DType::f32 : q.dtype());
   auto outs = dispatch::call<OpId::attention>({q, k, v, pad, mask}, attrs);
   if (autograd::needs_grad({q, k, v})) {
     autograd::SavedOutput out(outs[0]);

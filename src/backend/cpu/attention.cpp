@@ -118,6 +118,7 @@ void forward_block(const Geometry& g, const Operand& q, const Operand& k, const 
 // attention(q, k, v, key_padding_mask?, attn_mask?) -> {out [B, Hq, T, Dv] (stored [B, T, Hq,
 // Dv], so out.transpose(1, 2) is contiguous), lse [B, Hq, T]}
 std::vector<Tensor> attention_kernel(const std::vector<Tensor>& in, const AttentionAttrs& a) {
+  if (in[0].dtype() == DType::bf16) return attention_bf16(in, a);
   Tensor q = gemm_ready(in[0]), k = gemm_ready(in[1]), v = gemm_ready(in[2]);
   Geometry g(q, k, v, a);
   Tensor pad = in[3].defined() ? in[3].contiguous() : Tensor();

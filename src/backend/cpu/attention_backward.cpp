@@ -99,24 +99,13 @@ void backward_keys(const Geometry& g, const BackwardArgs& x, int64_t b, int64_t 
   }
 }
 
-// The gradient of keys or values t [B, H, S, D]: laid out as t is where t views a [B, S, H, D]
-// buffer (the projection's output split into heads, as LLaMA's v), so that autograd's transpose
-// back and reshape into [B, S, H D] need no copy (PyTorch's rule: a gradient takes its input's
-// strides); otherwise contiguous.
-Tensor like_keys(const Tensor& t) {
-  const Shape& st = t.strides();
-  const int64_t b = t.size(0), h = t.size(1), s = t.size(2), d = t.size(3);
-  if (h > 1 && s > 1 && st[3] == 1 && st[1] == d && st[2] == h * d && st[0] == s * h * d)
-    return Tensor::empty({b, s, h, d}, t.dtype(), t.device()).transpose(1, 2);
-  return Tensor::empty({b, h, s, d}, t.dtype(), t.device());
-}
-
 // attention_backward(dout, q, k, v, out, lse, key_padding_mask?, attn_mask?) -> {dq, dk, dv}.
 // Tasks are (b, kv head, key chunk): each owns its keys' dK and dV; dQ is written by the only
 // chunk of its (b, kv), or summed from per-chunk partials when keys are split to feed every
 // thread (few heads, long sequences).
 std::vector<Tensor> attention_backward_kernel(const std::vector<Tensor>& in,
                                               const AttentionAttrs& a) {
+  if (in[1].dtype() == DType::bf16) return attention_backward_bf16(in, a);
   Tensor q = gemm_ready(in[1]), k = gemm_ready(in[2]), v = gemm_ready(in[3]);
   Geometry g(q, k, v, a);
   Tensor dout = gemm_ready(in[0]);
@@ -169,4 +158,17 @@ std::vector<Tensor> attention_backward_kernel(const std::vector<Tensor>& in,
 ZENITH_REGISTER_KERNEL(attention_backward, CPU, attention_backward_kernel);
 
 }  // namespace
+
+// The gradient of keys or values t [B, H, S, D]: laid out as t is where t views a [B, S, H, D]
+// buffer (the projection's output split into heads, as LLaMA's v), so that autograd's transpose
+// back and reshape into [B, S, H D] need no copy (PyTorch's rule: a gradient takes its input's
+// strides); otherwise contiguous.
+Tensor like_keys(const Tensor& t) {
+  const Shape& st = t.strides();
+  const int64_t b = t.size(0), h = t.size(1), s = t.size(2), d = t.size(3);
+  if (h > 1 && s > 1 && st[3] == 1 && st[1] == d && st[2] == h * d && st[0] == s * h * d)
+    return Tensor::empty({b, s, h, d}, t.dtype(), t.device()).transpose(1, 2);
+  return Tensor::empty({b, h, s, d}, t.dtype(), t.device());
+}
+
 }  // namespace zenith::cpu::flash

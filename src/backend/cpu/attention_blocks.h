@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/math_simd.h"
@@ -188,5 +189,14 @@ void for_tasks(int64_t n, int64_t work, Setup&& setup, F&& f) {
 
 // An additive mask broadcast to [B, Hq, T, S] with gemm-ready strides (undefined stays so).
 Tensor float_mask(const Tensor& m, const Geometry& g);
+
+// The gradient buffer of keys or values t [B, H, S, D] (attention_backward.cpp): laid out as t is
+// where t views a [B, S, H, D] buffer, otherwise contiguous.
+Tensor like_keys(const Tensor& t);
+
+// The ops on bfloat16 q, k, v (attention_bf16.cpp): products in bfloat16 arithmetic, float32
+// accumulation, softmax in float32; out, dq, dk, dv bfloat16, lse float32.
+std::vector<Tensor> attention_bf16(const std::vector<Tensor>& in, const AttentionAttrs& a);
+std::vector<Tensor> attention_backward_bf16(const std::vector<Tensor>& in, const AttentionAttrs& a);
 
 }  // namespace zenith::cpu::flash
