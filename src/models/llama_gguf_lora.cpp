@@ -61,11 +61,11 @@ io::LoraAdapter load_gguf_adapter(const std::string& path, const LlamaConfig& ba
   const std::string arch = f.get_string("general.architecture");
   ZENITH_CHECK(arch == "llama", "[gguf] ", path, ": general.architecture is '", arch,
                "'; zenith reads adapters of the llama architecture only");
-  // Each GGUF name back to its HF module, through the base's parameters.
-  std::map<std::string, std::string> module_of;
+  // Each GGUF name back to its HF module and that module's weight [out, in].
+  std::map<std::string, std::pair<std::string, Shape>> module_of;
   for (const ParameterSpec& spec : expected_llama_parameters(base))
     if (const std::string name = detail::gguf_tensor_name(spec.name); !name.empty())
-      module_of[name] = spec.name.substr(0, spec.name.rfind('.'));
+      module_of[name] = {spec.name.substr(0, spec.name.rfind('.')), spec.shape};
   io::LoraAdapter adapter;
   std::set<std::string> short_names;
   for (const gguf::TensorEntry& e : f.tensors) {
@@ -84,7 +84,14 @@ io::LoraAdapter load_gguf_adapter(const std::string& path, const LlamaConfig& ba
                      e.type == uint32_t(gguf::TensorType::bf16),
                  "[gguf] ", path, ": tensor '", e.name, "' is ", gguf::tensor_type_name(e.type),
                  "; LoRA weights are f32, f16 or bf16");
-    const std::string& module = it->second;
+    // lora_a [r, in] (GGUF's ne [in, r]) and lora_b [out, r] of the base's weight [out, in].
+    const Shape& weight = it->second.second;
+    ZENITH_CHECK(e.ne[0] >= 1 && e.ne[1] >= 1 && (is_a ? e.ne[0] : e.ne[1]) == weight[is_a ? 1 : 0],
+                 "[gguf] ", path, ": tensor '", e.name, "' has ne [", e.ne[0], ", ", e.ne[1],
+                 "], which does not fit the base model: its ", target, " is [", weight[0], ", ",
+                 weight[1], "] (lora_a must have ne [", weight[1], ", r], lora_b ne [r, ",
+                 weight[0], "])");
+    const std::string& module = it->second.first;
     io::LoraWeights& w = adapter.modules[module];
     Tensor& slot = is_a ? w.A : w.B;
     ZENITH_CHECK(!slot.defined(), "[gguf] ", path, ": tensor '", e.name, "' appears twice");
