@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "serve/llm/openai_response.h"
+#include "serve/llm_package.h"
 #include "serve/openai_server_fixture.h"
 #include "zenith/autograd.h"
 #include "zenith/context.h"
@@ -284,6 +286,20 @@ TEST_F(OpenAiRoutesTest, ModelsCarryMaxModelLenRootAndTheEngineOptions) {
   auto list = client(token_)->Get("/v1/models");
   ASSERT_TRUE(list);
   EXPECT_EQ(json::parse(list->body)["data"][0], m);
+}
+
+// A deployed version (an LLM package in the registry) names the model it was made from.
+TEST_F(OpenAiRoutesTest, APackagesRootIsTheModelItWasMadeFrom) {
+  const std::string pkg = dir_->str() + "/package";
+  write_llm_package(kModel, {}, pkg, "fortunes");
+  server_ = std::make_unique<LlmServer>(llm_package_model(pkg), options());
+  port_ = server_->bind();
+  thread_ = std::thread([this] { server_->serve(); });
+  auto r = client(token_)->Get("/v1/models/fortunes");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["root"],
+            std::filesystem::path(kModel).lexically_normal().string());
 }
 
 }  // namespace

@@ -282,8 +282,9 @@ std::shared_ptr<models::Llama> load_model(const std::string& path, const std::st
 // serves; for an LLM package (a deployed version) the model directory it was made from.
 std::string model_root(const std::string& model_dir) {
   const fs::path path = fs::path(model_dir).lexically_normal();
-  if (is_llm_package(path.string())) {
-    std::ifstream in(path / "package.json");
+  const fs::path package = fs::is_directory(path) ? path : path.parent_path();  // or its GGUF
+  if (is_llm_package(package.string())) {
+    std::ifstream in(package / "package.json");
     const json spec = json::parse(in, nullptr, false);
     if (spec.is_object() && spec.value("source", json()).is_string()) return spec["source"];
   }
