@@ -65,8 +65,8 @@ std::string precision_note(const std::string& dtype) {
   if (dtype != "bf16") return "";
   if (!bf16_arithmetic())
     return "bf16 weights, float32 arithmetic (no avx512_bf16, or ZENITH_BF16_COMPUTE=0)";
-  return "bf16 weights; prefill in bf16 arithmetic (avx512_bf16, float32 accumulation), decode "
-         "(up to 8 rows) in float32 arithmetic on the bf16 weights";
+  return "bf16 weights; prefill (linear layers and attention) in bf16 arithmetic (avx512_bf16, "
+         "float32 accumulation), decode (up to 8 rows) in float32 arithmetic on the bf16 weights";
 }
 
 std::vector<int64_t> to_int64(const std::vector<int32_t>& ids) {

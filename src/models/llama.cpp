@@ -9,6 +9,7 @@
 #include "core/dispatch.h"
 #include "models/llama_layers.h"
 #include "zenith/autograd.h"
+#include "zenith/cpu_features.h"
 
 namespace zenith::models {
 namespace {
@@ -212,6 +213,8 @@ void Llama::set_low_precision(DType dtype, bool all_but_norms) {
                "[llama] low precision must be bfloat16 or float16 (float32: off), got ",
                dtype_name(dtype));
   for (const auto& [path, layer] : linear_layers()) layer->set_compute_dtype(dtype, all_but_norms);
+  for (const auto& layer : parts_->model->layers)
+    layer->self_attn->set_bf16_arithmetic(dtype == DType::bf16 && bf16_arithmetic());
   tied_head_lowp_ = dtype;
   lowp_ = all_but_norms ? dtype : DType::f32;
 }

@@ -73,7 +73,12 @@ Tensor AttentionCell::forward(const Tensor& x, const LayerContext& ctx, int64_t 
     ops::AttentionOptions options;
     options.causal = true;
     options.key_padding_mask = ctx.key_padding_mask;
-    o = ops::scaled_dot_product_attention(q, k, v, options);
+    if (bf16_ && q.size(2) > 8) {
+      const DType t = DType::bf16;
+      o = ops::scaled_dot_product_attention(q.to(t), k.to(t), v.to(t), options).to(q.dtype());
+    } else {
+      o = ops::scaled_dot_product_attention(q, k, v, options);
+    }
   }
   return proj(*o_proj, "o_proj", o.transpose(1, 2).reshape({b, o.size(2), heads_ * head_dim_}));
 }

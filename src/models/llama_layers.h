@@ -57,12 +57,17 @@ class AttentionCell : public nn::Cell {
   // x [B, T, hidden] -> [B, T, hidden]
   Tensor forward(const Tensor& x, const LayerContext& ctx, int64_t layer);
   std::string type_name() const override { return "LlamaAttention"; }
+  // Attention in bfloat16 arithmetic (Llama::set_low_precision, where the CPU has it): q, k, v
+  // rounded to bfloat16 for queries of more than 8 rows (training, prefill; decode steps stay
+  // float32), the output widened back.
+  void set_bf16_arithmetic(bool on) { bf16_ = on; }
 
   std::shared_ptr<nn::LoraLinear> q_proj, k_proj, v_proj, o_proj;
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
   std::string prefix_;  // "model.layers.N.self_attn."
+  bool bf16_ = false;
 };
 
 class MlpCell : public nn::Cell {

@@ -29,8 +29,8 @@ void log_precision(const Options& o, const nn::DynamicLossScaler* scaler, const 
   const bool bf16 = o.amp_dtype == DType::bf16;
   const std::string arithmetic =
       bf16 && bf16_arithmetic()
-          ? "bf16 arithmetic (avx512_bf16): the linear layers' products run in bfloat16, float32 "
-            "accumulation"
+          ? "bf16 arithmetic (avx512_bf16): the linear layers' and attention's products run in "
+            "bfloat16, float32 accumulation"
           : std::string(bf16 ? "float32 arithmetic (no avx512_bf16, or ZENITH_BF16_COMPUTE=0)"
                              : "float32 arithmetic") +
                 ": " + dtype_name(o.amp_dtype) + " is a storage format (values rounded to it)";
