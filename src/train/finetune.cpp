@@ -451,7 +451,8 @@ void Trainer::log_step(int64_t epoch, const detail::Step::Outcome& outcome, doub
 void Trainer::evaluate(int64_t step) {
   if (!eval_) return;
   EvalRecord r =  // ZeRO-3: one module's parameters gathered at a time, as in training
-      zero3() ? detail::evaluate_zero3(*model_, zero_, *eval_, o_.batch_size, pad_id_, ranks_)
+      zero3() ? detail::evaluate_zero3(*model_, zero_, *eval_, o_.batch_size, pad_id_, ranks_,
+                                       parallel_.get())
       : parallel_
           ? detail::evaluate_parallel(*parallel_, *eval_, o_.batch_size, pad_id_, pad_to_, ranks_)
           : detail::evaluate_shared(*model_, *eval_, o_.batch_size, pad_id_, &ranks_);

@@ -114,11 +114,14 @@ Step::Outcome Step::run_parallel(const std::vector<Batch>& micro, int64_t target
   ZENITH_CHECK(micro.size() == 1, "[finetune] model parallelism takes one batch a step, got ",
                micro.size());
   Outcome out;
-  out.loss = settings_.parallel->forward_backward(micro[0].input_ids, micro[0].labels, targets);
+  const auto& zero = settings_.zero;
+  if (zero && zero->stage() == 3)  // tensor parallel x ZeRO-3: each module gathered in turn
+    out.loss = zero3_tensor_parallel_step(micro[0], targets);
+  else
+    out.loss = settings_.parallel->forward_backward(micro[0].input_ids, micro[0].labels, targets);
   core::TraceRange range(core::Range::optimizer);
   const double max_norm = settings_.clip_grad_norm > 0 ? settings_.clip_grad_norm : 1e300;
   // --zero: the data ranks' gradients reduce-scattered into each shard's rows by ZeRO.
-  const auto& zero = settings_.zero;
   out.grad_norm =
       zero ? zero->clip_grad_norm(max_norm, zero_norm_layout(*settings_.parallel, params_))
            : settings_.parallel->clip_grad_norm(max_norm);
@@ -126,6 +129,22 @@ Step::Outcome Step::run_parallel(const std::vector<Batch>& micro, int64_t target
   if (out.updated && zero) zero->step();
   if (out.updated && !zero) optimizer_.step();
   return out;
+}
+
+// --zero 3 --tensor-parallel: this data rank's batch (a stand-in without learned labels too:
+// every rank takes part in each gather), weighted by its share of the step's `targets`, through
+// the module-by-module walk; the step's loss summed over the data ranks.
+double Step::zero3_tensor_parallel_step(const Batch& b, int64_t targets) {
+  Tensor loss;
+  {
+    core::TraceRange range(core::Range::forward);
+    loss = distributed::zero3_tensor_parallel_llama_loss(
+        model_, settings_.parallel->plan(), settings_.zero, b.input_ids, b.attention_mask, b.labels,
+        targets > 0 ? double(b.targets) / double(targets) : 0.0, b.targets > 0);
+  }
+  backward(loss);
+  core::TraceRange wait(core::Range::communication_wait);
+  return settings_.ranks->sum({loss.item()})[0];
 }
 
 // The micro-batch's summed loss over the step's learned labels (over every rank): the gradient

@@ -79,6 +79,7 @@ class Step {
  private:
   Outcome run_parallel(const std::vector<Batch>& micro, int64_t targets,
                        const std::function<bool(double&, double&)>& accept);
+  double zero3_tensor_parallel_step(const Batch& b, int64_t targets);
   graph::StepRun begin(const std::vector<Batch>& micro, const std::vector<Tensor>& weights);
   Tensor forward_loss(const Batch& b, const Tensor& weight, int64_t targets);
   void backward(const Tensor& loss);

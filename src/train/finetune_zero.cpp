@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -170,12 +171,21 @@ bool save_zero3_output(const Checkpoint& c, distributed::ZeroOptimizer& zero, bo
 
 EvalRecord evaluate_zero3(models::Llama& model,
                           const std::shared_ptr<distributed::ZeroOptimizer>& zero, const Data& data,
-                          int64_t batch_size, int64_t pad_id, const Ranks& ranks) {
+                          int64_t batch_size, int64_t pad_id, const Ranks& ranks,
+                          const distributed::ParallelLlama* run) {
   const bool was_training = model.training();
   model.eval();
   NoGradGuard no_grad;
-  const auto loss_of =
-      has_frozen_parameters(model) ? zero3_lora_loss : distributed::zero3_llama_loss;
+  std::function<Tensor(models::Llama&, const std::shared_ptr<distributed::ZeroOptimizer>&,
+                       const Tensor&, const Tensor&, const Tensor&, double, bool)>
+      loss_of = has_frozen_parameters(model) ? zero3_lora_loss : distributed::zero3_llama_loss;
+  if (run)
+    loss_of = [run](models::Llama& m, const std::shared_ptr<distributed::ZeroOptimizer>& z,
+                    const Tensor& ids, const Tensor& mask, const Tensor& labels, double weight,
+                    bool has_targets) {
+      return distributed::zero3_tensor_parallel_llama_loss(m, run->plan(), z, ids, mask, labels,
+                                                           weight, has_targets);
+    };
   const size_t n = data.examples.size(), batch = size_t(batch_size), world = size_t(ranks.world());
   const size_t rounds = ((n + batch - 1) / batch + world - 1) / world;
   double total = 0;

@@ -68,9 +68,12 @@ bool save_zero3_output(const Checkpoint& c, distributed::ZeroOptimizer& zero, bo
 // freed after, as training's forward walks the decoder (distributed::zero3_llama_loss, or
 // zero3_lora_loss for LoRA), so a rank holds its shards and one module, never the whole model.
 // Collective: a rank with no batch left in a round runs a stand-in that counts for nothing.
+// `run`: the model is tensor-parallel (--tensor-parallel, ZeRO over the mesh's data group), its
+// loss distributed::zero3_tensor_parallel_llama_loss's.
 EvalRecord evaluate_zero3(models::Llama& model,
                           const std::shared_ptr<distributed::ZeroOptimizer>& zero, const Data& data,
-                          int64_t batch_size, int64_t pad_id, const Ranks& ranks);
+                          int64_t batch_size, int64_t pad_id, const Ranks& ranks,
+                          const distributed::ParallelLlama* run = nullptr);
 
 void save_zero_state(const std::string& dir, const distributed::ZeroOptimizer& zero,
                      const std::vector<std::string>& names,

@@ -1,6 +1,7 @@
 // ZeRO over the data dimension of a tensor or pipeline mesh, as a user runs it: `zenith finetune
 // --zero 1|2` with --tensor-parallel or --pipeline-parallel on 4 ranks (data 2), each tensor or
-// pipeline shard's AdamW states (and at stage 2 its gradients) sharded over its data group,
+// pipeline shard's AdamW states (and at stage 2 its gradients, at stage 3 with tensor
+// parallelism its weights too) sharded over its data group,
 // against one process with the same global batch: the same losses, gradient norms and eval losses
 // (1e-5 relative) and the same model at the end.
 #include <gtest/gtest.h>
@@ -46,8 +47,8 @@ class FinetuneZeroHybrid : public ::testing::Test {
   fs::path root_ = dir_.path();
 };
 
-// Data 2 x tensor 2 at ZeRO-1 and data 2 x pipeline 2 at ZeRO-2 train as one process of the
-// four ranks' batches; ZeRO-3 under model parallelism is refused by name.
+// Data 2 x tensor 2 at ZeRO-1 and ZeRO-3 and data 2 x pipeline 2 at ZeRO-2 train as one process
+// of the four ranks' batches; ZeRO-3 with pipeline stages is refused by name.
 TEST_F(FinetuneZeroHybrid, ZeroOverTheDataGroupMatchesOneProcess) {
   CliResult single = run_zenith(args("single") + " --batch-size 4");
   ASSERT_EQ(single.code, 0) << single.output;
@@ -63,12 +64,21 @@ TEST_F(FinetuneZeroHybrid, ZeroOverTheDataGroupMatchesOneProcess) {
   EXPECT_NE(pp.output.find("tensor 1 x pipeline 2 x data 2"), std::string::npos) << pp.output;
   EXPECT_NE(pp.output.find("ZeRO stage 2"), std::string::npos) << pp.output;
   expect_as("single", "pp_zero2", 5e-4);
+  // ZeRO-3 x tensor 2 (FSDP2 + tensor parallel): each rank's tensor shards split again over
+  // its data group, gathered module by module; the model written whole at the end.
   CliResult three =
       run_zenith(args("tp_zero3") + " --batch-size 2 --tensor-parallel 2 --nproc 4 --zero 3");
-  EXPECT_NE(three.code, 0);
-  EXPECT_NE(three.output.find("--zero 3 with --tensor-parallel/--pipeline-parallel is not"),
+  ASSERT_EQ(three.code, 0) << three.output;
+  EXPECT_NE(three.output.find("tensor 2 x pipeline 1 x data 2"), std::string::npos) << three.output;
+  EXPECT_NE(three.output.find("ZeRO stage 3"), std::string::npos) << three.output;
+  expect_as("single", "tp_zero3", 1e-4);
+  CliResult pp3 = run_zenith(args("pp_zero3") +
+                             " --batch-size 2 --pipeline-parallel 2 --micro-batches 2 --nproc 4"
+                             " --zero 3");
+  EXPECT_NE(pp3.code, 0);
+  EXPECT_NE(pp3.output.find("--zero 3 with --pipeline-parallel is not supported"),
             std::string::npos)
-      << three.output;
+      << pp3.output;
 }
 
 // LoRA: the adapters of each tensor shard (split with their base layer) have their AdamW states
