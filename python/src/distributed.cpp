@@ -84,6 +84,9 @@ void bind_distributed(py::module_& root) {
 
   // The job's ranks as one pipeline of `stages` stages (data parallel over the rest), for
   // zenith.nn.PipelineCell: point-to-point transfers between neighbouring stages.
+  py::class_<communication::Work>(m, "Work")
+      .def("wait", &communication::Work::wait, ReleaseGIL())
+      .def("is_completed", &communication::Work::is_completed);
   using distributed::DeviceMesh;
   py::class_<DeviceMesh>(m, "PipelineMesh")
       .def(py::init([](int stages) { return DeviceMesh::create({.pipeline = stages}); }),
@@ -94,7 +97,11 @@ void bind_distributed(py::module_& root) {
       .def("send_next", &DeviceMesh::send_next, ReleaseGIL(), py::arg("tensor"))
       .def("recv_prev", &DeviceMesh::recv_prev, ReleaseGIL(), py::arg("tensor"))
       .def("send_prev", &DeviceMesh::send_prev, ReleaseGIL(), py::arg("tensor"))
-      .def("recv_next", &DeviceMesh::recv_next, ReleaseGIL(), py::arg("tensor"));
+      .def("recv_next", &DeviceMesh::recv_next, ReleaseGIL(), py::arg("tensor"))
+      // Sends that return at once (1F1B: a stage sends while its peer sends the other way);
+      // the tensor must stay alive until the Work is waited on.
+      .def("send_next_async", &DeviceMesh::send_next_async, ReleaseGIL(), py::arg("tensor"))
+      .def("send_prev_async", &DeviceMesh::send_prev_async, ReleaseGIL(), py::arg("tensor"));
 }
 
 }  // namespace zenith::python

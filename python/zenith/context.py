@@ -83,7 +83,8 @@ class ParallelMode:
 _PARALLEL_DEFAULTS = {"parallel_mode": ParallelMode.STAND_ALONE, "gradients_mean": False,
                       "device_num": 1, "global_rank": 0, "parameter_broadcast": False,
                       "bucket_cap_mb": 25.0, "pipeline_stages": 1,
-                      "enable_parallel_optimizer": False, "parallel_optimizer_config": {}}
+                      "enable_parallel_optimizer": False, "parallel_optimizer_config": {},
+                      "pipeline_config": {}}
 _PARALLEL = dict(_PARALLEL_DEFAULTS)
 
 
@@ -99,8 +100,8 @@ def set_auto_parallel_context(**kwargs):
     parallel_optimizer_config takes MindSpore's 'parallel_optimizer_threshold' (KB, default 64:
     smaller parameters stay whole), 'optimizer_weight_shard_size' (-1 only) and
     'gradient_accumulation_shard' (False only). pipeline_stages=N (semi_auto_parallel, N the
-    job's ranks): nn.PipelineCell runs the cells' pipeline_stage split as a GPipe schedule
-    (zenith.nn.pipeline)."""
+    job's ranks): nn.PipelineCell runs the cells' pipeline_stage split over micro-batches
+    (zenith.nn.pipeline); pipeline_config={'pipeline_scheduler': '1f1b' (default) or 'gpipe'}."""
     unknown = sorted(set(kwargs) - set(_PARALLEL_DEFAULTS))
     if unknown:
         raise ValueError(f"set_auto_parallel_context: unknown key(s) {unknown}; known: "
@@ -125,6 +126,9 @@ def set_auto_parallel_context(**kwargs):
         from zenith.nn.parallel_optimizer import check_config
         kwargs = dict(kwargs, parallel_optimizer_config=check_config(
             kwargs["parallel_optimizer_config"]))
+    if "pipeline_config" in kwargs:
+        from zenith.nn.pipeline import check_config as check_pipeline
+        kwargs = dict(kwargs, pipeline_config=check_pipeline(kwargs["pipeline_config"]))
     _PARALLEL.update(kwargs)
 
 
@@ -134,6 +138,9 @@ def get_auto_parallel_context(attr_key):
         raise ValueError(f"get_auto_parallel_context: unknown key {attr_key!r}")
     if attr_key == "parallel_optimizer_config":
         from zenith.nn.parallel_optimizer import DEFAULT_CONFIG
+        return dict(DEFAULT_CONFIG, **_PARALLEL[attr_key])
+    if attr_key == "pipeline_config":
+        from zenith.nn.pipeline import DEFAULT_CONFIG
         return dict(DEFAULT_CONFIG, **_PARALLEL[attr_key])
     return _PARALLEL[attr_key]
 

@@ -1,7 +1,7 @@
 """MindSpore's pipeline parallel from Python: an MLP whose cells carry pipeline_stage 0 and 1,
-wrapped in nn.PipelineCell with 4 micro-batches, trains on two ranks (a GPipe schedule) with the
-losses and parameters of one process on the whole batch; layouts zenith does not run are
-refused naming them."""
+wrapped in nn.PipelineCell with 4 micro-batches, trains on two ranks (GPipe and 1F1B schedules)
+with the losses and parameters of one process on the whole batch, 1F1B with fewer micro-batches
+alive at once; layouts zenith does not run are refused naming them."""
 
 import json
 import socket
@@ -24,36 +24,46 @@ SCRIPT = textwrap.dedent("""
     pipe = sys.argv[1] == "pipe"
     if pipe:
         zenith.communication.init()
-        zenith.set_auto_parallel_context(
-            parallel_mode=zenith.ParallelMode.SEMI_AUTO_PARALLEL, pipeline_stages=2)
-    zenith.set_seed(5)  # the same initial weights on both ranks and in the reference
-    net = nn.SequentialCell([nn.Dense(8, 16), nn.ReLU(), nn.Dense(16, 12), nn.Tanh(),
-                             nn.Dense(12, 4)])
     rng = np.random.default_rng(0)
     x = Tensor(rng.normal(size=(16, 8)).astype(np.float32))
     y = Tensor(rng.normal(size=(16, 4)).astype(np.float32))
     loss_fn = nn.MSELoss()
-    losses = []
-    if pipe:
-        for i, stage in enumerate([0, 0, 1]):
-            net[i].pipeline_stage = stage  # net[3], net[4]: stage 1 after net[2]
-        cell = nn.PipelineCell(nn.WithLossCell(net, loss_fn), micro_size=4)
-        opt = nn.Momentum(cell.trainable_params(), 0.1, 0.9)
-        for _ in range(5):
-            losses.append(cell(x, y).item())
-            opt.step()
-            opt.zero_grad()
-        out = {"stage": cell.stage, "n_params": len(cell.trainable_params())}
-    else:
-        opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
-        grad_fn = zenith.value_and_grad(lambda a, b: loss_fn(net(a), b), None, opt.parameters)
-        for _ in range(5):
-            loss, grads = grad_fn(x, y)
-            opt(grads)
-            losses.append(loss.item())
-        out = {}
-    out["losses"] = losses
-    out["params"] = [p.asnumpy().tolist() for p in net.trainable_params()]
+
+
+    def mlp():
+        zenith.set_seed(5)  # the same initial weights on both ranks and in the reference
+        return nn.SequentialCell([nn.Dense(8, 16), nn.ReLU(), nn.Dense(16, 12), nn.Tanh(),
+                                  nn.Dense(12, 4)])
+
+
+    out = {}
+    for schedule in (("gpipe", "1f1b") if pipe else ("one",)):
+        net, losses = mlp(), []
+        if pipe:
+            zenith.set_auto_parallel_context(
+                parallel_mode=zenith.ParallelMode.SEMI_AUTO_PARALLEL, pipeline_stages=2,
+                pipeline_config={"pipeline_scheduler": schedule})
+            for i, stage in enumerate([0, 0, 1]):
+                net[i].pipeline_stage = stage  # net[3], net[4]: stage 1 after net[2]
+            cell = nn.PipelineCell(nn.WithLossCell(net, loss_fn), micro_size=4)
+            opt = nn.Momentum(cell.trainable_params(), 0.1, 0.9)
+            for _ in range(5):
+                losses.append(cell(x, y).item())
+                opt.step()
+                opt.zero_grad()
+            out["stage"] = cell.stage
+            out[schedule + "_n_params"] = len(cell.trainable_params())
+            out[schedule + "_in_flight"] = cell.max_in_flight
+        else:
+            opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+            grad_fn = zenith.value_and_grad(lambda a, b: loss_fn(net(a), b), None,
+                                            opt.parameters)
+            for _ in range(5):
+                loss, grads = grad_fn(x, y)
+                opt(grads)
+                losses.append(loss.item())
+        out[schedule + "_losses"] = losses
+        out[schedule + "_params"] = [p.asnumpy().tolist() for p in net.trainable_params()]
     if pipe:
         zenith.communication.release()
     print("RESULT " + json.dumps(out), flush=True)
@@ -93,15 +103,23 @@ def test_mlp_in_two_stages_equals_one_process(python_env, tmp_path):
         ranks.append(result(stdout))
     s0, s1 = sorted(ranks, key=lambda r: r["stage"])
     assert (s0["stage"], s1["stage"]) == (0, 1)
-    assert (s0["n_params"], s1["n_params"]) == (2, 4)  # Dense 0 | Dense 2, Dense 4
-    assert ref["losses"][-1] < ref["losses"][0]  # it trains
-    for s in (s0, s1):
-        np.testing.assert_allclose(s["losses"], ref["losses"], rtol=1e-5)
-    # Each stage's parameters as one process's; the other stage's untouched on that rank.
-    for i in (0, 1):
-        np.testing.assert_allclose(s0["params"][i], ref["params"][i], rtol=1e-5, atol=1e-6)
-    for i in (2, 3, 4, 5):
-        np.testing.assert_allclose(s1["params"][i], ref["params"][i], rtol=1e-5, atol=1e-6)
+    assert ref["one_losses"][-1] < ref["one_losses"][0]  # it trains
+    for schedule in ("gpipe", "1f1b"):
+        # Dense 0 | Dense 2, Dense 4: each stage's optimizer gets its own parameters.
+        assert (s0[schedule + "_n_params"], s1[schedule + "_n_params"]) == (2, 4)
+        for s in (s0, s1):
+            np.testing.assert_allclose(s[schedule + "_losses"], ref["one_losses"], rtol=1e-5)
+        # Each stage's parameters as one process's.
+        for i in (0, 1):
+            np.testing.assert_allclose(s0[schedule + "_params"][i], ref["one_params"][i],
+                                       rtol=1e-5, atol=1e-6)
+        for i in (2, 3, 4, 5):
+            np.testing.assert_allclose(s1[schedule + "_params"][i], ref["one_params"][i],
+                                       rtol=1e-5, atol=1e-6)
+    # Micro-batches alive at once: GPipe all 4 on both stages; 1F1B p - s (2 on the first
+    # stage, 1 on the last).
+    assert (s0["gpipe_in_flight"], s1["gpipe_in_flight"]) == (4, 4)
+    assert (s0["1f1b_in_flight"], s1["1f1b_in_flight"]) == (2, 1)
 
 
 def test_pipeline_layouts_are_checked():
@@ -109,6 +127,11 @@ def test_pipeline_layouts_are_checked():
         zenith.set_auto_parallel_context(parallel_mode="data_parallel", pipeline_stages=2)
     with pytest.raises(ValueError, match="pipeline_stages must be an int"):
         zenith.set_auto_parallel_context(pipeline_stages=0)
+    with pytest.raises(zenith.UnsupportedError, match="seqpipe"):
+        zenith.set_auto_parallel_context(pipeline_config={"pipeline_scheduler": "seqpipe"})
+    with pytest.raises(zenith.UnsupportedError, match="pipeline_interleave"):
+        zenith.set_auto_parallel_context(pipeline_config={"pipeline_interleave": True})
+    assert zenith.get_auto_parallel_context("pipeline_config")["pipeline_scheduler"] == "1f1b"
     net = nn.SequentialCell([nn.Dense(2, 2), nn.Dense(2, 2)])
     with pytest.raises(ValueError, match="semi_auto_parallel"):
         nn.PipelineCell(nn.WithLossCell(net, nn.MSELoss()), 2)

@@ -1,4 +1,4 @@
-"""MindSpore's pipeline parallel for a sequential network, run as a GPipe schedule.
+"""MindSpore's pipeline parallel for a sequential network: 1F1B or GPipe over micro-batches.
 
     zenith.communication.init()                       # 2 ranks
     zenith.set_auto_parallel_context(parallel_mode=zenith.ParallelMode.SEMI_AUTO_PARALLEL,
@@ -12,12 +12,16 @@
 
 The backbone is a SequentialCell whose cells carry `pipeline_stage` (a cell without one is on
 its predecessor's stage; stages never go back). Rank s of the job runs stage s's cells: the
-batch is split into micro_size micro-batches, every micro-batch goes forward (activations sent
-to the next stage), then every one backward (their gradients sent back), each micro-batch's
-loss weighted 1/micro_size, so the gradients left on this stage's parameters are one process's
-on the whole batch (a mean loss over equal micro-batches). The call returns the batch's mean
-loss on every rank. Each rank computes and updates only its stage's parameters; it still builds
-the whole network (the other stages' weights are made, never used).
+batch is split into micro_size micro-batches whose activations go to the next stage and whose
+gradients come back, each micro-batch's loss weighted 1/micro_size, so the gradients left on
+this stage's parameters are one process's on the whole batch (a mean loss over equal
+micro-batches). set_auto_parallel_context(pipeline_config={'pipeline_scheduler': ...}):
+'1f1b' (MindSpore's default; p - s - 1 forwards fill the pipe, then one forward and one
+backward in turn: at most p - s micro-batches alive on stage s) or 'gpipe' (every micro-batch
+forward, then every one backward: all alive at once); max_in_flight says how many were.
+The call returns the batch's mean loss on every rank. Each rank computes and updates only its
+stage's parameters; it still builds the whole network (the other stages' weights are made,
+never used).
 """
 
 import numpy as np
@@ -28,6 +32,28 @@ from zenith._unsupported import UnsupportedError
 from zenith.nn.cell import Cell, SequentialCell
 
 __all__ = ["PipelineCell", "stage_of_cells"]
+
+# pipeline_config keys MindSpore documents, and zenith's defaults (MindSpore's).
+DEFAULT_CONFIG = {"pipeline_interleave": False, "pipeline_scheduler": "1f1b"}
+
+
+def check_config(config):
+    """Validates a pipeline_config dict; returns it with the defaults filled in."""
+    if not isinstance(config, dict):
+        raise TypeError(f"set_auto_parallel_context: pipeline_config must be a dict, got "
+                        f"{type(config).__name__}")
+    unknown = sorted(set(config) - set(DEFAULT_CONFIG))
+    if unknown:
+        raise ValueError(f"set_auto_parallel_context: pipeline_config key(s) {unknown} unknown; "
+                         f"known: {sorted(DEFAULT_CONFIG)}")
+    out = dict(DEFAULT_CONFIG, **config)
+    if out["pipeline_interleave"]:
+        raise UnsupportedError("set_auto_parallel_context: pipeline_config['pipeline_interleave']"
+                               "=True is not supported (one stage per rank)")
+    if out["pipeline_scheduler"] not in ("1f1b", "gpipe"):
+        raise UnsupportedError("set_auto_parallel_context: pipeline_config['pipeline_scheduler']="
+                               f"{out['pipeline_scheduler']!r} is not supported ('1f1b', 'gpipe')")
+    return out
 
 _MAX_DIMS = 8  # an activation's rank, at most, in the shape message
 
@@ -95,6 +121,7 @@ class PipelineCell(Cell):
         self._loss_fn = loss_fn
         self.network = network
         self.micro_size = micro_size
+        self.max_in_flight = 0  # micro-batches alive at once on this stage in the last call
 
     @property
     def stage(self):
@@ -106,43 +133,66 @@ class PipelineCell(Cell):
         return [p for c in self._cells for p in c.trainable_params(recurse)]
 
     def construct(self, data, label):
+        from zenith.context import get_auto_parallel_context
         data, label = _as_tensor(data), _as_tensor(label)
         batch = data.shape[0]
         if batch % self.micro_size or label.shape[0] != batch:
             raise ValueError(f"PipelineCell: a batch of {batch} (labels {label.shape[0]}) does "
                              f"not split into micro_size={self.micro_size} equal micro-batches")
         step = batch // self.micro_size
-        first, last = self._stage == 0, self._stage == self._stages - 1
-        kept = []  # (input, output) of each micro-batch on this stage
-        total = 0.0
-        for j in range(self.micro_size):  # every micro-batch forward (GPipe)
-            if first:
-                x = data[j * step:(j + 1) * step]
-            else:
-                x = self._recv_activation()
-                x.requires_grad = True
-            out = x
-            for cell in self._cells:
-                out = cell(out)
-            if last:
-                out = self._loss_fn(out, label[j * step:(j + 1) * step]) * (1.0 / self.micro_size)
-                total += float(out.item())
-            else:
-                self._send_activation(out)
-            kept.append((x, out))
-        for x, out in reversed(kept):  # then every one backward, the last first
-            if last:
-                _C.autograd.backward(out, None)
-            else:
-                grad = Tensor(np.zeros(out.shape, np.float32))
-                self._mesh.recv_next(grad)
-                _C.autograd.backward(out, grad)
-            if not first:
-                grad_in = _C.autograd.get_grad(x)
-                self._mesh.send_prev(grad_in.contiguous())
-        loss = Tensor(np.array([total if last else 0.0], np.float32))
+        m, p, s = self.micro_size, self._stages, self._stage
+        gpipe = get_auto_parallel_context("pipeline_config")["pipeline_scheduler"] == "gpipe"
+        # GPipe: every micro-batch forward, then every one backward. 1F1B: p - s - 1 forwards
+        # to fill the pipe, then one forward and one backward in turn, so that at most p - s
+        # micro-batches' activations are alive on stage s.
+        warmup = m if gpipe else min(p - s - 1, m)
+        self._sends, self._loss = [], 0.0
+        alive, peak = [], 0
+        for j in range(m):
+            alive.append(self._forward(data[j * step:(j + 1) * step],
+                                       label[j * step:(j + 1) * step]))
+            peak = max(peak, len(alive))
+            if j >= warmup:
+                self._backward(*alive.pop(0))
+        while alive:
+            self._backward(*alive.pop(0))
+        for work, _ in self._sends:
+            work.wait()
+        self._sends = []
+        self.max_in_flight = peak
+        loss = Tensor(np.array([self._loss], np.float32))
         _C.communication.all_reduce(loss, "sum")  # the last stage's loss on every rank
         return loss.reshape(())
+
+    def _forward(self, data, label):
+        """One micro-batch through this stage's cells: (input, output or weighted loss)."""
+        if self._stage == 0:
+            x = data
+        else:
+            x = self._recv_activation()
+            x.requires_grad = True
+        out = x
+        for cell in self._cells:
+            out = cell(out)
+        if self._stage == self._stages - 1:
+            out = self._loss_fn(out, label) * (1.0 / self.micro_size)
+            self._loss += float(out.item())
+        else:
+            self._send_activation(out)
+        return x, out
+
+    def _backward(self, x, out):
+        if self._stage == self._stages - 1:
+            _C.autograd.backward(out, None)
+        else:
+            grad = Tensor(np.zeros(out.shape, np.float32))
+            self._mesh.recv_next(grad)
+            _C.autograd.backward(out, grad)
+        if self._stage > 0:
+            self._send(self._mesh.send_prev_async, _C.autograd.get_grad(x).contiguous())
+
+    def _send(self, send, tensor):
+        self._sends.append((send(tensor), tensor))  # the tensor alive until the send is done
 
     def _send_activation(self, out):
         if str(out.dtype) != "Float32":
@@ -154,8 +204,8 @@ class PipelineCell(Cell):
         shape = np.zeros(_MAX_DIMS, np.float32)
         shape[0] = out.ndim
         shape[1:1 + out.ndim] = out.shape
-        self._mesh.send_next(Tensor(shape))
-        self._mesh.send_next(out.contiguous())
+        self._send(self._mesh.send_next_async, Tensor(shape))
+        self._send(self._mesh.send_next_async, out.contiguous())
 
     def _recv_activation(self):
         shape = Tensor(np.zeros(_MAX_DIMS, np.float32))
