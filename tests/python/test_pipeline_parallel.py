@@ -54,6 +54,7 @@ SCRIPT = textwrap.dedent("""
             out["stage"] = cell.stage
             out[schedule + "_n_params"] = len(cell.trainable_params())
             out[schedule + "_in_flight"] = cell.max_in_flight
+            out[schedule + "_sizes"] = [p.size for p in net.trainable_params()]
         else:
             opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
             grad_fn = zenith.value_and_grad(lambda a, b: loss_fn(net(a), b), None,
@@ -116,6 +117,9 @@ def test_mlp_in_two_stages_equals_one_process(python_env, tmp_path):
         for i in (2, 3, 4, 5):
             np.testing.assert_allclose(s1[schedule + "_params"][i], ref["one_params"][i],
                                        rtol=1e-5, atol=1e-6)
+    # Each rank keeps its stage's weights only: Dense(8, 16) | Dense(16, 12), Dense(12, 4).
+    assert s0["gpipe_sizes"] == [128, 16, 0, 0, 0, 0]
+    assert s1["1f1b_sizes"] == [0, 0, 192, 12, 48, 4]
     # Micro-batches alive at once: GPipe all 4 on both stages; 1F1B p - s (2 on the first
     # stage, 1 on the last).
     assert (s0["gpipe_in_flight"], s1["gpipe_in_flight"]) == (4, 4)

@@ -20,8 +20,8 @@ micro-batches). set_auto_parallel_context(pipeline_config={'pipeline_scheduler':
 backward in turn: at most p - s micro-batches alive on stage s) or 'gpipe' (every micro-batch
 forward, then every one backward: all alive at once); max_in_flight says how many were.
 The call returns the batch's mean loss on every rank. Each rank computes and updates only its
-stage's parameters; it still builds the whole network (the other stages' weights are made,
-never used).
+stage's parameters, and keeps only those: PipelineCell empties the other stages' (shape [0];
+every rank still builds the whole network first).
 """
 
 import numpy as np
@@ -118,6 +118,12 @@ class PipelineCell(Cell):
         self._mesh = _C.communication.PipelineMesh(stages)
         self._stage, self._stages = self._mesh.stage, stages
         self._cells = [c for c, s in zip(cells, where) if s == self._stage]
+        # The other stages' weights are dropped here (shape [0]), as zenith finetune's stages
+        # do: a rank holds its stage's share of the model.
+        for c, s in zip(cells, where):
+            if s != self._stage:
+                for p in c.get_parameters():
+                    p.set_data(np.zeros((0,), np.float32))
         self._loss_fn = loss_fn
         self.network = network
         self.micro_size = micro_size
