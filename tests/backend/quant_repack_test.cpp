@@ -1,8 +1,8 @@
 // The repacked q4_0 and q8_0 kernels (src/backend/cpu/quant_repack.*): the layout holds every
 // element and scale of the GGML blocks; the kernels on it match a float64 product with the
 // dequantized weight within the activations' int8 error; AVX2 and AVX-512 VNNI give the same bits;
-// a row's result does not depend on the rows beside it or on the threads; the op takes the
-// repacked path once per weight and the plain one for a row count that is no multiple of 8.
+// a row's result does not depend on the rows beside it or on the threads; at inference the op
+// takes the repacked path once per weight, the plain one for a row count that is no multiple of 8.
 #include "backend/cpu/quant_repack.h"
 
 #include <cmath>
@@ -158,23 +158,24 @@ TEST(QuantRepack, RowsIndependentOfBatchAndThreads) {
   }
 }
 
-// The op repacks a weight once (the same copy on the next call) and uses it; 12 rows are no
-// multiple of 8, so that weight keeps the row-at-a-time path.
-TEST(QuantRepack, OpUsesTheCachedCopy) {
+// At inference (grad mode off) the op repacks a weight once (the same copy on the next call) and
+// uses it; 12 rows are no multiple of 8, so that weight keeps the row-at-a-time path, and so does
+// every weight while grad mode is on (training: no second copy of a frozen base).
+TEST(QuantRepack, OpUsesTheCachedCopyAtInference) {
   const QuantIsa isa = cpu::quant_isa();
+  auto op = [](const Case& c) {
+    Tensor y = ops::quantized_linear(Tensor::from_vector(c.x, {c.m, c.in}), c.w);
+    return std::vector<float>(y.data<float>(), y.data<float>() + c.m * c.out);
+  };
   for (QuantFormat f : kFormats) {
-    const Case c = make_case(f, 2, 24, 64, 50);
+    const Case c = make_case(f, 2, 24, 64, 50), odd = make_case(f, 2, 12, 64, 60);
+    EXPECT_EQ(op(c), run(isa, c, nullptr)) << quant_name(f) << " with grad mode on";
+    NoGradGuard no_grad;
     auto first = cpu::x8_copy(c.w.blocks, f, c.out, c.in);
     EXPECT_EQ(cpu::x8_copy(c.w.blocks, f, c.out, c.in), first);
     EXPECT_EQ(*first, c.packed);
-    Tensor y = ops::quantized_linear(Tensor::from_vector(c.x, {c.m, c.in}), c.w);
-    EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + c.m * c.out),
-              run(isa, c, cpu::x8_applies(isa, f, c.out) ? c.packed.data() : nullptr))
+    EXPECT_EQ(op(c), run(isa, c, cpu::x8_applies(isa, f, c.out) ? c.packed.data() : nullptr))
         << quant_name(f);
-    const Case odd = make_case(f, 2, 12, 64, 60);
-    Tensor y_odd = ops::quantized_linear(Tensor::from_vector(odd.x, {odd.m, odd.in}), odd.w);
-    EXPECT_EQ(std::vector<float>(y_odd.data<float>(), y_odd.data<float>() + odd.m * odd.out),
-              run(isa, odd, nullptr))
-        << quant_name(f);
+    EXPECT_EQ(op(odd), run(isa, odd, nullptr)) << quant_name(f);
   }
 }
