@@ -255,6 +255,17 @@ TEST_F(OpenAiRoutesTest, EchoPrependsThePromptAndItsLogprobs) {
   for (size_t i = 0; i + 1 < sse.data.size(); ++i)
     all += json::parse(sse.data[i])["choices"][0]["text"].get<std::string>();
   EXPECT_EQ(all, "Once upon a time" + completion);
+  // Several prompts: each choice echoes its own, with its own logprobs.
+  json both = echo;
+  both["prompt"] = {"The cat", "Once upon a time"};
+  auto b = post("/v1/completions", both);
+  ASSERT_TRUE(b);
+  ASSERT_EQ(b->status, 200) << b->body;
+  const json bc = json::parse(b->body)["choices"];
+  EXPECT_EQ(bc[1]["text"], "Once upon a time" + completion);
+  EXPECT_EQ(bc[1]["logprobs"]["token_logprobs"], lp["token_logprobs"]);
+  EXPECT_EQ(bc[0]["text"].get<std::string>().rfind("The cat", 0), 0u);
+  EXPECT_EQ(bc[0]["logprobs"]["tokens"].size(), tok->encode("The cat").size() + 3);
   // suffix stays refused, naming the field.
   json suffix = body;
   suffix["suffix"] = " The end.";

@@ -131,28 +131,43 @@ static void wait_all(LlmServer::Impl& m, Pending& pending) {
     }
 }
 
-// The logprobs of prompt tokens 1.. (echo): see ForcedTokens.
-static std::vector<TokenLogprob> prompt_logprobs(LlmServer::Impl& m, httplib::Response& res,
-                                                 const std::vector<int64_t>& ids, int top,
-                                                 const std::string& adapter) {
-  if (ids.size() < 2) return {};
-  SamplingParams p;
-  p.max_tokens = int64_t(ids.size()) - 1;
-  p.temperature = 0;
-  p.logprobs = true;
-  p.top_logprobs = top;
-  p.ignore_eos = true;  // an eos inside the prompt is just a token here
-  p.adapter = adapter;
-  p.constraint = std::make_shared<ForcedTokens>(std::vector<int64_t>(ids.begin() + 1, ids.end()));
+// Each prompt's logprobs of its tokens 1.. (echo): see ForcedTokens. The prompts run together.
+static std::vector<std::vector<TokenLogprob>> prompt_logprobs(
+    LlmServer::Impl& m, httplib::Response& res, const std::vector<std::vector<int64_t>>& prompts,
+    int top, const std::string& adapter) {
+  std::vector<std::vector<TokenLogprob>> out(prompts.size());
   Pending pending;
-  pending.unfinished = 1;
-  std::vector<TokenLogprob> out;
-  submit_one(m, res, pending, {ids[0]}, p, [&pending, &out](const Event& e) {
-    std::lock_guard lock(pending.mutex);
-    out.insert(out.end(), e.logprobs.begin(), e.logprobs.end());
-    if (e.finished) --pending.unfinished;
-    pending.ready.notify_all();
-  });
+  for (size_t pi = 0; pi < prompts.size(); ++pi) {
+    const auto& ids = prompts[pi];
+    if (ids.size() < 2) continue;
+    SamplingParams p;
+    p.max_tokens = int64_t(ids.size()) - 1;
+    p.temperature = 0;
+    p.logprobs = true;
+    p.top_logprobs = top;
+    p.ignore_eos = true;  // an eos inside the prompt is just a token here
+    p.adapter = adapter;
+    p.constraint = std::make_shared<ForcedTokens>(std::vector<int64_t>(ids.begin() + 1, ids.end()));
+    {
+      std::lock_guard lock(pending.mutex);
+      ++pending.unfinished;
+    }
+    try {
+      submit_one(m, res, pending, {ids[0]}, p, [&pending, &lps = out[pi]](const Event& e) {
+        std::lock_guard lock(pending.mutex);
+        lps.insert(lps.end(), e.logprobs.begin(), e.logprobs.end());
+        if (e.finished) --pending.unfinished;
+        pending.ready.notify_all();
+      });
+    } catch (...) {  // the ones submitted were cancelled: wait for their last events
+      {
+        std::lock_guard lock(pending.mutex);
+        --pending.unfinished;
+      }
+      wait_all(m, pending);
+      throw;
+    }
+  }
   wait_all(m, pending);
   return out;
 }
@@ -202,17 +217,18 @@ void LlmServer::Impl::complete(const httplib::Request& req, httplib::Response& r
   stream->head = {(chat ? "chatcmpl-" : "cmpl-") + res.get_header_value("x-request-id"),
                   int64_t(std::time(nullptr)), q.model};
   for (int c = 0; c < choices; ++c) stream->choices.emplace_back(q, c, *tokenizer, call_id());
-  if (q.echo)
+  if (q.echo) {
+    const auto forced = q.logprobs ? prompt_logprobs(*this, res, prompts, q.top_logprobs, adapter)
+                                   : std::vector<std::vector<TokenLogprob>>(prompts.size());
     for (size_t pi = 0; pi < prompts.size(); ++pi) {
       const auto& ids = prompts[pi];
       const std::string text = q.prompts[pi].is_ids
                                    ? tokenizer->decode(std::vector<int32_t>(ids.begin(), ids.end()))
                                    : q.prompts[pi].text;
-      const auto forced = q.logprobs ? prompt_logprobs(*this, res, ids, q.top_logprobs, adapter)
-                                     : std::vector<TokenLogprob>{};
       for (int i = 0; i < q.n; ++i)
-        stream->choices[pi * size_t(q.n) + size_t(i)].echo(text, ids, forced);
+        stream->choices[pi * size_t(q.n) + size_t(i)].echo(text, ids, forced[pi]);
     }
+  }
   auto pending = stream->pending = std::make_shared<Pending>();
   pending->unfinished = choices;
   for (int c = 0; c < choices; ++c) {
