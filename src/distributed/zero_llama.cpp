@@ -98,8 +98,6 @@ Tensor zero3_tensor_parallel_llama_loss(models::Llama& model, const TensorParall
                                         const std::shared_ptr<ZeroOptimizer>& zero,
                                         const Tensor& input_ids, const Tensor& attention_mask,
                                         const Tensor& labels, double weight, bool has_targets) {
-  ZENITH_CHECK(!plan.tp.sequence_parallel,
-               "[zero] ZeRO-3 with tensor parallelism: sequence parallelism is not supported");
   Tensor x = zero3_hidden(model, zero, input_ids, attention_mask);
   models::Llama* m = &model;
   // The plan is copied: backward's recompute runs after the caller's may be gone.
@@ -108,11 +106,28 @@ Tensor zero3_tensor_parallel_llama_loss(models::Llama& model, const TensorParall
       [m, plan, labels, weight, has_targets](const Tensor& h) {
         if (has_targets) return ops::mul(tensor_parallel_head_loss(*m, plan, h, labels), weight);
         // No learned label (the same batch on the whole tensor group): zero gradients.
-        Tensor logits =
-            ops::linear(copy_to_tensor_parallel(h, plan.tp.group), m->head_parameters().front());
+        Tensor whole = plan.tp.sequence_parallel ? gather_sequence(h, 1, plan.tp.group)
+                                                 : copy_to_tensor_parallel(h, plan.tp.group);
+        Tensor logits = ops::linear(whole, m->head_parameters().front());
         return ops::mul(ops::sum(logits), 0.0);
       },
       x);
+}
+
+void zero3_tensor_parallel_sync_gradients(const models::Llama& model,
+                                          const TensorParallelPlan& plan,
+                                          const ZeroOptimizer& zero) {
+  if (plan.degree() == 1) return;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (plan.sharded.count(name) ||
+        !(plan.tp.sequence_parallel || plan.partial_gradients.count(name)))
+      continue;
+    const int i = zero.index_of(p);
+    if (i < 0) continue;
+    const Tensor& grad = zero.shards()[size_t(i)].grad;
+    if (grad.defined() && grad.numel() > 0)
+      communication::all_reduce(grad, communication::ReduceOp::SUM, plan.tp.group);
+  }
 }
 
 }  // namespace zenith::distributed

@@ -58,12 +58,20 @@ struct TensorParallelPlan;  // parallelize_llama.h
 // module's tensor shards are gathered over the data group around its forward and its backward
 // (where the layer's tensor-group collectives run again with the recompute) and freed after;
 // their gradients are reduce-scattered over the data group. The loss is zero3_llama_loss's with
-// the output layer and cross entropy vocabulary-parallel (tensor_parallel_head_loss). Sequence
-// parallelism is refused.
+// the output layer and cross entropy vocabulary-parallel (tensor_parallel_head_loss). With
+// sequence parallelism call zero3_tensor_parallel_sync_gradients after backward.
 Tensor zero3_tensor_parallel_llama_loss(models::Llama& model, const TensorParallelPlan& plan,
                                         const std::shared_ptr<ZeroOptimizer>& zero,
                                         const Tensor& input_ids, const Tensor& attention_mask,
                                         const Tensor& labels, double weight, bool has_targets);
+
+// After backward, before clipping: sums over the tensor group the gradient shards of the
+// replicated parameters whose gradient is partial on each tensor rank (with sequence
+// parallelism the norms' weights): each tensor rank holds the same rows of them. Collective over
+// the tensor group; a no-op when there are none.
+void zero3_tensor_parallel_sync_gradients(const models::Llama& model,
+                                          const TensorParallelPlan& plan,
+                                          const ZeroOptimizer& zero);
 
 // A Llama with the cells, names and shapes Llama(config) builds (float32), every parameter
 // shape-only: its storage holds no bytes. Only ZeRO-3 with ZeroOptions::rows_of gives it data

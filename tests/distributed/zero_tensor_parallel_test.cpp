@@ -2,8 +2,9 @@
 // torchtitan's "2D"): the tiny LLaMA rewritten by parallelize_llama over the tensor group, each
 // rank's tensor shards split again by rows over its data group and gathered per module around
 // its forward and backward (distributed::zero3_tensor_parallel_llama_loss). 20 SGD steps and 20
-// clipped AdamW steps equal one process with the whole batch (1e-5, 1e-4) and the same layout at
-// ZeRO-1 (1e-6); a rank holds a quarter of one process's model state.
+// clipped AdamW steps (also with sequence parallelism) equal one process with the whole batch
+// (1e-5, 1e-4) and the same layout at ZeRO-1 (1e-6); a rank holds a quarter of one process's
+// model state.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -80,11 +81,13 @@ struct Layout {
 
 // Data 2 x tensor 2 at ZeRO `stage` over the data group: 20 steps, norms checked against `norms`.
 Layout two_d(const models::LlamaConfig& config, const distributed::DeviceMesh& mesh, int stage,
-             const MakeOptimizer& make, double clip, const std::vector<double>& norms) {
+             const MakeOptimizer& make, double clip, const std::vector<double>& norms,
+             bool sequence_parallel) {
   const size_t live_before = core::allocator_stats().live_bytes;
   manual_seed(16);
   models::Llama model(config);
-  auto plan = distributed::parallelize_llama(model, {.group = mesh.tensor_group()});
+  auto plan = distributed::parallelize_llama(
+      model, {.group = mesh.tensor_group(), .sequence_parallel = sequence_parallel});
   auto zero = std::make_shared<ZeroOptimizer>(
       model.trainable_params(), make,
       distributed::ZeroOptions{.stage = stage, .group = mesh.data_group()});
@@ -95,12 +98,15 @@ Layout two_d(const models::LlamaConfig& config, const distributed::DeviceMesh& m
   for (int s = 0; s < kSteps; ++s) {
     Tensor mine = batch(s).slice(0, 2 * mesh.data_rank(), 2 * mesh.data_rank() + 2).contiguous();
     zero->zero_grad();
-    if (stage == 3)
+    if (stage == 3) {
       distributed::zero3_tensor_parallel_llama_loss(model, plan, zero, mine, Tensor(), mine, 1.0,
                                                     true)
           .backward();
-    else
+      distributed::zero3_tensor_parallel_sync_gradients(model, plan, *zero);
+    } else {
       distributed::tensor_parallel_lm_loss(model, plan, {.input_ids = mine}, mine).backward();
+      plan.sync_gradients(model);
+    }
     const double norm = zero->clip_grad_norm(clip, split);
     expect(std::fabs(norm - norms[size_t(s)]) < 1e-5 * norms[size_t(s)], "ZeRO-", stage, " step ",
            s, " gradient norm ", norm, ", one process ", norms[size_t(s)]);
@@ -117,7 +123,8 @@ Layout two_d(const models::LlamaConfig& config, const distributed::DeviceMesh& m
   return out;
 }
 
-void train(bool tied, const MakeOptimizer& make, double clip, double tolerance, double states) {
+void train(bool tied, const MakeOptimizer& make, double clip, double tolerance, double states,
+           bool sequence_parallel = false) {
   TempDir dir("zero_tp");
   const models::LlamaConfig config = test::tiny_llama_config(tied);
   auto results = test::run_ranks(4, [&](int rank) {
@@ -126,8 +133,8 @@ void train(bool tied, const MakeOptimizer& make, double clip, double tolerance, 
     auto mesh = distributed::DeviceMesh::create({.data = 2, .tensor = 2});
     std::vector<double> norms;
     const State want = one_process(config, make, clip, norms);
-    const Layout one = two_d(config, mesh, 1, make, clip, norms);
-    const Layout three = two_d(config, mesh, 3, make, clip, norms);
+    const Layout one = two_d(config, mesh, 1, make, clip, norms, sequence_parallel);
+    const Layout three = two_d(config, mesh, 3, make, clip, norms, sequence_parallel);
     double vs_one = 0, vs_zero1 = 0;
     for (const auto& [name, w] : want) {
       expect(three.full.count(name) > 0, "no ", name, " in the gathered model");
@@ -141,11 +148,12 @@ void train(bool tied, const MakeOptimizer& make, double clip, double tolerance, 
     const double held = double(three.held.total());
     if (rank == 0)
       std::fprintf(stderr,
-                   "data 2 x tensor 2, ZeRO-3 (%s, %s): vs one process %.3g, vs ZeRO-1 %.3g; "
+                   "data 2 x tensor 2%s, ZeRO-3 (%s, %s): vs one process %.3g, vs ZeRO-1 %.3g; "
                    "model state per rank %.0f bytes (allocator live %.0f) = %.3fx one "
                    "process's %.0f\n",
-                   tied ? "tied" : "untied", states > 0 ? "AdamW" : "SGD", vs_one, vs_zero1, held,
-                   three.live, held / whole, whole);
+                   sequence_parallel ? " + sequence parallel" : "", tied ? "tied" : "untied",
+                   states > 0 ? "AdamW" : "SGD", vs_one, vs_zero1, held, three.live, held / whole,
+                   whole);
     expect(vs_one < tolerance, "ZeRO-3 x tensor 2 vs one process: ", vs_one);
     expect(vs_zero1 < 1e-6, "ZeRO-3 vs ZeRO-1 on data 2 x tensor 2: ", vs_zero1);
     // A quarter, but for the norms' weights, whole on both tensor ranks (under 1% here).
@@ -166,6 +174,14 @@ TEST(ZeroTensorParallel, TwentySgdStepsMatchOneProcessAndZeroOne) {
 TEST(ZeroTensorParallel, TwentyClippedAdamWStepsMatchOneProcessAndZeroOne) {
   train(
       true, [](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-2); }, 1.0, 1e-4, 8);
+}
+
+// Sequence parallelism inside the tensor groups: the norms' weights, replicated, get partial
+// gradients on each tensor rank, summed over the tensor group in their data-group shards.
+TEST(ZeroTensorParallel, SequenceParallelAdamWStepsMatchOneProcessAndZeroOne) {
+  train(
+      false, [](std::vector<Tensor> p) { return nn::AdamW(std::move(p), 1e-2); }, 1.0, 1e-4, 8,
+      true);
 }
 
 }  // namespace
