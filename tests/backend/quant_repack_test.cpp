@@ -179,3 +179,18 @@ TEST(QuantRepack, OpUsesTheCachedCopyAtInference) {
     EXPECT_EQ(op(odd), run(isa, odd, nullptr)) << quant_name(f);
   }
 }
+
+// Training after an evaluation: the first call with grad mode on drops the evaluation's copy.
+TEST(QuantRepack, TrainingDropsTheCopy) {
+  const Case c = make_case(QuantFormat::q4_0, 1, 16, 64, 70);
+  const Tensor x = Tensor::from_vector(c.x, {c.m, c.in});
+  std::shared_ptr<const std::vector<uint8_t>> first;
+  {
+    NoGradGuard no_grad;
+    ops::quantized_linear(x, c.w);
+    first = cpu::x8_copy(c.w.blocks, c.f, c.out, c.in);
+    EXPECT_EQ(cpu::x8_copy(c.w.blocks, c.f, c.out, c.in), first);
+  }
+  ops::quantized_linear(x, c.w);
+  EXPECT_NE(cpu::x8_copy(c.w.blocks, c.f, c.out, c.in), first);  // made anew
+}

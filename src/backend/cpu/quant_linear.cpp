@@ -48,12 +48,16 @@ std::vector<Tensor> quantized_linear_kernel(const std::vector<Tensor>& in,
   Tensor y = Tensor::empty(shape, DType::f32);
   const QuantIsa isa = quant_isa();
   // The repacked copy costs the weight's bytes a second time: inference (grad mode off, as in
-  // generate, the engine and perplexity) takes it for speed; training does not (QLoRA keeps its
-  // frozen base small). In one mode every call on a weight takes the same path, whatever its
-  // rows: a row's result does not depend on its batch.
+  // generate, the engine and perplexity) takes it for speed; training does not, and drops a copy
+  // an evaluation made (QLoRA keeps its frozen base small). In one mode every call on a weight
+  // takes the same path, whatever its rows: a row's result does not depend on its batch.
   std::shared_ptr<const std::vector<uint8_t>> packed;
-  if (!core::grad_mode_enabled() && x8_applies(isa, w.format, w.out_features))
-    packed = x8_copy(w.blocks, w.format, w.out_features, w.in_features);
+  if (x8_applies(isa, w.format, w.out_features)) {
+    if (core::grad_mode_enabled())
+      x8_drop(w.blocks);
+    else
+      packed = x8_copy(w.blocks, w.format, w.out_features, w.in_features);
+  }
   quant_linear(isa, w.format, x.data<float>(), x.numel() / w.in_features, w.in_features,
                w.blocks.data<uint8_t>(), w.out_features, y.data<float>(),
                packed ? packed->data() : nullptr);

@@ -80,4 +80,10 @@ std::shared_ptr<const std::vector<uint8_t>> x8_copy(const Tensor& blocks, QuantF
   return packed;
 }
 
+void x8_drop(const Tensor& blocks) {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  auto it = cache().find(blocks.data<uint8_t>());
+  if (it != cache().end() && same_storage(it->second.storage, blocks.storage())) cache().erase(it);
+}
+
 }  // namespace zenith::cpu

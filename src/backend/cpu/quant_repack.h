@@ -43,6 +43,9 @@ void repack_x8(QuantFormat f, const uint8_t* w, int64_t out, int64_t in, uint8_t
 std::shared_ptr<const std::vector<uint8_t>> x8_copy(const Tensor& blocks, QuantFormat f,
                                                     int64_t out, int64_t in);
 
+// Forgets the copy of `blocks`, if any (training resumed after an evaluation: no second copy).
+void x8_drop(const Tensor& blocks);
+
 // The per-ISA kernels on repacked weights: row groups [g0, g1) of p.packed against p.a, format
 // p.format (AVX2: q4_0 only).
 void quant_groups_x8_avx2(const QuantRows& p, int64_t g0, int64_t g1);
