@@ -177,8 +177,6 @@ static void check_model_parallel_options(const Options& o) {
   ZENITH_CHECK(o.zero_stage < 3 || o.method == Method::full,
                "[finetune] --zero 3 with --tensor-parallel trains --method full; LoRA with "
                "--tensor-parallel takes --zero 1 or 2");
-  ZENITH_CHECK(o.zero_stage < 3 || !o.sequence_parallel,
-               "[finetune] --zero 3 with --sequence-parallel is not supported");
   ZENITH_CHECK(o.zero_stage < 3 || o.micro_batches == 1,
                "[finetune] --zero 3 with --tensor-parallel runs the batch whole: --micro-batches ",
                o.micro_batches, " splits batches for --pipeline-parallel");

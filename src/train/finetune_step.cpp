@@ -144,6 +144,9 @@ double Step::zero3_tensor_parallel_step(const Batch& b, int64_t targets) {
   }
   backward(loss);
   core::TraceRange wait(core::Range::communication_wait);
+  // Sequence parallel: the norms' partial gradients summed over the tensor group.
+  distributed::zero3_tensor_parallel_sync_gradients(model_, settings_.parallel->plan(),
+                                                    *settings_.zero);
   return settings_.ranks->sum({loss.item()})[0];
 }
 

@@ -196,7 +196,9 @@ EvalRecord evaluate_zero3(models::Llama& model,
     for (size_t j = first; j < std::min(n, first + batch); ++j) part.push_back(&data.examples[j]);
     const bool stand_in = part.empty();
     if (stand_in) part.push_back(&data.examples[0]);
-    const Batch b = collate(part, pad_id);
+    // Sequence parallelism splits the positions over the tensor group.
+    const Batch b =
+        collate(part, pad_id, run && run->plan().tp.sequence_parallel ? run->plan().degree() : 1);
     const bool counts = !stand_in && b.targets > 0;
     const double loss =
         loss_of(model, zero, b.input_ids, b.attention_mask, b.labels, 1.0, counts).item();

@@ -73,8 +73,8 @@ TEST_F(FinetuneModelParallel, LoraWithTensorParallelSavesOneProcessAdapter) {
 
 TEST_F(FinetuneModelParallel, RefusesWhatItDoesNotTakeByName) {
   const std::pair<const char*, const char*> cases[] = {
-      {" --tensor-parallel 2 --sequence-parallel --nproc 2 --zero 3",
-       "--zero 3 with --sequence-parallel is not supported"},
+      {" --pipeline-parallel 2 --nproc 2 --zero 3",
+       "--zero 3 with --pipeline-parallel is not supported"},
       {" --tensor-parallel 2 --nproc 2 --mode graph", "run in --mode pynative, not graph"},
       {" --tensor-parallel 3 --nproc 3", "--tensor-parallel 3 does not divide the model's 4"},
       {" --tensor-parallel 2 --nproc 3", "must divide the ranks"},

@@ -64,14 +64,20 @@ TEST_F(FinetuneZeroHybrid, ZeroOverTheDataGroupMatchesOneProcess) {
   EXPECT_NE(pp.output.find("tensor 1 x pipeline 2 x data 2"), std::string::npos) << pp.output;
   EXPECT_NE(pp.output.find("ZeRO stage 2"), std::string::npos) << pp.output;
   expect_as("single", "pp_zero2", 5e-4);
-  // ZeRO-3 x tensor 2 (FSDP2 + tensor parallel): each rank's tensor shards split again over
-  // its data group, gathered module by module; the model written whole at the end.
+  // ZeRO-3 x tensor 2 (FSDP2 + tensor parallel), with and without sequence parallelism: each
+  // rank's tensor shards split again over its data group, gathered module by module; the model
+  // written whole at the end.
   CliResult three =
       run_zenith(args("tp_zero3") + " --batch-size 2 --tensor-parallel 2 --nproc 4 --zero 3");
   ASSERT_EQ(three.code, 0) << three.output;
   EXPECT_NE(three.output.find("tensor 2 x pipeline 1 x data 2"), std::string::npos) << three.output;
   EXPECT_NE(three.output.find("ZeRO stage 3"), std::string::npos) << three.output;
   expect_as("single", "tp_zero3", 1e-4);
+  CliResult sp3 = run_zenith(args("tp_sp_zero3") +
+                             " --batch-size 2 --tensor-parallel 2 --sequence-parallel --nproc 4"
+                             " --zero 3");
+  ASSERT_EQ(sp3.code, 0) << sp3.output;
+  expect_as("single", "tp_sp_zero3", 1e-4);
   CliResult pp3 = run_zenith(args("pp_zero3") +
                              " --batch-size 2 --pipeline-parallel 2 --micro-batches 2 --nproc 4"
                              " --zero 3");
