@@ -90,6 +90,9 @@ TEST(OpenAiTools, AutoOutputsThatAreText) {
        })
     EXPECT_FALSE(parse_auto_tool_calls(text, tools)) << text;
   EXPECT_FALSE(parse_auto_tool_calls(R"({"name": "get_time", "arguments": {}})", {}));
+  const std::string deep = R"({"name": "get_time", "arguments": {"a": )" + std::string(500, '[') +
+                           std::string(500, ']') + "}}";
+  EXPECT_FALSE(parse_auto_tool_calls(deep, tools));
 }
 
 TEST(OpenAiTools, WhatCouldStillBeACall) {

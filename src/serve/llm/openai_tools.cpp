@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "platform/http/reply.h"
 #include "serve/llm/json_schema.h"
 
 namespace zenith::serve::llm {
@@ -121,7 +122,8 @@ bool could_be_tool_call(const std::string& text) {
 
 std::optional<std::vector<ParsedToolCall>> parse_auto_tool_calls(
     const std::string& text, const std::vector<ToolFunction>& tools) {
-  if (tools.empty()) return std::nullopt;
+  // (A model can write anything: nesting past what a request may hold is not read as a call.)
+  if (tools.empty() || platform::nesting_depth(text) > platform::kMaxJsonDepth) return std::nullopt;
   size_t at = skip_space(text, 0);
   size_t end = text.size();
   while (end > at && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
