@@ -169,14 +169,11 @@ static void check_model_parallel_options(const Options& o) {
                " does not divide into --micro-batches ", o.micro_batches);
   if (o.tensor_parallel * o.pipeline_parallel == 1) return;
   // ZeRO 1 and 2 shard each tensor/pipeline shard over the mesh's data group; ZeRO 3 each
-  // tensor shard (gathered per module over the data group: full fine-tuning, no stages).
+  // tensor shard (gathered per module over the data group; no stages).
   ZENITH_CHECK(o.zero_stage < 3 || o.pipeline_parallel == 1,
                "[finetune] --zero 3 with --pipeline-parallel is not supported: use --zero 1 or 2 "
                "(optimizer states and gradients sharded over the data ranks), or --zero 3 with "
                "--tensor-parallel alone");
-  ZENITH_CHECK(o.zero_stage < 3 || o.method == Method::full,
-               "[finetune] --zero 3 with --tensor-parallel trains --method full; LoRA with "
-               "--tensor-parallel takes --zero 1 or 2");
   ZENITH_CHECK(o.zero_stage < 3 || o.micro_batches == 1,
                "[finetune] --zero 3 with --tensor-parallel runs the batch whole: --micro-batches ",
                o.micro_batches, " splits batches for --pipeline-parallel");

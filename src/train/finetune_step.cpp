@@ -138,13 +138,16 @@ double Step::zero3_tensor_parallel_step(const Batch& b, int64_t targets) {
   Tensor loss;
   {
     core::TraceRange range(core::Range::forward);
-    loss = distributed::zero3_tensor_parallel_llama_loss(
+    // LoRA: the frozen base's tensor shards whole on every rank, the adapters through ZeRO-3.
+    loss = (has_frozen_parameters(model_) ? zero3_tensor_parallel_lora_loss
+                                          : distributed::zero3_tensor_parallel_llama_loss)(
         model_, settings_.parallel->plan(), settings_.zero, b.input_ids, b.attention_mask, b.labels,
         targets > 0 ? double(b.targets) / double(targets) : 0.0, b.targets > 0);
   }
   backward(loss);
   core::TraceRange wait(core::Range::communication_wait);
-  // Sequence parallel: the norms' partial gradients summed over the tensor group.
+  // Partial gradients (sequence parallel: the norms'; LoRA: the unsplit factors) summed over
+  // the tensor group.
   distributed::zero3_tensor_parallel_sync_gradients(model_, settings_.parallel->plan(),
                                                     *settings_.zero);
   return settings_.ranks->sum({loss.item()})[0];

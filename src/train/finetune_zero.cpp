@@ -183,8 +183,9 @@ EvalRecord evaluate_zero3(models::Llama& model,
     loss_of = [run](models::Llama& m, const std::shared_ptr<distributed::ZeroOptimizer>& z,
                     const Tensor& ids, const Tensor& mask, const Tensor& labels, double weight,
                     bool has_targets) {
-      return distributed::zero3_tensor_parallel_llama_loss(m, run->plan(), z, ids, mask, labels,
-                                                           weight, has_targets);
+      return (has_frozen_parameters(m) ? zero3_tensor_parallel_lora_loss
+                                       : distributed::zero3_tensor_parallel_llama_loss)(
+          m, run->plan(), z, ids, mask, labels, weight, has_targets);
     };
   const size_t n = data.examples.size(), batch = size_t(batch_size), world = size_t(ranks.world());
   const size_t rounds = ((n + batch - 1) / batch + world - 1) / world;

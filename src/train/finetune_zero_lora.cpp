@@ -1,5 +1,8 @@
 #include "train/finetune_zero_lora.h"
 
+#include <functional>
+
+#include "distributed/parallelize_llama.h"
 #include "distributed/zero_llama.h"
 #include "models/llama_layers.h"
 #include "models/llama_loss.h"
@@ -38,10 +41,13 @@ bool has_frozen_parameters(const models::Llama& model) {
   return false;
 }
 
-Tensor zero3_lora_loss(models::Llama& model,
-                       const std::shared_ptr<distributed::ZeroOptimizer>& zero,
-                       const Tensor& input_ids, const Tensor& attention_mask, const Tensor& labels,
-                       double weight, bool has_targets) {
+namespace {
+
+// The decoder walked module by module (a module with trainable parameters through ZeRO-3), then
+// head(final norm output), through ZeRO-3 too when lm_head has trainable parameters.
+Tensor lora_walk(models::Llama& model, const std::shared_ptr<distributed::ZeroOptimizer>& zero,
+                 const Tensor& input_ids, const Tensor& attention_mask,
+                 std::function<Tensor(const Tensor&)> head) {
   const models::LlamaConfig& c = model.config();
   ZENITH_CHECK(c.rope_scaling.type == models::RopeScaling::Type::none,
                "[finetune] --zero 3 with --method lora: rope scaling is not supported");
@@ -54,18 +60,46 @@ Tensor zero3_lora_loss(models::Llama& model,
       [&zero](const nn::Cell& module, std::function<Tensor(const Tensor&)> fn, const Tensor& h) {
         return through(zero, module, std::move(fn), h);
       });
-  // The output layer: under LoRA frozen (an adapter on lm_head is trained through ZeRO too).
-  models::Llama* m = &model;
-  auto head = [m, labels, weight, has_targets](const Tensor& h) {
-    Tensor logits = m->head(h);
-    return has_targets ? ops::mul(models::causal_lm_loss(logits, labels), weight)
-                       : ops::mul(ops::sum(logits), 0.0);
-  };
   std::vector<size_t> head_params;
   for (const auto& [name, cell] : model.named_children())
     if (name == "lm_head") head_params = trainable_indices(*zero, *cell);
   if (head_params.empty()) return head(x);
-  return distributed::sharded_forward(zero, std::move(head_params), head, x);
+  return distributed::sharded_forward(zero, std::move(head_params), std::move(head), x);
+}
+
+}  // namespace
+
+Tensor zero3_lora_loss(models::Llama& model,
+                       const std::shared_ptr<distributed::ZeroOptimizer>& zero,
+                       const Tensor& input_ids, const Tensor& attention_mask, const Tensor& labels,
+                       double weight, bool has_targets) {
+  // The output layer: under LoRA frozen (an adapter on lm_head is trained through ZeRO too).
+  models::Llama* m = &model;
+  return lora_walk(model, zero, input_ids, attention_mask,
+                   [m, labels, weight, has_targets](const Tensor& h) {
+                     Tensor logits = m->head(h);
+                     return has_targets ? ops::mul(models::causal_lm_loss(logits, labels), weight)
+                                        : ops::mul(ops::sum(logits), 0.0);
+                   });
+}
+
+Tensor zero3_tensor_parallel_lora_loss(models::Llama& model,
+                                       const distributed::TensorParallelPlan& plan,
+                                       const std::shared_ptr<distributed::ZeroOptimizer>& zero,
+                                       const Tensor& input_ids, const Tensor& attention_mask,
+                                       const Tensor& labels, double weight, bool has_targets) {
+  // The output layer vocabulary-parallel and frozen (parallelize_llama refuses an adapter on it).
+  models::Llama* m = &model;
+  return lora_walk(
+      model, zero, input_ids, attention_mask,
+      [m, plan, labels, weight, has_targets](const Tensor& h) {
+        if (has_targets)
+          return ops::mul(distributed::tensor_parallel_head_loss(*m, plan, h, labels), weight);
+        Tensor whole = plan.tp.sequence_parallel
+                           ? distributed::gather_sequence(h, 1, plan.tp.group)
+                           : distributed::copy_to_tensor_parallel(h, plan.tp.group);
+        return ops::mul(ops::sum(ops::linear(whole, m->head_parameters().front())), 0.0);
+      });
 }
 
 }  // namespace zenith::finetune::detail

@@ -9,6 +9,10 @@
 #include "distributed/zero.h"
 #include "zenith/llama.h"
 
+namespace zenith::distributed {
+struct TensorParallelPlan;  // distributed/parallelize_llama.h
+}  // namespace zenith::distributed
+
 namespace zenith::finetune::detail {
 
 // Whether some parameter of `model` is frozen (LoRA's base): the step then runs
@@ -23,5 +27,15 @@ Tensor zero3_lora_loss(models::Llama& model,
                        const std::shared_ptr<distributed::ZeroOptimizer>& zero,
                        const Tensor& input_ids, const Tensor& attention_mask, const Tensor& labels,
                        double weight, bool has_targets);
+
+// The same on a tensor-parallel model (zero over the mesh's data group, the frozen base's
+// tensor shards whole on each rank): distributed::zero3_tensor_parallel_llama_loss's contract.
+// With sequence parallelism or split adapters, distributed::zero3_tensor_parallel_sync_gradients
+// after backward sums the partial gradients.
+Tensor zero3_tensor_parallel_lora_loss(models::Llama& model,
+                                       const distributed::TensorParallelPlan& plan,
+                                       const std::shared_ptr<distributed::ZeroOptimizer>& zero,
+                                       const Tensor& input_ids, const Tensor& attention_mask,
+                                       const Tensor& labels, double weight, bool has_targets);
 
 }  // namespace zenith::finetune::detail

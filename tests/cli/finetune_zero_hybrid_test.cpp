@@ -88,8 +88,8 @@ TEST_F(FinetuneZeroHybrid, ZeroOverTheDataGroupMatchesOneProcess) {
 }
 
 // LoRA: the adapters of each tensor shard (split with their base layer) have their AdamW states
-// and gradients sharded over the data group; the PEFT adapter written at the end is one
-// process's.
+// and gradients (at --zero 3 the adapters too) sharded over the data group; the PEFT adapter
+// written at the end is one process's.
 TEST_F(FinetuneZeroHybrid, LoraAdaptersUnderZeroAndTensorParallelMatchOneProcess) {
   CliResult single = run_zenith(args("single", "lora") + " --batch-size 4");
   ASSERT_EQ(single.code, 0) << single.output;
@@ -98,6 +98,13 @@ TEST_F(FinetuneZeroHybrid, LoraAdaptersUnderZeroAndTensorParallelMatchOneProcess
   ASSERT_EQ(tp.code, 0) << tp.output;
   EXPECT_NE(tp.output.find("ZeRO stage 2"), std::string::npos) << tp.output;
   expect_as("single", "tp_zero2", 1e-4, "adapter_model.safetensors", 28);
+  // ZeRO-3: the adapters gathered per layer over the data group too, the frozen base's tensor
+  // shards whole on each rank.
+  CliResult three = run_zenith(args("tp_zero3", "lora") +
+                               " --batch-size 2 --tensor-parallel 2 --nproc 4 --zero 3");
+  ASSERT_EQ(three.code, 0) << three.output;
+  EXPECT_NE(three.output.find("ZeRO stage 3"), std::string::npos) << three.output;
+  expect_as("single", "tp_zero3", 1e-4, "adapter_model.safetensors", 28);
 }
 
 // A data 2 x tensor 2 --zero 2 run's checkpoint (each AdamW slot's rows of every rank's tensor
