@@ -108,8 +108,8 @@ TEST_F(FinetuneZeroHybrid, LoraAdaptersUnderZeroAndTensorParallelMatchOneProcess
 }
 
 // A data 2 x tensor 2 --zero 2 run's checkpoint (each AdamW slot's rows of every rank's tensor
-// block, with global offsets, in checkpoint-2/parallel) resumes as data 2 x pipeline 2 at --zero 1
-// and ends where the uninterrupted run did.
+// block, with global offsets, in checkpoint-2/parallel) resumes as data 2 x pipeline 2 at --zero 1,
+// and as data 2 x tensor 2 at --zero 3, and ends where the uninterrupted run did.
 TEST_F(FinetuneZeroHybrid, ZeroCheckpointResumesUnderAnotherLayout) {
   CliResult whole =
       run_zenith(args("whole", "full", 4) +
@@ -130,6 +130,18 @@ TEST_F(FinetuneZeroHybrid, ZeroCheckpointResumesUnderAnotherLayout) {
           << name << " step " << step;
   EXPECT_TRUE(same_parameters((root_ / "whole/model.safetensors").string(),
                               (root_ / "resumed/model.safetensors").string(), 5e-4, 20));
+  // The same checkpoint at --zero 3 (each rank's rows of its tensor block, weights included).
+  CliResult three = run_zenith(args("three", "full", 4) +
+                               " --batch-size 2 --tensor-parallel 2 --nproc 4 --zero 3 --resume " +
+                               checkpoint.string());
+  ASSERT_EQ(three.code, 0) << three.output;
+  auto got3 = read_metrics(root_ / "three/metrics.jsonl");
+  for (const char* name : {"loss", "grad_norm"})
+    for (int64_t step : {3, 4})
+      EXPECT_NEAR(got3[name][step], want[name][step], 1e-5 * std::abs(want[name][step]))
+          << name << " step " << step;
+  EXPECT_TRUE(same_parameters((root_ / "whole/model.safetensors").string(),
+                              (root_ / "three/model.safetensors").string(), 1e-4, 20));
 }
 
 }  // namespace
