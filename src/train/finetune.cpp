@@ -246,13 +246,9 @@ void Trainer::announce(const detail::Log& log_fn) {
                   ranks_.writes() ? ("writing " + o_.out).c_str() : "rank 0 writes"));
   if (zero_ && log_fn) {
     // Float32 weights, gradients and AdamW's two moments: 16 bytes a parameter in one process.
-    // Under tensor/pipeline parallelism ZeRO shards this rank's part (params_) of the model.
-    const double psi = double(result_.trainable_parameters), n = ranks_.world(), mib = 1 << 20;
-    double mine = 0;
-    for (const Tensor& p : params_) mine += double(p.numel());
-    const double per_rank = o_.zero_stage == 1   ? 8 * mine + 8 * mine / n
-                            : o_.zero_stage == 2 ? 4 * mine + 12 * mine / n
-                                                 : 16 * mine / n;
+    const double psi = double(result_.trainable_parameters), mib = 1 << 20;
+    const double per_rank =
+        detail::zero_state_bytes_per_rank(o_.zero_stage, params_, ranks_.world());
     log_fn(
         format("[finetune] rank %d: ZeRO stage %d over %d ranks, %s: model state %.1f MiB "
                "per rank at the step (one process: %.1f MiB)",

@@ -169,6 +169,13 @@ bool save_zero3_output(const Checkpoint& c, distributed::ZeroOptimizer& zero, bo
   return true;
 }
 
+double zero_state_bytes_per_rank(int64_t stage, const std::vector<Tensor>& params, int ranks) {
+  double psi = 0;
+  for (const Tensor& p : params) psi += double(p.numel());
+  const double n = ranks;
+  return stage == 1 ? 8 * psi + 8 * psi / n : stage == 2 ? 4 * psi + 12 * psi / n : 16 * psi / n;
+}
+
 EvalRecord evaluate_zero3(models::Llama& model,
                           const std::shared_ptr<distributed::ZeroOptimizer>& zero, const Data& data,
                           int64_t batch_size, int64_t pad_id, const Ranks& ranks,

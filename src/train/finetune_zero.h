@@ -63,6 +63,10 @@ std::vector<std::string> parameter_names(const models::Llama& model,
 bool save_zero3_output(const Checkpoint& c, distributed::ZeroOptimizer& zero, bool writes,
                        int64_t step, const std::string& dir);
 
+// The model state a rank holds at ZeRO `stage` over `ranks` data ranks with AdamW, in bytes, for
+// `params` (under tensor/pipeline parallelism this rank's part of the model).
+double zero_state_bytes_per_rank(int64_t stage, const std::vector<Tensor>& params, int ranks);
+
 // ZeRO-3's evaluation: evaluate_shared's batches and loss (rank r takes every world-th batch,
 // the sums added over `ranks`), each module's parameters gathered around its own forward and
 // freed after, as training's forward walks the decoder (distributed::zero3_llama_loss, or
