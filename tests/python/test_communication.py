@@ -3,15 +3,12 @@ group from the platform's environment variables, run collectives, train through 
 set_auto_parallel_context(parallel_mode="data_parallel") and through a value_and_grad loop with
 DistributedGradReducer."""
 
-import json
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 import zenith
+from ranks import run_ranks
 
 RANK_SCRIPT = textwrap.dedent("""
     import json, sys
@@ -70,29 +67,10 @@ RANK_SCRIPT = textwrap.dedent("""
 """)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_ranks(python_env, tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(RANK_SCRIPT)
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        env = dict(python_env, RANK_ID=str(rank), RANK_SIZE="2", RANK=str(rank), WORLD_SIZE="2",
-                   LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   ZENITH_COMM_TIMEOUT="60", ZENITH_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, str(script)], env=env, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    results = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=300)
-        assert p.returncode == 0, stderr + stdout
-        line = [l for l in stdout.splitlines() if l.startswith("RESULT ")][-1]
-        results.append(json.loads(line[len("RESULT "):]))
+    results = run_ranks(python_env, script)
     r0, r1 = sorted(results, key=lambda r: r["rank"])
     assert (r0["rank"], r1["rank"], r0["size"]) == (0, 1, 2)
     assert (r0["local"], r1["local"], r0["local_size"]) == (0, 1, 2)

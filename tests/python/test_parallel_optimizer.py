@@ -4,15 +4,12 @@ the parameters after several steps equal those of the unsharded optimizer in the
 data_parallel, AdamWeightDecay beside semi_auto_parallel's split Dense), each rank holds about
 half the optimizer states, measured, with uneven and empty shards (7, 5 and 1 rows over 2)."""
 
-import json
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 import zenith
+from ranks import run_ranks
 
 SCRIPT = textwrap.dedent("""
     import json
@@ -151,28 +148,10 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_sharded_optimizer_equals_unsharded_with_half_the_states(python_env, tmp_path):
     script = tmp_path / "zero.py"
     script.write_text(SCRIPT)
-    port = free_port()
-    procs = [subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path)], text=True, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(python_env, RANK_ID=str(r), RANK_SIZE="2", RANK=str(r), WORLD_SIZE="2",
-                 LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                 ZENITH_COMM_TIMEOUT="60", ZENITH_NUM_THREADS="1")) for r in range(2)]
-    results = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=300)
-        assert p.returncode == 0, stderr + stdout
-        line = [l for l in stdout.splitlines() if l.startswith("RESULT ")][-1]
-        results.append(json.loads(line[len("RESULT "):]))
+    results = run_ranks(python_env, script, [tmp_path])
     r0, r1 = sorted(results, key=lambda r: r["rank"])
     for r in (r0, r1):
         assert r["loop_kind"] == "ParallelOptimizer"

@@ -3,8 +3,6 @@ wrapped in nn.PipelineCell with 4 micro-batches, trains on two ranks (GPipe and 
 with the losses and parameters of one process on the whole batch, 1F1B with fewer micro-batches
 alive at once; layouts zenith does not run are refused naming them."""
 
-import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -13,6 +11,7 @@ import numpy as np
 import pytest
 
 import zenith
+from ranks import result, run_ranks
 from zenith import nn
 
 SCRIPT = textwrap.dedent("""
@@ -71,17 +70,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def result(stdout):
-    line = [l for l in stdout.splitlines() if l.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
-
-
 def test_mlp_in_two_stages_equals_one_process(python_env, tmp_path):
     script = tmp_path / "pipe.py"
     script.write_text(SCRIPT)
@@ -90,18 +78,7 @@ def test_mlp_in_two_stages_equals_one_process(python_env, tmp_path):
                          capture_output=True, timeout=300)
     assert one.returncode == 0, one.stderr + one.stdout
     ref = result(one.stdout)
-    port = free_port()
-    procs = [subprocess.Popen(
-        [sys.executable, str(script), "pipe"], text=True, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(env, RANK_ID=str(r), RANK_SIZE="2", RANK=str(r), WORLD_SIZE="2",
-                 LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                 ZENITH_COMM_TIMEOUT="60")) for r in range(2)]
-    ranks = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=300)
-        assert p.returncode == 0, stderr + stdout
-        ranks.append(result(stdout))
+    ranks = run_ranks(env, script, ["pipe"])
     s0, s1 = sorted(ranks, key=lambda r: r["stage"])
     assert (s0["stage"], s1["stage"]) == (0, 1)
     assert ref["one_losses"][-1] < ref["one_losses"][0]  # it trains

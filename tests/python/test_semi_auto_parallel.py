@@ -2,8 +2,6 @@
 (column-parallel, row-parallel, column-parallel again) trains on two ranks with the losses and
 outputs of one process, by value_and_grad and through Model; other strategies and layouts are refused naming them."""
 
-import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -12,6 +10,7 @@ import numpy as np
 import pytest
 
 import zenith
+from ranks import result, run_ranks
 from zenith import nn
 
 SCRIPT = textwrap.dedent("""
@@ -72,17 +71,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def result(stdout):
-    line = [l for l in stdout.splitlines() if l.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
-
-
 def test_dense_stack_on_two_ranks_equals_one_process(python_env, tmp_path):
     script = tmp_path / "net.py"
     script.write_text(SCRIPT)
@@ -91,19 +79,7 @@ def test_dense_stack_on_two_ranks_equals_one_process(python_env, tmp_path):
                          capture_output=True, timeout=300)
     assert one.returncode == 0, one.stderr + one.stdout
     ref = result(one.stdout)
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        renv = dict(env, RANK_ID=str(rank), RANK_SIZE="2", RANK=str(rank), WORLD_SIZE="2",
-                    LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                    ZENITH_COMM_TIMEOUT="60")
-        procs.append(subprocess.Popen([sys.executable, str(script), "shard"], env=renv, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    ranks = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=300)
-        assert p.returncode == 0, stderr + stdout
-        ranks.append(result(stdout))
+    ranks = run_ranks(env, script, ["shard"])
     assert ref["losses"][-1] < ref["losses"][0]  # it trains
     for r in ranks:
         assert r["fc1_rows"] == [8, 8] and r["fc2_cols"] == [12, 8]  # each rank holds half
@@ -157,13 +133,5 @@ def test_unsupported_strategy_names_itself(python_env, tmp_path):
             print("REFUSED device_num", flush=True)
         zenith.communication.release()
     """))
-    port = free_port()
-    procs = [subprocess.Popen(
-        [sys.executable, str(script)], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=dict(python_env, RANK_ID=str(r), RANK_SIZE="2", RANK=str(r), WORLD_SIZE="2",
-                 LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                 ZENITH_COMM_TIMEOUT="60", ZENITH_NUM_THREADS="1")) for r in range(2)]
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=120)
-        assert p.returncode == 0, stderr + stdout
+    for stdout in run_ranks(python_env, script, timeout=120, raw=True):
         assert stdout.count("REFUSED") == 4, stdout
