@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -161,15 +162,25 @@ TEST(LlmEngineRequests, WhileAStreamDecodesPrefillIsCappedByTheStepCost) {
   pa.ignore_eos = true;
   Collected a, b;
   auto a_callback = a.callback();
+  // A's third token holds the engine thread until B is submitted: a test thread the host
+  // deschedules would otherwise submit B after A had run through its 40 tokens (seen at load
+  // 6-9: "A ran through B's prefill").
+  std::promise<void> a_third, b_submitted;
+  std::shared_future<void> b_in = b_submitted.get_future().share();
   engine.submit(prompt_of(4, 1), pa, [&](const Event& e) {
+    size_t seen;
     {
       std::lock_guard<std::mutex> lock(mutex);
       a_steps.push_back(engine.stats().steps);
+      seen = a_steps.size();
     }
     a_callback(e);
+    if (seen == 3) {
+      a_third.set_value();
+      b_in.wait_for(std::chrono::seconds(30));
+    }
   });
-  while (engine.stats().generation_tokens < 3)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  a_third.get_future().wait();
   const uint64_t submitted_at = engine.stats().steps;
   auto b_callback = b.callback();
   engine.submit(prompt, greedy(4), [&](const Event& e) {
@@ -179,6 +190,7 @@ TEST(LlmEngineRequests, WhileAStreamDecodesPrefillIsCappedByTheStepCost) {
     }
     b_callback(e);
   });
+  b_submitted.set_value();
   a.wait();
   b.wait();
   ASSERT_GT(a_steps.back(), b_first_step) << "A ran through B's prefill";
