@@ -124,8 +124,8 @@ SettingsSchema finetune_schema(finetune::Options& o, CliSettings& c) {
       .add("amp-dtype", c.amp_dtype, "bf16, or fp16 (with dynamic loss scaling)")
       .add("mode", c.mode, "pynative, or graph: capture each step once and replay it")
       .add("zero", o.zero_stage,
-           "ZeRO stage over the --nproc ranks with --method full: 1 shards AdamW's states, 2 "
-           "also the gradients, 3 also the weights (gathered per layer; 0: off)")
+           "ZeRO stage over the data-parallel ranks (full or LoRA): 1 shards AdamW's states, "
+           "2 also the gradients, 3 also the weights (gathered per layer; 0: off)")
       .add("tensor-parallel", o.tensor_parallel,
            "tensor-parallel degree over the ranks: attention heads, MLP and vocabulary split "
            "(Megatron); must divide the heads")
