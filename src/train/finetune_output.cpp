@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
+#include "core/atomic_file.h"
 #include "models/llama_loss.h"
 #include "train/finetune_run.h"
 #include "train/finetune_step.h"
@@ -130,6 +132,54 @@ EvalRecord evaluate_shared(models::Llama& model, const Data& data, int64_t batch
   r.loss = r.targets > 0 ? total / double(r.targets) : 0;
   r.perplexity = std::exp(r.loss);
   return r;
+}
+
+bool save_streamed_output(
+    const Checkpoint& c, const models::LlamaConfig& config,
+    const std::map<std::string, Tensor>& shapes,
+    const std::function<void(const std::string&, const std::function<void(const Tensor&)>&)>& visit,
+    int64_t step, const std::string& dir, bool writes) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, p] : shapes) {
+    if (p.dtype() != DType::f32) return false;
+    const uint64_t n = uint64_t(p.numel()) * 4;
+    header[name] = {{"dtype", "F32"}, {"shape", p.shape()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  if (offset > io::kHfDefaultMaxShardBytes) return false;
+  header["__metadata__"] = {{"format", "pt"}};
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::optional<core::AtomicFile> out;
+  if (writes) {
+    std::filesystem::create_directories(dir);
+    out.emplace(dir + "/" + io::kHfWeightsFile);
+    unsigned char size_le[8];
+    for (int i = 0; i < 8; ++i) size_le[i] = uint8_t(uint64_t(json.size()) >> (8 * i));
+    out->write(size_le, 8);
+    out->write(json);
+  }
+  NoGradGuard no_grad;
+  for (const auto& [name, p] : shapes) {  // every rank in the same order: visits may gather
+    visit(name, [&, &name = name, &p = p](const Tensor& t) {
+      const Tensor whole = t.contiguous();
+      ZENITH_CHECK(whole.shape() == p.shape() && whole.dtype() == DType::f32, "[finetune] '", name,
+                   "' to save has shape ", shape_str(whole.shape()), ", the model's is ",
+                   shape_str(p.shape()));
+      if (out && whole.nbytes() > 0) out->write(whole.raw_data(), whole.nbytes());
+    });
+  }
+  if (!writes) return true;
+  out->commit();
+  std::error_code ec;
+  std::filesystem::remove(std::filesystem::path(dir) / io::kHfIndexFile, ec);
+  models::LlamaConfig saved = config;
+  saved.torch_dtype = "float32";
+  models::save_llama_config(dir, saved);
+  models::copy_model_side_files(c.o.model, dir);
+  save_trainer_state(c, step, dir);
+  return true;
 }
 
 }  // namespace zenith::finetune::detail

@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "core/allocator.h"
-#include "core/atomic_file.h"
 #include "distributed/parallelize_llama_train.h"
 #include "distributed/zero_llama.h"
 #include "train/finetune_run.h"
@@ -108,43 +107,10 @@ bool save_parallel_streamed(distributed::ParallelLlama& run, const Checkpoint& c
   const models::LlamaConfig& config = run.model().config();
   if (c.o.method != Method::full || run.model().weight_dtype() != DType::f32) return false;
   // The whole model's names and shapes, from a shape-only twin (no weight bytes).
-  const std::map<std::string, Tensor> shapes = distributed::hollow_llama(config)->hf_state();
-  nlohmann::json header = nlohmann::json::object();
-  uint64_t offset = 0;
-  for (const auto& [name, p] : shapes) {
-    const uint64_t n = uint64_t(p.numel()) * 4;
-    header[name] = {{"dtype", "F32"}, {"shape", p.shape()}, {"data_offsets", {offset, offset + n}}};
-    offset += n;
-  }
-  if (offset > io::kHfDefaultMaxShardBytes) return false;
-  header["__metadata__"] = {{"format", "pt"}};
-  std::string json = header.dump();
-  json.append((8 - json.size() % 8) % 8, ' ');
-  std::optional<core::AtomicFile> out;
-  if (writes) {
-    std::filesystem::create_directories(dir);
-    out.emplace(dir + "/" + io::kHfWeightsFile);
-    unsigned char size_le[8];
-    for (int i = 0; i < 8; ++i) size_le[i] = uint8_t(uint64_t(json.size()) >> (8 * i));
-    out->write(size_le, 8);
-    out->write(json);
-  }
-  for (const auto& [name, p] : shapes) {  // collective: every rank in the same order
-    const Tensor whole = run.full_tensor(name).contiguous();
-    ZENITH_CHECK(whole.shape() == p.shape(), "[finetune] gathered '", name, "' has shape ",
-                 shape_str(whole.shape()), ", the model's is ", shape_str(p.shape()));
-    if (out && whole.nbytes() > 0) out->write(whole.raw_data(), whole.nbytes());
-  }
-  if (!writes) return true;
-  out->commit();
-  std::error_code ec;
-  std::filesystem::remove(std::filesystem::path(dir) / io::kHfIndexFile, ec);
-  models::LlamaConfig saved = config;
-  saved.torch_dtype = "float32";
-  models::save_llama_config(dir, saved);
-  models::copy_model_side_files(c.o.model, dir);
-  save_trainer_state(c, step, dir);
-  return true;
+  return save_streamed_output(
+      c, config, distributed::hollow_llama(config)->hf_state(),
+      [&](const std::string& name, const auto& write) { write(run.full_tensor(name)); }, step, dir,
+      writes);
 }
 
 }  // namespace

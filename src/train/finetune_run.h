@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -96,6 +97,17 @@ struct Checkpoint {
 void save_output(const Checkpoint& c, int64_t step, const std::string& dir);
 // save_output's trainer_state.safetensors alone.
 void save_trainer_state(const Checkpoint& c, int64_t step, const std::string& dir);
+// Full fine-tuning's output written one tensor at a time, so that no rank holds the whole model:
+// model.safetensors laid out as io::save_safetensors does (the names of `shapes`, sorted; float32)
+// with `config`, the side files and the trainer state. visit(name, write) runs on every rank in
+// name order (it may gather collectively) and calls write(the whole tensor) once; rank `writes`
+// writes it. False (nothing done, on every rank alike) for a tensor that is not float32 or a
+// model that needs several shard files.
+bool save_streamed_output(
+    const Checkpoint& c, const models::LlamaConfig& config,
+    const std::map<std::string, Tensor>& shapes,
+    const std::function<void(const std::string&, const std::function<void(const Tensor&)>&)>& visit,
+    int64_t step, const std::string& dir, bool writes);
 // o.resume's trainer state; errors name each setting that differs from `o`.
 TrainerState read_trainer_state(const Options& o, int ranks, int64_t pad_to);
 // fp16's loss scaler as the checkpoint left it.

@@ -9,7 +9,6 @@
 #include <optional>
 #include <utility>
 
-#include "core/atomic_file.h"
 #include "distributed/zero_checkpoint.h"
 #include "train/finetune_zero_lora.h"
 #include "zenith/autograd.h"
@@ -123,50 +122,18 @@ std::vector<std::string> parameter_names(const models::Llama& model,
 
 bool save_zero3_output(const Checkpoint& c, distributed::ZeroOptimizer& zero, bool writes,
                        int64_t step, const std::string& dir) {
-  // The file's layout, as io::save_safetensors lays it out (sorted by name), from the shapes.
   std::map<std::string, Tensor> params;
   for (const auto& [name, p] : c.model.named_parameters()) params.emplace(name, p);
-  nlohmann::json header = nlohmann::json::object();
-  uint64_t offset = 0;
-  for (const auto& [name, p] : params) {
-    if (p.dtype() != DType::f32) return false;
-    const uint64_t n = uint64_t(p.numel()) * 4;
-    header[name] = {{"dtype", "F32"}, {"shape", p.shape()}, {"data_offsets", {offset, offset + n}}};
-    offset += n;
-  }
-  if (offset > io::kHfDefaultMaxShardBytes) return false;
-  header["__metadata__"] = {{"format", "pt"}};
-  std::string json = header.dump();
-  json.append((8 - json.size() % 8) % 8, ' ');
-  std::optional<core::AtomicFile> out;
-  if (writes) {
-    std::filesystem::create_directories(dir);
-    out.emplace(dir + "/" + io::kHfWeightsFile);
-    unsigned char size_le[8];
-    for (int i = 0; i < 8; ++i) size_le[i] = uint8_t(uint64_t(json.size()) >> (8 * i));
-    out->write(size_le, 8);
-    out->write(json);
-  }
-  NoGradGuard no_grad;
-  for (const auto& [name, p] : params) {  // every rank in the same order: gathers are collective
-    const int i = zero.index_of(p);
-    if (i >= 0) zero.gather(size_t(i));
-    if (out) {
-      const Tensor whole = p.detach().contiguous();
-      if (whole.nbytes() > 0) out->write(whole.raw_data(), whole.nbytes());
-    }
-    if (i >= 0) zero.release(size_t(i));
-  }
-  if (!writes) return true;
-  out->commit();
-  std::error_code ec;
-  std::filesystem::remove(std::filesystem::path(dir) / io::kHfIndexFile, ec);
-  models::LlamaConfig config = c.model.config();
-  config.torch_dtype = "float32";
-  models::save_llama_config(dir, config);
-  models::copy_model_side_files(c.o.model, dir);
-  save_trainer_state(c, step, dir);
-  return true;
+  return save_streamed_output(
+      c, c.model.config(), params,
+      [&](const std::string& name, const auto& write) {
+        const Tensor& p = params.at(name);
+        const int i = zero.index_of(p);
+        if (i >= 0) zero.gather(size_t(i));
+        write(p.detach());
+        if (i >= 0) zero.release(size_t(i));
+      },
+      step, dir, writes);
 }
 
 double zero_state_bytes_per_rank(int64_t stage, const std::vector<Tensor>& params, int ranks) {
