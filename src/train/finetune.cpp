@@ -199,7 +199,8 @@ void Trainer::make_optimizer() {
     detail::load_zero_state(o_.resume, *zero_, detail::parameter_names(*model_, params_),
                             parallel_.get());
   else if (resumed_)  // model parallelism: this rank's shards from the checkpoint's parallel/
-    detail::load_optimizer_state(o_.resume, *resumed_, parallel_.get(), *optimizer_);
+    detail::load_optimizer_state(o_.resume, *resumed_, parallel_.get(),
+                                 detail::parameter_names(*model_, params_), *optimizer_);
   if (resumed_) default_generator().set_state(resumed_->rng);
   snapshot();
 }

@@ -7,6 +7,7 @@
 
 #include "core/allocator.h"
 #include "distributed/parallelize_llama_train.h"
+#include "distributed/zero_checkpoint.h"
 #include "distributed/zero_llama.h"
 #include "train/finetune_run.h"
 #include "zenith/communication.h"
@@ -84,10 +85,40 @@ EvalRecord evaluate_parallel(distributed::ParallelLlama& run, const Data& data, 
   return r;
 }
 
+// One process resuming a model-parallel checkpoint: every parameter's whole AdamW slots (and the
+// step), assembled from the ranks' pieces in `dir` by their global offsets. trainer_state's copy
+// is rank 0's shards only.
+static void load_whole_optimizer(const std::string& dir, const std::vector<std::string>& names,
+                                 nn::Optimizer& optimizer) {
+  const distributed::ShardedCheckpointReader reader(dir);
+  nn::StateDict state;
+  for (const auto& [key, t] : optimizer.state_dict()) {
+    std::string slot;
+    size_t i = 0;
+    std::string name = "optimizer.step";
+    if (key != "step") {
+      if (!distributed::split_slot(key, &slot, &i)) continue;
+      ZENITH_CHECK(i < names.size(), "[finetune] --resume ", dir, ": optimizer state '", key,
+                   "' of ", names.size(), " parameters");
+      name = names[i] + "." + slot;
+    }
+    const Shape want = key == "step" ? Shape{1} : t.shape();
+    ZENITH_CHECK(reader.contains(name) && reader.global_shape(name) == want, "[finetune] --resume ",
+                 dir, " has no optimizer state '", name, "' of shape ", shape_str(want),
+                 reader.contains(name) ? " (it has " + shape_str(reader.global_shape(name)) + ")"
+                                       : std::string());
+    state[key] = reader.read_full(name).reshape(t.shape());
+  }
+  optimizer.load_state_dict(state);
+}
+
 void load_optimizer_state(const std::string& resume, const TrainerState& state,
-                          const distributed::ParallelLlama* run, nn::Optimizer& optimizer) {
-  if (!run) return optimizer.load_state_dict(state.optimizer);
+                          const distributed::ParallelLlama* run,
+                          const std::vector<std::string>& names, nn::Optimizer& optimizer) {
   const std::string dir = resume + "/" + kParallelStateDir;
+  if (!run && std::filesystem::exists(dir + "/" + distributed::kShardedMetadataFile))
+    return load_whole_optimizer(dir, names, optimizer);
+  if (!run) return optimizer.load_state_dict(state.optimizer);
   ZENITH_CHECK(std::filesystem::exists(dir + "/" + distributed::kShardedMetadataFile),
                "[finetune] --resume ", resume,
                " with --tensor-parallel/--pipeline-parallel: it has no ", dir, "/",

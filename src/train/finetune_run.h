@@ -141,9 +141,12 @@ std::unique_ptr<distributed::ParallelLlama> make_parallel(const Options& o,
                                                           Ranks& ranks, std::vector<Tensor>& params,
                                                           const Log& log);
 // o.resume's optimizer state into `optimizer`: with model parallelism (`run`) this rank's
-// shards from the checkpoint's parallel/ pieces (any layout saved them), else `state`'s.
+// shards from the checkpoint's parallel/ pieces (any layout saved them); one process resuming a
+// model-parallel checkpoint: the whole state from those pieces (`names`: the parameters' names,
+// in the optimizer's order); else `state`'s.
 void load_optimizer_state(const std::string& resume, const TrainerState& state,
-                          const distributed::ParallelLlama* run, nn::Optimizer& optimizer);
+                          const distributed::ParallelLlama* run,
+                          const std::vector<std::string>& names, nn::Optimizer& optimizer);
 // evaluate_shared through `run` (its tensor and pipeline groups run each batch, padded to a
 // multiple of pad_to); the data ranks take every world-th batch, their sums added.
 EvalRecord evaluate_parallel(distributed::ParallelLlama& run, const Data& data, int64_t batch_size,
