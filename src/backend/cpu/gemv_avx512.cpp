@@ -1,6 +1,6 @@
 // The AVX-512 row kernel of the decode GEMV (gemv_kernels.h): 64 weights per step in four
 // independent FMA chains per row of A, so four loads of the weight row are in flight (two chains
-// streamed ~10-15% slower on the AVX-512 EPYC); the tail by masked loads, chain by chain. The
+// streamed slower on the AVX-512 EPYC: docs/performance.md); the tail by masked loads. The
 // order of the sums does not depend on how many rows A has (batch invariance). The row loop over
 // B is gemv_rows.inc, shared with the AVX2 kernel.
 #include <immintrin.h>

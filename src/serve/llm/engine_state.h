@@ -62,8 +62,7 @@ struct Engine::State {
 
   // Owned by the engine thread only: the step cost model behind options.max_step_cost, medians
   // of the latest samples (a moving average let one step the host descheduled, or one that ran
-  // fast, move the cap for many steps; on an idle 2-core host the 110M stream's largest gap
-  // while a long prompt arrived was 3.5x its median with the averages).
+  // fast, move the cap for many steps, stretching a stream's gaps while a long prompt arrived).
   class RecentMedian {
    public:
     void add(double sample);
