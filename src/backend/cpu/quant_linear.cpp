@@ -15,9 +15,20 @@ namespace {
 
 // Work below this many weight bytes runs on the calling thread (a pool wake-up costs more).
 constexpr int64_t kParallelBytes = 64 << 10;
-// A claimed item is about this many weight bytes: small enough to balance two threads on a
-// loaded host, large enough that a claim's atomic costs nothing.
-constexpr int64_t kItemBytes = 16 << 10;
+// A claimed item is about this many weight bytes at one activation row: one thread streams it
+// as one run (an item of 16 KiB ended each stream before the prefetcher had ramped up: two
+// threads decoded the 110M shape's q8_0 and q4_0 weights slower than one), and a late helper
+// still finds items. With more rows an item is more arithmetic, so it holds fewer bytes.
+constexpr int64_t kItemBytes = 128 << 10;
+constexpr int64_t kMinItemBytes = 16 << 10;
+
+// Units (rows, or 8-row groups) per item: items of about item bytes, in equal parts.
+int64_t units_per_item(int64_t m, int64_t units, int64_t unit_bytes, int64_t multiple) {
+  const int64_t item = std::max(kMinItemBytes, kItemBytes / std::max<int64_t>(m, 1));
+  const int64_t items = std::max<int64_t>(1, (units * unit_bytes + item - 1) / item);
+  const int64_t per = (units + items - 1) / items;
+  return std::max(multiple, (per + multiple - 1) / multiple * multiple);
+}
 
 // float64 x: the exact product with the dequantized weight (the reference the op test uses).
 Tensor linear_f64(const Tensor& x, const QuantizedWeight& w) {
@@ -145,7 +156,7 @@ void quant_linear(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_
     const int64_t row_bytes = quant_row_bytes(f, in);
     if (out * row_bytes < kParallelBytes)
       return nf4_rows(isa, x, m, in, w, row_bytes, out, y, 0, out);
-    const int64_t chunk = std::max<int64_t>(4, kItemBytes / row_bytes / 4 * 4);
+    const int64_t chunk = units_per_item(m, out, row_bytes, 4);
     parallel_claim((out + chunk - 1) / chunk, [&](int64_t i) {
       nf4_rows(isa, x, m, in, w, row_bytes, out, y, i * chunk, std::min(out, (i + 1) * chunk));
     });
@@ -163,7 +174,7 @@ void quant_linear(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_
         quant_groups_x8_avx2(p, g0, g1);
     };
     if (out * row_bytes < kParallelBytes) return groups(0, out / 8);
-    const int64_t chunk = std::max<int64_t>(1, kItemBytes / (8 * row_bytes));
+    const int64_t chunk = units_per_item(m, out / 8, 8 * row_bytes, 1);
     parallel_claim((out / 8 + chunk - 1) / chunk,
                    [&](int64_t i) { groups(i * chunk, std::min(out / 8, (i + 1) * chunk)); });
     return;
@@ -180,7 +191,7 @@ void quant_linear(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_
     rows(0, out);
     return;
   }
-  const int64_t chunk = std::max<int64_t>(4, kItemBytes / row_bytes / 4 * 4);
+  const int64_t chunk = units_per_item(m, out, row_bytes, 4);
   parallel_claim((out + chunk - 1) / chunk,
                  [&](int64_t i) { rows(i * chunk, std::min(out, (i + 1) * chunk)); });
 }
