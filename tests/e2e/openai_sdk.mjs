@@ -238,7 +238,13 @@ await step('completions: several prompts times n, echo, the engine in models', a
   const echo = await client.completions.create({ ...greedy, max_tokens: 3, prompt: 'The cat',
     echo: true, logprobs: 1 });
   check(echo.choices[0].text === 'The cat' + one.choices[0].text, echo.choices[0].text);
-  check(echo.choices[0].logprobs.token_logprobs[0] === null, 'the first prompt token has none');
+  const elp = echo.choices[0].logprobs;
+  check(elp.token_logprobs[0] === null, 'the first prompt token has none');
+  elp.tokens.forEach((t, i) => {  // each position's own token is in its top_logprobs (k + 1 at most)
+    if (i === 0) return;
+    const top = elp.top_logprobs[i];
+    check(top[t] === elp.token_logprobs[i] && Object.keys(top).length <= 2, JSON.stringify(top));
+  });
   const m = await client.models.retrieve(model);
   check(m.max_model_len > 0 && m.zenith.max_batched_tokens > 0 && m.zenith.threads === 1,
     JSON.stringify(m));

@@ -104,6 +104,21 @@ TEST(OpenAiResponse, LogprobsInBothFormats) {
   EXPECT_EQ(choice["logprobs"]["text_offset"], json::array({0}));
   EXPECT_EQ(choice["logprobs"]["top_logprobs"][0].size(), 1u);
   EXPECT_EQ(k.final_choice()["logprobs"]["tokens"].size(), 1u);
+
+  // A sampled token outside the top k is added to its position's top_logprobs (k + 1 entries),
+  // as OpenAI's legacy completions and vLLM do; logprobs 0 gives just the token itself.
+  const int64_t cat = tokenizer().encode(" cat", false).back();
+  Event rare = text_event(token_text(tokenizer(), hello), true, "stop");
+  rare.logprobs = {{hello, -4.5f, {{cat, -0.5f}, {cat + 1, -1.5f}}}};
+  ChoiceBuilder r(completion, 0, tokenizer(), "call_1");
+  const json top = r.add(rare)["logprobs"]["top_logprobs"][0];
+  ASSERT_EQ(top.size(), 2u) << top.dump();
+  EXPECT_EQ(top[token_text(tokenizer(), cat)], -0.5);
+  EXPECT_EQ(top[token_text(tokenizer(), hello)], -4.5);
+  completion.top_logprobs = 0;
+  ChoiceBuilder zero(completion, 0, tokenizer(), "call_1");
+  EXPECT_EQ(zero.add(rare)["logprobs"]["top_logprobs"][0],
+            json({{token_text(tokenizer(), hello), -4.5}}));
 }
 
 TEST(OpenAiResponse, NamedToolCallStreamsItsArguments) {

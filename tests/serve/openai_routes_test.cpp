@@ -230,17 +230,27 @@ TEST_F(OpenAiRoutesTest, EchoPrependsThePromptAndItsLogprobs) {
                       .to(DType::f32)
                       .contiguous();
   const int64_t v = logits.size(2);
+  int added = 0;  // positions whose prompt token is not among the top 2
   for (size_t k = 1; k < ids.size(); ++k) {
     const float* row = logits.data<float>() + int64_t(k - 1) * v;
     double m = -1e300, sum = 0;
     for (int64_t i = 0; i < v; ++i) m = std::max(m, double(row[i]));
     for (int64_t i = 0; i < v; ++i) sum += std::exp(double(row[i]) - m);
-    EXPECT_NEAR(lp["token_logprobs"][k].get<double>(), double(row[ids[k]]) - m - std::log(sum),
-                1e-5)
-        << k;
-    EXPECT_EQ(lp["top_logprobs"][k].size(), 2u);
+    const double offline = double(row[ids[k]]) - m - std::log(sum);
+    EXPECT_NEAR(lp["token_logprobs"][k].get<double>(), offline, 1e-5) << k;
     EXPECT_EQ(lp["tokens"][k], token_text(*tok, ids[k]));
+    // top_logprobs: the top 2, plus the prompt token itself when it is not one of them (as
+    // OpenAI's legacy completions and vLLM do), with its own log-softmax.
+    const json& top = lp["top_logprobs"][k];
+    int64_t above = 0;  // tokens strictly more likely than the prompt token
+    for (int64_t i = 0; i < v; ++i) above += row[i] > row[ids[k]];
+    EXPECT_EQ(top.size(), above < 2 ? 2u : 3u) << k << " " << top.dump();
+    added += above >= 2;
+    const std::string own = token_text(*tok, ids[k]);
+    ASSERT_TRUE(top.contains(own)) << k << " " << top.dump();
+    EXPECT_NEAR(top[own].get<double>(), offline, 1e-5) << k;
   }
+  EXPECT_GT(added, 0) << "the prompt should hold a token outside its position's top 2";
   // Streamed: the prompt comes in the first chunk.
   json streamed = body;
   streamed["echo"] = true;

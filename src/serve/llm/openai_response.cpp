@@ -103,11 +103,15 @@ json ChoiceBuilder::logprobs_json(const std::vector<TokenLogprob>& lps) {
   return out;
 }
 
-// Completions' top_logprobs entry: {token text: logprob} of the most likely tokens.
+// Completions' top_logprobs entry: {token text: logprob} of the most likely tokens, plus the
+// position's own token (sampled, or the prompt's with echo) when it is not among them, as
+// OpenAI's legacy completions and vLLM do: up to top_logprobs + 1 entries.
 json ChoiceBuilder::top_logprobs_map(const TokenLogprob& lp) const {
   json top = json::object();
   for (int i = 0; i < request_.top_logprobs && i < int(lp.top.size()); ++i)
     top[printable(token_text(tokenizer_, lp.top[size_t(i)].first))] = lp.top[size_t(i)].second;
+  const std::string own = printable(token_text(tokenizer_, lp.token));
+  if (!top.contains(own)) top[own] = lp.logprob;
   return top;
 }
 
