@@ -87,6 +87,9 @@ constexpr std::array kVars = {
            "`1`: scripts/test.sh also runs the unit and security tests under ASan."},
     EnvVar{"ZENITH_INSTALL_PYTHONS", G::development, "python3 and python on PATH, Debian's",
            "The interpreters scripts/install-python.sh installs `zenith` for (space-separated)."},
+    EnvVar{"ZENITH_ENGINE_TRACE", G::development, "unset",
+           "A file the LLM engine appends one JSON line a step to (its times, decode and prefill "
+           "tokens, each sampled token's time) while idle; bench/serving.py reads it."},
     EnvVar{"ZENITH_BINARY", G::development, "zenith on PATH",
            "The `zenith` binary the Python tests run (CTest sets it)."},
     EnvVar{"ZENITH_SOURCE_DIR", G::development, "the checkout above tests/python",

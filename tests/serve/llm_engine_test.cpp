@@ -111,10 +111,14 @@ TEST(LlmEngine, BatchInvariantAloneBatchedChunkedCachedPreempted) {
     check(*second[0], "from the prefix cache");
     EXPECT_GE(engine.stats().prefix_cache_hits, 32u);
   }
-  {  // a pool too small for both to finish: the younger is preempted and recomputed
+  {  // a pool too small for both to finish: the younger is preempted and recomputed (the whole
+     // budget a step, whatever the step costs: the second prompt is in while the first decodes)
     const int64_t block_bytes = KvPool::bytes_per_block(model->config(), 8);
     Engine engine(model, nullptr,
-                  {.kv_cache_bytes = 12 * block_bytes, .block_size = 8, .prefix_caching = false});
+                  {.kv_cache_bytes = 12 * block_bytes,
+                   .block_size = 8,
+                   .max_step_cost = 0,
+                   .prefix_caching = false});
     auto outs = run_all(engine, {prompt_of(40, 3), target, prompt_of(40, 5)}, greedy(16));
     check(*outs[1], "after preemption");
     EXPECT_GT(engine.stats().preemptions, 0u);

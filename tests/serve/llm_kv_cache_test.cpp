@@ -114,6 +114,7 @@ TEST(LlmEngineKvCache, Bfloat16KvIsBatchInvariantAloneBatchedChunkedCachedPreemp
                   {.kv_cache_bytes = 12 * block_bytes,
                    .block_size = 8,
                    .kv_cache_dtype = kv,
+                   .max_step_cost = 0,  // the whole budget a step: the pool runs out, by plan
                    .prefix_caching = false});
     EXPECT_EQ(engine.stats().kv_blocks, 12);
     auto outs = run_all(engine, {prompt_of(40, 3), target, prompt_of(40, 5)}, greedy(16));

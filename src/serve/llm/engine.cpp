@@ -2,6 +2,8 @@
 // mutex; the engine thread (engine_step.cpp) does the work.
 #include "serve/llm/engine.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "core/batch_invariant.h"
@@ -72,6 +74,7 @@ Engine::Engine(std::shared_ptr<models::Llama> model, std::shared_ptr<text::Token
   s.stats.e2e_latency = histogram(kLatencyBuckets);
   s.stats.queue_time = histogram(kLatencyBuckets);
   s.model->set_train(false);
+  if (const char* trace = std::getenv("ZENITH_ENGINE_TRACE")) s.trace_path = trace;
   // OpenMP's thread count is per thread: the engine's kernels run with its creator's.
   const int threads = context::get_num_threads();
   s.thread = std::thread([&s, threads] {
@@ -206,6 +209,7 @@ void Engine::State::loop() {
     }
     try {
       step();
+      if (running.empty() && waiting.empty()) flush_trace();
     } catch (const std::exception& e) {
       // A failed forward pass ends every request in it; the engine goes on.
       for (auto& r : running) finish(*r, "error", e.what());
@@ -222,6 +226,16 @@ void Engine::State::loop() {
   for (auto& r : running) finish(*r, "abort");
   waiting.clear();
   running.clear();
+  flush_trace();
+}
+
+void Engine::State::flush_trace() {
+  if (trace.empty()) return;
+  if (std::FILE* f = std::fopen(trace_path.c_str(), "a")) {
+    std::fwrite(trace.data(), 1, trace.size(), f);
+    std::fclose(f);
+  }
+  trace.clear();
 }
 
 }  // namespace zenith::serve::llm

@@ -14,6 +14,7 @@
 #include "serve/llm/engine.h"
 #include "serve/llm/kv_pool.h"
 #include "serve/llm/sampling.h"
+#include "serve/llm/step_costs.h"
 #include "serve/llm/step_store.h"
 #include "serve/llm/text_stream.h"
 
@@ -60,21 +61,15 @@ struct Engine::State {
   bool stopping = false;
   EngineStats stats;
 
-  // Owned by the engine thread only: the step cost model behind options.max_step_cost, medians
-  // of the latest samples (a moving average let one step the host descheduled, or one that ran
-  // fast, move the cap for many steps, stretching a stream's gaps while a long prompt arrived).
-  class RecentMedian {
-   public:
-    void add(double sample);
-    double median() const;  // 0 until a sample was added
-   private:
-    std::array<double, 15> samples_{};
-    int count_ = 0, next_ = 0;
-  };
-  RecentMedian decode_step_s;    // a step that only decodes
-  RecentMedian prefill_token_s;  // one prefill token's time on top of a step's decodes
-  int64_t prefill_cap() const;   // prefill tokens a step may take while sequences decode
-  void observe_step(double seconds, int64_t decodes, int64_t prefill_tokens);
+  // Owned by the engine thread only: the step cost model behind options.max_step_cost.
+  StepCosts step_costs;
+
+  // ZENITH_ENGINE_TRACE=FILE: one JSON line a step (its start and end, its decode and prefill
+  // tokens, each sampled token's sequence, prompt length and time, steady-clock microseconds:
+  // CLOCK_MONOTONIC, Python's perf_counter), appended to FILE when the engine idles, never
+  // during a stream. bench/serving.py splits a stream's gaps into the engine's and delivery's.
+  std::string trace_path, trace, trace_tokens;
+  void flush_trace();
 
   // Owned by the engine thread only.
   std::deque<std::unique_ptr<Sequence>> waiting;   // oldest first

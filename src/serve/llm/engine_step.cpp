@@ -14,6 +14,10 @@ namespace {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+long long micros(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
 struct Chunk {
   Sequence* request;
   int64_t start, count;
@@ -21,41 +25,6 @@ struct Chunk {
 };
 
 }  // namespace
-
-void Engine::State::RecentMedian::add(double sample) {
-  samples_[size_t(next_)] = sample;
-  next_ = (next_ + 1) % int(samples_.size());
-  count_ = std::min(count_ + 1, int(samples_.size()));
-}
-
-double Engine::State::RecentMedian::median() const {
-  if (count_ == 0) return 0;
-  std::array<double, 15> sorted = samples_;
-  std::sort(sorted.begin(), sorted.begin() + count_);
-  return sorted[size_t(count_ / 2)];
-}
-
-int64_t Engine::State::prefill_cap() const {
-  const int64_t budget = options.max_batched_tokens;
-  if (options.max_step_cost <= 0) return budget;
-  const double extra = options.max_step_cost - 1;  // decode steps' worth of prefill
-  const double decode = decode_step_s.median(), token = prefill_token_s.median();
-  // Until a step with prefill was timed: a prefill token taken as an eighth of the budget's
-  // worth of a decode step, which the first such step corrects.
-  const double tokens =
-      decode <= 0 || token <= 0 ? extra * double(budget) / 8 : extra * decode / token;
-  return std::clamp<int64_t>(int64_t(tokens), 1, budget);
-}
-
-void Engine::State::observe_step(double s, int64_t decodes, int64_t prefill_tokens) {
-  if (prefill_tokens == 0 && decodes > 0) {
-    decode_step_s.add(s);
-  } else if (prefill_tokens > 0 && decode_step_s.median() > 0) {
-    // The step's time beyond a decode step's, per prefill token (a prefill-only step too: its
-    // fixed cost, reading every weight once, is what a decode step costs).
-    prefill_token_s.add(std::max(s - decode_step_s.median(), 0.0) / double(prefill_tokens) + 1e-9);
-  }
-}
 
 void Engine::State::free_blocks(Sequence& r) {
   for (int64_t b : r.blocks) pool->release(b);
@@ -126,11 +95,17 @@ bool Engine::State::step() {
   // ---- schedule
   int64_t budget = options.max_batched_tokens;
   // Prompt tokens this step may prefill: while a sequence decodes, as many as keep the step
-  // within max_step_cost decode steps (its stream's next token waits for the whole step).
-  const bool decoding = std::any_of(running.begin(), running.end(), [](const auto& r) {
-    return int64_t(r->tokens.size()) - r->computed == 1;
-  });
-  int64_t prefill_left = decoding ? std::min(budget, prefill_cap()) : budget;
+  // within max_step_cost decode steps, less what the longest-waiting stream's gap already took
+  // (its next token waits for the whole step).
+  bool decoding = false;
+  Clock::duration waited{};
+  for (const auto& r : running) {
+    if (int64_t(r->tokens.size()) - r->computed != 1) continue;
+    decoding = true;
+    if (r->has_first_token) waited = std::max(waited, began - r->last_token);
+  }
+  int64_t prefill_left =
+      decoding ? step_costs.prefill_cap(budget, options.max_step_cost, seconds(waited)) : budget;
   std::vector<Chunk> chunks;
   auto grow = [&](Sequence& r, int64_t end) {
     while (int64_t(r.blocks.size()) * bs < end) {
@@ -281,7 +256,15 @@ bool Engine::State::step() {
     }
   }
   std::erase_if(running, [&](const auto& r) { return done.count(r.get()) > 0; });
-  observe_step(seconds(Clock::now() - began), decodes, prefill_tokens);
+  const auto ended = Clock::now();
+  step_costs.observe(seconds(ended - began), decodes, prefill_tokens);
+  if (!trace_path.empty()) {
+    trace +=
+        "{\"start_us\":" + std::to_string(micros(began)) +
+        ",\"end_us\":" + std::to_string(micros(ended)) + ",\"decodes\":" + std::to_string(decodes) +
+        ",\"prefill\":" + std::to_string(prefill_tokens) + ",\"tokens\":[" + trace_tokens + "]}\n";
+    trace_tokens.clear();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex);
     stats.generation_tokens += generated;
@@ -306,6 +289,9 @@ bool Engine::State::take_token(Sequence& r, std::vector<float>& row_logits) {
   }
   r.has_first_token = true;
   r.last_token = now;
+  if (!trace_path.empty())  // [sequence, prompt tokens, time]
+    trace_tokens += std::string(trace_tokens.empty() ? "" : ",") + "[" + std::to_string(r.id) +
+                    "," + std::to_string(r.prompt_tokens) + "," + std::to_string(micros(now)) + "]";
   r.tokens.push_back(token);
   const auto& eos = options.eos_token_ids;
   const auto& stops = r.params.stop_token_ids;
