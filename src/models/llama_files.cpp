@@ -3,6 +3,7 @@
 #include <regex>
 
 #include "core/allocator.h"
+#include "models/llama_pages.h"
 #include "zenith/gguf.h"
 #include "zenith/llama.h"
 
@@ -23,9 +24,8 @@ void check_local_dir(const std::string& dir) {
               "`), copy DIR here and pass its path");
 }
 
-}  // namespace
-
-std::shared_ptr<Llama> Llama::from_pretrained(const std::string& dir, std::optional<DType> dtype) {
+// The model as the files hold it.
+std::shared_ptr<Llama> read_pretrained(const std::string& dir, std::optional<DType> dtype) {
   if (is_gguf_file(dir)) return load_gguf(dir, dtype);  // a .gguf file (models/llama_gguf.cpp)
   check_local_dir(dir);
   LlamaConfig config = load_llama_config(dir);
@@ -44,6 +44,14 @@ std::shared_ptr<Llama> Llama::from_pretrained(const std::string& dir, std::optio
   }
   core::empty_allocator_cache();
   return std::make_shared<Llama>(std::move(config), std::move(weights), dir);
+}
+
+}  // namespace
+
+std::shared_ptr<Llama> Llama::from_pretrained(const std::string& dir, std::optional<DType> dtype) {
+  std::shared_ptr<Llama> model = read_pretrained(dir, dtype);
+  place_weights_in_huge_pages(*model);  // decoding streams them: fewer TLB misses
+  return model;
 }
 
 void Llama::save_pretrained(const std::string& dir, uint64_t max_shard_bytes) const {
