@@ -26,7 +26,9 @@ fortunes tokenizer) exported to GGUF with `zenith export`, greedy decoding, floa
             streams decode, the engine prefills only what keeps a step within --max-step-cost
             decode steps). Beside the client's gaps, the engine's: the times it sampled the
             stream's tokens (ZENITH_ENGINE_TRACE), and the step behind its largest gap, which
-            tells a slow step from delivery (the HTTP thread, this client) and host noise
+            tells a slow step from delivery (the HTTP thread, this client) and host noise (a
+            client gap also spans two steps where text was held back: a character split over
+            tokens)
   memory    `zenith serve`'s resident memory at rest (after start, and after the traffic) beside
             its weights (model.safetensors) and KV pool (--kv-cache-memory)
 

@@ -69,5 +69,16 @@ TEST(LlmEngineStepCosts, MediansOfRecentStepsNotMeans) {
   EXPECT_EQ(costs.prefill_cap(16, 2.05, 0), 8);  // 4 tokens: half a decode step
 }
 
+TEST(LlmEngineStepCosts, ASlowCountIsForgottenAndTriedAgain) {
+  StepCosts costs;
+  costs.observe(kDecode, 1, 0);
+  costs.observe(3 * kDecode, 1, 4);  // slow once: 1 to 4 tokens look like 3 decode steps
+  EXPECT_EQ(costs.prefill_cap(16, 2.0, 0), 1);
+  for (int64_t i = 0; i < StepCosts::kForgetAfter; ++i) costs.observe(kDecode, 1, 0);
+  EXPECT_EQ(costs.prefill_cap(16, 2.0, 0), 1);
+  costs.observe(kDecode, 1, 0);
+  EXPECT_EQ(costs.prefill_cap(16, 2.0, 0), 2);  // unseen again: half a decode step a token
+}
+
 }  // namespace
 }  // namespace zenith::serve::llm

@@ -19,19 +19,23 @@ double RecentMedian::median() const {
 
 void StepCosts::observe(double seconds, int64_t decodes, int64_t prefill_tokens) {
   if (decodes == 0) return;  // a prefill-only step delays no stream
+  ++steps_;
   if (prefill_tokens == 0) {
     decode_.add(seconds);
   } else if (decode_.median() > 0) {
-    prefill_[prefill_tokens].add(seconds / decode_.median());
+    Seen& seen = prefill_[prefill_tokens];
+    seen.ratios.add(seconds / decode_.median());
+    seen.last = steps_;
   }
+  std::erase_if(prefill_, [&](const auto& p) { return steps_ - p.second.last > kForgetAfter; });
 }
 
 double StepCosts::expected(int64_t prefill) const {
   if (prefill <= 0) return 1;
   if (prefill_.empty()) return 1 + double(prefill) / 2;
   double most = 0;  // the largest median up to here: a step's time grows with its tokens
-  for (const auto& [count, ratios] : prefill_) {
-    most = std::max(most, ratios.median());
+  for (const auto& [count, seen] : prefill_) {
+    most = std::max(most, seen.ratios.median());
     if (count >= prefill) return most;
   }
   const int64_t largest = prefill_.rbegin()->first;

@@ -6,7 +6,8 @@
 // model the host's noise is of a decode step's size. So the model keeps, per prefill count, the
 // median of that count's recent steps in decode steps (a ratio, which outlives a change of the
 // host's load), and takes the largest count whose step it expects within max_step_cost decode
-// steps, at most twice the largest count it has seen.
+// steps, at most twice the largest count it has seen. A count not seen for kForgetAfter steps
+// is forgotten: a slow sample (the host's noise) would otherwise keep the cap under it for good.
 #pragma once
 
 #include <array>
@@ -29,6 +30,7 @@ class RecentMedian {
 
 class StepCosts {
  public:
+  static constexpr int64_t kForgetAfter = 256;  // steps with decodes
   // A step's time in seconds, its decoded tokens and its prefilled (prompt) tokens.
   void observe(double seconds, int64_t decodes, int64_t prefill_tokens);
   // Prompt tokens a step may prefill while streams decode, in [0, budget]: the largest count
@@ -44,8 +46,13 @@ class StepCosts {
   double decode_step() const { return decode_.median(); }  // seconds; 0 until one was timed
 
  private:
+  struct Seen {
+    RecentMedian ratios;  // steps' times over the decode step's
+    int64_t last = 0;     // the step it was last seen at
+  };
   RecentMedian decode_;
-  std::map<int64_t, RecentMedian> prefill_;  // steps' times over the decode step's, by prefill
+  std::map<int64_t, Seen> prefill_;  // by prefill tokens
+  int64_t steps_ = 0;                // steps with decodes observed
 };
 
 }  // namespace zenith::serve::llm
