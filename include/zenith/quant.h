@@ -17,6 +17,10 @@
 // blocks, G = ceil(nb / 256) groups:
 //   nb bytes of codes c, 32 nb bytes of nibbles (byte j: element 2j high, 2j + 1 low), G f32
 //   scales, f32 offset      4 + 8 / 64 + (32 G + 32) / n bits per element (4.16 at n = 2048)
+// nf4_f32 is nf4 without double quantization (bitsandbytes' compress_statistics=False,
+// transformers' bnb_4bit_use_double_quant=False): the same levels and nibbles, each block's exact
+// absmax kept as an f32. A row: 4 nb bytes of f32 absmax, then 32 nb bytes of nibbles; 36 bytes per
+// 64 elements, 4.5 bits per element.
 // Quantized weights are u8 tensors of blocks plus a format, not a DType: a type of 4.5 bits per
 // element would change every storage-size computation.
 #pragma once
@@ -28,11 +32,14 @@
 
 namespace zenith {
 
-enum class QuantFormat : uint8_t { q8_0, q4_0, q4_k, nf4 };
+// Values are stored (op attributes, a quantized model's layer list by name): append only.
+enum class QuantFormat : uint8_t { q8_0, q4_0, q4_k, nf4, nf4_f32 };
 
-int64_t quant_block_elems(QuantFormat f);  // 32, 32, 256, 64
-int64_t quant_block_bytes(QuantFormat f);  // 34, 18, 144, 33 (nf4: plus a row's tail)
-const char* quant_name(QuantFormat f);     // "q8_0", "q4_0", "q4_k", "nf4"
+int64_t quant_block_elems(QuantFormat f);  // 32, 32, 256, 64, 64
+int64_t quant_block_bytes(QuantFormat f);  // 34, 18, 144, 33 (nf4: plus a row's tail), 36
+const char* quant_name(QuantFormat f);     // "q8_0", "q4_0", "q4_k", "nf4", "nf4_f32"
+// nf4 with or without double quantization: NormalFloat levels decoded to float (no integer dot).
+inline bool is_nf4(QuantFormat f) { return f == QuantFormat::nf4 || f == QuantFormat::nf4_f32; }
 // Accepts the names above, case-insensitively ("Q4_K" as GGUF spells it); throws naming them.
 QuantFormat quant_from_name(const std::string& name);
 // Bytes of one row of n elements (n a multiple of the block's elements).

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/quant_x8.h"
 #include "zenith/dtype.h"
 #include "zenith/error.h"
 
@@ -197,6 +198,36 @@ void dequantize_nf4(const uint8_t* in, int64_t n, float* y) {
   }
 }
 
+// nf4_f32 (quant.h): the same nibbles as nf4, each block's exact absmax as an f32 before them.
+void quantize_nf4_f32(const float* x, int64_t n, uint8_t* out) {
+  const int64_t nb = n / 64;
+  uint8_t* nibbles = out + 4 * nb;
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + 64 * b;
+    float absmax = 0;
+    for (int i = 0; i < 64; ++i) absmax = std::max(absmax, std::fabs(xb[i]));
+    std::memcpy(out + 4 * b, &absmax, 4);
+    const double a = absmax;
+    auto level = [&](float v) { return a > 0 ? nearest(kNf4Levels, 16, double(v) / a) : 7; };
+    for (int j = 0; j < 32; ++j)
+      nibbles[32 * b + j] = uint8_t(level(xb[2 * j]) << 4 | level(xb[2 * j + 1]));
+  }
+}
+
+void dequantize_nf4_f32(const uint8_t* in, int64_t n, float* y) {
+  const int64_t nb = n / 64;
+  const uint8_t* nibbles = in + 4 * nb;
+  for (int64_t b = 0; b < nb; ++b) {
+    float absmax;
+    std::memcpy(&absmax, in + 4 * b, 4);
+    for (int j = 0; j < 32; ++j) {
+      const uint8_t v = nibbles[32 * b + j];
+      y[64 * b + 2 * j] = kNf4Levels[v >> 4] * absmax;
+      y[64 * b + 2 * j + 1] = kNf4Levels[v & 15] * absmax;
+    }
+  }
+}
+
 }  // namespace
 
 const float kNf4Levels[16] = {-1.0f,
@@ -287,7 +318,7 @@ const float kDynamicMap[256] = {
 };
 
 int64_t quant_block_elems(QuantFormat f) {
-  return f == QuantFormat::q4_k ? 256 : f == QuantFormat::nf4 ? 64 : 32;
+  return f == QuantFormat::q4_k ? 256 : is_nf4(f) ? 64 : 32;
 }
 
 int64_t quant_block_bytes(QuantFormat f) {
@@ -300,6 +331,8 @@ int64_t quant_block_bytes(QuantFormat f) {
       return kQ4kBytes;
     case QuantFormat::nf4:
       return 33;
+    case QuantFormat::nf4_f32:
+      return 36;
   }
   return 0;
 }
@@ -314,6 +347,8 @@ const char* quant_name(QuantFormat f) {
       return "q4_k";
     case QuantFormat::nf4:
       return "nf4";
+    case QuantFormat::nf4_f32:
+      return "nf4_f32";
   }
   return "?";
 }
@@ -321,9 +356,11 @@ const char* quant_name(QuantFormat f) {
 QuantFormat quant_from_name(const std::string& name) {
   std::string lower = name;
   for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
-  for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k, QuantFormat::nf4})
+  for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k, QuantFormat::nf4,
+                        QuantFormat::nf4_f32})
     if (lower == quant_name(f)) return f;
-  ZENITH_FAIL("[quant] unknown quantized format '", name, "' (expected q8_0, q4_0, q4_k or nf4)");
+  ZENITH_FAIL("[quant] unknown quantized format '", name,
+              "' (expected q8_0, q4_0, q4_k, nf4 or nf4_f32)");
 }
 
 int64_t quant_row_bytes(QuantFormat f, int64_t n) {
@@ -335,9 +372,9 @@ int64_t quant_row_bytes(QuantFormat f, int64_t n) {
 }
 
 void quantize_row(QuantFormat f, const float* x, int64_t n, uint8_t* out) {
-  if (f == QuantFormat::nf4) {
+  if (is_nf4(f)) {
     quant_row_bytes(f, n);  // checks n
-    quantize_nf4(x, n, out);
+    f == QuantFormat::nf4 ? quantize_nf4(x, n, out) : quantize_nf4_f32(x, n, out);
     return;
   }
   const int64_t blocks = quant_row_bytes(f, n) / quant_block_bytes(f);
@@ -355,9 +392,9 @@ void quantize_row(QuantFormat f, const float* x, int64_t n, uint8_t* out) {
 }
 
 void dequantize_row(QuantFormat f, const uint8_t* in, int64_t n, float* out) {
-  if (f == QuantFormat::nf4) {
+  if (is_nf4(f)) {
     quant_row_bytes(f, n);  // checks n
-    dequantize_nf4(in, n, out);
+    f == QuantFormat::nf4 ? dequantize_nf4(in, n, out) : dequantize_nf4_f32(in, n, out);
     return;
   }
   const int64_t blocks = quant_row_bytes(f, n) / quant_block_bytes(f);
@@ -398,7 +435,7 @@ Tensor dequantize_weight(const QuantizedWeight& w) {
   check_quantized_weight(w, "dequantize");
   Tensor out = Tensor::empty({w.out_features, w.in_features}, DType::f32);
   const int64_t row_bytes = quant_row_bytes(w.format, w.in_features);
-  Tensor blocks = w.blocks.contiguous();
+  Tensor blocks = quant_to_ggml(w).blocks.contiguous();  // unpacked if in the x8 layout
   for (int64_t r = 0; r < w.out_features; ++r)
     dequantize_row(w.format, blocks.data<uint8_t>() + r * row_bytes, w.in_features,
                    out.data<float>() + r * w.in_features);
@@ -409,6 +446,13 @@ void check_quantized_weight(const QuantizedWeight& w, const std::string& what) {
   ZENITH_CHECK(w.blocks.defined() && w.blocks.dtype() == DType::u8, "[", what,
                "] quantized blocks must be a uint8 tensor");
   const int64_t row_bytes = quant_row_bytes(w.format, w.in_features);
+  if (quant_is_x8(w)) {  // the inference layout, a row group per row (core/quant_x8.h)
+    ZENITH_CHECK(w.blocks.size(1) == 8 * row_bytes, "[", what, "] interleaved ",
+                 quant_name(w.format), " blocks of a [", w.out_features, ", ", w.in_features,
+                 "] weight must be [", w.out_features / 8, ", ", 8 * row_bytes, "], got ",
+                 shape_str(w.blocks.shape()));
+    return;
+  }
   ZENITH_CHECK(
       w.blocks.dim() == 2 && w.blocks.size(0) == w.out_features && w.blocks.size(1) == row_bytes,
       "[", what, "] ", quant_name(w.format), " blocks of a [", w.out_features, ", ", w.in_features,

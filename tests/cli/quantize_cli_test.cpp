@@ -60,8 +60,9 @@ TEST(QuantizeCli, AQuantizedDirectoryLoadsItsBlocks) {
 TEST(QuantizeCli, Errors) {
   CliResult r = run_zenith("perplexity --model " + kModel + " --ids 1,2,3 --dtype q5_1");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.output.find("unknown quantized format 'q5_1' (expected q8_0, q4_0, q4_k or nf4)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("unknown quantized format 'q5_1' (expected q8_0, q4_0, q4_k, nf4 or nf4_f32)"),
+      std::string::npos)
       << r.output;
   r = run_zenith("quantize --model " + kModel + " --dtype q4_0 --out " + kModel);
   EXPECT_NE(r.output.find("--out must differ from --model"), std::string::npos) << r.output;

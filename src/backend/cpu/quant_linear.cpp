@@ -103,11 +103,11 @@ float dot_scalar(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-void nf4_rows(QuantIsa isa, const float* x, int64_t m, int64_t in, const uint8_t* w,
+void nf4_rows(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_t in, const uint8_t* w,
               int64_t row_bytes, int64_t out, float* y, int64_t o0, int64_t o1) {
   std::vector<float> row(size_t(in), 0.0f);
   for (int64_t o = o0; o < o1; ++o) {
-    dequantize_row(QuantFormat::nf4, w + o * row_bytes, in, row.data());
+    dequantize_row(f, w + o * row_bytes, in, row.data());
     for (int64_t r = 0; r < m; ++r)
       y[r * out + o] = isa == QuantIsa::avx512_vnni ? dot_avx512(x + r * in, row.data(), in)
                        : isa == QuantIsa::avx2      ? dot_avx2(x + r * in, row.data(), in)
@@ -152,13 +152,13 @@ const char* quant_isa_name(QuantIsa isa) {
 void quant_linear(QuantIsa isa, QuantFormat f, const float* x, int64_t m, int64_t in,
                   const uint8_t* w, int64_t out, float* y, const uint8_t* x8) {
   if (m == 0 || out == 0) return;
-  if (f == QuantFormat::nf4) {
+  if (is_nf4(f)) {
     const int64_t row_bytes = quant_row_bytes(f, in);
     if (out * row_bytes < kParallelBytes)
-      return nf4_rows(isa, x, m, in, w, row_bytes, out, y, 0, out);
+      return nf4_rows(isa, f, x, m, in, w, row_bytes, out, y, 0, out);
     const int64_t chunk = units_per_item(m, out, row_bytes, 4);
     parallel_claim((out + chunk - 1) / chunk, [&](int64_t i) {
-      nf4_rows(isa, x, m, in, w, row_bytes, out, y, i * chunk, std::min(out, (i + 1) * chunk));
+      nf4_rows(isa, f, x, m, in, w, row_bytes, out, y, i * chunk, std::min(out, (i + 1) * chunk));
     });
     return;
   }
