@@ -86,8 +86,9 @@ std::string lora_targets(const nn::LoraSettings& lora);
 struct Options {
   std::string model, data, eval_data, out;
   Method method = Method::lora;
-  // QLoRA (--method qlora): "nf4" or "q4_0" quantizes the frozen base's linear layers at load
-  // (zenith/quant.h); the adapter and its optimizer states stay float32. "": LoRA as is.
+  // QLoRA (--method qlora): "nf4", "nf4_f32" (nf4 without double quantization) or "q4_0"
+  // quantizes the frozen base's linear layers at load (zenith/quant.h); the adapter and its
+  // optimizer states stay float32. "": LoRA as is.
   std::string quant;
   Init init = Init::pretrained;
   std::string model_config;

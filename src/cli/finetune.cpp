@@ -1,5 +1,6 @@
 // `zenith finetune --model DIR --data FILE.jsonl [--eval-data FILE] --method lora|full
-// [--lora-r 8] [--lora-alpha 16] [--lora-dropout 0.05] [--lora-targets q_proj,v_proj|all-linear]
+// [--quant nf4|q4_0 [--double-quant on|off]] [--lora-r 8] [--lora-alpha 16] [--lora-dropout 0.05]
+// [--lora-targets q_proj,v_proj|all-linear]
 // [--init pretrained|random [--model-config CONFIG.json]] [--epochs N | --max-steps N] [--lr 3e-4]
 // [--schedule cosine|wsd|constant] [--warmup-steps N]
 // [--batch-size B] [--accumulate-steps K] [--max-seq-len L] [--train-on-prompt] [--packing]
@@ -42,7 +43,7 @@ namespace {
 // The settings the CLI holds as text (flags, YAML) before they become finetune::Options' typed
 // values, and those of the command itself.
 struct CliSettings {
-  std::string method, init, lora_targets, schedule, amp, amp_dtype, mode, quant;
+  std::string method, init, lora_targets, schedule, amp, amp_dtype, mode, quant, double_quant;
   std::string progress = "auto";
   int64_t threads = 0;
   bool overwrite_output_dir = false;
@@ -55,14 +56,22 @@ struct CliSettings {
         amp(finetune::name(o.amp)),
         amp_dtype(finetune::amp_dtype_name(o.amp_dtype)),
         mode(finetune::name(o.mode)),
-        quant(o.quant.empty() ? "nf4" : o.quant) {}
+        quant(o.quant.empty() || o.quant == "nf4_f32" ? "nf4" : o.quant),
+        double_quant(o.quant == "nf4_f32" ? "off" : "on") {}
   // Into `o`; unknown names are errors naming the flag and the choices.
   void apply(finetune::Options& o) const {
     // qlora is LoRA on a base quantized at load (--quant)
     o.method = finetune::parse_method(method == "qlora" ? "lora" : method);
     ZENITH_CHECK(method != "qlora" || quant == "nf4" || quant == "q4_0",
                  "[finetune] --quant must be nf4 or q4_0, got '", quant, "'");
-    o.quant = method == "qlora" ? quant : "";
+    ZENITH_CHECK(double_quant == "on" || double_quant == "off",
+                 "[finetune] --double-quant must be on or off, got '", double_quant, "'");
+    // off: nf4's absmax kept as float32 per 64 weights (bitsandbytes' bnb_4bit_use_double_quant
+    // False), the nf4_f32 format; only nf4 has a double quantization to turn off
+    ZENITH_CHECK(double_quant == "on" || (method == "qlora" && quant == "nf4"),
+                 "[finetune] --double-quant off applies to --method qlora --quant nf4 only, got ",
+                 method == "qlora" ? "--quant " + quant : "--method " + method);
+    o.quant = method != "qlora" ? "" : double_quant == "off" ? "nf4_f32" : quant;
     o.init = finetune::parse_init(init);
     finetune::set_lora_targets(o.lora, lora_targets);
     o.schedule = finetune::parse_schedule(schedule);
@@ -88,6 +97,9 @@ SettingsSchema finetune_schema(finetune::Options& o, CliSettings& c) {
            "replace the run in a non-empty --out (its run files are deleted first)")
       .add("method", c.method, "lora, qlora (LoRA on a 4-bit base, --quant) or full")
       .add("quant", c.quant, "qlora's base format: nf4 (QLoRA's NormalFloat) or q4_0")
+      .add("double-quant", c.double_quant,
+           "on or off: nf4's block absmax as 8-bit codes (about 4.2 bits a weight) or "
+           "float32 (4.5)")
       .add("init", c.init, "pretrained, or random: train from scratch (with --method full)")
       .add("model-config", o.model_config,
            "config.json of the model --init random creates (default: --model's)")
