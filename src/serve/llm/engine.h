@@ -97,9 +97,10 @@ struct EngineOptions {
   // latency even while a long prompt is prefilled; a large one prefills faster.
   int64_t max_batched_tokens = 64;
   // While any sequence decodes, a step's prefill tokens are capped so that the step takes at
-  // most this many times a decode-only step (both measured as the engine runs), which keeps
-  // running streams' inter-token latency even while a long prompt arrives. Nothing decoding:
-  // the full budget. 0: always the full budget.
+  // most this many times a decode-only step, less what the longest-waiting stream's gap already
+  // took (medians of recent steps per prefill count: step_costs.h), which keeps running
+  // streams' inter-token latency even while a long prompt arrives. Nothing decoding: the full
+  // budget. 0: always the full budget.
   double max_step_cost = 2.0;
   int64_t max_running = 64;   // sequences per step
   int64_t max_waiting = 256;  // queued requests; more: QueueFullError
