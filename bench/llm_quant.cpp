@@ -25,6 +25,7 @@
 #include "bench_common.h"
 #include "bench_machine.h"
 #include "llm_common.h"
+#include "models/llama_quant.h"
 #include "zenith/zenith.h"
 
 namespace {
@@ -58,6 +59,10 @@ int64_t decode_bytes(const models::Llama& model) {
   return bytes;
 }
 
+// --ggml-layout: the weights stay GGML's blocks (the kernels keep an interleaved copy beside
+// them), for an A/B against pack_for_inference's layout.
+bool pack_weights = true;
+
 // `shape` a bench shape (random weights, `vocab` tokens) or, with `file`, a model file.
 json decode(const std::string& shape, int64_t vocab, const std::string& dtype,
             const std::string& file, int threads, int64_t gen_tokens, int runs) {
@@ -75,6 +80,7 @@ json decode(const std::string& shape, int64_t vocab, const std::string& dtype,
   }
   models::Llama& model = *loaded;
   model.eval();
+  if (pack_weights) models::pack_for_inference(model);  // as generate and serve hold them
   NoGradGuard no_grad;
   Tensor prompt = Tensor::randint(0, model.config().vocab_size, {1, kPromptLen});
   std::vector<double> times;
@@ -136,9 +142,12 @@ int main(int argc, char** argv) {
       files = split(next());
     } else if (a == "--json") {
       as_json = true;
+    } else if (a == "--ggml-layout") {
+      pack_weights = false;
     } else {
       std::cerr << "usage: llm_quant [--threads 1,2] [--only 15m,110m] [--dtypes "
                    "f32,q8_0,q4_0,q4_k] [--gen-tokens G] [--runs R] [--vocab V] [--json]\n"
+                   "       [--ggml-layout]\n"
                    "       llm_quant --only SHAPE --vocab 2048 --write-model DIR\n"
                    "       llm_quant --model FILE,FILE [--threads 1,2] [--json]\n";
       return 2;

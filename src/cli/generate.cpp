@@ -15,6 +15,7 @@
 
 #include "cli/command.h"
 #include "cli/llm_common.h"
+#include "models/llama_quant.h"
 #include "zenith/context.h"
 #include "zenith/gguf.h"
 
@@ -98,6 +99,7 @@ int run_generate(int argc, char** argv) {
   ZENITH_CHECK(!(a.chat && ids->count()), "[generate] --chat needs --prompt TEXT, not ids");
 
   auto model = load_llama(a.model, a.adapter, dtype);
+  models::pack_for_inference(*model);  // quantized weights held once (interleaved)
   if (const std::string note = precision_note(dtype); !note.empty() && !a.json)
     std::fprintf(stderr, "[generate] %s\n", note.c_str());
   auto tokenizer = models::find_model_tokenizer(a.model);

@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "cli/llm_common.h"
+#include "models/llama_quant.h"
 #include "zenith/context.h"
 #include "zenith/gguf.h"
 
@@ -55,6 +56,7 @@ int run_perplexity(int argc, char** argv) {
                "[perplexity] give --ids 1,2,3 or --text-file FILE");
 
   auto model = load_llama(model_dir, adapter, dtype);
+  models::pack_for_inference(*model);  // quantized weights held once (interleaved)
   if (const std::string note = precision_note(dtype); !note.empty() && !json)
     std::fprintf(stderr, "[perplexity] %s\n", note.c_str());
   std::vector<int64_t> tokens;

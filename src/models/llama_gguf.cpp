@@ -10,6 +10,7 @@
 #include <cstring>
 #include <regex>
 
+#include "core/quant_x8.h"
 #include "zenith/autograd.h"
 #include "zenith/error.h"
 #include "zenith/gguf.h"
@@ -204,7 +205,7 @@ GgufExportSummary save_gguf(const Llama& model, const text::Tokenizer* tokenizer
     // Q/K block rows reordered like float rows (a block never spans two rows).
     std::optional<QuantizedWeight> blocks;
     if (auto q = quantized.find(spec.name); q != quantized.end()) {
-      blocks = *q->second;
+      blocks = quant_to_ggml(*q->second);  // GGML's bytes, unpacked if held interleaved
     } else if (auto f = quant && linear ? layer_format(*quant, spec.shape[1]) : std::nullopt) {
       blocks = quantize_weight(state.at(spec.name), *f);
     }

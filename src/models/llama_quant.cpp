@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/allocator.h"
+#include "core/quant_x8.h"
 #include "zenith/gguf.h"
 #include "zenith/hf.h"
 
@@ -167,12 +168,25 @@ std::shared_ptr<Llama> load_quantized(const std::string& dir) {
   return with_blocks(std::move(config), std::move(weights), std::move(blocks), dir);
 }
 
+int64_t pack_for_inference(Llama& model) {
+  int64_t bytes = 0;
+  for (const auto& [path, layer] : model.linear_layers()) {
+    const QuantizedWeight* q = layer->quantized_weight();
+    if (!q || quant_is_x8(*q) || !quant_x8_preferred(q->format, q->out_features)) continue;
+    QuantizedWeight packed = quant_to_x8_in_place(*q);  // in the loader's pages where it can
+    bytes += int64_t(packed.blocks.nbytes());
+    layer->set_quantized_weight(std::move(packed));  // GGML's blocks freed if it copied
+  }
+  if (bytes > 0) release_free_memory();
+  return bytes;
+}
+
 void save_quantized(const Llama& model, const std::string& dir) {
   std::map<std::string, Tensor> state = model.hf_state();
   nlohmann::json layers = nlohmann::json::object();
   for (const auto& [path, layer] : model.linear_layers()) {
     if (const QuantizedWeight* q = layer->quantized_weight()) {
-      state[path + ".weight"] = q->blocks;
+      state[path + ".weight"] = quant_to_ggml(*q).blocks;  // GGML's bytes if packed
       layers[path] = quant_name(q->format);
     }
   }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/quant_x8.h"
 #include "support/op_check.h"
 
 using namespace zenith;
@@ -193,4 +194,51 @@ TEST(QuantRepack, TrainingDropsTheCopy) {
   }
   ops::quantized_linear(x, c.w);
   EXPECT_NE(cpu::x8_copy(c.w.blocks, c.f, c.out, c.in), first);  // made anew
+}
+
+// A weight held interleaved (core/quant_x8.h, what pack_for_inference keeps): it converts back
+// to the GGML blocks bit for bit, is checked and dequantized as they are, and the op reads it as
+// it is, with either grad mode and at float64, giving the blocks' bits and making no copy.
+TEST(QuantRepack, OpReadsAWeightHeldInterleaved) {
+  const QuantIsa isa = cpu::quant_isa();
+  for (QuantFormat f : kFormats) {
+    const Case c = make_case(f, 3, 24, 96, 80);
+    const QuantizedWeight x8 = quant_to_x8(c.w);
+    ASSERT_TRUE(quant_is_x8(x8));
+    ASSERT_EQ(x8.blocks.nbytes(), c.w.blocks.nbytes());
+    EXPECT_EQ(std::memcmp(x8.blocks.data<uint8_t>(), c.packed.data(), c.packed.size()), 0);
+    const QuantizedWeight back = quant_to_ggml(x8);
+    ASSERT_EQ(
+        std::memcmp(back.blocks.data<uint8_t>(), c.w.blocks.data<uint8_t>(), c.w.blocks.nbytes()),
+        0)
+        << quant_name(f);
+    QuantizedWeight own{c.w.blocks.clone(), f, c.out, c.in};  // nothing else holds its bytes
+    const void* at = own.blocks.raw_data();
+    own = quant_to_x8_in_place(own);
+    EXPECT_EQ(own.blocks.raw_data(), at) << "not packed in place";
+    EXPECT_TRUE(quant_is_x8(own));
+    EXPECT_EQ(std::memcmp(own.blocks.data<uint8_t>(), c.packed.data(), c.packed.size()), 0);
+    const QuantizedWeight shared = c.w;  // held twice: a copy, c.w untouched
+    EXPECT_NE(quant_to_x8_in_place(shared).blocks.raw_data(), shared.blocks.raw_data());
+    check_quantized_weight(x8, "test");
+    QuantizedWeight bad = x8;
+    bad.blocks = Tensor::empty({3, x8.blocks.size(1) - 8}, DType::u8);  // a row group short
+    EXPECT_THROW(check_quantized_weight(bad, "test"), std::exception);
+    Tensor d = dequantize_weight(x8), e = dequantize_weight(c.w);
+    EXPECT_EQ(std::memcmp(d.data<float>(), e.data<float>(), d.nbytes()), 0);
+    const Tensor x = Tensor::from_vector(c.x, {c.m, c.in});
+    auto values = [&](const Tensor& y) {
+      return std::vector<float>(y.data<float>(), y.data<float>() + c.m * c.out);
+    };
+    const std::vector<float> want =
+        run(isa, c, cpu::x8_applies(isa, f, c.out) ? c.packed.data() : nullptr);
+    EXPECT_EQ(values(ops::quantized_linear(x, x8)), want) << quant_name(f) << ", grad mode on";
+    NoGradGuard no_grad;
+    const int64_t cached = cpu::x8_cached_bytes();
+    EXPECT_EQ(values(ops::quantized_linear(x, x8)), want) << quant_name(f);
+    EXPECT_EQ(cpu::x8_cached_bytes(), cached);
+    Tensor y64 = ops::quantized_linear(x.to(DType::f64), x8),
+           r64 = ops::quantized_linear(x.to(DType::f64), c.w);
+    EXPECT_EQ(std::memcmp(y64.raw_data(), r64.raw_data(), y64.nbytes()), 0) << quant_name(f);
+  }
 }

@@ -9,6 +9,7 @@
 #include "backend/cpu/quant_repack.h"
 #include "core/dispatch.h"
 #include "core/grad_mode.h"
+#include "core/quant_x8.h"
 
 namespace zenith::cpu {
 namespace {
@@ -58,6 +59,18 @@ std::vector<Tensor> quantized_linear_kernel(const std::vector<Tensor>& in,
   shape.back() = w.out_features;
   Tensor y = Tensor::empty(shape, DType::f32);
   const QuantIsa isa = quant_isa();
+  if (in[1].size(0) != w.out_features) {  // blocks in the interleaved layout (core/quant_x8.h)
+    if (x8_applies(isa, w.format, w.out_features)) {
+      quant_linear(isa, w.format, x.data<float>(), x.numel() / w.in_features, w.in_features,
+                   nullptr, w.out_features, y.data<float>(), in[1].data<uint8_t>());
+      return {y};
+    }
+    // An ISA without the repacked kernel (not chosen by pack_for_inference): GGML's rows again.
+    const Tensor rows = quant_to_ggml(w).blocks;
+    quant_linear(isa, w.format, x.data<float>(), x.numel() / w.in_features, w.in_features,
+                 rows.data<uint8_t>(), w.out_features, y.data<float>());
+    return {y};
+  }
   // The repacked copy costs the weight's bytes a second time: inference (grad mode off, as in
   // generate, the engine and perplexity) takes it for speed; training does not, and drops a copy
   // an evaluation made (QLoRA keeps its frozen base small). In one mode every call on a weight

@@ -11,8 +11,10 @@
 //   q8_0, 272 bytes: 8 f16 scales, then 8 chunks c of 32 bytes: byte 4r + t of chunk c holds
 //     element 4c + t of row 8g + r plus 128 (unsigned, for vpdpbusd; the kernel subtracts
 //     128 sum(a)). AVX-512 VNNI only: AVX2's 16-bit pair sums would saturate on it.
-// The copy is private to the kernel: the model's blocks stay GGML's bytes (quant.h), and the
-// kernel makes the copy once, when it first meets a weight's storage.
+// The byte map is core's (core/quant_x8.h). An inference process holds its weights in this
+// layout (pack_for_inference: blocks [out / 8, 8 row_bytes]) and the kernel reads them as they
+// are; a weight in GGML's layout met with grad mode off (an evaluation during training, a model
+// not packed) gets a private copy, made once when the kernel first meets its storage.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,8 @@ std::shared_ptr<const std::vector<uint8_t>> x8_copy(const Tensor& blocks, QuantF
 
 // Forgets the copy of `blocks`, if any (training resumed after an evaluation: no second copy).
 void x8_drop(const Tensor& blocks);
+// Bytes the private copies of live weights hold (0 in a process whose weights are packed).
+int64_t x8_cached_bytes();
 
 // The per-ISA kernels on repacked weights: row groups [g0, g1) of p.packed against p.a, format
 // p.format (AVX2: q4_0 only).

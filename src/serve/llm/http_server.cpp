@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/atomic_file.h"
+#include "models/llama_quant.h"
 #include "platform/http/api_token.h"
 #include "platform/http/reply.h"
 #include "serve/listener.h"
@@ -275,6 +276,7 @@ std::shared_ptr<models::Llama> load_model(const std::string& path, const std::st
                    ? models::Llama::from_pretrained(path)
                    : models::Llama::from_pretrained(path, dtype_from_name(dtype));
   if (blocks) model->quantize(quant_from_name(dtype));
+  models::pack_for_inference(*model);  // quantized weights held once (interleaved)
   return model;
 }
 
