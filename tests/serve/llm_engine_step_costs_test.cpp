@@ -60,10 +60,20 @@ TEST(LlmEngineStepCosts, ALargerCountNeverLooksCheaper) {
   EXPECT_EQ(costs.prefill_cap(16, 2.0, 0), 8);  // 9 scaled from 8: 1 + 0.9 * 9 / 8 > 2
 }
 
+TEST(LlmEngineStepCosts, TheHostsUsualNoiseComesOffTheStep) {
+  StepCosts costs = fixed_price_then_linear(16);
+  for (int i = 0; i < 8; ++i) costs.observe(kDecode, 1, 0);
+  // 2 of the 15 latest decode steps took 1.5 ms: a step may meet half a decode step of noise.
+  for (int i = 0; i < 2; ++i) costs.observe(1.5 * kDecode, 1, 0);
+  EXPECT_DOUBLE_EQ(costs.decode_step(), kDecode);
+  EXPECT_EQ(costs.prefill_cap(16, 2.55, 0), 5);  // 1.5 + 0.1 n <= 2.55 - 0.5
+  EXPECT_EQ(costs.prefill_cap(16, 2.05, 0), 1);  // nothing fits: the floor
+}
+
 TEST(LlmEngineStepCosts, MediansOfRecentStepsNotMeans) {
   StepCosts costs;
-  for (int i = 0; i < 5; ++i) costs.observe(kDecode, 1, 0);
-  costs.observe(20 * kDecode, 1, 0);  // the host descheduled the engine once
+  for (int i = 0; i < 14; ++i) costs.observe(kDecode, 1, 0);
+  costs.observe(20 * kDecode, 1, 0);  // the host descheduled the engine once in 15 steps
   for (int i = 0; i < 3; ++i) costs.observe(1.5 * kDecode, 1, 4);
   EXPECT_DOUBLE_EQ(costs.decode_step(), kDecode);
   EXPECT_EQ(costs.prefill_cap(16, 2.05, 0), 8);  // 4 tokens: half a decode step

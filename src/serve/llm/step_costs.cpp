@@ -10,11 +10,11 @@ void RecentMedian::add(double sample) {
   count_ = std::min(count_ + 1, int(samples_.size()));
 }
 
-double RecentMedian::median() const {
+double RecentMedian::quantile(double q) const {
   if (count_ == 0) return 0;
   std::array<double, 15> sorted = samples_;
   std::sort(sorted.begin(), sorted.begin() + count_);
-  return sorted[size_t(count_ / 2)];
+  return sorted[std::min(size_t(double(count_) * q), size_t(count_ - 1))];
 }
 
 void StepCosts::observe(double seconds, int64_t decodes, int64_t prefill_tokens) {
@@ -46,7 +46,8 @@ int64_t StepCosts::prefill_cap(int64_t budget, double max_step_cost, double wait
   if (max_step_cost <= 0) return budget;
   const double decode = decode_.median();
   if (decode <= 0) return 1;  // no decode step timed yet: a token a step until one is
-  const double limit = max_step_cost - waited / decode;
+  const double noise = decode_.quantile(0.9) - decode;
+  const double limit = max_step_cost - (waited + noise) / decode;
   const int64_t most = prefill_.empty() ? budget : 2 * prefill_.rbegin()->first;
   // expected() grows with the count: bisect for the largest within the limit.
   int64_t lo = 0, hi = std::min(budget, most);

@@ -21,7 +21,8 @@ namespace zenith::serve::llm {
 class RecentMedian {
  public:
   void add(double sample);
-  double median() const;  // 0 until a sample was added
+  double median() const { return quantile(0.5); }  // 0 until a sample was added
+  double quantile(double q) const;                 // the sample at q of the sorted ones
 
  private:
   std::array<double, 15> samples_{};
@@ -35,8 +36,10 @@ class StepCosts {
   void observe(double seconds, int64_t decodes, int64_t prefill_tokens);
   // Prompt tokens a step may prefill while streams decode, in [0, budget]: the largest count
   // whose step is expected within max_step_cost decode steps less `waited` (seconds since the
-  // longest-waiting stream's last token: what its gap already took). At least 1 while that
-  // stream waited under a decode step (a prompt always progresses), else 0.
+  // longest-waiting stream's last token: what its gap already took) and less the host's noise
+  // (a slow decode step's time over the median one's: the 90th percentile of the recent ones),
+  // so a step that meets the usual noise still keeps the gap. At least 1 while that stream
+  // waited under a decode step (a prompt always progresses), else 0.
   int64_t prefill_cap(int64_t budget, double max_step_cost, double waited) const;
   // A step's expected time in decode steps with `prefill` tokens on top of its decodes: the
   // median seen for the least count at or above it (never under one seen below it), else
