@@ -25,6 +25,7 @@
 #include "bench_common.h"
 #include "bench_machine.h"
 #include "llm_common.h"
+#include "models/llama_pages.h"
 #include "models/llama_quant.h"
 #include "zenith/zenith.h"
 
@@ -75,6 +76,7 @@ json decode(const std::string& shape, int64_t vocab, const std::string& dtype,
     config.vocab_size = vocab;
     loaded = std::make_shared<models::Llama>(config);
     if (dtype != "f32") loaded->quantize(quant_from_name(dtype));
+    models::place_weights_in_huge_pages(*loaded);  // where from_pretrained puts a file's
   } else {
     loaded = models::Llama::from_pretrained(file);
   }
