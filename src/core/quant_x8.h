@@ -21,8 +21,8 @@ namespace zenith {
 bool quant_x8_fits(QuantFormat f, int64_t out);
 // Whether w's blocks are in the layout (by their shape).
 bool quant_is_x8(const QuantizedWeight& w);
-// Whether this CPU's kernels read f [out, *] in the layout (AVX2 or AVX-512 VNNI for q4_0,
-// VNNI for q8_0): asked of the CPU backend, which registers the answer at start-up.
+// Whether this CPU's kernels read f [out, *] in the layout (AVX2 or AVX-512 VNNI): asked of the
+// CPU backend, which registers the answer at start-up.
 bool quant_x8_preferred(QuantFormat f, int64_t out);
 void set_quant_x8_probe(bool (*probe)(QuantFormat f, int64_t out));  // the backend's
 

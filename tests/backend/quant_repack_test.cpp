@@ -112,7 +112,7 @@ TEST(QuantRepack, MatchesFloat64AndIsasAgree) {
       const float* dw = deq.data<float>();
       std::vector<std::vector<float>> ys;
       for (QuantIsa isa : x8_isas(f)) ys.push_back(run(isa, c, c.packed.data()));
-      if (ys.empty()) continue;  // q8_0 on an AVX2-only CPU: the row-at-a-time path
+      if (ys.empty()) continue;  // a CPU without AVX2: the row-at-a-time path
       for (size_t i = 1; i < ys.size(); ++i)
         ASSERT_EQ(std::memcmp(ys[0].data(), ys[i].data(), ys[0].size() * 4), 0) << "m " << m;
       for (int64_t r = 0; r < m; ++r)
@@ -132,6 +132,36 @@ TEST(QuantRepack, MatchesFloat64AndIsasAgree) {
               << quant_name(f) << " [" << m << ", " << in << "] x [" << out << ", " << in
               << "]^T, row " << r << " output " << o;
         }
+    }
+}
+
+// q8_0's extremes (codes -128 and 127 against activations of +-127): AVX2's pair sums (|w| a with
+// w's sign) do not saturate and give VNNI's bits; both equal the exact integer dot products.
+TEST(QuantRepack, Q8ExtremesAgreeOnAvx2AndVnni) {
+  Case c = make_case(QuantFormat::q8_0, 2, 16, 64, 90);
+  uint8_t* w = c.w.blocks.data<uint8_t>();
+  const int64_t row_bytes = c.w.blocks.size(1);
+  for (int64_t o = 0; o < c.out; ++o)
+    for (int64_t b = 0; b < 2; ++b)
+      for (int k = 0; k < 32; ++k)  // rows of -128, of 127, and mixed
+        w[o * row_bytes + 34 * b + 2 + k] = uint8_t(o % 3 == 0   ? -128
+                                                    : o % 3 == 1 ? 127
+                                                                 : (k % 2 ? -128 : 127));
+  for (size_t i = 0; i < c.x.size(); ++i) c.x[i] = i % 3 == 0 ? -1.0f : 1.0f;  // q = +-127
+  cpu::repack_x8(c.f, w, c.out, c.in, c.packed.data());
+  std::vector<std::vector<float>> ys;
+  for (QuantIsa isa : x8_isas(c.f)) ys.push_back(run(isa, c, c.packed.data()));
+  for (size_t i = 1; i < ys.size(); ++i)
+    EXPECT_EQ(std::memcmp(ys[0].data(), ys[i].data(), ys[0].size() * 4), 0);
+  if (ys.empty()) return;
+  Tensor deq = dequantize_weight(c.w);
+  for (int64_t r = 0; r < c.m; ++r)
+    for (int64_t o = 0; o < c.out; ++o) {
+      double ref = 0;  // activations +-1 quantize exactly (d = 1 / 127)
+      for (int64_t i = 0; i < c.in; ++i)
+        ref += double(deq.data<float>()[o * c.in + i]) * c.x[r * c.in + i];
+      EXPECT_NEAR(ys[0][size_t(r * c.out + o)], ref, 1e-4 * std::fabs(ref) + 1e-4)
+          << "row " << r << " output " << o;
     }
 }
 

@@ -28,6 +28,7 @@ inline __m256i unpack_q4_0(const uint8_t* qs) {
 }
 
 // Repacked weights: eight vpdpbusd, each against 4 activation bytes broadcast, in two chains.
+template <QuantFormat>
 inline __m256i dot8(const __m256i* v, const int8_t* q, int32_t start) {
   __m256i s0 = _mm256_set1_epi32(start), s1 = _mm256_setzero_si256();
   for (int k = 0; k < 8; k += 2) {

@@ -10,7 +10,7 @@
 //     chunk c holds element 8c + t of row 8g + r in its low nibble, element 8c + 4 + t in its high.
 //   q8_0, 272 bytes: 8 f16 scales, then 8 chunks c of 32 bytes: byte 4r + t of chunk c holds
 //     element 4c + t of row 8g + r plus 128 (unsigned, for vpdpbusd; the kernel subtracts
-//     128 sum(a)). AVX-512 VNNI only: AVX2's 16-bit pair sums would saturate on it.
+//     128 sum(a)); AVX2 makes them signed again (its 16-bit pair sums would saturate on them).
 // The byte map is core's (core/quant_x8.h). An inference process holds its weights in this
 // layout (pack_for_inference: blocks [out / 8, 8 row_bytes]) and the kernel reads them as they
 // are; a weight in GGML's layout met with grad mode off (an evaluation during training, a model
@@ -32,8 +32,7 @@ constexpr int64_t x8_block_bytes(QuantFormat f) { return f == QuantFormat::q4_0 
 // Whether weights of this format and row count take the repacked path on `isa`.
 inline bool x8_applies(QuantIsa isa, QuantFormat f, int64_t out) {
   if (out <= 0 || out % 8 != 0) return false;
-  return (f == QuantFormat::q4_0 && isa != QuantIsa::scalar) ||
-         (f == QuantFormat::q8_0 && isa == QuantIsa::avx512_vnni);
+  return (f == QuantFormat::q4_0 || f == QuantFormat::q8_0) && isa != QuantIsa::scalar;
 }
 
 // w [out, in] as rows of f (q4_0 or q8_0) -> the layout above, out / 8 * in / 32 blocks.
@@ -51,7 +50,7 @@ void x8_drop(const Tensor& blocks);
 int64_t x8_cached_bytes();
 
 // The per-ISA kernels on repacked weights: row groups [g0, g1) of p.packed against p.a, format
-// p.format (AVX2: q4_0 only).
+// p.format.
 void quant_groups_x8_avx2(const QuantRows& p, int64_t g0, int64_t g1);
 void quant_groups_x8_avx512_vnni(const QuantRows& p, int64_t g0, int64_t g1);
 
