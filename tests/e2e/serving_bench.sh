@@ -43,6 +43,10 @@ assert [p["budget"] for p in r["long_prompt"]] == [16], r["long_prompt"]
 for p in r["long_prompt"]:
     assert p["prompt_tokens"] == 8 * p["budget"] and p["runs"] >= 1, p
     assert p["max_itl_during_ms"] > 0 and p["max_over_median"] > 0, p
+    # The engine's side of the same gaps, from its trace (ZENITH_ENGINE_TRACE).
+    e = p["engine"]
+    assert 0 < e["median_itl_ms"] <= e["max_itl_during_ms"] and e["max_over_median"] >= 1, e
+    assert e["median_decode_step_ms"] > 0 and e["worst_step_ms"] > 0, e
 (m,) = r["memory"]
 assert m["rss_start_bytes"] > m["weight_bytes"] > 0 and m["kv_cache_bytes"] == 16 << 20, m
 print("serving bench smoke run: ok")
