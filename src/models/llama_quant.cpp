@@ -11,6 +11,7 @@
 
 #include "core/allocator.h"
 #include "core/quant_x8.h"
+#include "models/llama_pages.h"
 #include "zenith/gguf.h"
 #include "zenith/hf.h"
 
@@ -67,6 +68,7 @@ std::shared_ptr<Llama> with_blocks(LlamaConfig config, std::map<std::string, Ten
   auto model = std::make_shared<Llama>(std::move(config), std::move(weights), dir);
   for (auto& [path, w] : blocks) model->set_quantized_weight(path, std::move(w));
   release_free_memory();  // the stand-ins' address space
+  place_weights_in_huge_pages(*model);  // as from_pretrained's
   return model;
 }
 
@@ -128,6 +130,7 @@ std::map<std::string, QuantFormat> Llama::quantize(QuantFormat format) {
     }
   }
   release_free_memory();  // the float weights go back to the system
+  place_weights_in_huge_pages(*this);  // the blocks beside the weights placed at load
   return out;
 }
 
