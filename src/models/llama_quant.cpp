@@ -68,7 +68,7 @@ std::shared_ptr<Llama> with_blocks(LlamaConfig config, std::map<std::string, Ten
   auto model = std::make_shared<Llama>(std::move(config), std::move(weights), dir);
   for (auto& [path, w] : blocks) model->set_quantized_weight(path, std::move(w));
   release_free_memory();  // the stand-ins' address space
-  place_weights_in_huge_pages(*model);  // as from_pretrained's
+  place_weights_in_huge_pages(*model);
   return model;
 }
 
@@ -130,7 +130,7 @@ std::map<std::string, QuantFormat> Llama::quantize(QuantFormat format) {
     }
   }
   release_free_memory();  // the float weights go back to the system
-  place_weights_in_huge_pages(*this);  // the blocks beside the weights placed at load
+  place_weights_in_huge_pages(*this);
   return out;
 }
 
