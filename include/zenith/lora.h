@@ -47,7 +47,8 @@ class LoraLinear : public Cell {
 
   // Mixed precision (finetune --amp): with `dtype` bf16 or f16 the base matmul takes its input,
   // weight and output rounded to `dtype` (a float32 weight is cast each forward, so it stays the
-  // float32 master and its gradient comes back through the cast, rounded to `dtype` too);
+  // float32 master and its gradient comes back through the cast, rounded to `dtype` too; a
+  // frozen weight at bf16 keeps the output and input gradient as their float32 sums);
   // `adapter_too` does the same for the LoRA matmuls. Compute stays float32 (a storage format on
   // CPUs without 16-bit arithmetic). float32: off.
   void set_compute_dtype(DType dtype, bool adapter_too = false);

@@ -33,11 +33,32 @@ bool is_16bit(DType t) { return t == DType::bf16 || t == DType::f16; }
 // x rounded to `dtype` and back (its gradient rounded alike): a value stored in low precision.
 Tensor round_to(const Tensor& x, DType dtype) { return x.to(dtype).to(x.dtype()); }
 
+// x [.., in] float32 times a frozen bfloat16 weight [out, in] in bfloat16 arithmetic where the
+// CPU has it: x, and the gradient of the result, are rounded to bfloat16 as they enter the
+// products; the result and dx = dy W are the float32 sums, not rounded again (a float32 bias of
+// zeros makes ops::linear's result float32), so neither takes a conversion pass of its own.
+Tensor linear_bf16(const Tensor& x, const Tensor& w) {
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = ops::linear(x.to(DType::bf16), w, Tensor::zeros({w.size(0)}));
+  }
+  if (autograd::needs_grad({x}))
+    autograd::record("linear_bf16", {x}, {y}, [w](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{
+          ops::linear(g[0].to(DType::bf16), w.t(), Tensor::zeros({w.size(1)}))};
+    });
+  return y;
+}
+
 // linear in low precision: input, weight and output rounded to `dtype`, float32 accumulation.
 // Without a bias both operands are 16-bit: bfloat16 arithmetic where the CPU has it (products of
-// bfloat16 values are exact in float32: the same result up to the order of the sums).
+// bfloat16 values are exact in float32: the same result up to the order of the sums). A frozen
+// bfloat16 weight keeps the float32 sums (linear_bf16).
 Tensor linear_lowp(const Tensor& x, const Tensor& weight, const Tensor& bias, DType dtype) {
   Tensor w = weight.dtype() == dtype ? weight : weight.to(dtype);
+  if (!bias.defined() && dtype == DType::bf16 && !w.requires_grad() && x.dtype() == DType::f32)
+    return linear_bf16(x, w);
   if (!bias.defined()) return ops::linear(x.to(dtype), w).to(x.dtype());
   Tensor b = bias.dtype() != x.dtype() ? bias.to(x.dtype()) : bias;
   return round_to(ops::linear(round_to(x, dtype), w, b), dtype);

@@ -1,7 +1,8 @@
 // matmul (numpy semantics, broadcast batch dims) and linear; gradients are matmuls with
 // transposed views, which the gemm kernels take as transpose flags instead of copies. A
 // bfloat16/float16 operand (16-bit weights with float32 activations, e.g. a frozen LLaMA base)
-// computes in float32 and gives float32; two 16-bit operands of one dtype give that dtype.
+// computes in float32 and gives float32; two 16-bit operands of one dtype give that dtype (with a
+// float32 bias, linear gives float32: the sums plus the bias, not rounded to 16 bits).
 #include "ops/op_utils.h"
 #include "ops/weight_grad_sink.h"
 
@@ -90,9 +91,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   ZENITH_CHECK(x.size(-1) == in, "[linear] input has ", x.size(-1), " features, weight expects ",
                in, " (input ", shape_str(x.shape()), ", weight ", shape_str(weight.shape()), ")");
   if (bias.defined()) {
-    ZENITH_CHECK(bias.dtype() == x.dtype() || bias.dtype() == weight.dtype(), "[linear] bias is ",
-                 dtype_name(bias.dtype()), " but input is ", dtype_name(x.dtype()), " and weight ",
-                 dtype_name(weight.dtype()));
+    // A float32 bias with 16-bit x and weight of one dtype makes the result float32: the
+    // float32 sums plus the bias, never rounded to 16 bits (amp's linear layers).
+    const bool f32_result = bias.dtype() == DType::f32 && x.dtype() == weight.dtype() &&
+                            (x.dtype() == DType::bf16 || x.dtype() == DType::f16);
+    ZENITH_CHECK(bias.dtype() == x.dtype() || bias.dtype() == weight.dtype() || f32_result,
+                 "[linear] bias is ", dtype_name(bias.dtype()), " but input is ",
+                 dtype_name(x.dtype()), " and weight ", dtype_name(weight.dtype()));
     ZENITH_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "[linear] expected bias [",
                  out_features, "], got ", shape_str(bias.shape()));
   }

@@ -99,3 +99,50 @@ TEST(GemmBf16, OffTheFloat32PathComputesTheSameProduct) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(std::exit(float32_path_when_off() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
+
+// gemm_bf16_biased (a float32 result plus a float32 bias row, what linear gives for bfloat16 x
+// and weight with a float32 bias) and gemm_bf16_rounded (the bfloat16 result of two bfloat16
+// operands) against the float64 product: the first within float32 accumulation; the second the
+// same sums rounded once to bfloat16 (8 significant bits), so within half a step, 2^-8 relative,
+// more.
+TEST(GemmBf16, BiasedAndRoundedResultsEqualTheFloat64Product) {
+  if (!bf16_arithmetic()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  std::mt19937 rng(7);
+  for (Case c : {Case{false, true, 300, 288, 288, 0}, Case{false, false, 77, 40, 700, 0},
+                 Case{true, false, 48, 33, 129, 0}}) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                 (c.ta ? " ta" : "") + (c.tb ? " tb" : ""));
+    const int64_t lda = (c.ta ? c.m : c.k) + 3, ldb = (c.tb ? c.k : c.n) + 3, ldc = c.n + 3;
+    const auto a = random_bf16((c.ta ? c.k : c.m) * lda, rng);
+    const auto b = random_bf16((c.tb ? c.n : c.k) * ldb, rng);
+    std::vector<float> bias(size_t(c.n));
+    std::normal_distribution<float> d;
+    for (float& v : bias) v = d(rng);
+    std::vector<float> out(size_t(c.m * ldc));
+    std::vector<uint16_t> rounded(size_t(c.m * ldc));
+    ASSERT_TRUE(cpu::gemm_bf16_biased(c.ta, c.tb, c.m, c.n, c.k, a.data(), lda, b.data(), ldb,
+                                      bias.data(), out.data(), ldc));
+    ASSERT_TRUE(cpu::gemm_bf16_rounded(c.ta, c.tb, c.m, c.n, c.k, a.data(), lda, b.data(), ldb,
+                                       rounded.data(), ldc));
+    double worst_biased = 0, worst_rounded = 0;
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double ref = 0, scale = 0;
+        for (int64_t e = 0; e < c.k; ++e) {
+          const double x = bf16_to_float(a[size_t(c.ta ? e * lda + i : i * lda + e)]);
+          const double y = bf16_to_float(b[size_t(c.tb ? j * ldb + e : e * ldb + j)]);
+          ref += x * y;
+          scale += std::abs(x * y);
+        }
+        const double biased = ref + bias[size_t(j)];
+        worst_biased = std::max(worst_biased, std::abs(out[size_t(i * ldc + j)] - biased) /
+                                                  (scale + std::abs(bias[size_t(j)]) + 1));
+        const double got = bf16_to_float(rounded[size_t(i * ldc + j)]);
+        worst_rounded =
+            std::max(worst_rounded,
+                     std::abs(got - ref) / (std::ldexp(std::abs(ref), -8) + 1e-6 * (scale + 1)));
+      }
+    EXPECT_LT(worst_biased, 1e-6);  // float32 sums of exact products, plus the bias
+    EXPECT_LE(worst_rounded, 1.0);  // those sums rounded once to bfloat16
+  }
+}

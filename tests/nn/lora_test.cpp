@@ -82,6 +82,29 @@ TEST(LoraLinear, MergeRoundsOnceIntoTheBaseDtype) {
   EXPECT_TRUE(throws_with([&] { layer->merge(); }, "the layer has no adapter"));
 }
 
+// amp with bfloat16 on a frozen bfloat16 base: x and the output gradient are rounded to bfloat16
+// as they enter the products, the result and dx are their float32 sums (bfloat16 arithmetic
+// where the CPU has it), not rounded again: equal to the float64 products of the rounded values
+// within float32 accumulation, far inside one bfloat16 step.
+TEST(LoraLinear, Bf16ComputeKeepsTheFloat32Sums) {
+  manual_seed(5);
+  auto layer = nn::LoraLinear::create(96, 40, false, DType::bf16);
+  Tensor w = layer->weight();
+  w.requires_grad_(false);
+  layer->set_compute_dtype(DType::bf16);
+  Tensor x = Tensor::randn({2, 32, 96}).requires_grad_(), dy = Tensor::randn({2, 32, 40});
+  Tensor y = layer->forward(x);
+  EXPECT_EQ(y.dtype(), DType::f32);
+  y.backward(dy);
+  const Tensor w64 = w.to(DType::f64);
+  const Tensor y64 = ops::linear(x.detach().to(DType::bf16).to(DType::f64), w64);
+  const Tensor dx64 = ops::matmul(dy.to(DType::bf16).to(DType::f64), w64);
+  EXPECT_TRUE(all_close(y.to(DType::f64), y64, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(x.grad().to(DType::f64), dx64, 1e-5, 1e-5));
+  EXPECT_FALSE(same_bits(y.detach(), y.detach().to(DType::bf16).to(DType::f32)))
+      << "the result was rounded to bfloat16";
+}
+
 TEST(LoraLinear, ShapeErrors) {
   auto layer = nn::LoraLinear::create(8, 6, false);
   EXPECT_TRUE(throws_with(

@@ -108,6 +108,24 @@ TEST(MatmulLowPrecision, NoFloat32CopyOfTheWeight) {
   EXPECT_GT(widened, fp32_copy) << "a float32 copy grew the peak RSS by only " << widened;
 }
 
+// Two 16-bit operands of one dtype with a float32 bias: a float32 result, the float32 sums of
+// the widened values plus the bias, not rounded to 16 bits (amp's linear layers); without the
+// bias the result has the operands' dtype. 300 rows take bfloat16 arithmetic where the CPU has
+// it, 3 rows the float32 path.
+TEST(MatmulLowPrecision, Float32BiasGivesAFloat32Result) {
+  for (int64_t rows : {300, 3})
+    for (DType dtype : kLow) {
+      SCOPED_TRACE(std::to_string(rows) + " rows " + dtype_name(dtype));
+      auto [x, xf] = low_and_wide({rows, 288}, dtype);
+      auto [w, wf] = low_and_wide({130, 288}, dtype);
+      Tensor bias = random_input({130}, DType::f32);
+      Tensor y = ops::linear(x, w, bias);
+      EXPECT_EQ(y.dtype(), DType::f32);
+      EXPECT_TRUE(all_close(y, ops::linear(xf, wf, bias), 1e-5, 1e-5));
+      EXPECT_EQ(ops::linear(x, w).dtype(), dtype);
+    }
+}
+
 TEST(MatmulLowPrecision, Errors) {
   EXPECT_TRUE(throws_with(
       [] {

@@ -42,6 +42,16 @@ void gemm_lowp(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 bool gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const void* a, DType a_dtype, int64_t lda, const void* b, DType b_dtype, int64_t ldb,
                float beta, float* c, int64_t ldc);
+// The same product with C bfloat16 too (two bfloat16 operands giving a bfloat16 result, amp's
+// linear layers): oneDNN rounds each float32 sum as it stores it, with no float32 C and no
+// conversion pass; false (nothing done) where gemm_bf16 declines.
+bool gemm_bf16_rounded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a,
+                       int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc);
+// C [m, n] float32 = op(A) op(B) + bias (float32 [n], added to each row inside the kernel) for
+// bfloat16 A and B in bfloat16 arithmetic; false (nothing done) where gemm_bf16 declines.
+bool gemm_bf16_biased(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a,
+                      int64_t lda, const void* b, int64_t ldb, const float* bias, float* c,
+                      int64_t ldc);
 // The decode step's product, C[m, n] = alpha A B^T + beta C for m <= kGemvMaxRows: A float32
 // [m, k] contiguous, B [n, k] float32, bfloat16 or float16 with row stride ldb (gemv.cpp:
 // bandwidth-bound, rows of B spread over threads that claim them).

@@ -1,7 +1,9 @@
 // matmul and linear kernels on top of gemm(): strided operands pass as transpose flags when one
 // of their two matrix dims is unit-stride, so transposed views (gradients) are never copied.
 // Products with a bfloat16/float16 operand (16-bit weights, float32 activations) run gemm_lowp
-// in float32; their result is float32, or the 16-bit dtype when both operands have it.
+// in float32; their result is float32, or the 16-bit dtype when both operands have it (float32
+// again with a float32 bias). Two bfloat16 operands take bfloat16 arithmetic where the CPU has it
+// (gemm_bf16.cpp), oneDNN writing the bfloat16 or float32 result itself, bias included.
 #include <algorithm>
 
 #include "backend/cpu/gemm.h"
@@ -9,6 +11,7 @@
 #include "backend/cpu/loops.h"
 #include "core/batch_invariant.h"
 #include "core/dispatch.h"
+#include "zenith/cpu_features.h"
 
 namespace zenith::cpu {
 namespace {
@@ -72,6 +75,11 @@ Tensor in_product_dtype(const Tensor& out, DType a, DType b) {
 const void* element(const Tensor& t, int64_t offset) {
   return static_cast<const char*>(t.raw_data()) + offset * int64_t(itemsize(t.dtype()));
 }
+// Two bfloat16 operands with more rows than a decode step: the bfloat16 result is written by
+// gemm_bf16_rounded, with no float32 result converted after it.
+bool bf16_product(DType a, DType b, int64_t rows) {
+  return a == DType::bf16 && b == DType::bf16 && rows > kGemvMaxRows && bf16_arithmetic();
+}
 
 // matmul(a [..., n, k], b [..., k, m]) -> [batch..., n, m], both at least 2-d, float32/float64
 // of one dtype, or a product with a 16-bit operand.
@@ -86,6 +94,16 @@ std::vector<Tensor> matmul_kernel(const std::vector<Tensor>& in, const NoAttrs&)
   MatrixArg ma = matrix_arg(a), mb = matrix_arg(b);
   Shape sa = batch_strides(ma.t, batch), sb = batch_strides(mb.t, batch);
   const int64_t count = shape_numel(batch);
+  if (bf16_product(a.dtype(), b.dtype(), n)) {
+    Tensor out = Tensor::empty(out_shape, DType::bf16);
+    bool done = true;
+    for (int64_t i = 0; i < count && done; ++i) {
+      auto [oa, ob] = batch_offsets(i, batch, sa, sb);
+      done = gemm_bf16_rounded(ma.trans, mb.trans, n, m, k, element(ma.t, oa), ma.ld,
+                               element(mb.t, ob), mb.ld, out.data<BFloat16>() + i * n * m, m);
+    }
+    if (done) return {out};
+  }
   if (lowp_product(a.dtype(), b.dtype())) {
     Tensor out = Tensor::empty(out_shape, DType::f32);
     float* po = out.data<float>();
@@ -165,13 +183,29 @@ std::vector<Tensor> linear_kernel(const std::vector<Tensor>& in, const NoAttrs&)
     if (Tensor y = linear_rowwise(x, w, bias); y.defined()) return {y};
   const int64_t rows = x.size(0), features = x.size(1), outs = w.size(0);
   MatrixArg mx = matrix_arg(x), mw = matrix_arg(w);
+  // bfloat16 x and weight with a float32 bias: the float32 sums plus the bias, not rounded.
+  const bool f32_result =
+      bias.defined() && bias.dtype() == DType::f32 && is_low(x.dtype()) && x.dtype() == w.dtype();
+  if (f32_result && bf16_product(x.dtype(), w.dtype(), rows)) {
+    Tensor out = Tensor::empty({rows, outs}, DType::f32);
+    Tensor bc = bias.contiguous();
+    if (gemm_bf16_biased(mx.trans, !mw.trans, rows, outs, features, mx.t.raw_data(), mx.ld,
+                         mw.t.raw_data(), mw.ld, bc.data<float>(), out.data<float>(), outs))
+      return {out};
+  }
+  if (!bias.defined() && bf16_product(x.dtype(), w.dtype(), rows)) {
+    Tensor out = Tensor::empty({rows, outs}, DType::bf16);
+    if (gemm_bf16_rounded(mx.trans, !mw.trans, rows, outs, features, mx.t.raw_data(), mx.ld,
+                          mw.t.raw_data(), mw.ld, out.raw_data(), outs))
+      return {out};
+  }
   if (lowp_product(x.dtype(), w.dtype()) || (bias.defined() && is_low(bias.dtype()))) {
     Tensor out = Tensor::empty({rows, outs}, DType::f32);
     float* po = out.data<float>();
     const float beta = start_with_bias(bias, po, rows, outs);
     gemm_lowp(mx.trans, !mw.trans, rows, outs, features, 1.f, mx.t.raw_data(), x.dtype(), mx.ld,
               mw.t.raw_data(), w.dtype(), mw.ld, beta, po, outs);
-    return {in_product_dtype(out, x.dtype(), w.dtype())};
+    return {f32_result ? out : in_product_dtype(out, x.dtype(), w.dtype())};
   }
   Tensor out = Tensor::empty({rows, outs}, x.dtype());
   // A decode step (a few float32 rows, weight rows contiguous): the bandwidth-bound GEMV.
