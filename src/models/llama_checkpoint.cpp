@@ -6,6 +6,7 @@
 #include <atomic>
 #include <sstream>
 
+#include "core/grad_mode.h"
 #include "core/output_stash.h"
 #include "models/llama_layers.h"
 #include "zenith/autograd.h"
@@ -157,6 +158,18 @@ KeptOutputs kept_outputs(const DecoderLayerCell& layer, const std::vector<std::s
 
 int64_t checkpoint_kept_bytes() { return g_kept_bytes.load(); }
 
+namespace {
+// Marks this thread's no-grad first pass as training's while it runs (core/grad_mode.h): kernels
+// keep no inference-only state for it.
+struct RecomputedForward {
+  bool before = core::recomputed_forward();
+  RecomputedForward() { core::set_recomputed_forward(true); }
+  ~RecomputedForward() { core::set_recomputed_forward(before); }
+  RecomputedForward(const RecomputedForward&) = delete;
+  RecomputedForward& operator=(const RecomputedForward&) = delete;
+};
+}  // namespace
+
 Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x,
                   const std::vector<Tensor>& params, const KeptOutputs& keep) {
   const bool x_grad = x.requires_grad();
@@ -173,6 +186,7 @@ Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x,
   Tensor y;
   {
     GradModeScope off(false);
+    RecomputedForward training_pass;
     dispatch::StashScope scope(stash.get());
     y = fn(x);
   }

@@ -15,6 +15,7 @@
 #include "zenith/autograd.h"
 #include "zenith/gguf.h"
 #include "zenith/llama.h"
+#include "zenith/ops.h"
 
 namespace zenith::testing {
 namespace {
@@ -98,6 +99,32 @@ TEST(LlamaX8, InferenceHoldsEachQuantizedWeightOnceAndExportsItsBlocks) {
                             a[i].second->quantized_weight()->blocks))
           << a[i].first;
   }
+}
+
+// Training with activation checkpointing (QLoRA's usual recipe): the checkpoint's first forward
+// runs without gradients, yet it is training's, so the kernels make no repacked copy of the
+// frozen 4-bit base for it (a copy was made there and dropped by the recompute: the base's bytes
+// twice at the peak of every step).
+TEST(LlamaX8, ActivationCheckpointingMakesNoRepackedCopy) {
+  models::Llama model(small_config());
+  model.quantize(QuantFormat::q4_0);
+  model.set_activation_checkpointing(true);
+  model.train();
+  int64_t trainable = 0;
+  for (const auto& [name, p] : model.named_parameters()) trainable += p.requires_grad() ? 1 : 0;
+  ASSERT_GT(trainable, 0) << "the checkpointed layers need a parameter that takes gradients";
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 5, 9, 3, 7, 2}, {1, 6});
+  const int64_t cached = cpu::x8_cached_bytes();
+  Tensor loss = ops::sum(model.forward(ids).reshape({-1}), {0});
+  EXPECT_EQ(cpu::x8_cached_bytes(), cached) << "the checkpoint's first forward made a copy";
+  loss.backward();
+  EXPECT_EQ(cpu::x8_cached_bytes(), cached);
+  // The same model evaluated without gradients (inference, not packed) still takes the copy.
+  model.eval();
+  NoGradGuard no_grad;
+  model.forward(ids);
+  EXPECT_EQ(cpu::x8_cached_bytes() > cached,
+            quant_x8_preferred(QuantFormat::q4_0, small_config().hidden_size));
 }
 
 }  // namespace

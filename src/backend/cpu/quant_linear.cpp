@@ -73,11 +73,13 @@ std::vector<Tensor> quantized_linear_kernel(const std::vector<Tensor>& in,
   }
   // The repacked copy costs the weight's bytes a second time: inference (grad mode off, as in
   // generate, the engine and perplexity) takes it for speed; training does not, and drops a copy
-  // an evaluation made (QLoRA keeps its frozen base small). In one mode every call on a weight
-  // takes the same path, whatever its rows: a row's result does not depend on its batch.
+  // an evaluation made (QLoRA keeps its frozen base small). Activation checkpointing's first
+  // forward runs without gradients but is training's: no copy there either. In one mode every call
+  // on a weight takes the same path, whatever its rows: a row's result does not depend on its
+  // batch.
   std::shared_ptr<const std::vector<uint8_t>> packed;
   if (x8_applies(isa, w.format, w.out_features)) {
-    if (core::grad_mode_enabled())
+    if (core::grad_mode_enabled() || core::recomputed_forward())
       x8_drop(w.blocks);
     else
       packed = x8_copy(w.blocks, w.format, w.out_features, w.in_features);
