@@ -43,6 +43,36 @@ TEST(LlmEngineRequests, StopStringsAreHeldBackAndNeverEmitted) {
   EXPECT_EQ(stopped->logprobs.size(), stopped->tokens.size());
 }
 
+// Every sampled token gives an event, also one whose whole text is held back (it could begin a
+// stop string): empty text then, so a stream shows each step's progress.
+TEST(LlmEngineRequests, ATokenWhoseTextIsHeldBackStillGivesAnEvent) {
+  auto tokenizer = text::Tokenizer::from_dir(demo_dir());
+  Engine engine(demo_model(), tokenizer, {.kv_cache_bytes = 8 << 20, .block_size = 8});
+  std::vector<int64_t> prompt;
+  for (int32_t id : tokenizer->encode("Once upon a time, there was a little")) prompt.push_back(id);
+  SamplingParams p = greedy(24);
+  p.ignore_eos = true;
+  auto free_run = std::move(run_all(engine, {prompt}, p)[0]);
+  const auto& pieces = free_run->pieces;
+  ASSERT_EQ(pieces.size(), 24u);  // one event a token
+  EXPECT_EQ(free_run->last.completion_tokens, 24);
+  // A stop string from the start of token k's text into token k + 1's, found nowhere earlier.
+  size_t k = 1, at = pieces[0].size();
+  std::string stop;
+  for (; k + 2 < pieces.size(); at += pieces[k++].size()) {
+    if (pieces[k].empty() || pieces[k + 1].empty()) continue;
+    stop = pieces[k] + pieces[k + 1].substr(0, 1);
+    if (free_run->text.find(stop) == at) break;
+  }
+  ASSERT_LT(k + 2, pieces.size()) << free_run->text;
+  p.stop = {stop};
+  auto stopped = std::move(run_all(engine, {prompt}, p)[0]);
+  EXPECT_EQ(stopped->text, free_run->text.substr(0, at));
+  ASSERT_EQ(stopped->pieces.size(), k + 2);  // tokens 0..k+1, the last finishing
+  EXPECT_EQ(stopped->pieces[k], "");         // token k: all of its text held back
+  EXPECT_EQ(stopped->last.finish_reason, "stop");
+}
+
 TEST(LlmEngineRequests, EosIdsEndGeneration) {
   auto model = demo_model();
   const std::vector<int64_t> prompt = prompt_of(10, 4);

@@ -51,7 +51,8 @@ TEST(OpenAiResponse, ChatStreamChunks) {
   EXPECT_EQ(first["choices"][0]["delta"], json({{"role", "assistant"}, {"content", ""}}));
   EXPECT_TRUE(first["usage"].is_null());
   EXPECT_TRUE(first.contains("usage"));
-  EXPECT_TRUE(c.add(text_event("")).is_null());  // nothing new: no chunk
+  // A token whose text is held back: still a chunk (one a token), its content "".
+  EXPECT_EQ(c.add(text_event(""))["delta"], json({{"content", ""}}));
   json mid = c.add(text_event("Hello"));
   EXPECT_EQ(mid["delta"], json({{"content", "Hello"}}));
   EXPECT_TRUE(mid["finish_reason"].is_null());

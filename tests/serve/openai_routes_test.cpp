@@ -282,6 +282,71 @@ TEST_F(OpenAiRoutesTest, EchoPrependsThePromptAndItsLogprobs) {
   expect_error(post("/v1/completions", suffix), 400, "suffix");
 }
 
+// A chunk per generated token, as vLLM streams a chunk per step: also for a token whose text a
+// stop string holds back (then its text is ""), so a client's inter-token gaps are the engine's.
+TEST_F(OpenAiRoutesTest, StreamsAChunkPerTokenAlsoWhileAStopStringHoldsText) {
+  start();
+  const json body = {{"model", "fortunes"},
+                     {"prompt", "Once upon a time"},
+                     {"max_tokens", 16},
+                     {"temperature", 0},
+                     {"logprobs", 0}};
+  auto free_run = post("/v1/completions", body);
+  ASSERT_TRUE(free_run);
+  ASSERT_EQ(free_run->status, 200) << free_run->body;
+  const json choice = json::parse(free_run->body)["choices"][0];
+  const std::string text = choice["text"];
+  const json tokens = choice["logprobs"]["tokens"];
+  const json offsets = choice["logprobs"]["text_offset"];
+  ASSERT_EQ(tokens.size(), offsets.size());
+  // A stop string from the start of token k's text into token k + 1's, found nowhere earlier.
+  size_t k = 1, at = 0;
+  std::string stop;
+  for (; k + 2 < tokens.size(); ++k) {
+    const std::string a = tokens[k], b = tokens[k + 1];
+    at = offsets[k].get<size_t>() - offsets[0].get<size_t>();
+    if (a.empty() || b.empty() || text.compare(at, a.size(), a) != 0) continue;
+    stop = a + b.substr(0, 1);
+    if (text.find(stop) == at) break;
+  }
+  ASSERT_LT(k + 2, tokens.size()) << free_run->body;
+  for (const bool chat : {false, true}) {
+    json streamed = body;
+    streamed.erase("logprobs");
+    streamed["stop"] = stop;
+    streamed["stream"] = true;
+    streamed["stream_options"] = {{"include_usage", true}};
+    if (chat) {
+      streamed.erase("prompt");
+      streamed["messages"] = {{{"role", "user"}, {"content", "Once upon a time"}}};
+    }
+    auto s = post(chat ? "/v1/chat/completions" : "/v1/completions", streamed);
+    ASSERT_TRUE(s);
+    const Sse sse = parse_sse(s->body);
+    ASSERT_TRUE(sse.well_framed);
+    ASSERT_GE(sse.data.size(), 3u);
+    int64_t chunks = 0, empty = 0;
+    for (size_t i = 0; i + 1 < sse.data.size(); ++i) {
+      const json c = json::parse(sse.data[i]);
+      if (c["choices"].empty()) {  // the usage chunk
+        EXPECT_EQ(c["usage"]["completion_tokens"], chunks) << s->body;
+        continue;
+      }
+      const json& ch = c["choices"][0];
+      if (chat && ch["delta"].contains("role")) continue;  // the first chunk: the role alone
+      ++chunks;
+      const std::string piece =
+          chat ? ch["delta"].value("content", std::string()) : ch["text"].get<std::string>();
+      empty += piece.empty() && ch["finish_reason"].is_null();
+    }
+    EXPECT_GT(chunks, 1) << s->body;
+    if (!chat) {
+      EXPECT_EQ(chunks, int64_t(k) + 2) << s->body;  // tokens 0..k+1, the last finishing
+      EXPECT_GE(empty, 1) << s->body;                // token k's text held back
+    }
+  }
+}
+
 TEST_F(OpenAiRoutesTest, ModelsCarryMaxModelLenRootAndTheEngineOptions) {
   LlmServeOptions o = options();
   o.engine.max_batched_tokens = 48;

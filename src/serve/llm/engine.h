@@ -57,12 +57,13 @@ struct TokenLogprob {
   std::vector<std::pair<int64_t, float>> top;
 };
 
-// What a request's callback receives (on the engine thread: it must return quickly). Text is
-// only emitted once it can no longer become part of a stop string; the last event has
-// finished = true.
+// What a request's callback receives (on the engine thread: it must return quickly): an event
+// per sampled token, the last with finished = true. Text is only emitted once it can no longer
+// become part of a stop string (nor of an incomplete UTF-8 character): a token whose text is
+// held back gives an event with empty text and no tokens, released with a later one.
 struct Event {
   std::string text;                    // new text since the previous event
-  std::vector<int64_t> tokens;         // the ids generated since the previous event
+  std::vector<int64_t> tokens;         // the ids whose text this event completes
   std::vector<TokenLogprob> logprobs;  // for tokens whose text is emitted (with logprobs on)
   bool finished = false;
   // "stop" (eos, a stop token or string), "length" (max_tokens or the context), "abort"

@@ -315,8 +315,9 @@ bool Engine::State::take_token(Sequence& r, std::vector<float>& row_logits) {
   } else {
     Event e;
     int64_t released = 0;
+    // An event per sampled token, also while its text is held back (empty text, no tokens):
+    // a client sees each step's progress, as vLLM streams a chunk per step.
     e.text = r.stream->take(false, &released);
-    if (e.text.empty() && released == 0) return false;
     e.tokens.assign(r.pending_tokens.begin(), r.pending_tokens.begin() + released);
     r.pending_tokens.erase(r.pending_tokens.begin(), r.pending_tokens.begin() + released);
     if (r.params.logprobs) {

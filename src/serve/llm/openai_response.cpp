@@ -237,13 +237,12 @@ json ChoiceBuilder::add(const Event& e) {
     if (tools) {
       json calls = tool_delta(e.finished);
       if (!calls.is_null()) delta["tool_calls"] = calls;
-    } else if (!e.text.empty()) {
-      delta["content"] = e.text;
+    } else if (!e.text.empty() || !e.finished) {
+      delta["content"] = e.text;  // "" for a token whose text is held back
     }
     if (delta.empty() && !e.finished) return nullptr;
     choice["delta"] = delta;
   } else {
-    if (e.text.empty() && !e.finished && echo_text_.empty()) return nullptr;
     choice["text"] = echo_text_ + e.text;
     echo_text_.clear();
     if (!echo_logprobs_.is_null()) {  // the prompt's logprobs before the new tokens'
