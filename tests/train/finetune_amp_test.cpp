@@ -51,8 +51,10 @@ TEST(FinetuneAmp, LowPrecisionLevelsTrainAsFloat32Does) {
         const double diff = largest_relative_difference(r, o0);
         std::printf("%s %s %s: losses within %.2e of O0's\n", method.c_str(), level.c_str(),
                     dtype.c_str(), diff);
-        // Measured over 6 steps: bf16 (8 bits of mantissa) 5.0e-4 to 8.6e-4, fp16 (11 bits)
-        // 4.7e-5 to 3.3e-4, for LoRA and full, O1 and O2.
+        // Measured over 6 steps: bf16 (8 bits of mantissa) 5.1e-4 to 1.5e-3, fp16 (11 bits)
+        // 5.9e-5 to 3.1e-4, for LoRA and full, O1 and O2 (LoRA's frozen bf16 linears keep
+        // oneDNN's float32 sums since 4b6225d: further from O0's float32 roundings, not less
+        // accurate).
         EXPECT_LT(diff, dtype == "bf16" ? 3e-3 : 1e-3) << method << " " << level << " " << dtype;
         EXPECT_GT(diff, 0) << method << " " << level << " " << dtype << " rounds nothing";
         EXPECT_EQ(r.overflows, 0) << method << " " << level << " " << dtype;
