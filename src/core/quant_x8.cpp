@@ -1,4 +1,4 @@
-// The inference layout of q4_0 and q8_0 weights (quant_x8.h): the byte map both ways.
+// The inference layout of q4_0, q8_0 and q4_K weights (quant_x8.h): the byte map both ways.
 #include "core/quant_x8.h"
 
 #include <atomic>
@@ -22,10 +22,80 @@ void store4(uint8_t* q, uint32_t v) { std::memcpy(q, &v, 4); }
 
 constexpr uint32_t kLow = 0x0F0F0F0Fu;
 
+// q4_K's 6-bit scale and min of sub-block j (0-7) in GGML's 12 bytes, and their 16 values back
+// into them (each of the 96 bits holds one bit of one value, so both ways are exact).
+void q4k_get(const uint8_t* p, int j, int& sc, int& mn) {
+  if (j < 4) {
+    sc = p[j] & 63, mn = p[j + 4] & 63;
+  } else {
+    sc = (p[j + 4] & 0xF) | ((p[j - 4] >> 6) << 4);
+    mn = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
+  }
+}
+
+void q4k_put(const int* sc, const int* mn, uint8_t* p) {
+  for (int j = 0; j < 4; ++j) {
+    p[j] = uint8_t(sc[j] | ((sc[j + 4] >> 4) << 6));
+    p[j + 4] = uint8_t(mn[j] | ((mn[j + 4] >> 4) << 6));
+    p[j + 8] = uint8_t((sc[j + 4] & 0xF) | ((mn[j + 4] & 0xF) << 4));
+  }
+}
+
+// q4_K, a super-block of 256 of 8 rows in 1152 bytes: 8 f16 d, 8 f16 dmin, 64 bytes whose byte
+// 8j + r holds sub-block j's scale (low nibble) and min (high) of row r, low 4 bits each; 32
+// bytes whose byte k = (8j + r) % 32 holds their top 2 bits (scale's in bits 0-1, min's in bits
+// 2-3), in its low nibble for j < 4 and its high one for j >= 4; then 8 sub-blocks of 128
+// bytes, each 4 chunks as q4_0's (element 8c + t low, 8c + 4 + t high). GGML's byte 32 (j / 2)
+// + l holds element l of sub-block j, low nibble for j even.
+int q4k_nibble(const uint8_t* qs, int j, int l) {
+  const uint8_t b = qs[32 * (j / 2) + l];
+  return j % 2 == 0 ? b & 0xF : b >> 4;
+}
+
+void set_nibble(uint8_t& b, bool high, int v) {
+  b = high ? uint8_t((b & 0x0F) | (v << 4)) : uint8_t((b & 0xF0) | v);
+}
+
+void pack_q4k(const uint8_t* src, int r, uint8_t* dst) {
+  std::memcpy(dst + 2 * r, src, 2);
+  std::memcpy(dst + 16 + 2 * r, src + 2, 2);
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    q4k_get(src + 4, j, sc, mn);
+    const int k = 8 * j + r;
+    dst[32 + k] = uint8_t((sc & 0xF) | ((mn & 0xF) << 4));
+    set_nibble(dst[96 + k % 32], j >= 4, (sc >> 4) | ((mn >> 4) << 2));
+    uint8_t* chunks = dst + 128 + 128 * j + 4 * r;
+    for (int c = 0; c < 4; ++c)
+      for (int t = 0; t < 4; ++t)
+        chunks[32 * c + t] = uint8_t(q4k_nibble(src + 16, j, 8 * c + t) |
+                                     (q4k_nibble(src + 16, j, 8 * c + 4 + t) << 4));
+  }
+}
+
+void unpack_q4k(const uint8_t* src, int r, uint8_t* dst) {
+  std::memcpy(dst, src + 2 * r, 2);
+  std::memcpy(dst + 2, src + 16 + 2 * r, 2);
+  int sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) {
+    const int k = 8 * j + r, lo = src[32 + k], hi = (src[96 + k % 32] >> (j >= 4 ? 4 : 0)) & 0xF;
+    sc[j] = (lo & 0xF) | ((hi & 3) << 4), mn[j] = (lo >> 4) | ((hi >> 2) << 4);
+    const uint8_t* chunks = src + 128 + 128 * j + 4 * r;
+    for (int c = 0; c < 4; ++c)
+      for (int t = 0; t < 4; ++t) {
+        const uint8_t b = chunks[32 * c + t];
+        set_nibble(dst[16 + 32 * (j / 2) + 8 * c + t], j % 2 == 1, b & 0xF);
+        set_nibble(dst[16 + 32 * (j / 2) + 8 * c + 4 + t], j % 2 == 1, b >> 4);
+      }
+  }
+  q4k_put(sc, mn, dst + 4);
+}
+
 // The layout's block of 8 rows (a group g, block b) and row r's GGML block: a scale, then chunks
 // c of 32 bytes whose bytes 4r..4r+3 are row r's. q4_0: chunk c holds elements 8c + t low and
 // 8c + 4 + t high; GGML's byte k holds element k low and k + 16 high.
 void pack_block(QuantFormat f, const uint8_t* src, int r, uint8_t* dst) {
+  if (f == QuantFormat::q4_k) return pack_q4k(src, r, dst);
   std::memcpy(dst + 2 * r, src, 2);
   const uint8_t* qs = src + 2;
   uint8_t* chunks = dst + 16 + 4 * r;
@@ -41,6 +111,7 @@ void pack_block(QuantFormat f, const uint8_t* src, int r, uint8_t* dst) {
 }
 
 void unpack_block(QuantFormat f, const uint8_t* src, int r, uint8_t* dst) {
+  if (f == QuantFormat::q4_k) return unpack_q4k(src, r, dst);
   std::memcpy(dst, src + 2 * r, 2);
   uint8_t* qs = dst + 2;
   const uint8_t* chunks = src + 16 + 4 * r;
@@ -58,7 +129,8 @@ void unpack_block(QuantFormat f, const uint8_t* src, int r, uint8_t* dst) {
 
 template <typename Block>
 void each_block(QuantFormat f, int64_t out, int64_t in, Block&& block) {
-  const int64_t blocks = in / 32, bytes = quant_block_bytes(f), row_bytes = blocks * bytes;
+  const int64_t blocks = in / quant_block_elems(f), bytes = quant_block_bytes(f),
+                row_bytes = blocks * bytes;
   for (int64_t g = 0; g < out / 8; ++g)
     for (int64_t b = 0; b < blocks; ++b)
       for (int r = 0; r < 8; ++r)
@@ -68,7 +140,8 @@ void each_block(QuantFormat f, int64_t out, int64_t in, Block&& block) {
 }  // namespace
 
 bool quant_x8_fits(QuantFormat f, int64_t out) {
-  return (f == QuantFormat::q4_0 || f == QuantFormat::q8_0) && out > 0 && out % 8 == 0;
+  return (f == QuantFormat::q4_0 || f == QuantFormat::q8_0 || f == QuantFormat::q4_k) && out > 0 &&
+         out % 8 == 0;
 }
 
 bool quant_is_x8(const QuantizedWeight& w) {
@@ -98,7 +171,7 @@ QuantizedWeight quant_to_x8(const QuantizedWeight& w) {
   if (quant_is_x8(w)) return w;
   ZENITH_CHECK(quant_x8_fits(w.format, w.out_features), "[quant_to_x8] ", quant_name(w.format),
                " [", w.out_features, ", ", w.in_features,
-               "] has no interleaved layout (q4_0 or q8_0 with rows a multiple of 8)");
+               "] has no interleaved layout (q4_0, q8_0 or q4_k with rows a multiple of 8)");
   const Tensor blocks = w.blocks.contiguous();
   Tensor packed = Tensor::empty({w.out_features / 8, 8 * blocks.size(1)}, DType::u8);
   quant_x8_pack(w.format, blocks.data<uint8_t>(), w.out_features, w.in_features,

@@ -1,7 +1,8 @@
-// The inference layout of q4_0 and q8_0 weights: 8 rows interleaved block by block, the layout
-// the CPU's repacked kernels read (src/backend/cpu/quant_repack.h has its byte map; ggml's CPU
-// backend has the idea, block_q4_0x8). It holds the GGML blocks' bytes rearranged (q8_0's codes
-// plus 128), the same count, so a weight converts both ways bit for bit.
+// The inference layout of q4_0, q8_0 and q4_K weights: 8 rows interleaved block by block, the
+// layout the CPU's repacked kernels read (src/backend/cpu/quant_repack.h has its byte map; ggml's
+// CPU backend has the idea, block_q4_0x8). It holds the GGML blocks' bytes rearranged (q8_0's
+// codes plus 128, q4_K's 6-bit scales and mins regrouped), the same count, so a weight converts
+// both ways bit for bit.
 //
 // A QuantizedWeight (zenith/quant.h) in this layout has blocks of shape [out / 8, 8 row_bytes]
 // (a row group per row) instead of [out, row_bytes]: the shape says which layout the bytes are
@@ -17,7 +18,7 @@
 
 namespace zenith {
 
-// Whether f and out admit the layout: q4_0 or q8_0, out a positive multiple of 8.
+// Whether f and out admit the layout: q4_0, q8_0 or q4_k, out a positive multiple of 8.
 bool quant_x8_fits(QuantFormat f, int64_t out);
 // Whether w's blocks are in the layout (by their shape).
 bool quant_is_x8(const QuantizedWeight& w);
@@ -26,8 +27,8 @@ bool quant_is_x8(const QuantizedWeight& w);
 bool quant_x8_preferred(QuantFormat f, int64_t out);
 void set_quant_x8_probe(bool (*probe)(QuantFormat f, int64_t out));  // the backend's
 
-// Rows [out, in] of GGML blocks of f <-> the layout; out % 8 == 0, out / 8 * in / 32 * 8 *
-// quant_block_bytes(f) bytes each way.
+// Rows [out, in] of GGML blocks of f <-> the layout; out % 8 == 0, out * quant_row_bytes(f, in)
+// bytes each way.
 void quant_x8_pack(QuantFormat f, const uint8_t* w, int64_t out, int64_t in, uint8_t* packed);
 void quant_x8_unpack(QuantFormat f, const uint8_t* packed, int64_t out, int64_t in, uint8_t* w);
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/quant_x8.h"
 #include "support/op_check.h"
 
 using namespace zenith;
@@ -267,4 +268,34 @@ TEST(Quant, Nf4RoundTripAgainstFloat64) {
   // within 10% of q4_0's error (blocks of 32, f16 scales) at 4.13 bits an element, not 4.5
   EXPECT_LT(std::sqrt(err2 / norm), 0.11);
   EXPECT_LT(std::sqrt(err2 / norm), 1.1 * std::sqrt(err2_q4 / norm));
+}
+
+// The interleaved layout (core/quant_x8.h) takes any GGML bytes, not only the quantizer's: every
+// 6-bit scale and min of q4_K, every nibble, f16 bits that are no finite number. Packing then
+// unpacking gives them back bit for bit, the layout has their byte count, and a pack of 8 rows
+// in place equals the pack of a copy.
+TEST(Quant, X8RoundTripsArbitraryBytes) {
+  std::mt19937 rng(7);
+  for (QuantFormat f : kFormats) {
+    const int64_t out = 16, in = 512, bytes = out * quant_row_bytes(f, in);
+    std::vector<uint8_t> w(static_cast<size_t>(bytes)), packed(w.size(), 0), back(w.size(), 0);
+    for (uint8_t& b : w) b = uint8_t(rng());
+    ASSERT_TRUE(quant_x8_fits(f, out)) << quant_name(f);
+    quant_x8_pack(f, w.data(), out, in, packed.data());
+    EXPECT_NE(packed, w) << quant_name(f);
+    quant_x8_unpack(f, packed.data(), out, in, back.data());
+    EXPECT_EQ(back, w) << quant_name(f);
+    Tensor blocks = Tensor::empty({out, bytes / out}, DType::u8);
+    std::memcpy(blocks.data<uint8_t>(), w.data(), w.size());
+    const void* at = blocks.raw_data();
+    const QuantizedWeight x8 = quant_to_x8_in_place({std::move(blocks), f, out, in});
+    ASSERT_TRUE(quant_is_x8(x8));
+    EXPECT_EQ(x8.blocks.raw_data(), at) << quant_name(f) << " not packed in place";
+    EXPECT_EQ(x8.blocks.shape(), (Shape{out / 8, 8 * quant_row_bytes(f, in)}));
+    EXPECT_EQ(std::memcmp(x8.blocks.data<uint8_t>(), packed.data(), packed.size()), 0);
+    const QuantizedWeight ggml = quant_to_ggml(x8);
+    EXPECT_EQ(std::memcmp(ggml.blocks.data<uint8_t>(), w.data(), w.size()), 0) << quant_name(f);
+  }
+  EXPECT_FALSE(quant_x8_fits(QuantFormat::q4_k, 12));
+  EXPECT_FALSE(quant_x8_fits(QuantFormat::nf4, 8));
 }
