@@ -1,4 +1,4 @@
-// The repacked q4_0 and q8_0 kernels (src/backend/cpu/quant_repack.*): the layout holds every
+// The repacked q4_0, q8_0 and q4_K kernels (src/backend/cpu/quant_repack.*): the layout holds every
 // element and scale of the GGML blocks; the kernels on it match a float64 product with the
 // dequantized weight within the activations' int8 error; AVX2 and AVX-512 VNNI give the same bits;
 // a row's result does not depend on the rows beside it or on the threads; at inference the op
@@ -34,7 +34,7 @@ std::vector<QuantIsa> x8_isas(QuantFormat f) {
   return out;
 }
 
-constexpr QuantFormat kFormats[] = {QuantFormat::q4_0, QuantFormat::q8_0};
+constexpr QuantFormat kFormats[] = {QuantFormat::q4_0, QuantFormat::q8_0, QuantFormat::q4_k};
 
 std::vector<float> normal(size_t n, float scale, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -52,7 +52,9 @@ struct Case {
   std::vector<uint8_t> packed;
 };
 
+// q4_K's rows: `in` rounded up to its super-block of 256.
 Case make_case(QuantFormat f, int64_t m, int64_t out, int64_t in, uint32_t seed) {
+  if (f == QuantFormat::q4_k) in = (in + 255) / 256 * 256;
   Case c{f, m, out, in, normal(size_t(m * in), 1.0f, seed), {}, {}};
   c.x[1] = 6.0f;  // an outlier: its block's int8 scale is coarse
   c.w =
@@ -74,7 +76,7 @@ std::vector<float> run(QuantIsa isa, const Case& c, const uint8_t* packed) {
 // Element k of row o, block b read back from the packed bytes equals the GGML block's (q8_0: plus
 // 128), and so does the scale.
 TEST(QuantRepack, LayoutHoldsEveryElementAndScale) {
-  for (QuantFormat f : kFormats) {
+  for (QuantFormat f : {QuantFormat::q4_0, QuantFormat::q8_0}) {
     const Case c = make_case(f, 1, 16, 96, 3);
     const uint8_t* w = c.w.blocks.data<uint8_t>();
     const int64_t blocks = c.in / 32, bytes = quant_block_bytes(f);
@@ -100,14 +102,48 @@ TEST(QuantRepack, LayoutHoldsEveryElementAndScale) {
   }
 }
 
+// q4_K, per row group and super-block of 256: d and dmin of row r at 2r and 16 + 2r; sub-block
+// j's 6-bit scale and min, low 4 bits in byte 32 + 8j + r, top 2 in byte 96 + (8j + r) % 32
+// (nibble j / 4); element l of sub-block j in chunk l / 8 of its 128 bytes at 128 + 128 j, as
+// q4_0's. Each equals what GGML's block holds (dequantize_row's reading, compared in floats).
+TEST(QuantRepack, Q4kLayoutHoldsEveryElementScaleAndMin) {
+  const Case c = make_case(QuantFormat::q4_k, 1, 16, 512, 4);
+  const uint8_t* w = c.w.blocks.data<uint8_t>();
+  const int64_t supers = c.in / 256;
+  std::vector<float> row(size_t(c.in));
+  auto half = [](const uint8_t* p) { return half_to_float(uint16_t(p[0] | (p[1] << 8))); };
+  for (int64_t o = 0; o < c.out; ++o) {
+    dequantize_row(QuantFormat::q4_k, w + o * supers * 144, c.in, row.data());
+    const int r = int(o % 8);
+    for (int64_t s = 0; s < supers; ++s) {
+      const uint8_t* dst = c.packed.data() + (o / 8 * supers + s) * 1152;
+      ASSERT_EQ(std::memcmp(w + o * supers * 144 + 144 * s, dst + 2 * r, 2), 0);
+      ASSERT_EQ(std::memcmp(w + o * supers * 144 + 144 * s + 2, dst + 16 + 2 * r, 2), 0);
+      const float d = half(dst + 2 * r), dmin = half(dst + 16 + 2 * r);
+      for (int j = 0; j < 8; ++j) {
+        const int k = 8 * j + r, lo = dst[32 + k], hi = (dst[96 + k % 32] >> (4 * (j / 4))) & 0xF;
+        const int sc = (lo & 0xF) | ((hi & 3) << 4), mn = (lo >> 4) | ((hi >> 2) << 4);
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t byte = dst[128 + 128 * j + 32 * (l / 8) + 4 * r + l % 4];
+          const int q = l % 8 < 4 ? byte & 0xF : byte >> 4;
+          const float scale = d * float(sc), offset = dmin * float(mn);
+          ASSERT_EQ(scale * float(q) - offset, row[size_t(256 * s + 32 * j + l)])
+              << "row " << o << " super-block " << s << " sub-block " << j << " element " << l;
+        }
+      }
+    }
+  }
+}
+
 // Within the int8 activations' error bound of the float64 product (as quant_linear_test), on
 // decode and prefill shapes, odd block counts included; AVX2 and VNNI equal bit for bit.
 TEST(QuantRepack, MatchesFloat64AndIsasAgree) {
   uint32_t seed = 10;
   for (QuantFormat f : kFormats)
-    for (auto [m, out, in] : std::vector<std::array<int64_t, 3>>{
+    for (auto [m, out, rows_in] : std::vector<std::array<int64_t, 3>>{
              {1, 8, 32}, {1, 64, 96}, {3, 40, 224}, {5, 16, 512}, {8, 24, 256}, {13, 32, 768}}) {
-      const Case c = make_case(f, m, out, in, seed += 2);
+      const Case c = make_case(f, m, out, rows_in, seed += 2);
+      const int64_t in = c.in;  // q4_K's rounded up
       Tensor deq = dequantize_weight(c.w);
       const float* dw = deq.data<float>();
       std::vector<std::vector<float>> ys;

@@ -38,7 +38,8 @@ models::LlamaConfig small_config() {
 
 TEST(LlamaX8, InferenceHoldsEachQuantizedWeightOnceAndExportsItsBlocks) {
   TempDir dir("llama_x8");
-  for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0}) {
+  // q4_k: the weights of 128 inputs are q4_0 rows (no super-block of 256), the others q4_K.
+  for (QuantFormat f : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k}) {
     SCOPED_TRACE(quant_name(f));
     models::GgufExportOptions options;
     options.dtype = quant_name(f);
@@ -57,7 +58,7 @@ TEST(LlamaX8, InferenceHoldsEachQuantizedWeightOnceAndExportsItsBlocks) {
       const QuantizedWeight* q = layer->quantized_weight();
       ASSERT_TRUE(q) << path;
       ggml_bytes += int64_t(q->blocks.nbytes());
-      if (quant_x8_preferred(f, q->out_features)) expected += int64_t(q->blocks.nbytes());
+      if (quant_x8_preferred(q->format, q->out_features)) expected += int64_t(q->blocks.nbytes());
     }
     // The backend told core which weights its kernels read interleaved.
     EXPECT_EQ(quant_x8_preferred(f, 8), cpu::x8_applies(cpu::quant_isa(), f, 8));
@@ -67,17 +68,19 @@ TEST(LlamaX8, InferenceHoldsEachQuantizedWeightOnceAndExportsItsBlocks) {
     // copy of them (a model not packed makes one).
     const auto a = plain->linear_layers(), b = packed->linear_layers();
     ASSERT_EQ(a.size(), b.size());
-    int64_t held = 0;
+    int64_t held = 0, packed_f = 0;  // packed_f: weights of format f held interleaved
     for (size_t i = 0; i < a.size(); ++i) {
       const QuantizedWeight &p = *a[i].second->quantized_weight(),
                             &q = *b[i].second->quantized_weight();
       held += int64_t(q.blocks.nbytes());
-      EXPECT_EQ(quant_is_x8(q), quant_x8_preferred(f, q.out_features)) << a[i].first;
+      packed_f += q.format == f && quant_is_x8(q) ? 1 : 0;
+      EXPECT_EQ(quant_is_x8(q), quant_x8_preferred(q.format, q.out_features)) << a[i].first;
       EXPECT_EQ(q.blocks.raw_data(), at[i]) << a[i].first << " moved: packed as a copy";
       EXPECT_TRUE(same_bits(quant_to_ggml(q).blocks, p.blocks)) << a[i].first;
       EXPECT_TRUE(same_bits(dequantize_weight(q), dequantize_weight(p))) << a[i].first;
     }
     EXPECT_EQ(held, ggml_bytes);
+    EXPECT_EQ(packed_f > 0, cpu::x8_applies(cpu::quant_isa(), f, 8));
     plain->eval();
     packed->eval();
     NoGradGuard no_grad;

@@ -73,6 +73,8 @@ void quant_rows_avx2(const QuantRows& p, int64_t o0, int64_t o1) { avx2::rows_si
 void quant_groups_x8_avx2(const QuantRows& p, int64_t g0, int64_t g1) {
   if (p.format == QuantFormat::q4_0)
     avx2::x8_groups<QuantFormat::q4_0>(p, g0, g1);
+  else if (p.format == QuantFormat::q4_k)
+    avx2::x8_groups<QuantFormat::q4_k>(p, g0, g1);
   else
     avx2::x8_groups<QuantFormat::q8_0>(p, g0, g1);
 }

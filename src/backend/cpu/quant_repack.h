@@ -1,4 +1,4 @@
-// q4_0 and q8_0 weights repacked for the SIMD kernels, the idea of ggml's CPU backend (its
+// q4_0, q8_0 and q4_K weights repacked for the SIMD kernels, the idea of ggml's CPU backend (its
 // block_q4_0x8): 8 rows interleaved block by block, so that one 256-bit register holds a
 // 4-element slice of 8 rows and one byte dot product against the activations' 4 bytes, broadcast,
 // computes it. The 8 rows' sums land in the 8 lanes of one vector and are stored as they are (no
@@ -11,6 +11,11 @@
 //   q8_0, 272 bytes: 8 f16 scales, then 8 chunks c of 32 bytes: byte 4r + t of chunk c holds
 //     element 4c + t of row 8g + r plus 128 (unsigned, for vpdpbusd; the kernel subtracts
 //     128 sum(a)); AVX2 makes them signed again (its 16-bit pair sums would saturate on them).
+//   q4_K, per super-block of 256, 1152 bytes: 8 f16 d, 8 f16 dmin, 64 bytes (byte 8j + r: the low
+//     4 bits of row r's scale of sub-block j, low nibble, and of its min, high), 32 bytes (their
+//     top 2 bits: byte (8j + r) % 32, nibble j / 4, scale's bits 0-1 and min's 2-3), then the 8
+//     sub-blocks of 32 as 4 chunks each, q4_0's: so a few vector ops give a sub-block's 8 scales
+//     as lanes, and the nibbles meet the activations as q4_0's do (unsigned, start 0).
 // The byte map is core's (core/quant_x8.h). An inference process holds its weights in this
 // layout (pack_for_inference: blocks [out / 8, 8 row_bytes]) and the kernel reads them as they
 // are; a weight in GGML's layout met with grad mode off (an evaluation during training, a model
@@ -26,16 +31,18 @@
 
 namespace zenith::cpu {
 
-// Bytes of 8 rows x one block of 32 (q4_0 or q8_0).
-constexpr int64_t x8_block_bytes(QuantFormat f) { return f == QuantFormat::q4_0 ? 144 : 272; }
+// Bytes of 8 rows x 32 elements (q4_K: an eighth of its 8 rows x 256).
+constexpr int64_t x8_block_bytes(QuantFormat f) { return f == QuantFormat::q8_0 ? 272 : 144; }
 
-// Whether weights of this format and row count take the repacked path on `isa`.
+// Whether weights of this format and row count take the repacked path on `isa` (q4_K's `in` is a
+// multiple of 256: the quantizer stores other rows as q4_0).
 inline bool x8_applies(QuantIsa isa, QuantFormat f, int64_t out) {
   if (out <= 0 || out % 8 != 0) return false;
-  return (f == QuantFormat::q4_0 || f == QuantFormat::q8_0) && isa != QuantIsa::scalar;
+  return (f == QuantFormat::q4_0 || f == QuantFormat::q8_0 || f == QuantFormat::q4_k) &&
+         isa != QuantIsa::scalar;
 }
 
-// w [out, in] as rows of f (q4_0 or q8_0) -> the layout above, out / 8 * in / 32 blocks.
+// w [out, in] as rows of f (q4_0, q8_0 or q4_k) -> the layout above, out * row bytes.
 void repack_x8(QuantFormat f, const uint8_t* w, int64_t out, int64_t in, uint8_t* packed);
 
 // The repacked copy of `blocks` (a contiguous u8 tensor of rows of f [out, in]), made on the
