@@ -22,8 +22,8 @@ std::shared_ptr<Llama> load_quantizing(const std::string& dir, const std::string
 void release_free_memory();
 
 // Readies a model for inference only (generate, perplexity, serve): each quantized weight whose
-// format this CPU's kernels read interleaved (core/quant_x8.h: q4_0 and q8_0 on AVX2 and AVX-512
-// VNNI) is converted to that layout and its GGML blocks freed, so the process holds the
+// format this CPU's kernels read interleaved (core/quant_x8.h: q4_0, q8_0 and q4_k on AVX2 and
+// AVX-512 VNNI) is converted to that layout and its GGML blocks freed, so the process holds the
 // weight once (the kernels would otherwise keep an interleaved copy beside the blocks). Exports
 // (save_gguf, save_quantized) still write GGML's bytes, unpacked bit for bit. Not for a model
 // that will train: the backward pass would unpack the weight at every step. Returns the bytes

@@ -1,4 +1,5 @@
-// The repacked q4_0 and q8_0 layouts (quant_repack.h) and the kernel's cache of repacked copies.
+// The repacked q4_0, q8_0 and q4_K layouts (quant_repack.h) and the kernel's cache of repacked
+// copies.
 #include "backend/cpu/quant_repack.h"
 
 #include <mutex>
