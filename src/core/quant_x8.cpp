@@ -45,13 +45,8 @@ void q4k_put(const int* sc, const int* mn, uint8_t* p) {
 // 8j + r holds sub-block j's scale (low nibble) and min (high) of row r, low 4 bits each; 32
 // bytes whose byte k = (8j + r) % 32 holds their top 2 bits (scale's in bits 0-1, min's in bits
 // 2-3), in its low nibble for j < 4 and its high one for j >= 4; then 8 sub-blocks of 128
-// bytes, each 4 chunks as q4_0's (element 8c + t low, 8c + 4 + t high). GGML's byte 32 (j / 2)
-// + l holds element l of sub-block j, low nibble for j even.
-int q4k_nibble(const uint8_t* qs, int j, int l) {
-  const uint8_t b = qs[32 * (j / 2) + l];
-  return j % 2 == 0 ? b & 0xF : b >> 4;
-}
-
+// bytes, each 4 chunks as q4_0's (element 8c + t low, 8c + 4 + t high). GGML's byte 32 i + l
+// holds element l of sub-block 2i low and of sub-block 2i + 1 high.
 void set_nibble(uint8_t& b, bool high, int v) {
   b = high ? uint8_t((b & 0x0F) | (v << 4)) : uint8_t((b & 0xF0) | v);
 }
@@ -65,11 +60,15 @@ void pack_q4k(const uint8_t* src, int r, uint8_t* dst) {
     const int k = 8 * j + r;
     dst[32 + k] = uint8_t((sc & 0xF) | ((mn & 0xF) << 4));
     set_nibble(dst[96 + k % 32], j >= 4, (sc >> 4) | ((mn >> 4) << 2));
-    uint8_t* chunks = dst + 128 + 128 * j + 4 * r;
-    for (int c = 0; c < 4; ++c)
-      for (int t = 0; t < 4; ++t)
-        chunks[32 * c + t] = uint8_t(q4k_nibble(src + 16, j, 8 * c + t) |
-                                     (q4k_nibble(src + 16, j, 8 * c + 4 + t) << 4));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const uint8_t* qs = src + 16 + 32 * i;
+    uint8_t *even = dst + 128 + 256 * i + 4 * r, *odd = even + 128;
+    for (int c = 0; c < 4; ++c) {
+      const uint32_t lo = load4(qs + 8 * c), hi = load4(qs + 8 * c + 4);
+      store4(even + 32 * c, (lo & kLow) | ((hi & kLow) << 4));
+      store4(odd + 32 * c, ((lo >> 4) & kLow) | (hi & ~kLow));
+    }
   }
 }
 
@@ -80,15 +79,17 @@ void unpack_q4k(const uint8_t* src, int r, uint8_t* dst) {
   for (int j = 0; j < 8; ++j) {
     const int k = 8 * j + r, lo = src[32 + k], hi = (src[96 + k % 32] >> (j >= 4 ? 4 : 0)) & 0xF;
     sc[j] = (lo & 0xF) | ((hi & 3) << 4), mn[j] = (lo >> 4) | ((hi >> 2) << 4);
-    const uint8_t* chunks = src + 128 + 128 * j + 4 * r;
-    for (int c = 0; c < 4; ++c)
-      for (int t = 0; t < 4; ++t) {
-        const uint8_t b = chunks[32 * c + t];
-        set_nibble(dst[16 + 32 * (j / 2) + 8 * c + t], j % 2 == 1, b & 0xF);
-        set_nibble(dst[16 + 32 * (j / 2) + 8 * c + 4 + t], j % 2 == 1, b >> 4);
-      }
   }
   q4k_put(sc, mn, dst + 4);
+  for (int i = 0; i < 4; ++i) {
+    uint8_t* qs = dst + 16 + 32 * i;
+    const uint8_t *even = src + 128 + 256 * i + 4 * r, *odd = even + 128;
+    for (int c = 0; c < 4; ++c) {
+      const uint32_t e = load4(even + 32 * c), o = load4(odd + 32 * c);
+      store4(qs + 8 * c, (e & kLow) | ((o & kLow) << 4));
+      store4(qs + 8 * c + 4, ((e >> 4) & kLow) | (o & ~kLow));
+    }
+  }
 }
 
 // The layout's block of 8 rows (a group g, block b) and row r's GGML block: a scale, then chunks
