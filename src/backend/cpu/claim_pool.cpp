@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/time_slice.h"
+
 namespace zenith::cpu {
 namespace {
 
@@ -125,6 +127,7 @@ class Pool {
         job = current_;
         seen = epoch_.load();
       }
+      core::take_long_time_slice();  // a serving engine's helper: see core/time_slice.h
       if (index < job->helpers) job->work();
     }
   }

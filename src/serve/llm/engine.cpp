@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/batch_invariant.h"
+#include "core/time_slice.h"
 #include "serve/llm/engine_state.h"
 #include "zenith/autograd.h"
 #include "zenith/context.h"
@@ -79,6 +80,9 @@ Engine::Engine(std::shared_ptr<models::Llama> model, std::shared_ptr<text::Token
   const int threads = context::get_num_threads();
   s.thread = std::thread([&s, threads] {
     context::set_num_threads(threads);
+    // Its threads keep the cores busy while streams decode: a long slice lets the HTTP writer
+    // that a sampled token wakes run at once (core/time_slice.h).
+    core::use_long_time_slices();
     s.loop();
   });
 }
