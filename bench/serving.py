@@ -13,7 +13,7 @@ fortunes tokenizer) exported to GGUF with `zenith export`, greedy decoding, floa
             request to the same server, its output tokens / its end-to-end time)
   poisson   vLLM's benchmark_serving definitions at three Poisson request rates (a quarter, half
             and all of the streams' measured capacity in requests/s): TTFT, TPOT = (e2e - TTFT)
-            / (output tokens - 1), ITL (gaps between streamed chunks), e2e latency (mean, p50,
+            / (output tokens - 1), ITL (gaps between streamed chunks, a chunk a token), e2e latency (mean, p50,
             p99) and output tokens/s, each request a 32-token random prompt
   prefix    TTFT of a request whose 512-token system prompt is in the prefix cache against the
             same request uncached (a fresh system prompt each run, then the same one with
@@ -136,7 +136,9 @@ class Server:
 
     def complete(self, prompt, max_tokens, t_send=None, chunks=None):
         """One streamed /v1/completions request; returns its timings (perf_counter seconds).
-        `chunks`, when given, gets each text chunk's arrival time as it comes."""
+        `chunks`, when given, gets each chunk's arrival time as it comes: every chunk with
+        choices, also one whose text is "" (a token whose text the server holds back), as
+        vLLM's benchmark counts them."""
         body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": max_tokens,
                            "temperature": 0, "stream": True,
                            "stream_options": {"include_usage": True}})
@@ -158,7 +160,7 @@ class Server:
             if not line.startswith(b"data: ") or line == b"data: [DONE]":
                 continue
             event = json.loads(line[6:])
-            if event.get("choices") and event["choices"][0].get("text"):
+            if event.get("choices"):  # a token's chunk, its text possibly "" (held back)
                 chunks.append(time.perf_counter())
             if event.get("usage"):
                 tokens = event["usage"]["completion_tokens"]
@@ -209,8 +211,9 @@ class Server:
 
 
 def parse_stream(reads, start):
-    """An SSE response read as `reads` (arrival ns, bytes): each text chunk's arrival (the read
-    that completed its event), completion and cached tokens."""
+    """An SSE response read as `reads` (arrival ns, bytes): each chunk's arrival (the read that
+    completed its event; every chunk with choices, as complete()), completion and cached
+    tokens."""
     raw = b"".join(data for _, data in reads)
     ends, at = [], 0
     for _, data in reads:
@@ -243,7 +246,7 @@ def parse_stream(reads, start):
             if not line.startswith(b"data: ") or line == b"data: [DONE]":
                 continue
             e = json.loads(line[6:])
-            if e.get("choices") and e["choices"][0].get("text"):
+            if e.get("choices"):
                 while ends[read] <= end:
                     read += 1
                 chunks.append(reads[read][0] / 1e9)
