@@ -5,11 +5,11 @@
 // same slice takes its core; a task that wakes with a shorter slice preempts it at once (6.12+:
 // sched_setattr's sched_runtime sets a task's slice). A serving engine's threads keep both cores
 // of a small host busy while streams decode, so a stream's HTTP writer that wakes for a token
-// waited for the end of the engine's slice: 1-4 ms on this 2-core host, longer than a small
-// model's decode step. With a long slice on the compute threads, the writer (and any other
-// thread with the default slice) runs as soon as it wakes; the compute threads' share of the
-// cores is unchanged (a slice sets how long a task runs at once, its weight how much in all).
-// Kernels before 6.12 ignore the request.
+// waited for the end of the engine's slice, which can be longer than a small model's decode
+// step (docs/performance.md, the serving note). With a long slice on the compute threads, the
+// writer (and any other thread with the default slice) runs as soon as it wakes; the compute
+// threads' share of the cores is unchanged (a slice sets how long a task runs at once, its weight
+// how much in all). Kernels before 6.12 ignore the request.
 #pragma once
 
 namespace zenith::core {
