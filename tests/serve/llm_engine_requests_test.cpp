@@ -21,11 +21,17 @@
 namespace zenith::serve::llm {
 namespace {
 
+// The demo model's prompt for the text-stream tests: it continues with several words.
+std::vector<int64_t> story_prompt(const text::Tokenizer& tokenizer) {
+  std::vector<int64_t> prompt;
+  for (int32_t id : tokenizer.encode("Once upon a time, there was a little")) prompt.push_back(id);
+  return prompt;
+}
+
 TEST(LlmEngineRequests, StopStringsAreHeldBackAndNeverEmitted) {
   auto tokenizer = text::Tokenizer::from_dir(demo_dir());
   Engine engine(demo_model(), tokenizer, {.kv_cache_bytes = 8 << 20, .block_size = 8});
-  std::vector<int64_t> prompt;
-  for (int32_t id : tokenizer->encode("Once upon a time, there was a little")) prompt.push_back(id);
+  const std::vector<int64_t> prompt = story_prompt(*tokenizer);
   SamplingParams p = greedy(40);
   p.ignore_eos = true;
   auto free_run = std::move(run_all(engine, {prompt}, p)[0]);
@@ -48,8 +54,7 @@ TEST(LlmEngineRequests, StopStringsAreHeldBackAndNeverEmitted) {
 TEST(LlmEngineRequests, ATokenWhoseTextIsHeldBackStillGivesAnEvent) {
   auto tokenizer = text::Tokenizer::from_dir(demo_dir());
   Engine engine(demo_model(), tokenizer, {.kv_cache_bytes = 8 << 20, .block_size = 8});
-  std::vector<int64_t> prompt;
-  for (int32_t id : tokenizer->encode("Once upon a time, there was a little")) prompt.push_back(id);
+  const std::vector<int64_t> prompt = story_prompt(*tokenizer);
   SamplingParams p = greedy(24);
   p.ignore_eos = true;
   auto free_run = std::move(run_all(engine, {prompt}, p)[0]);
